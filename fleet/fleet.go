@@ -1,0 +1,157 @@
+package fleet
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// File is the fleet file's top level.
+type File struct {
+	Nodes []Node `yaml:"nodes"`
+}
+
+// Node is one watched inference endpoint.
+type Node struct {
+	// ID names the node in every API; letters, digits and ._:-/ only.
+	ID string `yaml:"id"`
+	// URL of its Prometheus /metrics endpoint.
+	URL string `yaml:"url"`
+	// Model it serves; when empty, taken from the engine's model_name label.
+	Model string `yaml:"model,omitempty"`
+	// Engine: vllm, sglang, …; when empty, detected from metric names.
+	Engine  string  `yaml:"engine,omitempty"`
+	Profile Profile `yaml:"profile,omitempty"`
+}
+
+// Profile is how the node is deployed.
+type Profile struct {
+	DataParallel         uint32  `yaml:"data_parallel,omitempty"`
+	TensorParallel       uint32  `yaml:"tensor_parallel,omitempty"`
+	ExpertParallel       uint32  `yaml:"expert_parallel,omitempty"`
+	PipelineParallel     uint32  `yaml:"pipeline_parallel,omitempty"`
+	GPU                  string  `yaml:"gpu,omitempty"`
+	ActiveParamsBillions float64 `yaml:"active_params_billions,omitempty"`
+	TotalParamsBillions  float64 `yaml:"total_params_billions,omitempty"`
+}
+
+// Proto returns the profile as the API message.
+func (p Profile) Proto() *llmdiagv1.Profile {
+	return &llmdiagv1.Profile{
+		DataParallel:         p.DataParallel,
+		TensorParallel:       p.TensorParallel,
+		ExpertParallel:       p.ExpertParallel,
+		PipelineParallel:     p.PipelineParallel,
+		Gpu:                  p.GPU,
+		ActiveParamsBillions: p.ActiveParamsBillions,
+		TotalParamsBillions:  p.TotalParamsBillions,
+	}
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
+
+// ValidID reports whether id is an acceptable node id: 1–128 characters of
+// letters, digits and . _ : / -, starting with a letter or digit.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+// ParseEngine maps an engine name from a fleet file or flag to the API enum.
+// The empty string maps to ENGINE_UNSPECIFIED (detect from metrics).
+func ParseEngine(s string) (llmdiagv1.Engine, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "":
+		return llmdiagv1.Engine_ENGINE_UNSPECIFIED, nil
+	case "vllm":
+		return llmdiagv1.Engine_ENGINE_VLLM, nil
+	case "sglang":
+		return llmdiagv1.Engine_ENGINE_SGLANG, nil
+	case "trtllm", "tensorrt-llm":
+		return llmdiagv1.Engine_ENGINE_TRTLLM, nil
+	case "triton":
+		return llmdiagv1.Engine_ENGINE_TRITON, nil
+	case "tgi":
+		return llmdiagv1.Engine_ENGINE_TGI, nil
+	case "dynamo":
+		return llmdiagv1.Engine_ENGINE_DYNAMO, nil
+	}
+	return 0, fmt.Errorf("unknown engine %q (want vllm, sglang, trtllm, triton, tgi or dynamo)", s)
+}
+
+// EngineName is the inverse of ParseEngine: "vllm", "sglang", … or "".
+func EngineName(e llmdiagv1.Engine) string {
+	switch e {
+	case llmdiagv1.Engine_ENGINE_VLLM:
+		return "vllm"
+	case llmdiagv1.Engine_ENGINE_SGLANG:
+		return "sglang"
+	case llmdiagv1.Engine_ENGINE_TRTLLM:
+		return "trtllm"
+	case llmdiagv1.Engine_ENGINE_TRITON:
+		return "triton"
+	case llmdiagv1.Engine_ENGINE_TGI:
+		return "tgi"
+	case llmdiagv1.Engine_ENGINE_DYNAMO:
+		return "dynamo"
+	}
+	return ""
+}
+
+// Validate checks every node: id syntax and uniqueness, an http(s) URL, a
+// known engine name.
+func (f *File) Validate() error {
+	var errs []error
+	seen := make(map[string]bool, len(f.Nodes))
+	for i, n := range f.Nodes {
+		if !ValidID(n.ID) {
+			errs = append(errs, fmt.Errorf("nodes[%d].id %q: want 1-128 of letters, digits and ._:/-", i, n.ID))
+		}
+		if seen[n.ID] {
+			errs = append(errs, fmt.Errorf("nodes[%d].id %q: duplicate", i, n.ID))
+		}
+		seen[n.ID] = true
+		u, err := url.Parse(n.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("nodes[%d].url %q: want an http(s) URL", i, n.URL))
+		}
+		if _, err := ParseEngine(n.Engine); err != nil {
+			errs = append(errs, fmt.Errorf("nodes[%d].engine: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Parse decodes and validates a fleet file. Unknown keys are errors, so a
+// misspelt field does not silently fall back to a default.
+func Parse(data []byte) (*File, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parse fleet file: %w", err)
+	}
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid fleet file: %w", err)
+	}
+	return &f, nil
+}
+
+// Load reads and parses the fleet file at path.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read fleet file: %w", err)
+	}
+	return Parse(data)
+}
+
+// Marshal encodes the fleet file as YAML.
+func (f *File) Marshal() ([]byte, error) {
+	return yaml.Marshal(f)
+}

@@ -1,0 +1,92 @@
+package sample
+
+import (
+	"time"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// Hist names a latency histogram concept.
+type Hist int
+
+// The latency histograms llmdiag reads. Not every engine exposes every one.
+const (
+	TTFT      Hist = iota // time to first token
+	E2E                   // end-to-end request latency
+	ITL                   // inter-token latency (gap between tokens)
+	TPOT                  // per-request mean time per output token
+	QueueTime             // time waiting before scheduling
+	NumHists              // number of histogram concepts
+)
+
+// String returns the concept's short name.
+func (h Hist) String() string {
+	switch h {
+	case TTFT:
+		return "ttft"
+	case E2E:
+		return "e2e"
+	case ITL:
+		return "inter_token"
+	case TPOT:
+		return "time_per_output_token"
+	case QueueTime:
+		return "queue_time"
+	}
+	return "unknown"
+}
+
+// Histogram is a cumulative Prometheus histogram: Counts[i] observations were
+// <= Bounds[i]. Bounds ascend and the last is +Inf.
+type Histogram struct {
+	Bounds []float64
+	Counts []float64
+	Sum    float64
+	Count  float64
+}
+
+// Sample is one read of one node: cumulative counters, gauges and histograms,
+// each already aggregated over the node's engine cores and ranks. A nil
+// pointer or nil histogram means the engine does not expose the concept, or it
+// could not be read: UNKNOWN, never zero.
+type Sample struct {
+	// At is when the read completed.
+	At time.Time
+	// Up is false when the target could not be reached at all.
+	Up     bool
+	Engine llmdiagv1.Engine
+	// Model as the engine labels it (model_name), when it does.
+	Model string
+
+	// Gauges.
+	Queue            *float64 // requests waiting
+	Running          *float64 // requests being decoded
+	KVUsage          *float64 // 0..1, used / capacity
+	KVCapacityTokens *float64 // capacity in tokens
+
+	// Cumulative counters.
+	PromptTokens     *float64
+	GenerationTokens *float64
+	Preemptions      *float64
+	RequestsFinished *float64
+	// CountersCreated is when the counters started (the earliest _created
+	// timestamp exposed); zero when unknown. It lets one sample give lifetime
+	// rates.
+	CountersCreated time.Time
+
+	Hists [NumHists]*Histogram
+
+	// DataParallel is the number of engine cores seen (vLLM's engine label);
+	// 0 when the engine does not say.
+	DataParallel int
+	// TensorParallel is the number of tensor-parallel ranks seen (SGLang's
+	// tp_rank); 0 when the engine does not say.
+	TensorParallel int
+
+	// Errors are problems met while reading: transport, parse, truncated or
+	// inconsistent families. A concept touched by an error is left nil.
+	Errors []string
+}
+
+// F returns a pointer to v, for filling optional fields.
+func F(v float64) *float64 { return &v }
