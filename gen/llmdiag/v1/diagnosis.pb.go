@@ -908,7 +908,13 @@ type Distribution struct {
 	// Observations in the window.
 	Count float64 `protobuf:"fixed64,3,opt,name=count,proto3" json:"count,omitempty"`
 	// Upper bounds of the histogram's buckets, +Inf last.
-	BucketBounds  []float64 `protobuf:"fixed64,4,rep,packed,name=bucket_bounds,json=bucketBounds,proto3" json:"bucket_bounds,omitempty"`
+	BucketBounds []float64 `protobuf:"fixed64,4,rep,packed,name=bucket_bounds,json=bucketBounds,proto3" json:"bucket_bounds,omitempty"`
+	// Cumulative observations per bucket within the window, aligned with
+	// bucket_bounds: any other quantile can be computed from these, and
+	// distributions with the same bounds can be summed.
+	BucketCounts []float64 `protobuf:"fixed64,5,rep,packed,name=bucket_counts,json=bucketCounts,proto3" json:"bucket_counts,omitempty"`
+	// Sum of observed values within the window.
+	Sum           float64 `protobuf:"fixed64,6,opt,name=sum,proto3" json:"sum,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -969,6 +975,20 @@ func (x *Distribution) GetBucketBounds() []float64 {
 		return x.BucketBounds
 	}
 	return nil
+}
+
+func (x *Distribution) GetBucketCounts() []float64 {
+	if x != nil {
+		return x.BucketCounts
+	}
+	return nil
+}
+
+func (x *Distribution) GetSum() float64 {
+	if x != nil {
+		return x.Sum
+	}
+	return 0
 }
 
 // NodeMetrics is every indicator of one node over one window. A field that the
@@ -2423,12 +2443,14 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\vlower_bound\x18\x03 \x01(\x01R\n" +
 	"lowerBound\x12\x1f\n" +
 	"\vupper_bound\x18\x04 \x01(\x01R\n" +
-	"upperBound\"\xa5\x01\n" +
+	"upperBound\"\xdc\x01\n" +
 	"\fDistribution\x128\n" +
 	"\vpercentiles\x18\x01 \x03(\v2\x16.llmdiag.v1.PercentileR\vpercentiles\x12\x17\n" +
 	"\x04mean\x18\x02 \x01(\x01H\x00R\x04mean\x88\x01\x01\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x01R\x05count\x12#\n" +
-	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBoundsB\a\n" +
+	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
+	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
+	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
 	"\x05_mean\"\xc9\n" +
 	"\n" +
 	"\vNodeMetrics\x12\x12\n" +

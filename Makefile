@@ -1,0 +1,46 @@
+# llmdiag — the two commands a newcomer needs are `make run` and `make test`.
+GO      ?= go
+BIN     := bin/llmdiag
+# Tests with -race on 2 cores; keep the whole run well under 10 minutes.
+TESTFLAGS ?= -race -timeout 9m
+
+.PHONY: all build run test vet lint generate checkgenerate deps bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/llmdiag
+
+## run: start the simulated `seed` fleet and llmdiag serving it on 127.0.0.1:8080
+run: build
+	./scripts/run.sh $(BIN)
+
+## test: install what is missing, then lint, check generated code, vet and test
+test: deps lint checkgenerate vet
+	$(GO) test $(TESTFLAGS) ./...
+
+deps:
+	./scripts/deps.sh
+
+vet:
+	$(GO) vet ./...
+
+lint:
+	$(GO) tool buf lint
+
+## generate: regenerate gen/ from proto/ with the tools pinned in go.mod
+generate:
+	$(GO) tool buf generate
+
+## checkgenerate: fail if gen/ differs from what proto/ generates
+checkgenerate:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) tool buf generate -o "$$tmp" && \
+	if diff -r gen "$$tmp/gen"; then echo "gen/ is up to date"; \
+	else echo "gen/ drifted from proto/: run make generate and commit" >&2; exit 1; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+
+clean:
+	rm -rf bin

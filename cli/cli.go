@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+)
+
+// Env is what the commands take from the process.
+type Env struct {
+	Getenv func(string) string
+	Stdout io.Writer
+	Stderr io.Writer
+}
+
+// usageError marks errors in the command line itself (exit code 2).
+type usageError struct{ error }
+
+// ExitCode maps an error returned by Run to a process exit code: 0 for none
+// or --help, 2 for a bad command line, 1 otherwise.
+func ExitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, &ue):
+		return 2
+	}
+	return 1
+}
+
+// Run parses args and runs the chosen command until it ends or ctx is done.
+func Run(ctx context.Context, args []string, env Env) error {
+	root := &ffcli.Command{
+		Name:       "llmdiag",
+		ShortUsage: "llmdiag <command> [flags] [args]",
+		ShortHelp:  "diagnose LLM inference fleets from their Prometheus metrics",
+		LongHelp: strings.TrimSpace(`
+llmdiag reads the Prometheus metrics of LLM inference servers (vLLM, SGLang),
+turns them into the indicators an SRE reads off a dashboard (TTFT and E2E
+percentiles with their bucket bounds, queue, running, KV-cache pressure,
+prompt and generation token rates) and answers: is this node healthy, and if
+not, why?
+
+Start the service against the simulated fleet:
+  llmdiag sim --scenario seed --fleet-out /tmp/fleet.yaml &
+  llmdiag serve --fleet /tmp/fleet.yaml
+Then ask it:
+  llmdiag nodes
+  llmdiag diagnose deepseek-v4-0 --lang zh
+
+Every flag has an environment equivalent: LLMDIAG_ plus the flag name in
+capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090).`),
+		Subcommands: []*ffcli.Command{
+			serveCommand(env),
+			simCommand(env),
+			nodesCommand(env),
+			metricsCommand(env),
+			diagnoseCommand(env),
+			compareCommand(env),
+			watchCommand(env),
+		},
+		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+	}
+	root.FlagSet = flag.NewFlagSet("llmdiag", flag.ContinueOnError)
+	for _, c := range append([]*ffcli.Command{root}, root.Subcommands...) {
+		c.FlagSet.SetOutput(env.Stderr)
+		if c.UsageFunc == nil {
+			c.UsageFunc = ffcli.DefaultUsageFunc
+		}
+	}
+	if err := root.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err}
+	}
+	err := root.Run(ctx)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(env.Stderr, ffcli.DefaultUsageFunc(root))
+	}
+	return err
+}
+
+// applyEnv sets every flag of fs not given on the command line from
+// LLMDIAG_<NAME> when that variable is set.
+func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || getenv == nil {
+			return
+		}
+		key := "LLMDIAG_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(key); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, usageError{fmt.Errorf("%s=%q: %w", key, v, err)})
+			}
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// withEnv wraps a command's Exec so environment variables are applied first.
+func withEnv(fs *flag.FlagSet, env Env, exec func(context.Context, []string) error) func(context.Context, []string) error {
+	return func(ctx context.Context, args []string) error {
+		if err := applyEnv(fs, env.Getenv); err != nil {
+			return err
+		}
+		return exec(ctx, args)
+	}
+}
+
+// logFlags adds --log-level and --log-format and returns a constructor.
+func logFlags(fs *flag.FlagSet) func(io.Writer) (*slog.Logger, error) {
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	format := fs.String("log-format", "text", "log format: text or json")
+	return func(w io.Writer) (*slog.Logger, error) {
+		var lv slog.Level
+		if err := lv.UnmarshalText([]byte(*level)); err != nil {
+			return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+		}
+		opts := &slog.HandlerOptions{Level: lv}
+		switch *format {
+		case "text":
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		case "json":
+			return slog.New(slog.NewJSONHandler(w, opts)), nil
+		}
+		return nil, usageError{fmt.Errorf("--log-format %q: want text or json", *format)}
+	}
+}

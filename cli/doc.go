@@ -1,0 +1,6 @@
+// Package cli is llmdiag's command line: `serve` runs the service, `sim` runs
+// the fleet simulator, and `nodes`, `metrics`, `diagnose`, `compare` and
+// `watch` are thin users of package client for people and chatops. Every
+// flag has an LLMDIAG_* environment equivalent (flag --stale-after is
+// LLMDIAG_STALE_AFTER); a flag given on the command line wins.
+package cli

@@ -1,0 +1,476 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/peterbourgon/ff/v3/ffcli"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/llmdiag/llmdiag/client"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// clientFlags are the flags every client command shares.
+type clientFlags struct {
+	addr     *string
+	protocol *string
+	token    *string
+	timeout  *time.Duration
+}
+
+func addClientFlags(fs *flag.FlagSet) clientFlags {
+	return clientFlags{
+		addr:     fs.String("addr", "http://127.0.0.1:8080", "llmdiag service URL"),
+		protocol: fs.String("protocol", "connect", "wire protocol: connect, connect-json, grpc or grpc-web"),
+		token:    fs.String("token", "", "bearer token to send"),
+		timeout:  fs.Duration("timeout", 10*time.Second, "deadline of one call (watch: of connecting)"),
+	}
+}
+
+func (c clientFlags) client() (*client.Client, error) {
+	p, err := client.ParseProtocol(*c.protocol)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--protocol: %w", err)}
+	}
+	opts := []client.Option{client.WithProtocol(p)}
+	if *c.token != "" {
+		opts = append(opts, client.WithBearerToken(*c.token))
+	}
+	cl, err := client.New(*c.addr, opts...)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--addr: %w", err)}
+	}
+	return cl, nil
+}
+
+func clientCommand(env Env, name, usage, short, long string, setup func(fs *flag.FlagSet) func(ctx context.Context, cl *client.Client, args []string) error) *ffcli.Command {
+	fs := flag.NewFlagSet("llmdiag "+name, flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	exec := setup(fs)
+	return &ffcli.Command{
+		Name:       name,
+		ShortUsage: usage,
+		ShortHelp:  short,
+		LongHelp:   strings.TrimSpace(long),
+		FlagSet:    fs,
+		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
+			cl, err := cf.client()
+			if err != nil {
+				return err
+			}
+			if name != "watch" {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, *cf.timeout)
+				defer cancel()
+			}
+			return exec(ctx, cl, args)
+		}),
+	}
+}
+
+func oneArg(args []string, what string) (string, error) {
+	if len(args) != 1 {
+		return "", usageError{fmt.Errorf("want exactly one %s, got %d arguments", what, len(args))}
+	}
+	return args[0], nil
+}
+
+func printJSON(w io.Writer, m proto.Message) error {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+func formatFlag(fs *flag.FlagSet, def string, allowed ...string) func() (string, error) {
+	f := fs.String("format", def, "output format: "+strings.Join(allowed, ", "))
+	return func() (string, error) {
+		for _, a := range allowed {
+			if *f == a {
+				return a, nil
+			}
+		}
+		return "", usageError{fmt.Errorf("--format %q: want %s", *f, strings.Join(allowed, ", "))}
+	}
+}
+
+func nodesCommand(env Env) *ffcli.Command {
+	return clientCommand(env, "nodes", "llmdiag nodes [--model NAME] [--format text|json]", "list the fleet with each node's health", `
+List every node llmdiag watches: model, engine, status, root cause, whether a
+router may send it traffic, load score and the age of its data.`,
+		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+			model := fs.String("model", "", "only nodes serving this model")
+			format := formatFlag(fs, "text", "text", "json")
+			return func(ctx context.Context, cl *client.Client, args []string) error {
+				f, err := format()
+				if err != nil {
+					return err
+				}
+				resp, err := cl.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{Model: *model}))
+				if err != nil {
+					return err
+				}
+				if f == "json" {
+					return printJSON(env.Stdout, resp.Msg)
+				}
+				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NODE\tMODEL\tENGINE\tSTATUS\tROOT CAUSE\tROUTABLE\tSCORE\tAGE")
+				for _, n := range resp.Msg.GetNodes() {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%.2f\t%s\n", n.GetId(), n.GetModel(), fleet.EngineName(n.GetEngine()),
+						enumWord(n.GetStatus().String(), "STATUS_"), enumWord(n.GetRootCause().String(), "CAUSE_"),
+						n.GetRoutable(), n.GetLoadScore(), dur(n.GetStaleness()))
+				}
+				return tw.Flush()
+			}
+		})
+}
+
+func metricsCommand(env Env) *ffcli.Command {
+	return clientCommand(env, "metrics", "llmdiag metrics NODE [--window 5m|1h|lifetime] [--format text|json]", "show every indicator of one node", `
+Show one node's indicators over a window: TTFT, E2E, inter-token, time per
+output token and queue time percentiles (each with the bucket it lies in),
+queue, running, queue/running, KV pressure, token rates and preemptions.
+Absent values are ones the engine does not expose: unknown, not zero.`,
+		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
+			format := formatFlag(fs, "text", "text", "json")
+			return func(ctx context.Context, cl *client.Client, args []string) error {
+				f, err := format()
+				if err != nil {
+					return err
+				}
+				node, err := oneArg(args, "NODE")
+				if err != nil {
+					return err
+				}
+				resp, err := cl.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node, Window: *window}))
+				if err != nil {
+					return err
+				}
+				if f == "json" {
+					return printJSON(env.Stdout, resp.Msg)
+				}
+				return printMetrics(env.Stdout, resp.Msg.GetMetrics())
+			}
+		})
+}
+
+func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
+	fmt.Fprintf(w, "%s  model=%s engine=%s window=%s up=%v age=%s stale=%v\n\n", m.GetNode(), m.GetModel(),
+		fleet.EngineName(m.GetEngine()), m.GetWindow(), m.GetUp(), dur(m.GetStaleness()), m.GetStale())
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "LATENCY\tCOUNT\tMEAN\tPERCENTILES (bucket)")
+	for _, d := range []struct {
+		name string
+		d    *llmdiagv1.Distribution
+	}{{"ttft", m.GetTtft()}, {"e2e", m.GetE2E()}, {"inter_token", m.GetInterToken()}, {"time_per_output_token", m.GetTimePerOutputToken()}, {"queue_time", m.GetQueueTime()}} {
+		if d.d == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\tunknown (not exposed)\n", d.name)
+			continue
+		}
+		var ps []string
+		for _, p := range d.d.GetPercentiles() {
+			ps = append(ps, percentile(p))
+		}
+		mean := "-"
+		if d.d.Mean != nil {
+			mean = seconds(d.d.GetMean())
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\n", d.name, d.d.GetCount(), mean, strings.Join(ps, "  "))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INDICATOR\tVALUE")
+	for _, g := range []struct {
+		name string
+		v    *float64
+		unit string
+	}{
+		{"queue", m.Queue, ""}, {"running", m.Running, ""}, {"queue/running", m.QueueRunningRatio, ""},
+		{"kv pressure", m.KvPressure, "%"}, {"kv capacity", m.KvCapacityTokens, " tokens"},
+		{"prompt rate", m.PromptTokensPerSecond, " tok/s"}, {"generation rate", m.GenerationTokensPerSecond, " tok/s"},
+		{"decode per request", m.DecodeTokensPerSecondPerRequest, " tok/s"}, {"preemptions", m.PreemptionsPerSecond, " /s"},
+		{"requests", m.RequestsPerSecond, " /s"},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", g.name, gauge(g.v, g.unit))
+	}
+	tw.Flush()
+	for _, e := range m.GetErrors() {
+		fmt.Fprintln(w, "error:", e)
+	}
+	return nil
+}
+
+func diagnoseCommand(env Env) *ffcli.Command {
+	return clientCommand(env, "diagnose", "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", "diagnose one node: findings, root cause, recommendations", `
+Diagnose one node the way the seed document does: one finding per indicator
+(value, status, conclusion), then the root cause with its evidence, what was
+ruled out and what to do. --format markdown suits chat tools, text suits
+terminals, json gives the whole Diagnosis message.`,
+		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+			lang := fs.String("lang", "en", "report language: en or zh")
+			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
+			format := formatFlag(fs, "text", "text", "markdown", "json")
+			return func(ctx context.Context, cl *client.Client, args []string) error {
+				f, err := format()
+				if err != nil {
+					return err
+				}
+				node, err := oneArg(args, "NODE")
+				if err != nil {
+					return err
+				}
+				req := &llmdiagv1.DiagnoseNodeRequest{Node: node, Window: *window, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT}
+				switch *lang {
+				case "en":
+					req.Language = llmdiagv1.Language_LANGUAGE_EN
+				case "zh":
+					req.Language = llmdiagv1.Language_LANGUAGE_ZH
+				default:
+					return usageError{fmt.Errorf("--lang %q: want en or zh", *lang)}
+				}
+				if f == "markdown" {
+					req.Format = llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN
+				}
+				resp, err := cl.DiagnoseNode(ctx, connect.NewRequest(req))
+				if err != nil {
+					return err
+				}
+				if f == "json" {
+					return printJSON(env.Stdout, resp.Msg)
+				}
+				_, err = fmt.Fprintln(env.Stdout, strings.TrimRight(resp.Msg.GetReport(), "\n"))
+				return err
+			}
+		})
+}
+
+var metricNames = map[string]llmdiagv1.LatencyMetric{
+	"ttft":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT,
+	"e2e":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_E2E,
+	"inter_token":           llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
+	"itl":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
+	"time_per_output_token": llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
+	"tpot":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
+	"queue_time":            llmdiagv1.LatencyMetric_LATENCY_METRIC_QUEUE_TIME,
+}
+
+func compareCommand(env Env) *ffcli.Command {
+	return clientCommand(env, "compare", "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine] [--nodes a,b] [--quantiles 0.5,0.95,0.99]", "compare a latency metric across nodes or models", `
+Compare one latency metric at chosen percentiles across nodes, or across
+models or engines (their nodes' histograms summed by bucket). Each value comes
+with the bucket it lies in; rank 1 is the fastest; ×median is the ratio to the
+median subject; tail is the highest percentile over the lowest; ! marks an
+outlier.`,
+		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+			metric := fs.String("metric", "ttft", "ttft, e2e, itl (inter_token), tpot (time_per_output_token) or queue_time")
+			by := fs.String("by", "node", "rows: node, model or engine")
+			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
+			quantiles := fs.String("quantiles", "0.5,0.95,0.99", "comma-separated quantiles in (0,1)")
+			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
+			format := formatFlag(fs, "text", "text", "json")
+			return func(ctx context.Context, cl *client.Client, args []string) error {
+				f, err := format()
+				if err != nil {
+					return err
+				}
+				if len(args) > 0 {
+					return usageError{fmt.Errorf("unexpected arguments %q", args)}
+				}
+				req := &llmdiagv1.ComparePercentilesRequest{Window: *window}
+				var ok bool
+				if req.Metric, ok = metricNames[*metric]; !ok {
+					return usageError{fmt.Errorf("--metric %q: want ttft, e2e, itl, tpot or queue_time", *metric)}
+				}
+				switch *by {
+				case "node":
+					req.GroupBy = llmdiagv1.GroupBy_GROUP_BY_NODE
+				case "model":
+					req.GroupBy = llmdiagv1.GroupBy_GROUP_BY_MODEL
+				case "engine":
+					req.GroupBy = llmdiagv1.GroupBy_GROUP_BY_ENGINE
+				default:
+					return usageError{fmt.Errorf("--by %q: want node, model or engine", *by)}
+				}
+				if *nodes != "" {
+					req.Nodes = strings.Split(*nodes, ",")
+				}
+				for _, q := range strings.Split(*quantiles, ",") {
+					v, err := strconv.ParseFloat(strings.TrimSpace(q), 64)
+					if err != nil {
+						return usageError{fmt.Errorf("--quantiles: %w", err)}
+					}
+					req.Quantiles = append(req.Quantiles, v)
+				}
+				resp, err := cl.ComparePercentiles(ctx, connect.NewRequest(req))
+				if err != nil {
+					return err
+				}
+				if f == "json" {
+					return printJSON(env.Stdout, resp.Msg)
+				}
+				return printCompare(env.Stdout, resp.Msg)
+			}
+		})
+}
+
+func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
+	fmt.Fprintf(w, "%s over %s (age %s)\n\n", enumWord(r.GetMetric().String(), "LATENCY_METRIC_"), r.GetWindow(), dur(r.GetStaleness()))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{"SUBJECT", "COUNT"}
+	for _, q := range r.GetQuantiles() {
+		head = append(head, fmt.Sprintf("P%s (bucket) rank ×median", strconv.FormatFloat(q*100, 'f', -1, 64)))
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "TAIL"), "\t"))
+	for _, row := range r.GetRows() {
+		cells := []string{row.GetSubject(), fmt.Sprintf("%.0f", row.GetCount())}
+		if row.GetOutlier() {
+			cells[0] += " !"
+		}
+		for _, v := range row.GetValues() {
+			if math.IsNaN(v.GetPercentile().GetValue()) {
+				cells = append(cells, "-")
+				continue
+			}
+			cells = append(cells, fmt.Sprintf("%s #%d %.2f×", percentile(v.GetPercentile()), v.GetRank(), v.GetRatioToMedian()))
+		}
+		tail := "-"
+		if row.GetTailRatio() > 0 {
+			tail = fmt.Sprintf("%.1f×", row.GetTailRatio())
+		}
+		cells = append(cells, tail)
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		if row.GetNote() != "" {
+			fmt.Fprintf(tw, "  note: %s\n", row.GetNote())
+		}
+	}
+	return tw.Flush()
+}
+
+func watchCommand(env Env) *ffcli.Command {
+	return clientCommand(env, "watch", "llmdiag watch [--model NAME] [--nodes a,b] [--heartbeat 15s]", "follow health changes as they happen", `
+Print the current health of every selected node, then every change (status,
+root cause, routability, load score) as llmdiag sees it, until interrupted.
+Reconnects and resumes where it left off if the stream breaks.`,
+		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+			model := fs.String("model", "", "only nodes serving this model")
+			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
+			hb := fs.Duration("heartbeat", 15*time.Second, "heartbeat interval to ask for (1s to 5m)")
+			return func(ctx context.Context, cl *client.Client, args []string) error {
+				req := &llmdiagv1.StreamHealthRequest{Model: *model, HeartbeatInterval: durationpb.New(*hb)}
+				if *nodes != "" {
+					req.Nodes = strings.Split(*nodes, ",")
+				}
+				return watch(ctx, cl, req, env.Stdout, env.Stderr)
+			}
+		})
+}
+
+// watch follows the stream, reconnecting with the last resume token after a
+// break, with a capped backoff.
+func watch(ctx context.Context, cl *client.Client, req *llmdiagv1.StreamHealthRequest, out, errw io.Writer) error {
+	backoff := 500 * time.Millisecond
+	for {
+		stream, err := cl.StreamHealth(ctx, connect.NewRequest(req))
+		if err == nil {
+			for stream.Receive() {
+				backoff = 500 * time.Millisecond
+				ev := stream.Msg()
+				req.ResumeToken = ev.GetResumeToken()
+				printEvent(out, ev)
+			}
+			err = stream.Err()
+			stream.Close()
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if code := connect.CodeOf(err); code == connect.CodeInvalidArgument || code == connect.CodeUnauthenticated {
+			return err
+		}
+		fmt.Fprintf(errw, "stream ended (%v); reconnecting in %s\n", errOrEOF(err), backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func errOrEOF(err error) error {
+	if err == nil {
+		return errors.New("server closed the stream")
+	}
+	return err
+}
+
+func printEvent(w io.Writer, ev *llmdiagv1.StreamHealthResponse) {
+	ts := ev.GetSentAt().AsTime().Local().Format("15:04:05")
+	h := ev.GetHealth()
+	switch ev.GetKind() {
+	case llmdiagv1.EventKind_EVENT_KIND_SYNCED:
+		fmt.Fprintf(w, "%s  -- current state above; changes follow --\n", ts)
+	case llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT:
+	default:
+		kind := "now"
+		if ev.GetKind() == llmdiagv1.EventKind_EVENT_KIND_CHANGE {
+			kind = "change"
+		}
+		fmt.Fprintf(w, "%s  %-6s %-20s %-12s %-8s %-14s routable=%-5v score=%.2f age=%s\n", ts, kind, h.GetNode(), h.GetModel(),
+			enumWord(h.GetStatus().String(), "STATUS_"), enumWord(h.GetRootCause().String(), "CAUSE_"), h.GetRoutable(), h.GetLoadScore(), dur(h.GetStaleness()))
+	}
+}
+
+func enumWord(s, prefix string) string { return strings.TrimPrefix(s, prefix) }
+
+func dur(d *durationpb.Duration) string {
+	if d == nil {
+		return "-"
+	}
+	return d.AsDuration().Round(100 * time.Millisecond).String()
+}
+
+func seconds(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "NaN"
+	case math.IsInf(v, 1):
+		return "+Inf"
+	case v >= 60:
+		return fmt.Sprintf("%.1fmin", v/60)
+	case v >= 1:
+		return fmt.Sprintf("%.2fs", v)
+	}
+	return fmt.Sprintf("%.1fms", v*1000)
+}
+
+func percentile(p *llmdiagv1.Percentile) string {
+	return fmt.Sprintf("p%s=%s (%s–%s)", strconv.FormatFloat(p.GetQuantile()*100, 'f', -1, 64), seconds(p.GetValue()), seconds(p.GetLowerBound()), seconds(p.GetUpperBound()))
+}
+
+func gauge(v *float64, unit string) string {
+	if v == nil {
+		return "unknown"
+	}
+	if unit == "%" {
+		return fmt.Sprintf("%.1f%%", *v*100)
+	}
+	return strconv.FormatFloat(math.Round(*v*100)/100, 'f', -1, 64) + unit
+}

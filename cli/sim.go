@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/peterbourgon/ff/v3/ffcli"
+
+	"github.com/llmdiag/llmdiag/sim"
+)
+
+func simCommand(env Env) *ffcli.Command {
+	fs := flag.NewFlagSet("llmdiag sim", flag.ContinueOnError)
+	scenario := fs.String("scenario", "seed", "scenario: "+strings.Join(sim.Scenarios(), ", "))
+	seed := fs.Int64("seed", 1, "random seed: the same seed gives the same metrics")
+	speed := fs.Float64("speed", 1, "simulated seconds per wall-clock second (rates then read speed× higher)")
+	warmup := fs.Duration("warmup", 10*time.Minute, "simulated time to fast-forward before serving, so histograms are full")
+	basePort := fs.Int("base-port", 0, "put node i on 127.0.0.1:base-port+i (0: free ports)")
+	fleetOut := fs.String("fleet-out", "", "write a fleet file for `llmdiag serve --fleet` here once the nodes serve")
+	newLog := logFlags(fs)
+	return &ffcli.Command{
+		Name:       "sim",
+		ShortUsage: "llmdiag sim [--scenario NAME] [--seed N] [--speed X] [--warmup D] [--fleet-out FILE]",
+		ShortHelp:  "serve /metrics for a simulated inference fleet on loopback",
+		LongHelp: strings.TrimSpace(`
+Simulate an inference fleet and serve each node's /metrics on 127.0.0.1 with
+real vLLM or SGLang metric names, labels and buckets. The simulation is
+physical, not random numbers: continuous batching, Poisson arrivals, prompt and
+output length distributions, prefill throughput, a decode step that grows with
+batch and model size, KV capacity, queueing and preemption. Data parallel
+raises throughput; tensor parallel raises single-request speed.
+
+Scenarios:
+  seed           deepseek-v4 (data parallel, decode-bound), glm (healthy), kimi-k2.6 (tensor parallel)
+  kv-exhausted   KV cache full, preemptions rising
+  overloaded     more arrivals than capacity; the queue grows and stays
+  burst          arrival bursts that queue briefly and drain
+  prefill-heavy  very long prompts: a high TTFT tail with little queueing
+  down           a small fleet with one node whose endpoint goes down`),
+		FlagSet: fs,
+		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unexpected arguments %q", args)}
+			}
+			log, err := newLog(env.Stderr)
+			if err != nil {
+				return err
+			}
+			if *speed <= 0 || *warmup < 0 {
+				return usageError{errors.New("--speed must be positive and --warmup not negative")}
+			}
+			cfg, err := sim.Scenario(*scenario, *seed)
+			if err != nil {
+				return usageError{err}
+			}
+			cfg.Speed, cfg.BasePort = *speed, *basePort
+			f, err := sim.New(cfg, sim.WithLogger(log))
+			if err != nil {
+				return err
+			}
+			// Fast-forward before serving, so the first scrape already sees
+			// full histograms; the fleet file appears only once nodes serve.
+			start := time.Now()
+			for f.Now() < *warmup && ctx.Err() == nil {
+				f.Step(min(time.Minute, *warmup-f.Now()))
+			}
+			log.Info("simulator warmed up", "scenario", *scenario, "simulated", *warmup, "took", time.Since(start).Round(time.Millisecond))
+			if err := f.Listen(); err != nil {
+				return err
+			}
+			ff := f.FleetFile()
+			for _, n := range ff.Nodes {
+				log.Info("simulated node", "id", n.ID, "model", n.Model, "engine", n.Engine, "url", n.URL)
+			}
+			errc := make(chan error, 1)
+			go func() { errc <- f.Start(ctx) }()
+			if *fleetOut != "" {
+				data, err := ff.Marshal()
+				if err != nil {
+					return err
+				}
+				if err := writeAtomic(*fleetOut, data); err != nil {
+					return fmt.Errorf("--fleet-out: %w", err)
+				}
+				log.Info("fleet file written", "path", *fleetOut)
+			}
+			return <-errc
+		}),
+	}
+}
+
+// writeAtomic writes data to path through a temporary file and a rename, so
+// a reader polling for path never sees it half written.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".fleet-*.yaml")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

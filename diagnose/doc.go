@@ -1,0 +1,34 @@
+// Package diagnose turns one node's metrics into a verdict: one finding per
+// indicator (the table of the seed document's section 8), an overall status, a
+// root cause with evidence, what was ruled out, recommendations, whether a
+// router may send the node traffic, and a load score.
+//
+// The rules are pure: Diagnose reads only its arguments (no I/O, no clock, no
+// randomness), so the same input always yields the same verdict. They run in
+// the order DESIGN.md gives, and the first cause that explains the evidence
+// wins:
+//
+//  1. no fresh data → UNKNOWN / NO_DATA; target down → DOWN / TARGET_DOWN
+//  2. KV pressure ≥ crit, or preemptions → KV_EXHAUSTED (CRIT)
+//  3. queue high now and over most of the history → OVERLOADED (CRIT)
+//  4. queue high now but not sustained, or spikes that drained and nothing
+//     else to explain → BURST (WARN or OK)
+//  5. TTFT tail high, low queue, heavy prompts → PREFILL_BOUND
+//  6. low queue, normal KV, long E2E tail, slow per-request decode →
+//     DECODE_BOUND, explained by model size and parallel strategy
+//  7. latency several × the median of peers serving the same model under
+//     similar load → NODE_OUTLIER
+//  8. otherwise HEALTHY
+//
+// Rules 5 and 6 explain slowness by the workload or the model; when peers
+// serving the same model are several times faster under similar load, that
+// explanation does not hold, so those rules give way to rule 7.
+//
+// All human text (finding names, values, conclusions, evidence, summary,
+// recommendations) comes from a small English and Chinese message catalog.
+// Everything structural (statuses, cause, routable, score, confidence, the
+// number of findings and evidence lines) is independent of the language.
+//
+// Thresholds are configuration; DefaultThresholds documents each default and
+// where it comes from.
+package diagnose

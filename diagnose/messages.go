@@ -1,0 +1,479 @@
+package diagnose
+
+import "fmt"
+
+// msg names one entry of the message catalog.
+type msg int
+
+// f formats catalog entry id in the printer's language. Every entry is a
+// fmt format string; Chinese entries index their arguments explicitly where
+// the word order differs from English.
+func (p printer) f(id msg, args ...any) string {
+	e := catalog[id]
+	if p.zh {
+		return fmt.Sprintf(e.zh, args...)
+	}
+	return fmt.Sprintf(e.en, args...)
+}
+
+// The catalog's entries. Names (name*), finding conclusions (by indicator),
+// evidence (ev*), ruled-out causes (ro*), summaries, recommendations (rec*).
+const (
+	nameKV msg = iota
+	nameQueue
+	nameRatio
+	namePrompt
+	nameGeneration
+	nameE2EP99
+	nameTTFTP99
+	namePreemptions
+	nameScrape
+	nameE2EMean
+
+	unknownNoMetrics
+	unknownStale
+	unknownStaleFlagged
+	unknownDown
+	unknownErrors
+	unknownNotExposed
+
+	summaryNoMetrics
+	summaryStale
+	summaryStaleFlagged
+	summaryUnreadable
+	summaryDown
+	evStale
+	evStaleFlagged
+	evUnreadable
+	evDown
+	evScrapeError
+	recNoData
+	recNoDataRouting
+	recDown
+	recDownRouting
+
+	kvOK
+	kvBusy
+	kvWarn
+	kvCrit
+	evKV
+	evKVCapacity
+
+	queueOK
+	queueWarn
+	queueCrit
+	evQueueRunning
+	evQueueLimits
+
+	ratioOK
+	ratioOKSpikes
+	ratioBurst
+	ratioNoHistory
+	ratioSustained
+	evRatio
+	evHistory
+
+	promptOK
+	promptIdle
+	promptHeavy
+	evPrefillGap
+	evPromptPerRequest
+
+	genOK
+	genIdle
+	genPerRequestUnknown
+	genSlow
+	genSlowModel
+	evPerRequestDerived
+	evPerRequestTPOT
+	evPerRequestITL
+	evPerRequest
+	evModelLarge
+	evModelSmall
+	evDataParallel
+	evTensorParallel
+	evExpertParallel
+	evNoProfile
+
+	e2eOK
+	e2eTail
+	e2eTailQueue
+	e2eTailConcurrency
+	e2eNoRequests
+	evLatencyLimits
+	evTail
+
+	ttftWarn
+	ttftCrit
+
+	preemptSome
+	preemptMany
+	evPreemptLimit
+
+	scrapeErrors
+	scrapeDown
+	valueErrors
+
+	meanRising
+	evMeanRising
+
+	roMemory
+	roMemoryNoPreempt
+	roQueueing
+	roOverload
+	roPrefill
+	roDecode
+	roOutlier
+	notMemory
+	notQueueing
+	causeOnly
+	causeAfterNots
+
+	summaryKVFull
+	summaryKVFullPreempt
+	summaryPreempt
+	evPreemptRate
+	evE2EHigh
+	evTTFTHigh
+	recKVShed
+	recKVCapacity
+	recKVContext
+
+	summaryOverloaded
+	summaryOverloadedNow
+	evQueueHigh
+	recShed
+	recAddCapacity
+	recAdmission
+
+	summaryBurstNow
+	summaryBurstDrained
+	recBurstKeep
+	recBurstSmooth
+
+	causePrefill
+	heavyRatio
+	heavyPerRequest
+	evQueueRatio
+	recChunkedPrefill
+	recPrefixCache
+	recDisaggregate
+
+	causeDecode
+	decodeConcurrency
+	runningPart
+	factorSize
+	factorCost
+	factorDataParallel
+	factorConcurrency
+	factorConcurrencyUnknown
+	theModel
+	evTailRatio
+	recTensorParallel
+	recConcurrency
+	recSpeculative
+	recClientTimeout
+	recProfile
+
+	summaryOutlier
+	evOutlier
+	evLoadSimilar
+	recOutlierDrain
+	recOutlierCompare
+
+	summaryHealthy
+	summaryUnexplained
+	evReading
+	recNone
+	recWatch
+
+	numMsgs
+)
+
+// catalog holds every human-readable text Diagnose writes, in English and
+// Chinese. The Chinese follows the seed document's wording.
+var catalog = [numMsgs]struct{ en, zh string }{
+	nameKV:          {"KV cache pressure", "KV Cache 压力"},
+	nameQueue:       {"Queue", "Queue 积压"},
+	nameRatio:       {"Queue/Running ratio", "Queue/Running Ratio"},
+	namePrompt:      {"Prompt token rate", "Prompt Token Rate"},
+	nameGeneration:  {"Generation token rate", "Generation Token Rate"},
+	nameE2EP99:      {"E2E P99", "E2E P99"},
+	nameTTFTP99:     {"TTFT P99", "TTFT P99"},
+	namePreemptions: {"Preemptions", "抢占"},
+	nameScrape:      {"Scrape", "指标采集"},
+	nameE2EMean:     {"Mean E2E latency", "平均 E2E 延迟"},
+
+	unknownNoMetrics:    {"No metrics for this node yet", "尚无该节点的指标"},
+	unknownStale:        {"No fresh data: the last read is %s old", "没有新数据：最近一次读取在 %s 前"},
+	unknownStaleFlagged: {"No fresh data: the source marks it stale", "没有新数据：数据源标记为过期"},
+	unknownDown:         {"The metrics endpoint does not answer", "指标端点无响应"},
+	unknownErrors:       {"The engine does not expose it, or it could not be read: %s", "引擎未暴露该指标，或读取失败：%s"},
+	unknownNotExposed:   {"The engine does not expose it", "引擎未暴露该指标"},
+
+	summaryNoMetrics: {
+		"No metrics for this node yet, so llmdiag cannot tell its state.",
+		"尚无该节点的指标，无法判断其状态。"},
+	summaryStale: {
+		"No fresh data: the last read is %s old (limit %s), so llmdiag cannot tell the node's state; stale data is never reported healthy.",
+		"没有新数据：最近一次读取在 %s 前（上限 %s），无法判断节点状态；过期数据不会被判为健康。"},
+	summaryStaleFlagged: {
+		"No fresh data: the source marks these metrics stale, so llmdiag cannot tell the node's state; stale data is never reported healthy.",
+		"没有新数据：数据源将这些指标标记为过期，无法判断节点状态；过期数据不会被判为健康。"},
+	summaryUnreadable: {
+		"The node answers, but none of the indicators could be read, so llmdiag cannot tell its state.",
+		"节点有响应，但所有指标都无法读取，无法判断其状态。"},
+	summaryDown: {
+		"The metrics endpoint does not answer: the node is down or unreachable.",
+		"指标端点无响应：节点宕机或不可达。"},
+	evStale:        {"last read %s ago", "最近一次读取在 %s 前"},
+	evStaleFlagged: {"metrics marked stale by their source", "数据源将指标标记为过期"},
+	evUnreadable: {
+		"none of KV pressure, queue, queue/running, prompt rate, generation rate, E2E P99 could be read",
+		"KV 压力、排队、排队比、Prompt 速率、生成速率、E2E P99 均无法读取"},
+	evDown:        {"the last scrape did not reach the node (up = 0)", "最近一次采集未能连上节点（up = 0）"},
+	evScrapeError: {"error: %s", "错误：%s"},
+	recNoData: {
+		"Check the metrics pipeline: the node's /metrics endpoint, Prometheus, and llmdiag's refresh.",
+		"检查指标链路：节点的 /metrics 端点、Prometheus 以及 llmdiag 的刷新。"},
+	recNoDataRouting: {
+		"Routers should not count on this node until fresh data arrives.",
+		"在拿到新数据之前，路由不应依赖该节点。"},
+	recDown: {
+		"Check the inference process and its /metrics endpoint (process alive, port, network policy).",
+		"检查推理进程及其 /metrics 端点（进程是否存活、端口、网络策略）。"},
+	recDownRouting: {
+		"Do not route traffic here until the endpoint answers.",
+		"端点恢复响应前，不要向该节点路由流量。"},
+
+	kvOK:         {"Memory is not the bottleneck", "显存不是瓶颈"},
+	kvBusy:       {"Memory is busy but not yet the bottleneck", "显存占用偏高，但还不是瓶颈"},
+	kvWarn:       {"The KV cache is filling up; preemption is near", "KV Cache 接近占满，即将触发抢占"},
+	kvCrit:       {"The KV cache is nearly full: requests get preempted and latency collapses", "KV Cache 几乎占满：请求被抢占，延迟大幅上升"},
+	evKV:         {"KV pressure %s (warn %s, crit %s)", "KV 压力 %s（警告 %s，严重 %s）"},
+	evKVCapacity: {"KV capacity %s tokens", "KV 容量 %s Token"},
+
+	queueOK:        {"No significant queueing", "不存在大量排队"},
+	queueWarn:      {"Requests are waiting to be scheduled", "请求开始排队"},
+	queueCrit:      {"Requests pile up: the node is overloaded", "请求严重积压，系统已过载"},
+	evQueueRunning: {"queue %s, running %s", "排队 %s，运行中 %s"},
+	evQueueLimits:  {"saturated above %s waiting; critical above %s for %s", "排队 > %[1]s 视为饱和；持续 %[3]s > %[2]s 为严重"},
+
+	ratioOK:        {"Healthy: next to no backlog", "系统健康，几乎没有积压"},
+	ratioOKSpikes:  {"Healthy; occasional spikes are normal", "系统健康，偶发尖刺正常"},
+	ratioBurst:     {"Backlog now, but history shows it drains", "当前有积压，但历史上很快消化"},
+	ratioNoHistory: {"Backlog now; no history to tell a burst from overload", "当前有积压；缺少历史数据，无法区分尖刺与过载"},
+	ratioSustained: {"Sustained backlog: the node is overloaded", "排队比持续偏高，系统长期过载"},
+	evRatio:        {"queue/running %s (warn %s, crit %s)", "排队比 %s（警告 %s，严重 %s）"},
+	evHistory: {
+		"history: queueing in %d of %d refreshes over %s, %d spike(s) drained",
+		"历史：%[3]s内 %[2]d 次刷新中有 %[1]d 次积压，%[4]d 次尖刺已消化"},
+
+	promptOK:    {"Prefill is normal", "Prefill 阶段正常"},
+	promptIdle:  {"No prompts in the window", "窗口内没有新的 Prompt"},
+	promptHeavy: {"Heavy prompts: prefill holds back the first token", "Prompt 过重，Prefill 拖慢首 Token"},
+	evPrefillGap: {
+		"prefill %s vs decode %s: %s (heavy at ≥ %s); prefill runs in parallel, decode one token at a time",
+		"Prefill %s 对比 Decode %s：相差 %s（≥ %s 为过重）；Prefill 并行计算，Decode 逐 Token 串行"},
+	evPromptPerRequest: {
+		"%s prompt tokens per finished request (heavy at ≥ %s)",
+		"每个完成的请求 %s 个 Prompt Token（≥ %s 为过重）"},
+
+	genOK:                {"Decode speed is normal", "Decode 速度正常"},
+	genIdle:              {"No tokens generated in the window", "窗口内没有生成 Token"},
+	genPerRequestUnknown: {"Per-request decode speed unknown: running requests not exposed", "无法得出单请求 Decode 速度：未暴露运行中请求数"},
+	genSlow:              {"Decode is slow per request", "单请求 Decode 慢"},
+	genSlowModel:         {"Decode is slow, but consistent with the model", "Decode 慢，但符合模型特性"},
+	evPerRequestDerived: {
+		"%s ÷ %s running ≈ %s per request (slow below %s)",
+		"%s ÷ %s 个运行中请求 ≈ 每请求 %s（低于 %s 为慢）"},
+	evPerRequestTPOT: {
+		"P50 time per output token %s ≈ %s per request (slow below %s)",
+		"每输出 Token 耗时 P50 %s ≈ 每请求 %s（低于 %s 为慢）"},
+	evPerRequestITL: {
+		"P50 inter-token latency %s ≈ %s per request (slow below %s)",
+		"Token 间隔 P50 %s ≈ 每请求 %s（低于 %s 为慢）"},
+	evPerRequest: {"%s per request (slow below %s)", "每请求 %s（低于 %s 为慢）"},
+	evModelLarge: {
+		"%s active parameters per token: a large model (≥ %s)",
+		"每 Token 激活 %s 参数：大模型（≥ %s）"},
+	evModelSmall: {
+		"%s active parameters per token: not a large model (< %s)",
+		"每 Token 激活 %s 参数：非大模型（< %s）"},
+	evDataParallel: {
+		"data parallel ×%d: raises throughput, not single-request speed",
+		"数据并行 ×%d：提升整体吞吐，不加速单个请求"},
+	evTensorParallel: {
+		"tensor parallel ×%d: speeds a single request but lowers concurrency",
+		"张量并行 ×%d：加速单个请求，但减少可并发数"},
+	evExpertParallel: {"expert parallel ×%d (MoE)", "专家并行 ×%d（MoE）"},
+	evNoProfile: {
+		"no deployment profile: model size and parallel strategy unknown",
+		"未配置部署 profile：模型体量与并行策略未知"},
+
+	e2eOK:              {"Tail latency is within bounds", "长尾延迟正常"},
+	e2eTail:            {"Long tail latency", "长尾延迟明显"},
+	e2eTailQueue:       {"Long tail: requests wait in the queue", "长尾延迟明显：请求在排队"},
+	e2eTailConcurrency: {"Long tail under high concurrency", "高并发时长尾延迟明显"},
+	e2eNoRequests:      {"No requests finished in the window", "窗口内没有完成的请求"},
+	evLatencyLimits:    {"warn ≥ %s, crit ≥ %s", "警告 ≥ %s，严重 ≥ %s"},
+	evTail:             {"P50 %s, P95 %s: P99 is %s the median", "P50 %s，P95 %s：P99 是中位数的 %s"},
+
+	ttftWarn: {"The unluckiest 1%% wait long for the first token", "最倒霉的 1%% 用户等首 Token 过久"},
+	ttftCrit: {"The unluckiest 1%% stare at a blank screen: as good as frozen", "最倒霉的 1%% 用户盯着空白屏幕，基本等同于系统卡死"},
+
+	preemptSome:    {"Occasional preemptions: the KV cache is tight", "偶有抢占：KV Cache 偏紧"},
+	preemptMany:    {"Requests are being preempted: the KV cache is exhausted", "请求频繁被抢占：KV Cache 不足"},
+	evPreemptLimit: {"KV_EXHAUSTED above %s", "超过 %s 判为 KV 耗尽"},
+
+	scrapeErrors: {"Some metrics could not be read; the indicators they feed are UNKNOWN", "部分指标读取失败，受影响的指标记为未知"},
+	scrapeDown:   {"The metrics endpoint does not answer", "指标端点无响应"},
+	valueErrors:  {"%d error(s)", "%d 个错误"},
+
+	meanRising: {"Mean latency is rising: the node is getting strained", "平均延迟持续上涨，系统开始吃力"},
+	evMeanRising: {
+		"mean E2E from %s to %s over %d refreshes in %s (rising at ≥ +%s)",
+		"平均 E2E 延迟在 %[4]s内（%[3]d 次刷新）从 %[1]s 升至 %[2]s（上涨 ≥ %[5]s 为上升）"},
+
+	roMemory:          {"not memory: KV pressure %s < %s", "不是显存不够：KV 压力 %s < %s"},
+	roMemoryNoPreempt: {"not memory: KV pressure %s < %s, no preemptions", "不是显存不够：KV 压力 %s < %s，无抢占"},
+	roQueueing:        {"not queueing: queue %s, queue/running %s", "不是请求排队：排队 %s，排队比 %s"},
+	roOverload: {
+		"not sustained overload: queueing in %d of %d refreshes (sustained at ≥ %s)",
+		"不是持续过载：%[2]d 次刷新中仅 %[1]d 次积压（≥ %[3]s 为持续）"},
+	roPrefill: {"not prefill: TTFT P99 %s < %s", "不是 Prefill 瓶颈：TTFT P99 %s < %s"},
+	roDecode:  {"not decode speed: %s per request ≥ %s", "不是 Decode 慢：每请求 %s ≥ %s"},
+	roOutlier: {
+		"not this node alone: %s is %s the median of %d peers",
+		"不是单节点异常：%[1]s 是 %[3]d 个同伴中位数的 %[2]s"},
+	notMemory:      {"not memory", "不是显存不够"},
+	notQueueing:    {"not queueing", "不是请求排队"},
+	causeOnly:      {"The cause is %s.", "%s。"},
+	causeAfterNots: {"%s, but %s.", "%s，而是 %s。"},
+
+	summaryKVFull: {
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s), so the engine preempts requests and latency collapses.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），引擎开始抢占请求，延迟大幅上升。"},
+	summaryKVFullPreempt: {
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s) and requests are being preempted (%s); preempted work is recomputed and latency collapses.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），请求正被抢占（%s），被抢占的请求需要重算，延迟大幅上升。"},
+	summaryPreempt: {
+		"Memory-bound: requests are being preempted (%s) because the KV cache cannot hold all running requests; preempted work is recomputed.",
+		"显存瓶颈：请求正被抢占（%s），KV Cache 装不下所有运行中的请求，被抢占的请求需要重算。"},
+	evPreemptRate: {"preemptions %s (KV_EXHAUSTED above %s)", "抢占 %s（超过 %s 判为 KV 耗尽）"},
+	evE2EHigh:     {"E2E P99 %s ≥ %s (warn)", "E2E P99 %s ≥ %s（警告线）"},
+	evTTFTHigh:    {"TTFT P99 %s ≥ %s (warn)", "TTFT P99 %s ≥ %s（警告线）"},
+	recKVShed: {
+		"Steer new and long requests away from this node until KV pressure falls below the warn level.",
+		"在 KV 压力回落到警告线以下之前，把新的和长的请求引到其他节点。"},
+	recKVCapacity: {
+		"Give the KV cache more room: raise gpu_memory_utilization, use an FP8 KV cache, or add tensor-parallel GPUs.",
+		"扩大 KV Cache：提高 gpu_memory_utilization、使用 FP8 KV Cache，或增加张量并行的 GPU。"},
+	recKVContext: {
+		"Or admit less: lower max_num_seqs or max_model_len, and enable prefix caching to share repeated prompt prefixes.",
+		"或减少准入：调低 max_num_seqs 或 max_model_len，并开启前缀缓存以复用重复的 Prompt 前缀。"},
+
+	summaryOverloaded: {
+		"Overloaded: more load than capacity. Requests queue and stay queued (queue %s, queue/running %s, queueing in %d of %d refreshes).",
+		"过载：负载超过容量，请求持续积压（排队 %[1]s，排队比 %[2]s，%[4]d 次刷新中 %[3]d 次积压）。"},
+	summaryOverloadedNow: {
+		"Overloaded: requests are queueing (queue %s, queue/running %s); with no history, this rests on the current window alone.",
+		"过载：请求正在积压（排队 %s，排队比 %s）；缺少历史数据，仅依据当前窗口判断。"},
+	evQueueHigh: {
+		"queue %s (saturated above %s), queue/running %s, running %s",
+		"排队 %s（超过 %s 视为饱和），排队比 %s，运行中 %s"},
+	recShed: {
+		"Shift traffic to other replicas; do not route here until the queue drains.",
+		"把流量转到其他副本；队列消化之前不要再向该节点路由。"},
+	recAddCapacity: {
+		"Add replicas or GPUs for this model: at this load the fleet is short of capacity.",
+		"为该模型增加副本或 GPU：当前负载下容量不足。"},
+	recAdmission: {
+		"Apply admission control upstream (rate limits, concurrent requests per tenant) so queues cannot grow without bound.",
+		"在上游做准入控制（限流、按租户限制并发），避免队列无限增长。"},
+
+	summaryBurstNow: {
+		"A burst: requests queue now (queue %s), but history shows the queue drains (queueing in %d of %d refreshes). Transient; the node keeps taking traffic.",
+		"突发流量：当前有请求排队（排队 %[1]s），但历史上积压很快消化（%[3]d 次刷新中 %[2]d 次积压）。属瞬时现象，节点仍可接收流量。"},
+	summaryBurstDrained: {
+		"Healthy: %d queue spike(s) in %d refreshes over %s drained quickly; bursts are absorbed and nothing else needs explaining.",
+		"系统健康：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都很快被消化，偶发尖刺正常，没有其他异常。"},
+	recBurstKeep: {
+		"No action needed while bursts stay short; keep routing to this node.",
+		"尖刺保持短暂即无需处理，可继续向该节点路由。"},
+	recBurstSmooth: {
+		"If bursts grow or recur, smooth arrivals (client retry jitter, rate limits) or keep more headroom.",
+		"若尖刺变大或频繁出现，平滑请求到达（客户端重试加抖动、限流）或预留更多余量。"},
+
+	causePrefill: {
+		"heavy prompts (%s), which make prefill the bottleneck: the unluckiest 1%% wait %s for the first token (TTFT P99) while the queue stays low",
+		"Prompt 过重（%s）导致 Prefill 成为瓶颈：排队很少，最倒霉的 1%% 用户却要等 %s 才见到首 Token（TTFT P99）"},
+	heavyRatio:      {"prompt tokens at %s the generated tokens", "Prompt Token 是生成 Token 的 %s"},
+	heavyPerRequest: {"%s prompt tokens per request", "每请求 %s 个 Prompt Token"},
+	evQueueRatio:    {"queue %s, queue/running %s", "排队 %s，排队比 %s"},
+	recChunkedPrefill: {
+		"Enable chunked prefill so long prompts do not stall the decode of running requests.",
+		"开启 Chunked Prefill，避免长 Prompt 阻塞正在 Decode 的请求。"},
+	recPrefixCache: {
+		"Enable prefix caching so repeated prefixes (system prompts, RAG context) are not recomputed.",
+		"开启前缀缓存，避免重复前缀（系统提示词、RAG 上下文）被反复计算。"},
+	recDisaggregate: {
+		"For prompt-heavy traffic, consider separate prefill workers (disaggregated prefill) or routing long prompts to dedicated nodes.",
+		"对 Prompt 重的流量，考虑 Prefill/Decode 分离部署，或把长 Prompt 路由到专用节点。"},
+
+	causeDecode: {
+		"%s, which keeps single-request decode slow (~%s per request)",
+		"%s导致单请求 Decode 速度有限（每请求 ~%s）"},
+	decodeConcurrency: {
+		" Under high concurrency%s requests contend for decode compute, and the long tail rises markedly (E2E P99 %s).",
+		"高并发时%s多请求争抢 Decode 算力，长尾延迟显著上升（E2E P99 %s）。"},
+	runningPart:              {" (%s running)", "（%s 个请求在跑）"},
+	factorSize:               {"%s's size (%s active parameters per token)", "%s 体量大（每 Token 激活 %s 参数）"},
+	factorCost:               {"%s's per-token cost (the profile gives no model size)", "%s 的单 Token 计算量（profile 未给出模型体量）"},
+	factorDataParallel:       {"its data-parallel strategy (DP %d)", "数据并行策略（DP %d）"},
+	factorConcurrency:        {"concurrency (%s requests decoding at once)", "高并发（%s 个请求同时 Decode）"},
+	factorConcurrencyUnknown: {"concurrency", "高并发"},
+	theModel:                 {"the model", "该模型"},
+	evTailRatio: {
+		"E2E P99 is %s the median (P50 %s): a long tail",
+		"E2E P99 是中位数（P50 %[2]s）的 %[1]s：长尾明显"},
+	recTensorParallel: {
+		"For latency-sensitive traffic, trade concurrency for speed: a tensor-parallel deployment (fewer replicas than today's DP %d, more GPUs each) decodes each request faster.",
+		"对延迟敏感的流量，用并发换速度：张量并行部署（副本数少于当前的 DP %d，每副本更多 GPU）能加快单请求 Decode。"},
+	recConcurrency: {
+		"Cap concurrent requests per replica (max_num_seqs) or add replicas, so fewer requests share decode compute.",
+		"限制单副本并发（max_num_seqs）或增加副本，减少争抢 Decode 算力的请求数。"},
+	recSpeculative: {
+		"Consider speculative decoding (a draft model, or MTP where the model has it) to raise per-request decode speed.",
+		"考虑投机解码（草稿模型，或模型自带的 MTP），提高单请求 Decode 速度。"},
+	recClientTimeout: {
+		"Keep responses streaming, cap max_tokens where you can, and set client timeouts above the E2E P99 (%s).",
+		"保持流式输出，尽量限制 max_tokens，客户端超时设在 E2E P99（%s）之上。"},
+	recProfile: {
+		"Add this node's deployment profile (active parameters, parallel strategy) to the fleet file, so llmdiag can tell model cost from faults.",
+		"在 fleet 文件中补充该节点的部署 profile（激活参数量、并行策略），以便区分模型本身的开销与故障。"},
+
+	summaryOutlier: {
+		"This node is markedly slower than its %d peers serving %s under similar load: %s %s is %s their median (%s). The cause is local to the node.",
+		"该节点明显慢于服务 %[2]s 的 %[1]d 个同伴（负载相近）：%[3]s 为 %[4]s，是同伴中位数（%[6]s）的 %[5]s。问题出在节点本身。"},
+	evOutlier: {
+		"%s %s vs peer median %s: %s (%d peers; outlier at ≥ %s)",
+		"%[1]s %[2]s，同伴中位数 %[3]s：%[4]s（%[5]d 个同伴；≥ %[6]s 为异常）"},
+	evLoadSimilar: {
+		"load score %s vs peer median %s (similar within +%s)",
+		"负载分 %s，同伴中位数 %s（差值 +%s 以内视为相近）"},
+	recOutlierDrain: {
+		"Drain the node and inspect it: GPU health (ECC errors, throttling, clocks), interconnect (NVLink, PCIe), noisy neighbours.",
+		"摘除该节点并检查：GPU 健康（ECC 错误、降频、时钟）、互联（NVLink、PCIe）、同机干扰。"},
+	recOutlierCompare: {
+		"Compare its engine version, flags and deployment profile with its peers'.",
+		"对比它与同伴的引擎版本、启动参数和部署 profile。"},
+
+	summaryHealthy:     {"Healthy: every indicator is within bounds; nothing needs explaining.", "系统健康：各项指标均在正常范围内。"},
+	summaryUnexplained: {"No known fault pattern explains the readings; watch %s.", "没有匹配的已知故障模式；请关注：%s。"},
+	evReading:          {"%s: %s", "%s：%s"},
+	recNone:            {"No action needed.", "无需处理。"},
+	recWatch: {
+		"Keep watching these indicators; if they persist, compare the node with its peers and check the engine logs.",
+		"持续关注这些指标；若持续存在，与同伴节点对比并检查引擎日志。"},
+}

@@ -1,0 +1,89 @@
+package diagnose
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// anyArg formats as "x" under every verb, so arity can be checked without
+// knowing each verb's type.
+type anyArg struct{}
+
+func (anyArg) Format(s fmt.State, _ rune) { fmt.Fprint(s, "x") }
+
+// arity is the number of arguments a format string consumes, or -1 when no
+// count from 0 to 9 formats cleanly.
+func arity(format string) int {
+	for n := range 10 {
+		args := make([]any, n)
+		for i := range args {
+			args[i] = anyArg{}
+		}
+		if !strings.Contains(fmt.Sprintf(format, args...), "%!") {
+			return n
+		}
+	}
+	return -1
+}
+
+func TestCatalogComplete(t *testing.T) {
+	for id := range numMsgs {
+		e := catalog[id]
+		if e.en == "" || e.zh == "" {
+			t.Errorf("message %d lacks a translation: en %q, zh %q", id, e.en, e.zh)
+			continue
+		}
+		en, zh := arity(e.en), arity(e.zh)
+		if en < 0 || en != zh {
+			t.Errorf("message %d: en takes %d arguments, zh %d (-1 = malformed)\n en: %s\n zh: %s", id, en, zh, e.en, e.zh)
+		}
+	}
+}
+
+func TestFormat(t *testing.T) {
+	en, zh := newPrinter(llmdiagv1.Language_LANGUAGE_EN), newPrinter(llmdiagv1.Language_LANGUAGE_ZH)
+	for _, tc := range []struct {
+		got, want string
+	}{
+		{percent(0.30), "~30%"},
+		{percent(0.004), "<1%"},
+		{percent(0), "~0%"},
+		{rate(20000), "~20,000 tok/s"},
+		{rate(19874), "~20,000 tok/s"},
+		{rate(1234), "~1,200 tok/s"},
+		{rate(121), "121 tok/s"},
+		{rate(121.0 / 40), "3 tok/s"},
+		{rate(12.34), "12.3 tok/s"},
+		{count(0), "0"},
+		{count(2.5), "2.5"},
+		{ratio(0), "0.00"},
+		{times(165.3), "165×"},
+		{times(6.91), "6.9×"},
+		{thousands(1234567), "1,234,567"},
+		{tokens(8192), "8,192"},
+		{tokens(123456), "~120,000"},
+		{perSecond(0.05), "0.05/s"},
+		{perSecond(250), "250/s"},
+		{en.seconds(0.25), "250 ms"},
+		{en.seconds(2.1), "2.1 s"},
+		{en.seconds(40), "40 s"},
+		{en.seconds(798), "13.3 min"},
+		{en.seconds(7680), "2.1 h"},
+		{zh.seconds(798), "13.3 分钟"},
+		{zh.seconds(40), "40 秒"},
+		{FormatDuration(15*time.Second, llmdiagv1.Language_LANGUAGE_EN), "15 s"},
+		{FormatDuration(90*time.Minute, llmdiagv1.Language_LANGUAGE_ZH), "1.5 小时"},
+		{en.percentile(&llmdiagv1.Percentile{Quantile: 0.99, Value: 798, LowerBound: 480, UpperBound: 960}), "13.3 min (bucket 480 s–960 s)"},
+		{zh.percentile(&llmdiagv1.Percentile{Quantile: 0.99, Value: 798, LowerBound: 480, UpperBound: 960}), "13.3 分钟（桶 480 秒–960 秒）"},
+		{en.percentile(&llmdiagv1.Percentile{Quantile: 0.99, Value: 7680, LowerBound: 7680, UpperBound: math.Inf(1)}), "≥ 2.1 h (bucket 7680 s–+Inf)"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,335 @@
+package diagnose
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// opt is an optional reading: ok is false when the value is unknown.
+type opt struct {
+	v  float64
+	ok bool
+}
+
+// known reads an optional field; NaN, ±Inf and negative values are unknown.
+func known(p *float64) opt {
+	if p == nil || math.IsNaN(*p) || math.IsInf(*p, 0) || *p < 0 {
+		return opt{}
+	}
+	return opt{v: *p, ok: true}
+}
+
+// below reports whether o is known and below limit.
+func (o opt) below(limit float64) bool { return o.ok && o.v < limit }
+
+// perRequestSource says where the per-request decode speed came from.
+type perRequestSource int
+
+const (
+	perRequestReported perRequestSource = iota // decode_tokens_per_second_per_request
+	perRequestDerived                          // generation rate ÷ running
+	perRequestTPOT                             // 1 / P50 time per output token
+	perRequestITL                              // 1 / P50 inter-token latency
+)
+
+// facts is what the rules read, gathered once from the input.
+type facts struct {
+	t       Thresholds
+	m       *llmdiagv1.NodeMetrics
+	profile *llmdiagv1.Profile // never nil
+
+	kv, kvCapacity, queue, running, ratio opt
+	prompt, gen, perRequest, preempt, rps opt
+	perRequestFrom                        perRequestSource
+
+	e2eP50, e2eP95, e2eP99 *llmdiagv1.Percentile // nil when unknown
+	ttftP99                *llmdiagv1.Percentile
+
+	hist history
+	peer peerComparison
+}
+
+// history is what the refresh history says about the queue and the mean.
+type history struct {
+	points   int           // refreshes with a known queue, the current one included
+	queueing int           // of which queueing
+	span     time.Duration // from the oldest such refresh to now
+	now      bool          // queueing in the current window
+	spikes   int           // queueing episodes that drained
+	// queueCritHeld: the queue has stayed above QueueCrit for QueueCritFor,
+	// or is above it now with no history to say otherwise.
+	queueCritHeld bool
+
+	meanRising       bool
+	meanFrom, meanTo float64 // seconds
+	meanPoints       int
+	meanSpan         time.Duration
+}
+
+// noHistory reports whether only the current window is known.
+func (h history) noHistory() bool { return h.points <= 1 }
+
+// fraction is the share of refreshes that were queueing.
+func (h history) fraction() float64 {
+	if h.points == 0 {
+		return 0
+	}
+	return float64(h.queueing) / float64(h.points)
+}
+
+// sustained reports whether the queue is high now and over most of the
+// history (or now, with no history to say otherwise).
+func (h history) sustained(t Thresholds) bool {
+	return h.now && (h.noHistory() || h.fraction() >= t.SustainedFraction)
+}
+
+// peerComparison is how the node's latency tail compares with its peers'.
+type peerComparison struct {
+	peers    int                 // usable peers for the metric reported
+	metric   llmdiagv1.Indicator // INDICATOR_E2E_P99 or INDICATOR_TTFT_P99
+	own      float64             // seconds
+	median   float64             // seconds
+	ratio    float64             // own / median
+	ownLoad  float64
+	peerLoad float64 // median load score of the peers
+	outlier  bool
+}
+
+func observe(in Input, t Thresholds) *facts {
+	m := in.Metrics
+	f := &facts{t: t, m: m, profile: in.Profile}
+	if f.profile == nil {
+		f.profile = &llmdiagv1.Profile{}
+	}
+	f.kv = known(m.KvPressure)
+	f.kvCapacity = known(m.KvCapacityTokens)
+	f.queue = known(m.Queue)
+	f.running = known(m.Running)
+	f.ratio = queueRatio(f.queue, f.running, known(m.QueueRunningRatio))
+	f.prompt = known(m.PromptTokensPerSecond)
+	f.gen = known(m.GenerationTokensPerSecond)
+	f.preempt = known(m.PreemptionsPerSecond)
+	f.rps = known(m.RequestsPerSecond)
+	f.perRequest, f.perRequestFrom = perRequestDecode(m, f.gen, f.running)
+
+	f.e2eP50 = percentile(m.GetE2E(), 0.50)
+	f.e2eP95 = percentile(m.GetE2E(), 0.95)
+	f.e2eP99 = percentile(m.GetE2E(), 0.99)
+	f.ttftP99 = percentile(m.GetTtft(), 0.99)
+
+	f.hist = f.readHistory(in.History)
+	f.peer = comparePeers(m, in.Peers, t)
+	return f
+}
+
+// queueRatio is queue ÷ running from the gauges when both are known (0 when
+// both are 0, +Inf when only running is 0), else the reported ratio.
+func queueRatio(queue, running, reported opt) opt {
+	if !queue.ok || !running.ok {
+		return reported
+	}
+	switch {
+	case queue.v == 0:
+		return opt{v: 0, ok: true}
+	case running.v == 0:
+		return opt{v: math.Inf(1), ok: true}
+	}
+	return opt{v: queue.v / running.v, ok: true}
+}
+
+// perRequestDecode is the decode speed one request sees, in tok/s: as
+// reported, else generation rate ÷ running, else from the P50 time per output
+// token or inter-token latency.
+func perRequestDecode(m *llmdiagv1.NodeMetrics, gen, running opt) (opt, perRequestSource) {
+	if v := known(m.DecodeTokensPerSecondPerRequest); v.ok {
+		return v, perRequestReported
+	}
+	if gen.ok && running.ok && running.v > 0 {
+		return opt{v: gen.v / running.v, ok: true}, perRequestDerived
+	}
+	if q := percentile(m.GetTimePerOutputToken(), 0.5); q != nil && q.GetValue() > 0 {
+		return opt{v: 1 / q.GetValue(), ok: true}, perRequestTPOT
+	}
+	if q := percentile(m.GetInterToken(), 0.5); q != nil && q.GetValue() > 0 {
+		return opt{v: 1 / q.GetValue(), ok: true}, perRequestITL
+	}
+	return opt{}, 0
+}
+
+// percentile returns the q-quantile of d, or nil when d does not carry it or
+// the window has no observations.
+func percentile(d *llmdiagv1.Distribution, q float64) *llmdiagv1.Percentile {
+	for _, p := range d.GetPercentiles() {
+		if math.Abs(p.GetQuantile()-q) < 1e-9 {
+			if math.IsNaN(p.GetValue()) || math.IsInf(p.GetValue(), 0) || p.GetValue() < 0 {
+				return nil
+			}
+			return p
+		}
+	}
+	return nil
+}
+
+// queueing reports whether a refresh counts as queueing: more waiting than
+// QueueSaturated, or at least one waiting and a queue/running ratio at
+// QueueRunningRatioCrit or above.
+func (t Thresholds) queueing(queue, ratio opt) bool {
+	if queue.ok && queue.v > t.QueueSaturated {
+		return true
+	}
+	return ratio.ok && ratio.v >= t.QueueRunningRatioCrit && (!queue.ok || queue.v >= 1)
+}
+
+// readHistory walks the refreshes before the current window, then the
+// current window itself.
+func (f *facts) readHistory(points []Point) history {
+	t := f.t
+	var now time.Time
+	if ts := f.m.GetObservedAt(); ts != nil {
+		now = ts.AsTime()
+	} else if len(points) > 0 {
+		now = points[len(points)-1].At.Add(time.Nanosecond)
+	}
+	type step struct {
+		at           time.Time
+		queue, ratio opt
+		mean         opt
+	}
+	var steps []step
+	for _, pt := range points {
+		if !pt.Up || !pt.At.Before(now) {
+			continue
+		}
+		q, r := known(pt.Queue), known(pt.Running)
+		steps = append(steps, step{at: pt.At, queue: q, ratio: queueRatio(q, r, opt{}), mean: known(pt.E2EMean)})
+	}
+	var mean opt
+	if e := f.m.GetE2E(); e != nil {
+		mean = known(e.Mean)
+	}
+	steps = append(steps, step{at: now, queue: f.queue, ratio: f.ratio, mean: mean})
+
+	var h history
+	var first, meanFirst time.Time
+	wasQueueing := false
+	critSince, critRun := time.Time{}, false
+	var means []float64
+	for i, s := range steps {
+		if s.mean.ok {
+			if len(means) == 0 {
+				meanFirst = s.at
+			}
+			means = append(means, s.mean.v)
+		}
+		if !s.queue.ok && !s.ratio.ok {
+			continue
+		}
+		if h.points == 0 {
+			first = s.at
+		}
+		h.points++
+		q := t.queueing(s.queue, s.ratio)
+		if q {
+			h.queueing++
+		} else if wasQueueing {
+			h.spikes++
+		}
+		wasQueueing = q
+		if s.queue.ok && s.queue.v > t.QueueCrit {
+			if !critRun {
+				critSince, critRun = s.at, true
+			}
+		} else {
+			critRun = false
+		}
+		if i == len(steps)-1 {
+			h.now = q
+		}
+	}
+	if h.points > 0 {
+		h.span = now.Sub(first)
+	}
+	h.queueCritHeld = f.queue.ok && f.queue.v > t.QueueCrit &&
+		(h.noHistory() || (critRun && now.Sub(critSince) >= t.QueueCritFor))
+
+	h.meanPoints = len(means)
+	if len(means) >= 3 {
+		base := median(means[:len(means)/2])
+		last := means[len(means)-1]
+		h.meanFrom, h.meanTo, h.meanSpan = base, last, now.Sub(meanFirst)
+		h.meanRising = base > 0 && last >= base*(1+t.E2EMeanRise)
+	}
+	return h
+}
+
+// comparePeers compares the node's E2E and TTFT P99 with the median of its
+// usable peers and keeps the comparison with the larger ratio.
+func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Thresholds) peerComparison {
+	var usable []*llmdiagv1.NodeMetrics
+	for _, p := range peers {
+		if p == nil || !p.GetUp() || isStale(p, t) || p.GetNode() == m.GetNode() {
+			continue
+		}
+		if p.GetModel() != "" && m.GetModel() != "" && p.GetModel() != m.GetModel() {
+			continue
+		}
+		usable = append(usable, p)
+	}
+	ownLoad := LoadScore(m, t)
+	var best peerComparison
+	for _, c := range []struct {
+		ind  llmdiagv1.Indicator
+		dist func(*llmdiagv1.NodeMetrics) *llmdiagv1.Distribution
+	}{
+		{llmdiagv1.Indicator_INDICATOR_E2E_P99, (*llmdiagv1.NodeMetrics).GetE2E},
+		{llmdiagv1.Indicator_INDICATOR_TTFT_P99, (*llmdiagv1.NodeMetrics).GetTtft},
+	} {
+		own := percentile(c.dist(m), 0.99)
+		if own == nil {
+			continue
+		}
+		var vals, loads []float64
+		for _, p := range usable {
+			if q := percentile(c.dist(p), 0.99); q != nil {
+				vals = append(vals, q.GetValue())
+				loads = append(loads, LoadScore(p, t))
+			}
+		}
+		if len(vals) < t.MinPeers {
+			continue
+		}
+		med := median(vals)
+		if med <= 0 {
+			continue
+		}
+		pc := peerComparison{
+			peers: len(vals), metric: c.ind,
+			own: own.GetValue(), median: med, ratio: own.GetValue() / med,
+			ownLoad: ownLoad, peerLoad: median(loads),
+		}
+		pc.outlier = pc.ratio >= t.OutlierRatio &&
+			pc.own >= t.OutlierMinLatency.Seconds() &&
+			pc.ownLoad <= pc.peerLoad+t.OutlierLoadMargin
+		if best.peers == 0 || (pc.outlier && !best.outlier) || (pc.outlier == best.outlier && pc.ratio > best.ratio) {
+			best = pc
+		}
+	}
+	return best
+}
+
+// median of vs; vs is not modified. 0 for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}

@@ -1,0 +1,432 @@
+package engine
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/histogram"
+	"github.com/llmdiag/llmdiag/sample"
+)
+
+// Extract reads one Sample of engine from families, as read at at. With
+// ENGINE_UNSPECIFIED the engine is detected first (Detect).
+//
+// Every concept is read from the first of its families (Mapping.Concepts)
+// that is present. A concept whose family is absent stays nil; one whose
+// family is present but unusable (wrong type, NaN values, a histogram without
+// +Inf bucket, sub-series with different buckets) stays nil too and adds an
+// entry to Errors; the other concepts are filled regardless. Extract does not
+// modify families.
+func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at time.Time) *sample.Sample {
+	if engine == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
+		engine = Detect(families)
+	}
+	s := &sample.Sample{At: at, Up: true, Engine: engine}
+	m, ok := Lookup(engine)
+	if !ok {
+		s.Errors = append(s.Errors, fmt.Sprintf("no metric mapping for engine %s", engine))
+		return s
+	}
+	x := &extractor{m: m, families: families}
+	s.Queue = x.value(Queue)
+	s.Running = x.value(Running)
+	s.KVUsage, s.KVCapacityTokens = x.kv()
+	s.PromptTokens = x.value(PromptTokens)
+	s.GenerationTokens = x.value(GenerationTokens)
+	s.Preemptions = x.value(Preemptions)
+	s.RequestsFinished = x.value(RequestsFinished)
+	for c := TTFT; c <= QueueTime; c++ {
+		h, _ := c.Hist()
+		s.Hists[h] = x.histogram(c)
+	}
+	s.CountersCreated = x.created()
+	s.Model = x.model()
+	s.DataParallel = x.distinct(m.DPLabel)
+	s.TensorParallel = x.distinct(m.TPLabel)
+	s.Errors = x.errs
+	return s
+}
+
+// extractor reads the concepts of one mapping from one set of families,
+// collecting errors.
+type extractor struct {
+	m        *Mapping
+	families map[string]*dto.MetricFamily
+	errs     []string
+}
+
+// series is one sub-series of a family with its labels.
+type series struct {
+	labels map[string]string
+	metric *dto.Metric
+}
+
+// keyed is one replica's value with its join key (Mapping.ReplicaLabels).
+type keyed struct {
+	key string
+	v   float64
+}
+
+// fail records that family could not give concept c.
+func (x *extractor) fail(c Concept, family string, err error) {
+	x.errs = append(x.errs, fmt.Sprintf("%s (%s): %v", family, c, err))
+}
+
+// find returns the first source of c whose family has samples, with one
+// series per replica. ok is false when none is present, or when the present
+// one has the wrong type (an error is recorded then).
+func (x *extractor) find(c Concept) (src Source, ss []series, ok bool) {
+	for _, src := range x.m.Concepts[c] {
+		mf := x.families[src.Family]
+		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		if err := checkType(src.Kind, mf.GetType()); err != nil {
+			x.fail(c, src.Family, err)
+			return src, nil, false
+		}
+		return src, x.collapse(mf), true
+	}
+	return Source{}, nil, false
+}
+
+func checkType(k Kind, t dto.MetricType) error {
+	isHist := t == dto.MetricType_HISTOGRAM || t == dto.MetricType_GAUGE_HISTOGRAM
+	wantHist := k == Histogram || k == HistogramCount || k == HistogramSum
+	switch {
+	case wantHist && !isHist:
+		return fmt.Errorf("family is a %s, want a histogram", strings.ToLower(t.String()))
+	case !wantHist && t != dto.MetricType_GAUGE && t != dto.MetricType_COUNTER && t != dto.MetricType_UNTYPED:
+		return fmt.Errorf("family is a %s, want a gauge or counter", strings.ToLower(t.String()))
+	}
+	return nil
+}
+
+// collapse returns the family's series, keeping per replica only the series
+// with the lowest Mapping.RankLabels.
+func (x *extractor) collapse(mf *dto.MetricFamily) []series {
+	var out []series
+	index := map[string]int{}
+	for _, m := range mf.GetMetric() {
+		s := series{labels: labelMap(m), metric: m}
+		if len(x.m.RankLabels) == 0 {
+			out = append(out, s)
+			continue
+		}
+		key := replicaOf(s.labels, x.m.RankLabels)
+		i, seen := index[key]
+		switch {
+		case !seen:
+			index[key] = len(out)
+			out = append(out, s)
+		case compareRanks(s.labels, out[i].labels, x.m.RankLabels) < 0:
+			out[i] = s
+		}
+	}
+	return out
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	l := make(map[string]string, len(m.GetLabel()))
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+// replicaOf identifies a series by all its labels except ranks.
+func replicaOf(labels map[string]string, ranks []string) string {
+	parts := make([]string, 0, len(labels))
+	for n, v := range labels {
+		if !slices.Contains(ranks, n) {
+			parts = append(parts, n+"\xff"+v)
+		}
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "\xfe")
+}
+
+// compareRanks orders two series by their rank labels, numerically where
+// both values are integers.
+func compareRanks(a, b map[string]string, ranks []string) int {
+	for _, r := range ranks {
+		x, errX := strconv.ParseInt(a[r], 10, 64)
+		y, errY := strconv.ParseInt(b[r], 10, 64)
+		c := cmp.Compare(a[r], b[r])
+		if errX == nil && errY == nil {
+			c = cmp.Compare(x, y)
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// read returns one value per replica of concept c. ok is false when c is not
+// exposed or its family is unusable (an error is recorded then).
+func (x *extractor) read(c Concept) (src Source, vals []keyed, ok bool) {
+	src, ss, ok := x.find(c)
+	if !ok {
+		return src, nil, false
+	}
+	for _, s := range ss {
+		v, err := scalar(src, s)
+		if err != nil {
+			x.fail(c, src.Family, err)
+			return src, nil, false
+		}
+		key := make([]string, len(x.m.ReplicaLabels))
+		for i, l := range x.m.ReplicaLabels {
+			key[i] = s.labels[l]
+		}
+		vals = append(vals, keyed{key: strings.Join(key, "\xff"), v: v})
+	}
+	return src, vals, true
+}
+
+// scalar reads one series as a number, as src.Kind says.
+func scalar(src Source, s series) (float64, error) {
+	m := s.metric
+	var v float64
+	switch src.Kind {
+	case Gauge, Counter:
+		switch {
+		case m.GetGauge() != nil:
+			v = m.GetGauge().GetValue()
+		case m.GetCounter() != nil:
+			v = m.GetCounter().GetValue()
+		case m.GetUntyped() != nil:
+			v = m.GetUntyped().GetValue()
+		default:
+			return 0, errors.New("series has no value")
+		}
+	case HistogramCount:
+		if m.GetHistogram() == nil {
+			return 0, errors.New("series has no histogram")
+		}
+		v = histogramCount(m.GetHistogram())
+	case HistogramSum:
+		if m.GetHistogram() == nil {
+			return 0, errors.New("series has no histogram")
+		}
+		v = m.GetHistogram().GetSampleSum()
+	case Info:
+		v = 1
+		for _, l := range src.Labels {
+			f, err := strconv.ParseFloat(s.labels[l], 64)
+			if err != nil {
+				return 0, fmt.Errorf("label %s=%q is not a number", l, s.labels[l])
+			}
+			v *= f
+		}
+	default:
+		return 0, fmt.Errorf("kind %d is not a number", src.Kind)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("value is %v", v)
+	}
+	return v, nil
+}
+
+// value reads a number concept, aggregated over replicas; nil when c is not
+// exposed or unusable.
+func (x *extractor) value(c Concept) *float64 {
+	src, vals, ok := x.read(c)
+	if !ok {
+		return nil
+	}
+	if src.Agg == Sum {
+		return x.finite(c, src, sum(vals))
+	}
+	return x.finite(c, src, sum(vals)/float64(len(vals)))
+}
+
+// finite returns v, or nil with an error when aggregating finite values
+// overflowed.
+func (x *extractor) finite(c Concept, src Source, v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		x.fail(c, src.Family, fmt.Errorf("aggregate is %v", v))
+		return nil
+	}
+	return sample.F(v)
+}
+
+// kv returns KV usage and capacity in tokens. Usage is tokens used / capacity
+// summed over replicas when both are exposed (SGLang); otherwise the usage
+// gauge, weighted by each replica's capacity when every replica's is known
+// (vLLM DP engines with different cache sizes), else its plain mean.
+func (x *extractor) kv() (usage, capacity *float64) {
+	capSrc, caps, capOK := x.read(KVCapacityTokens)
+	if capOK {
+		capacity = x.finite(KVCapacityTokens, capSrc, sum(caps))
+	}
+	if usedSrc, used, ok := x.read(KVUsedTokens); ok && capacity != nil && *capacity > 0 {
+		return x.finite(KVUsage, usedSrc, sum(used) / *capacity), capacity
+	}
+	src, us, ok := x.read(KVUsage)
+	if !ok {
+		return nil, capacity
+	}
+	if src.Agg == CapacityWeighted && capacity != nil {
+		if w, ok := weighted(us, caps); ok {
+			return x.finite(KVUsage, src, w), capacity
+		}
+	}
+	return x.finite(KVUsage, src, sum(us)/float64(len(us))), capacity
+}
+
+// weighted is the mean of vals weighted by the weight of the same key; false
+// when a key has no weight or the weights add to 0.
+func weighted(vals, weights []keyed) (float64, bool) {
+	w := map[string]float64{}
+	for _, k := range weights {
+		w[k.key] += k.v
+	}
+	var num, den float64
+	for _, v := range vals {
+		c, ok := w[v.key]
+		if !ok {
+			return 0, false
+		}
+		num += v.v * c
+		den += c
+	}
+	if den <= 0 {
+		return 0, false
+	}
+	return num / den, true
+}
+
+func sum(vals []keyed) float64 {
+	var t float64
+	for _, v := range vals {
+		t += v.v
+	}
+	return t
+}
+
+// histogram reads a histogram concept, summed by bucket over replicas; nil
+// when c is not exposed or unusable.
+func (x *extractor) histogram(c Concept) *sample.Histogram {
+	src, ss, ok := x.find(c)
+	if !ok {
+		return nil
+	}
+	var total *sample.Histogram
+	for _, s := range ss {
+		h, err := toHistogram(s.metric)
+		if err == nil {
+			total, err = histogram.Add(total, h)
+		}
+		if err != nil {
+			x.fail(c, src.Family, err)
+			return nil
+		}
+	}
+	return total
+}
+
+// toHistogram converts one classic histogram series, sorting its buckets by
+// bound, and validates it.
+func toHistogram(m *dto.Metric) (*sample.Histogram, error) {
+	hm := m.GetHistogram()
+	if hm == nil {
+		return nil, errors.New("series has no histogram")
+	}
+	buckets := slices.SortedStableFunc(slices.Values(hm.GetBucket()), func(a, b *dto.Bucket) int {
+		return cmp.Compare(a.GetUpperBound(), b.GetUpperBound())
+	})
+	h := &sample.Histogram{
+		Bounds: make([]float64, len(buckets)),
+		Counts: make([]float64, len(buckets)),
+		Sum:    hm.GetSampleSum(),
+		Count:  histogramCount(hm),
+	}
+	for i, b := range buckets {
+		h.Bounds[i] = b.GetUpperBound()
+		h.Counts[i] = float64(b.GetCumulativeCount())
+		if b.CumulativeCountFloat != nil {
+			h.Counts[i] = b.GetCumulativeCountFloat()
+		}
+	}
+	if err := histogram.Validate(h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// histogramCount is the _count of h, whether integer or float.
+func histogramCount(h *dto.Histogram) float64 {
+	if h.SampleCountFloat != nil {
+		return h.GetSampleCountFloat()
+	}
+	return float64(h.GetSampleCount())
+}
+
+// created is the earliest start of the token counters (Mapping.Created);
+// zero when not exposed.
+func (x *extractor) created() time.Time {
+	earliest := math.Inf(+1)
+	for _, name := range x.m.Created {
+		for _, m := range x.families[name].GetMetric() {
+			v, err := scalar(Source{Kind: Gauge}, series{metric: m})
+			if err == nil && v > 0 {
+				earliest = min(earliest, v)
+			}
+		}
+	}
+	if math.IsInf(earliest, +1) {
+		return time.Time{}
+	}
+	sec, frac := math.Modf(earliest)
+	return time.Unix(int64(sec), int64(frac*1e9)).UTC()
+}
+
+// model is the first model label found on a concept's family, in concept
+// order; "" when none carries one.
+func (x *extractor) model() string {
+	for c := range numConcepts {
+		for _, src := range x.m.Concepts[c] {
+			for _, m := range x.families[src.Family].GetMetric() {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == x.m.ModelLabel && l.GetValue() != "" {
+						return l.GetValue()
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// distinct counts the distinct values of label over the engine's families;
+// 0 when label is "" or no series carries it.
+func (x *extractor) distinct(label string) int {
+	if label == "" {
+		return 0
+	}
+	seen := map[string]bool{}
+	for name, mf := range x.families {
+		if !strings.HasPrefix(name, x.m.Prefix) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					seen[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return len(seen)
+}

@@ -1,0 +1,75 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/common/model"
+
+	"github.com/llmdiag/llmdiag/sample"
+)
+
+// Lifetime names the window from the start of the node's counters to now.
+const Lifetime = "lifetime"
+
+// MaxWindow is the longest window ParseWindow accepts.
+const MaxWindow = 7 * 24 * time.Hour
+
+// ErrInvalidWindow marks a window ParseWindow rejects.
+var ErrInvalidWindow = errors.New("invalid window")
+
+// ParseWindow reads a window: a Prometheus duration ("30s", "5m", "1h30m",
+// "1d") greater than 0 and at most 7d, or "lifetime". Errors wrap
+// ErrInvalidWindow.
+func ParseWindow(s string) (window time.Duration, lifetime bool, err error) {
+	if s == Lifetime {
+		return 0, true, nil
+	}
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		return 0, false, fmt.Errorf("%w %q: %w", ErrInvalidWindow, s, err)
+	}
+	switch window = time.Duration(d); {
+	case window <= 0:
+		return 0, false, fmt.Errorf("%w %q: must be longer than 0", ErrInvalidWindow, s)
+	case window > MaxWindow:
+		return 0, false, fmt.Errorf("%w %q: longer than the maximum of 7d", ErrInvalidWindow, s)
+	}
+	return window, false, nil
+}
+
+// Pick chooses the samples that form a window ending at the newest sample:
+// newest is the sample with the latest At, and base is the newest sample read
+// at or before newest.At − window, or the oldest one when the history is
+// shorter than the window. base is nil when there is no older sample to use,
+// or when window <= 0 (the lifetime). Samples of failed scrapes (Up false)
+// carry no counters and are never a base. samples may be in any order and
+// may contain nil.
+func Pick(samples []*sample.Sample, window time.Duration) (newest, base *sample.Sample) {
+	for _, s := range samples {
+		if s != nil && (newest == nil || s.At.After(newest.At)) {
+			newest = s
+		}
+	}
+	if newest == nil || window <= 0 {
+		return newest, nil
+	}
+	cutoff := newest.At.Add(-window)
+	var oldest *sample.Sample
+	for _, s := range samples {
+		if s == nil || !s.Up || !s.At.Before(newest.At) {
+			continue
+		}
+		if oldest == nil || s.At.Before(oldest.At) {
+			oldest = s
+		}
+		if !s.At.After(cutoff) && (base == nil || s.At.After(base.At)) {
+			base = s
+		}
+	}
+	if base == nil {
+		base = oldest
+	}
+	return newest, base
+}

@@ -1,0 +1,253 @@
+package refresh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/ingest"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+// Source yields every node's indicators over a window, reading the nodes anew.
+type Source interface {
+	Refresh(ctx context.Context, window string) ([]ingest.Observation, error)
+}
+
+// Recorder receives the loop's own telemetry.
+type Recorder interface {
+	ObserveRefresh(d time.Duration, err error)
+	SetNodeStatuses(counts map[llmdiagv1.Status]int)
+}
+
+// Config configures a Loop.
+type Config struct {
+	// Interval between refreshes (default 5s).
+	Interval time.Duration
+	// Window is the default window verdicts are computed for (default "5m").
+	Window string
+	// Thresholds of the verdict rules.
+	Thresholds diagnose.Thresholds
+	// MinScoreChange is the load-score change that alone makes a health
+	// event (default 0.1).
+	MinScoreChange float64
+}
+
+// Loop is the ingest loop.
+type Loop struct {
+	src   Source
+	st    store.Store
+	rec   Recorder
+	log   *slog.Logger
+	now   func() time.Time
+	cfg   Config
+	ready chan struct{}
+}
+
+// New returns a Loop; call Run to start it.
+func New(src Source, st store.Store, rec Recorder, log *slog.Logger, now func() time.Time, cfg Config) *Loop {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.Window == "" {
+		cfg.Window = "5m"
+	}
+	if cfg.MinScoreChange <= 0 {
+		cfg.MinScoreChange = 0.1
+	}
+	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{})}
+}
+
+// Ready is closed after the first refresh has been stored.
+func (l *Loop) Ready() <-chan struct{} { return l.ready }
+
+// Run refreshes at once and then every Interval until ctx is done. A failed
+// refresh is logged and counted; the loop goes on.
+func (l *Loop) Run(ctx context.Context) {
+	t := time.NewTicker(l.cfg.Interval)
+	defer t.Stop()
+	first := true
+	for {
+		if err := l.Once(ctx); err != nil && ctx.Err() == nil {
+			l.log.Warn("refresh failed", "err", err)
+		} else if first && err == nil {
+			first = false
+			close(l.ready)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Once performs one refresh.
+func (l *Loop) Once(ctx context.Context) (err error) {
+	start := l.now()
+	defer func() { l.rec.ObserveRefresh(l.now().Sub(start), err) }()
+
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Interval*2)
+	defer cancel()
+	obs, err := l.src.Refresh(ctx, l.cfg.Window)
+	if err != nil {
+		return fmt.Errorf("read source: %w", err)
+	}
+	byModel := make(map[string][]*llmdiagv1.NodeMetrics)
+	for _, o := range obs {
+		if o.Metrics != nil {
+			byModel[o.Metrics.GetModel()] = append(byModel[o.Metrics.GetModel()], o.Metrics)
+		}
+	}
+	counts := make(map[llmdiagv1.Status]int)
+	for _, o := range obs {
+		if o.Metrics == nil {
+			continue
+		}
+		status, err := l.update(ctx, o, peersOf(o.Metrics, byModel[o.Metrics.GetModel()]))
+		if err != nil {
+			return err
+		}
+		counts[status]++
+	}
+	l.rec.SetNodeStatuses(counts)
+	return nil
+}
+
+func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
+	m := o.Metrics
+	prev, err := l.st.Get(ctx, o.Node.ID)
+	if err != nil && !isNotFound(err) {
+		return 0, fmt.Errorf("read %s: %w", o.Node.ID, err)
+	}
+	hist, err := l.st.History(ctx, o.Node.ID)
+	if err != nil && !isNotFound(err) {
+		return 0, fmt.Errorf("read history of %s: %w", o.Node.ID, err)
+	}
+	profile := Profile(o)
+	point := PointOf(m)
+	d := diagnose.Diagnose(diagnose.Input{
+		Metrics: m,
+		History: append(hist, point),
+		Profile: profile,
+		Peers:   peers,
+	}, l.cfg.Thresholds, llmdiagv1.Language_LANGUAGE_EN)
+	point.Status = d.GetStatus()
+
+	node := &llmdiagv1.Node{
+		Id:         o.Node.ID,
+		Model:      m.GetModel(),
+		Engine:     m.GetEngine(),
+		Profile:    profile,
+		Status:     d.GetStatus(),
+		RootCause:  d.GetRootCause(),
+		Routable:   d.GetRoutable(),
+		LoadScore:  d.GetLoadScore(),
+		Staleness:  m.GetStaleness(),
+		Url:        o.Node.URL,
+		LastSeen:   m.GetObservedAt(),
+	}
+	if !m.GetUp() && prev != nil {
+		node.LastSeen = prev.Node.GetLastSeen()
+	}
+	if err := l.st.Put(ctx, &store.Record{Node: node, Metrics: m, Diagnosis: d}, point); err != nil {
+		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
+	}
+	h := Health(node, m.GetObservedAt())
+	if prev == nil || Changed(Health(prev.Node, prev.Metrics.GetObservedAt()), h, l.cfg.MinScoreChange) {
+		if _, err := l.st.Publish(ctx, h); err != nil {
+			return 0, fmt.Errorf("publish %s: %w", o.Node.ID, err)
+		}
+		if prev != nil {
+			l.log.Info("node health changed", "node", node.Id, "status", node.Status, "cause", node.RootCause, "routable", node.Routable, "score", round2(node.LoadScore))
+		}
+	}
+	return d.GetStatus(), nil
+}
+
+// Health is the routing-relevant part of a node's record.
+func Health(n *llmdiagv1.Node, observedAt *timestamppb.Timestamp) *llmdiagv1.NodeHealth {
+	return &llmdiagv1.NodeHealth{
+		Node:       n.GetId(),
+		Model:      n.GetModel(),
+		Status:     n.GetStatus(),
+		RootCause:  n.GetRootCause(),
+		Routable:   n.GetRoutable(),
+		LoadScore:  n.GetLoadScore(),
+		Staleness:  n.GetStaleness(),
+		ObservedAt: observedAt,
+	}
+}
+
+// Changed reports whether b differs from a enough to tell subscribers: status,
+// cause or routability changed, or the load score moved by minScore or more.
+func Changed(a, b *llmdiagv1.NodeHealth, minScore float64) bool {
+	return a.GetStatus() != b.GetStatus() || a.GetRootCause() != b.GetRootCause() ||
+		a.GetRoutable() != b.GetRoutable() || math.Abs(a.GetLoadScore()-b.GetLoadScore()) >= minScore
+}
+
+// Profile is the node's deployment profile: the fleet file's, completed with
+// what the metrics reveal (engine cores, ranks).
+func Profile(o ingest.Observation) *llmdiagv1.Profile {
+	p := o.Node.Profile.Proto()
+	if o.Sample != nil {
+		if p.DataParallel == 0 && o.Sample.DataParallel > 0 {
+			p.DataParallel = uint32(o.Sample.DataParallel)
+		}
+		if p.TensorParallel == 0 && o.Sample.TensorParallel > 0 {
+			p.TensorParallel = uint32(o.Sample.TensorParallel)
+		}
+	}
+	return p
+}
+
+// PointOf is the history point a refresh's metrics make.
+func PointOf(m *llmdiagv1.NodeMetrics) diagnose.Point {
+	p := diagnose.Point{
+		At:             m.GetObservedAt().AsTime(),
+		Up:             m.GetUp(),
+		Queue:          m.Queue,
+		Running:        m.Running,
+		KVPressure:     m.KvPressure,
+		GenerationRate: m.GenerationTokensPerSecond,
+	}
+	if m.GetE2E().Mean != nil {
+		p.E2EMean = m.GetE2E().Mean
+	}
+	return p
+}
+
+// Restale returns a copy of m with staleness measured at now.
+func Restale(m *llmdiagv1.NodeMetrics, now time.Time, staleAfter time.Duration) *llmdiagv1.NodeMetrics {
+	m = proto.Clone(m).(*llmdiagv1.NodeMetrics)
+	age := now.Sub(m.GetObservedAt().AsTime())
+	if age < 0 {
+		age = 0
+	}
+	m.Staleness = durationpb.New(age)
+	m.Stale = age > staleAfter
+	return m
+}
+
+func peersOf(m *llmdiagv1.NodeMetrics, group []*llmdiagv1.NodeMetrics) []*llmdiagv1.NodeMetrics {
+	var out []*llmdiagv1.NodeMetrics
+	for _, p := range group {
+		if p != m {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func isNotFound(err error) bool { return err != nil && errors.Is(err, store.ErrNotFound) }
+
+func round2(v float64) float64 { return math.Round(v*100) / 100 }

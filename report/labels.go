@@ -1,0 +1,134 @@
+package report
+
+import llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+
+// labels are the words Render puts around a diagnosis, in one language.
+type labels struct {
+	status     map[llmdiagv1.Status]string
+	cause      map[llmdiagv1.Cause]string
+	indicator  string
+	statusCol  string
+	conclusion string
+	rootCause  string
+	evidence   string
+	ruledOut   string
+	recs       string
+	routable   string
+	yes, no    string
+	load       string
+	confidence string
+	observed   string
+	stale      string
+	// ago formats an age: "15 s ago", "15 秒前".
+	ago func(age string) string
+	// withValue joins a status word and a value: "OK (~30%)", "正常（~30%）".
+	withValue func(status, value string) string
+	// colon separates a label from its text: ": " or "：".
+	colon string
+	sep   string
+}
+
+// newLabels returns the labels for lang: Chinese, or English otherwise.
+func newLabels(lang llmdiagv1.Language) labels {
+	if lang == llmdiagv1.Language_LANGUAGE_ZH {
+		return labels{
+			status: map[llmdiagv1.Status]string{
+				llmdiagv1.Status_STATUS_UNSPECIFIED: "未知",
+				llmdiagv1.Status_STATUS_OK:          "正常",
+				llmdiagv1.Status_STATUS_WARN:        "警告",
+				llmdiagv1.Status_STATUS_CRIT:        "严重",
+				llmdiagv1.Status_STATUS_UNKNOWN:     "未知",
+				llmdiagv1.Status_STATUS_DOWN:        "宕机",
+			},
+			cause: map[llmdiagv1.Cause]string{
+				llmdiagv1.Cause_CAUSE_UNSPECIFIED:   "未判定",
+				llmdiagv1.Cause_CAUSE_NO_DATA:       "无数据",
+				llmdiagv1.Cause_CAUSE_TARGET_DOWN:   "目标宕机",
+				llmdiagv1.Cause_CAUSE_KV_EXHAUSTED:  "KV Cache 耗尽",
+				llmdiagv1.Cause_CAUSE_OVERLOADED:    "过载",
+				llmdiagv1.Cause_CAUSE_BURST:         "突发流量",
+				llmdiagv1.Cause_CAUSE_PREFILL_BOUND: "Prefill 瓶颈",
+				llmdiagv1.Cause_CAUSE_DECODE_BOUND:  "Decode 瓶颈",
+				llmdiagv1.Cause_CAUSE_NODE_OUTLIER:  "节点异常",
+				llmdiagv1.Cause_CAUSE_HEALTHY:       "健康",
+			},
+			indicator:  "指标",
+			statusCol:  "状态",
+			conclusion: "结论",
+			rootCause:  "根本原因",
+			evidence:   "证据",
+			ruledOut:   "已排除",
+			recs:       "建议",
+			routable:   "可路由",
+			yes:        "是",
+			no:         "否",
+			load:       "负载",
+			confidence: "置信度",
+			observed:   "观测时间",
+			stale:      "数据已过期",
+			ago:        func(age string) string { return age + "前" },
+			withValue:  func(s, v string) string { return s + "（" + v + "）" },
+			colon:      "：",
+			sep:        "，",
+		}
+	}
+	return labels{
+		status: map[llmdiagv1.Status]string{
+			llmdiagv1.Status_STATUS_UNSPECIFIED: "UNKNOWN",
+			llmdiagv1.Status_STATUS_OK:          "OK",
+			llmdiagv1.Status_STATUS_WARN:        "WARN",
+			llmdiagv1.Status_STATUS_CRIT:        "CRIT",
+			llmdiagv1.Status_STATUS_UNKNOWN:     "UNKNOWN",
+			llmdiagv1.Status_STATUS_DOWN:        "DOWN",
+		},
+		cause: map[llmdiagv1.Cause]string{
+			llmdiagv1.Cause_CAUSE_UNSPECIFIED:   "Undetermined",
+			llmdiagv1.Cause_CAUSE_NO_DATA:       "No data",
+			llmdiagv1.Cause_CAUSE_TARGET_DOWN:   "Target down",
+			llmdiagv1.Cause_CAUSE_KV_EXHAUSTED:  "KV cache exhausted",
+			llmdiagv1.Cause_CAUSE_OVERLOADED:    "Overloaded",
+			llmdiagv1.Cause_CAUSE_BURST:         "Burst",
+			llmdiagv1.Cause_CAUSE_PREFILL_BOUND: "Prefill-bound",
+			llmdiagv1.Cause_CAUSE_DECODE_BOUND:  "Decode-bound",
+			llmdiagv1.Cause_CAUSE_NODE_OUTLIER:  "Node outlier",
+			llmdiagv1.Cause_CAUSE_HEALTHY:       "Healthy",
+		},
+		indicator:  "Indicator",
+		statusCol:  "Status",
+		conclusion: "Conclusion",
+		rootCause:  "Root cause",
+		evidence:   "Evidence",
+		ruledOut:   "Ruled out",
+		recs:       "Recommendations",
+		routable:   "Routable",
+		yes:        "yes",
+		no:         "no",
+		load:       "Load",
+		confidence: "Confidence",
+		observed:   "Observed",
+		stale:      "stale data",
+		ago:        func(age string) string { return age + " ago" },
+		withValue:  func(s, v string) string { return s + " (" + v + ")" },
+		colon:      ": ",
+		sep:        ", ",
+	}
+}
+
+// engineName is how people write each engine.
+func engineName(e llmdiagv1.Engine) string {
+	switch e {
+	case llmdiagv1.Engine_ENGINE_VLLM:
+		return "vLLM"
+	case llmdiagv1.Engine_ENGINE_SGLANG:
+		return "SGLang"
+	case llmdiagv1.Engine_ENGINE_TRTLLM:
+		return "TensorRT-LLM"
+	case llmdiagv1.Engine_ENGINE_TRITON:
+		return "Triton"
+	case llmdiagv1.Engine_ENGINE_TGI:
+		return "TGI"
+	case llmdiagv1.Engine_ENGINE_DYNAMO:
+		return "Dynamo"
+	}
+	return ""
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make run: the simulated `seed` fleet plus llmdiag serving it, in one terminal.
+# Ctrl-C stops both.
+set -euo pipefail
+bin=${1:-bin/llmdiag}
+listen=${LLMDIAG_LISTEN:-127.0.0.1:8080}
+dir=$(mktemp -d)
+fleet="$dir/fleet.yaml"
+
+"$bin" sim --scenario seed --fleet-out "$fleet" &
+sim=$!
+trap 'kill "$sim" 2>/dev/null || true; wait "$sim" 2>/dev/null || true; rm -rf "$dir"' EXIT
+
+for _ in $(seq 1 200); do
+  [ -s "$fleet" ] && break
+  kill -0 "$sim" 2>/dev/null || { echo "run: simulator exited" >&2; exit 1; }
+  sleep 0.1
+done
+[ -s "$fleet" ] || { echo "run: simulator wrote no fleet file" >&2; exit 1; }
+
+cat <<MSG
+
+llmdiag is starting on http://$listen, watching the simulated fleet in $fleet.
+Verdicts appear after the first refresh (a few seconds). Try, in another terminal:
+
+  $bin diagnose deepseek-v4-0                # the seed's section-8 diagnosis (--lang zh for Chinese)
+  grpcurl -plaintext $listen list            # gRPC with reflection
+  curl -s -H 'Content-Type: application/json' -d '{"node":"deepseek-v4-0"}' \\
+       http://$listen/llmdiag.v1.DiagnosisService/DiagnoseNode   # Connect JSON
+
+MSG
+"$bin" serve --listen "$listen" --fleet "$fleet"

@@ -1,0 +1,87 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+)
+
+// Handler returns the one-port HTTP handler: the DiagnosisService (Connect,
+// gRPC, gRPC-Web), grpc.health.v1, server reflection (v1 and v1alpha, so
+// grpcurl works without proto files) and /metrics from gatherer.
+func Handler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Checker, gatherer prometheus.Gatherer, opts ...connect.HandlerOption) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...))
+	mux.Handle(grpchealth.NewHandler(health, opts...))
+	reflector := grpcreflect.NewStaticReflector(llmdiagv1connect.DiagnosisServiceName, grpchealth.HealthV1ServiceName)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// NewHealth returns a health checker reporting the service and the process.
+// Until ready is closed it answers NOT_SERVING.
+func NewHealth(ready <-chan struct{}) grpchealth.Checker {
+	return healthChecker{ready: ready}
+}
+
+type healthChecker struct{ ready <-chan struct{} }
+
+func (h healthChecker) Check(_ context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	switch req.Service {
+	case "", llmdiagv1connect.DiagnosisServiceName:
+	default:
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown service %q", req.Service))
+	}
+	select {
+	case <-h.ready:
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
+	default:
+		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
+	}
+}
+
+// Serve serves h on ln over HTTP/1.1 and cleartext HTTP/2 until ctx is done,
+// then shuts down gracefully within grace.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration) error {
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           h,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,400 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmdiag/llmdiag/compare"
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/report"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+// Windower computes a node's indicators over a window other than the default.
+type Windower interface {
+	NodeMetrics(ctx context.Context, node, window string) (*llmdiagv1.NodeMetrics, error)
+}
+
+// Config configures the service.
+type Config struct {
+	// DefaultWindow is the refresh's window; requests naming it (or none)
+	// are answered from the store.
+	DefaultWindow string
+	// StaleAfter marks data stale (and verdicts UNKNOWN) when older.
+	StaleAfter time.Duration
+	Thresholds diagnose.Thresholds
+	// MaxCompareSubjects bounds the nodes one comparison reads (default 1000).
+	MaxCompareSubjects int
+}
+
+// Service implements DiagnosisService.
+type Service struct {
+	st  store.Store
+	win Windower
+	log *slog.Logger
+	now func() time.Time
+	cfg Config
+	// done is closed on shutdown so streams end and clients reconnect.
+	done <-chan struct{}
+}
+
+var _ llmdiagv1connect.DiagnosisServiceHandler = (*Service)(nil)
+
+// NewService returns the service. win may be nil when only the default
+// window is available. done, when closed, ends open streams.
+func NewService(st store.Store, win Windower, log *slog.Logger, now func() time.Time, cfg Config, done <-chan struct{}) *Service {
+	if cfg.DefaultWindow == "" {
+		cfg.DefaultWindow = "5m"
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = 30 * time.Second
+	}
+	if cfg.MaxCompareSubjects <= 0 {
+		cfg.MaxCompareSubjects = 1000
+	}
+	return &Service{st: st, win: win, log: log, now: now, cfg: cfg, done: done}
+}
+
+// ListNodes implements DiagnosisServiceHandler.
+func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.ListNodesRequest]) (*connect.Response[llmdiagv1.ListNodesResponse], error) {
+	if _, ok := llmdiagv1.Engine_name[int32(req.Msg.GetEngine())]; !ok {
+		return nil, invalid("engine", fmt.Errorf("unknown value %d", req.Msg.GetEngine()))
+	}
+	recs, err := s.st.List(ctx)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	out := &llmdiagv1.ListNodesResponse{}
+	now := s.now()
+	for _, r := range recs {
+		n := r.Node
+		if m := req.Msg.GetModel(); m != "" && n.GetModel() != m {
+			continue
+		}
+		if e := req.Msg.GetEngine(); e != llmdiagv1.Engine_ENGINE_UNSPECIFIED && n.GetEngine() != e {
+			continue
+		}
+		if s.isStale(r.Metrics, now) {
+			d := s.rediagnose(ctx, r, r.Metrics, llmdiagv1.Language_LANGUAGE_EN, now)
+			n.Status, n.RootCause, n.Routable = d.GetStatus(), d.GetRootCause(), d.GetRoutable()
+		}
+		n.Staleness = age(r.Metrics, now)
+		out.Nodes = append(out.Nodes, n)
+	}
+	return connect.NewResponse(out), nil
+}
+
+// GetNodeMetrics implements DiagnosisServiceHandler.
+func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
+	m, _, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}), nil
+}
+
+// DiagnoseNode implements DiagnosisServiceHandler.
+func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiagv1.DiagnoseNodeRequest]) (*connect.Response[llmdiagv1.DiagnoseNodeResponse], error) {
+	lang := req.Msg.GetLanguage()
+	switch lang {
+	case llmdiagv1.Language_LANGUAGE_UNSPECIFIED:
+		lang = llmdiagv1.Language_LANGUAGE_EN
+	case llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH:
+	default:
+		return nil, invalid("language", fmt.Errorf("unknown value %d", lang))
+	}
+	format := req.Msg.GetFormat()
+	switch format {
+	case llmdiagv1.ReportFormat_REPORT_FORMAT_UNSPECIFIED:
+		format = llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN
+	case llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN, llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT:
+	default:
+		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
+	}
+	m, rec, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow())
+	if err != nil {
+		return nil, err
+	}
+	var d *llmdiagv1.Diagnosis
+	if rec.Diagnosis != nil && lang == llmdiagv1.Language_LANGUAGE_EN && !m.GetStale() && m.GetWindow() == rec.Metrics.GetWindow() {
+		// The verdict made at refresh time: a store lookup.
+		d = rec.Diagnosis
+		d.Staleness = m.GetStaleness()
+	} else {
+		d = s.rediagnose(ctx, rec, m, lang, s.now())
+	}
+	return connect.NewResponse(&llmdiagv1.DiagnoseNodeResponse{
+		Diagnosis: d,
+		Report:    report.Render(d, format, lang),
+	}), nil
+}
+
+// ComparePercentiles implements DiagnosisServiceHandler.
+func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[llmdiagv1.ComparePercentilesRequest]) (*connect.Response[llmdiagv1.ComparePercentilesResponse], error) {
+	msg := req.Msg
+	if msg.GetMetric() == llmdiagv1.LatencyMetric_LATENCY_METRIC_UNSPECIFIED {
+		return nil, invalid("metric", errors.New("required: ttft, e2e, inter_token, time_per_output_token or queue_time"))
+	}
+	if _, ok := llmdiagv1.LatencyMetric_name[int32(msg.GetMetric())]; !ok {
+		return nil, invalid("metric", fmt.Errorf("unknown value %d", msg.GetMetric()))
+	}
+	qs := msg.GetQuantiles()
+	if len(qs) == 0 {
+		qs = []float64{0.5, 0.95, 0.99}
+	}
+	if len(qs) > 20 {
+		return nil, invalid("quantiles", errors.New("at most 20"))
+	}
+	for i, q := range qs {
+		if !(q > 0 && q < 1) {
+			return nil, invalid("quantiles", fmt.Errorf("quantiles[%d] = %v is outside (0, 1)", i, q))
+		}
+	}
+	group := msg.GetGroupBy()
+	if _, ok := llmdiagv1.GroupBy_name[int32(group)]; !ok {
+		return nil, invalid("group_by", fmt.Errorf("unknown value %d", group))
+	}
+	if len(msg.GetNodes()) > s.cfg.MaxCompareSubjects {
+		return nil, invalid("nodes", fmt.Errorf("at most %d", s.cfg.MaxCompareSubjects))
+	}
+	if _, _, err := metrics.ParseWindow(windowOr(msg.GetWindow(), s.cfg.DefaultWindow)); err != nil {
+		return nil, invalid("window", err)
+	}
+	ids := msg.GetNodes()
+	if len(ids) == 0 {
+		recs, err := s.st.List(ctx)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		for _, r := range recs {
+			ids = append(ids, r.Node.GetId())
+		}
+		if len(ids) > s.cfg.MaxCompareSubjects {
+			ids = ids[:s.cfg.MaxCompareSubjects]
+		}
+	}
+	var subjects []*llmdiagv1.NodeMetrics
+	seen := map[string]bool{}
+	for i, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		m, _, err := s.metricsFor(ctx, id, msg.GetWindow())
+		if err != nil {
+			if connect.CodeOf(err) == connect.CodeInvalidArgument {
+				return nil, invalid(fmt.Sprintf("nodes[%d]", i), err)
+			}
+			return nil, err
+		}
+		subjects = append(subjects, m)
+	}
+	resp := compare.Compare(msg.GetMetric(), qs, group, subjects)
+	resp.Window = windowOr(msg.GetWindow(), s.cfg.DefaultWindow)
+	return connect.NewResponse(resp), nil
+}
+
+// metricsFor validates a node id and window and returns the node's metrics
+// over the window (staleness measured now) with its stored record.
+func (s *Service) metricsFor(ctx context.Context, node, window string) (*llmdiagv1.NodeMetrics, *store.Record, error) {
+	if node == "" {
+		return nil, nil, invalid("node", errors.New("required"))
+	}
+	if !fleet.ValidID(node) {
+		return nil, nil, invalid("node", fmt.Errorf("%q is not a valid node id", node))
+	}
+	window = windowOr(window, s.cfg.DefaultWindow)
+	if _, _, err := metrics.ParseWindow(window); err != nil {
+		return nil, nil, invalid("window", err)
+	}
+	rec, err := s.st.Get(ctx, node)
+	if err != nil {
+		return nil, nil, storeErr(err)
+	}
+	m := rec.Metrics
+	if window != s.cfg.DefaultWindow {
+		if s.win == nil {
+			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", window, s.cfg.DefaultWindow))
+		}
+		m, err = s.win.NodeMetrics(ctx, node, window)
+		if err != nil {
+			return nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("window %q of %q: %w", window, node, err))
+		}
+	}
+	return refresh.Restale(m, s.now(), s.cfg.StaleAfter), rec, nil
+}
+
+// rediagnose runs the verdict rules on m with the node's stored history,
+// profile and peers.
+func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv1.NodeMetrics, lang llmdiagv1.Language, now time.Time) *llmdiagv1.Diagnosis {
+	m = refresh.Restale(m, now, s.cfg.StaleAfter)
+	hist, err := s.st.History(ctx, rec.Node.GetId())
+	if err != nil {
+		s.log.Warn("history unavailable", "node", rec.Node.GetId(), "err", err)
+	}
+	var peers []*llmdiagv1.NodeMetrics
+	if recs, err := s.st.List(ctx); err == nil {
+		for _, r := range recs {
+			if r.Node.GetId() != rec.Node.GetId() && r.Node.GetModel() == rec.Node.GetModel() {
+				peers = append(peers, refresh.Restale(r.Metrics, now, s.cfg.StaleAfter))
+			}
+		}
+	}
+	return diagnose.Diagnose(diagnose.Input{Metrics: m, History: hist, Profile: rec.Node.GetProfile(), Peers: peers}, s.cfg.Thresholds, lang)
+}
+
+func (s *Service) isStale(m *llmdiagv1.NodeMetrics, now time.Time) bool {
+	return now.Sub(m.GetObservedAt().AsTime()) > s.cfg.StaleAfter
+}
+
+// StreamHealth implements DiagnosisServiceHandler.
+func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiagv1.StreamHealthRequest], stream *connect.ServerStream[llmdiagv1.StreamHealthResponse]) error {
+	hb := 15 * time.Second
+	if d := req.Msg.GetHeartbeatInterval(); d != nil {
+		hb = d.AsDuration()
+		if hb < time.Second || hb > 5*time.Minute {
+			return invalid("heartbeat_interval", fmt.Errorf("%v is outside [1s, 5m]", hb))
+		}
+	}
+	sel := map[string]bool{}
+	for i, id := range req.Msg.GetNodes() {
+		if !fleet.ValidID(id) {
+			return invalid(fmt.Sprintf("nodes[%d]", i), fmt.Errorf("%q is not a valid node id", id))
+		}
+		sel[id] = true
+	}
+	model := req.Msg.GetModel()
+	match := func(h *llmdiagv1.NodeHealth) bool {
+		return (len(sel) == 0 || sel[h.GetNode()]) && (model == "" || h.GetModel() == model)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	send := func(kind llmdiagv1.EventKind, h *llmdiagv1.NodeHealth, token string) error {
+		return stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: h, SentAt: timestamppb.New(s.now()), ResumeToken: token})
+	}
+
+	// resync sends the current state of every selected node and returns the
+	// feed position it corresponds to.
+	resync := func() (string, error) {
+		token, err := s.st.LastToken(ctx)
+		if err != nil {
+			return "", err
+		}
+		recs, err := s.st.List(ctx)
+		if err != nil {
+			return "", err
+		}
+		now := s.now()
+		for _, r := range recs {
+			h := refresh.Health(r.Node, r.Metrics.GetObservedAt())
+			h.Staleness = age(r.Metrics, now)
+			if s.isStale(r.Metrics, now) {
+				h.Status, h.RootCause, h.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
+			}
+			if match(h) {
+				if err := send(llmdiagv1.EventKind_EVENT_KIND_INITIAL, h, token); err != nil {
+					return "", err
+				}
+			}
+		}
+		return token, send(llmdiagv1.EventKind_EVENT_KIND_SYNCED, nil, token)
+	}
+
+	token := req.Msg.GetResumeToken()
+	if token == "" {
+		var err error
+		if token, err = resync(); err != nil {
+			return streamErr(ctx, err)
+		}
+	}
+	for {
+		evs, err := s.st.Events(ctx, token, 256, hb)
+		if errors.Is(err, store.ErrTokenExpired) {
+			s.log.Debug("stream resync", "err", err)
+			if token, err = resync(); err != nil {
+				return streamErr(ctx, err)
+			}
+			continue
+		}
+		if err != nil {
+			return streamErr(ctx, err)
+		}
+		if len(evs) == 0 {
+			if err := send(llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT, nil, token); err != nil {
+				return streamErr(ctx, err)
+			}
+			continue
+		}
+		for _, ev := range evs {
+			token = ev.Token
+			if !match(ev.Health) {
+				continue
+			}
+			if err := send(llmdiagv1.EventKind_EVENT_KIND_CHANGE, ev.Health, ev.Token); err != nil {
+				return streamErr(ctx, err)
+			}
+		}
+	}
+}
+
+// streamErr maps the end of a stream to a connect error: shutdown and client
+// cancellation end it cleanly.
+func streamErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return storeErr(err)
+}
+
+func windowOr(w, def string) string {
+	if w == "" {
+		return def
+	}
+	return w
+}
+
+func age(m *llmdiagv1.NodeMetrics, now time.Time) *durationpb.Duration {
+	d := now.Sub(m.GetObservedAt().AsTime())
+	if d < 0 {
+		d = 0
+	}
+	return durationpb.New(d)
+}
+
+func invalid(field string, err error) error {
+	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("%s: %w", field, err))
+}
+
+func storeErr(err error) error {
+	var ce *connect.Error
+	switch {
+	case errors.As(err, &ce):
+		return ce
+	case errors.Is(err, store.ErrNotFound):
+		return connect.NewError(connect.CodeNotFound, err)
+	case errors.Is(err, context.Canceled):
+		return connect.NewError(connect.CodeCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	return connect.NewError(connect.CodeUnavailable, err)
+}

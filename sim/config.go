@@ -1,0 +1,324 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/llmdiag/llmdiag/fleet"
+)
+
+// Engine is the inference server a node imitates; it decides the metric
+// names and labels on /metrics and the scheduling policy.
+type Engine string
+
+const (
+	// VLLM is vLLM V1: chunked prefill mixed with decode in one step,
+	// preemption of the newest request when KV runs out, one series set per
+	// data-parallel engine core (label engine="0","1",…).
+	VLLM Engine = "vllm"
+	// SGLang runs prefill batches ahead of decode batches, admits requests
+	// only with KV headroom for their future tokens, and retracts the newest
+	// request when decode runs out of KV.
+	SGLang Engine = "sglang"
+)
+
+// Garbage is what a node's /metrics serves instead of its exposition.
+type Garbage int
+
+const (
+	// GarbageNone serves the real exposition.
+	GarbageNone Garbage = iota
+	// GarbageTruncated cuts the exposition off in the middle of a histogram
+	// bucket line, as a crashed or timed-out exporter would.
+	GarbageTruncated
+	// GarbageJunk serves an HTML error page with status 200.
+	GarbageJunk
+)
+
+// Config describes a simulated fleet.
+type Config struct {
+	// Name is the scenario name, informational.
+	Name string
+	// Seed fixes every random draw; the same Config gives the same metrics.
+	Seed int64
+	// Nodes of the fleet; ids must be unique and valid fleet ids.
+	Nodes []Node
+	// Speed is simulated seconds per wall-clock second when Start drives the
+	// simulation; 0 means 1 (real time).
+	Speed float64
+	// Warmup is simulated time fast-forwarded by Start before serving, so
+	// histograms and counters are populated at once.
+	Warmup time.Duration
+	// Tick is the simulated time Start advances per wake-up at Speed 1; 0
+	// means 20ms. Wake-ups are never more frequent than every 10ms of wall
+	// time. Results do not depend on Tick: the simulation is event-driven.
+	Tick time.Duration
+	// BasePort, when not 0, puts node i on 127.0.0.1:BasePort+i; 0 picks free
+	// ports.
+	BasePort int
+}
+
+// Node is one simulated inference server.
+type Node struct {
+	// ID names the node (e.g. "deepseek-v4-0").
+	ID string
+	// Model is the served model name, the model_name label.
+	Model string
+	// Engine chooses metric names and scheduling policy.
+	Engine Engine
+	// Profile is the deployment, reported in the fleet file. Its
+	// DataParallel is the number of engine cores (0 means 1).
+	Profile fleet.Profile
+	// Perf is the per-core performance model; see EstimatePerf.
+	Perf Perf
+	// Workload is the traffic sent to the node.
+	Workload Workload
+	// Down lists intervals during which the node's listener is closed.
+	Down []Window
+	// Garbage makes /metrics serve a broken body.
+	Garbage Garbage
+}
+
+// Perf is the performance model of one engine core (one data-parallel rank,
+// spanning TensorParallel×PipelineParallel GPUs).
+type Perf struct {
+	// StepBase is the cost of one forward pass independent of the batch:
+	// reading the weights once, kernel launches, collective communication.
+	StepBase time.Duration
+	// StepPerSeq is added per decoding sequence in the batch (compute).
+	StepPerSeq time.Duration
+	// StepPerKContext is added per 1000 context tokens of the decoding
+	// sequences (attention reads the KV cache).
+	StepPerKContext time.Duration
+	// PrefillTokensPerSec is the prompt throughput of a core when it does
+	// nothing else; a prefill chunk of n tokens adds n/PrefillTokensPerSec.
+	PrefillTokensPerSec float64
+	// MaxBatchedTokens is the token budget of one step
+	// (max_num_batched_tokens / chunked_prefill_size).
+	MaxBatchedTokens int
+	// MaxNumSeqs is the number of batch slots (max_num_seqs /
+	// max_running_requests).
+	MaxNumSeqs int
+	// KVCapacityTokens is the KV cache of one core in tokens.
+	KVCapacityTokens int
+	// BlockSize is the KV block (page) size in tokens; 0 means 16 for vLLM
+	// and 1 for SGLang.
+	BlockSize int
+	// MaxModelLen bounds prompt+output of one request; 0 means
+	// KVCapacityTokens. It must not exceed the KV capacity.
+	MaxModelLen int
+	// Lockstep makes all cores of a node step together (DP attention with
+	// expert-parallel MoE): a step lasts as long as the slowest core's pass
+	// plus all cores' prefill tokens at the pooled rate of the node, so a
+	// prefill on one rank stalls decode on every rank.
+	Lockstep bool
+	// ReserveRatio is SGLang's new_token_ratio: admission keeps
+	// ReserveRatio×min(max_tokens-generated, 4096) tokens free per running
+	// request. 0 means 0.3. Ignored for vLLM.
+	ReserveRatio float64
+}
+
+// Workload is the traffic offered to one node.
+type Workload struct {
+	// Rate is the mean arrival rate in requests per second (Poisson).
+	Rate float64
+	// Prompt is the prompt length distribution in tokens.
+	Prompt Lengths
+	// Output is the length the model would generate if not capped.
+	Output Lengths
+	// PrefixCacheHit is the fraction of each prompt found in the prefix
+	// cache (shared system prompts, multi-turn history): those tokens need
+	// KV but no prefill compute. vLLM still counts them in
+	// prompt_tokens_total. Rounded down to whole KV blocks.
+	PrefixCacheHit float64
+	// MaxTokens is the client's max_tokens: longer outputs stop there with
+	// finished_reason "length". 0 means no cap besides MaxModelLen.
+	MaxTokens int
+	// QueueTimeout aborts requests still waiting (never scheduled) after it,
+	// as clients give up; 0 means 10 minutes.
+	QueueTimeout time.Duration
+	// Burst, when set, multiplies Rate periodically.
+	Burst *Burst
+}
+
+// Lengths is a mixture of log-normal classes, e.g. many short chat replies
+// and a few long reasoning traces.
+type Lengths []Class
+
+// Class is one log-normal component of a length mixture.
+type Class struct {
+	// Weight is the relative probability of the class.
+	Weight float64
+	// Median length in tokens.
+	Median float64
+	// Sigma is the log-space standard deviation (0 = always Median).
+	Sigma float64
+}
+
+// LogNormal is a one-class length distribution.
+func LogNormal(median, sigma float64) Lengths {
+	return Lengths{{Weight: 1, Median: median, Sigma: sigma}}
+}
+
+// Mean is the expected length before clamping.
+func (l Lengths) Mean() float64 {
+	var sum, w float64
+	for _, c := range l {
+		sum += c.Weight * c.Median * math.Exp(c.Sigma*c.Sigma/2)
+		w += c.Weight
+	}
+	if w == 0 {
+		return 0
+	}
+	return sum / w
+}
+
+// Burst multiplies the arrival rate by Factor for Length at the start of
+// every Every of simulated time.
+type Burst struct {
+	Every  time.Duration
+	Length time.Duration
+	Factor float64
+}
+
+// Window is an interval of simulated time measured from the end of warm-up
+// (the moment the fleet starts serving). End 0 means forever.
+type Window struct {
+	Start, End time.Duration
+}
+
+func (w Window) contains(d time.Duration) bool {
+	return d >= w.Start && (w.End == 0 || d < w.End)
+}
+
+// Validate reports configuration errors.
+func (c Config) Validate() error {
+	var errs []error
+	if len(c.Nodes) == 0 {
+		errs = append(errs, errors.New("no nodes"))
+	}
+	if c.Speed < 0 || c.Warmup < 0 || c.Tick < 0 {
+		errs = append(errs, errors.New("speed, warmup and tick must not be negative"))
+	}
+	if c.BasePort < 0 || c.BasePort+len(c.Nodes) > 65536 {
+		errs = append(errs, fmt.Errorf("base port %d out of range", c.BasePort))
+	}
+	seen := make(map[string]bool, len(c.Nodes))
+	for i, n := range c.Nodes {
+		if !fleet.ValidID(n.ID) {
+			errs = append(errs, fmt.Errorf("nodes[%d]: invalid id %q", i, n.ID))
+		}
+		if seen[n.ID] {
+			errs = append(errs, fmt.Errorf("nodes[%d]: duplicate id %q", i, n.ID))
+		}
+		seen[n.ID] = true
+		if err := n.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("node %s: %w", n.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (n Node) validate() error {
+	var errs []error
+	if n.Engine != VLLM && n.Engine != SGLang {
+		errs = append(errs, fmt.Errorf("engine %q: want %q or %q", n.Engine, VLLM, SGLang))
+	}
+	if n.Model == "" {
+		errs = append(errs, errors.New("empty model"))
+	}
+	p := n.Perf
+	if p.StepBase <= 0 || p.StepPerSeq < 0 || p.StepPerKContext < 0 {
+		errs = append(errs, errors.New("perf: step base must be positive, per-seq and per-context costs not negative"))
+	}
+	if !(p.PrefillTokensPerSec > 0) || p.MaxBatchedTokens <= 0 || p.MaxNumSeqs <= 0 || p.KVCapacityTokens <= 0 {
+		errs = append(errs, errors.New("perf: prefill rate, batched tokens, num seqs and KV capacity must be positive"))
+	}
+	if p.BlockSize < 0 || p.MaxModelLen < 0 || p.ReserveRatio < 0 {
+		errs = append(errs, errors.New("perf: block size, max model len and reserve ratio must not be negative"))
+	}
+	if bs := n.blockSize(); p.KVCapacityTokens > 0 && n.maxModelLen() > p.KVCapacityTokens/bs*bs {
+		errs = append(errs, fmt.Errorf("perf: max model len %d exceeds KV capacity %d", n.maxModelLen(), p.KVCapacityTokens/bs*bs))
+	}
+	w := n.Workload
+	if w.Rate < 0 || math.IsInf(w.Rate, 0) || math.IsNaN(w.Rate) {
+		errs = append(errs, errors.New("workload: rate must be finite and not negative"))
+	}
+	if err := w.Prompt.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("workload prompt: %w", err))
+	}
+	if err := w.Output.validate(); err != nil {
+		errs = append(errs, fmt.Errorf("workload output: %w", err))
+	}
+	if !(w.PrefixCacheHit >= 0 && w.PrefixCacheHit < 1) {
+		errs = append(errs, errors.New("workload: prefix cache hit must be in [0, 1)"))
+	}
+	if w.MaxTokens < 0 || w.QueueTimeout < 0 {
+		errs = append(errs, errors.New("workload: max tokens and queue timeout must not be negative"))
+	}
+	if b := w.Burst; b != nil && (b.Every <= 0 || b.Length <= 0 || b.Length > b.Every || b.Factor <= 0) {
+		errs = append(errs, errors.New("workload burst: want 0 < length <= every and factor > 0"))
+	}
+	for _, d := range n.Down {
+		if d.Start < 0 || (d.End != 0 && d.End <= d.Start) {
+			errs = append(errs, fmt.Errorf("down window %v-%v: want 0 <= start < end (or end 0)", d.Start, d.End))
+		}
+	}
+	if n.Garbage < GarbageNone || n.Garbage > GarbageJunk {
+		errs = append(errs, fmt.Errorf("garbage mode %d unknown", n.Garbage))
+	}
+	return errors.Join(errs...)
+}
+
+func (l Lengths) validate() error {
+	if len(l) == 0 {
+		return errors.New("no classes")
+	}
+	var w float64
+	for _, c := range l {
+		if c.Weight < 0 || !(c.Median >= 1) || c.Sigma < 0 {
+			return fmt.Errorf("class %+v: want weight >= 0, median >= 1, sigma >= 0", c)
+		}
+		w += c.Weight
+	}
+	if !(w > 0) {
+		return errors.New("weights sum to 0")
+	}
+	return nil
+}
+
+// cores is the number of engine cores (data-parallel ranks).
+func (n Node) cores() int { return max(int(n.Profile.DataParallel), 1) }
+
+func (n Node) blockSize() int {
+	switch {
+	case n.Perf.BlockSize > 0:
+		return n.Perf.BlockSize
+	case n.Engine == SGLang:
+		return 1
+	}
+	return 16
+}
+
+func (n Node) maxModelLen() int {
+	if n.Perf.MaxModelLen > 0 {
+		return n.Perf.MaxModelLen
+	}
+	return n.Perf.KVCapacityTokens / n.blockSize() * n.blockSize()
+}
+
+func (n Node) queueTimeout() time.Duration {
+	if n.Workload.QueueTimeout > 0 {
+		return n.Workload.QueueTimeout
+	}
+	return 10 * time.Minute
+}
+
+func (n Node) reserveRatio() float64 {
+	if n.Perf.ReserveRatio > 0 {
+		return n.Perf.ReserveRatio
+	}
+	return 0.3
+}

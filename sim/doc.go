@@ -1,0 +1,36 @@
+// Package sim simulates a fleet of LLM inference servers and serves each
+// node's Prometheus /metrics on its own loopback port, with the metric names,
+// labels and bucket boundaries of the engine it imitates (vLLM V1 or SGLang).
+//
+// The model is physical, not a replay of canned numbers. Each node runs one
+// engine core per data-parallel rank; a core does continuous batching:
+// requests arrive as a Poisson process, wait in a FIFO queue, are admitted
+// while there are batch slots (max_num_seqs), a per-step token budget
+// (max_num_batched_tokens) and KV-cache room, and then advance one forward
+// pass ("iteration") at a time. An iteration's duration is
+//
+//	StepBase + StepPerSeq·decoding_seqs + StepPerKContext·context_tokens/1000
+//	  + prefill_tokens/PrefillTokensPerSec
+//
+// so prefill chunks share step time with decode, batches slow every member
+// down, tensor parallelism (a lower StepBase, see EstimatePerf) speeds a
+// single request, and data parallelism adds cores (throughput) without making
+// any one request faster. With expert parallelism across data-parallel ranks
+// (DeepSeek-style DP attention + EP MoE) the ranks step in lockstep, so a
+// prefill on one rank stalls decode on all of them. Every running request
+// holds KV for its prompt and generated tokens; when a growing sequence does
+// not fit, the newest running request is preempted (vLLM) or retracted
+// (SGLang) back to the queue and recomputed later.
+//
+// Time is simulated and event-driven: arrivals and iteration ends happen at
+// exact simulated instants, so the state after Step(10m) equals the state
+// after six hundred Step(1s) calls, and a seed fixes every random draw
+// (math/rand/v2 PCG, one stream per node). Start drives the simulation from
+// a Clock in fixed ticks, Speed times faster than wall time, after an
+// optional Warmup that fast-forwards so histograms are full at once.
+//
+// Nodes can be taken down (their listener closes: connection refused) on a
+// schedule or by SetDown, or made to serve a truncated or junk body
+// (Garbage) to exercise scrapers. Scenario returns ready-made fleets: the
+// seed document's DeepSeek/GLM/Kimi fleet and one fleet per failure mode.
+package sim

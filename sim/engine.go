@@ -1,0 +1,336 @@
+package sim
+
+// finishReason is vLLM's finished_reason label value.
+type finishReason int
+
+const (
+	reasonStop finishReason = iota
+	reasonLength
+	reasonAbort
+	reasonError
+	numReasons
+)
+
+func (r finishReason) String() string {
+	return [...]string{"stop", "length", "abort", "error"}[r]
+}
+
+// request is one inference request as an engine core sees it. Times are
+// simulated seconds.
+type request struct {
+	arrival   float64
+	prompt    int          // prompt tokens
+	cached    int          // prompt tokens found in the prefix cache
+	output    int          // tokens the request will generate in total
+	maxTokens int          // the most it may generate (client max_tokens or model length)
+	reason    finishReason // why generation stops at output
+
+	computed  int // tokens whose KV is in cache, or cached (reset by preemption)
+	generated int // tokens sampled so far
+	blocks    int // KV blocks held
+	sched     int // tokens scheduled in the current iteration
+
+	started   bool    // scheduled at least once
+	scheduled float64 // first scheduled
+	firstTok  float64
+	lastTok   float64
+	done      bool
+}
+
+// need is the number of tokens to compute before the next token can be
+// sampled: the rest of the prompt (and, after preemption, of the generated
+// tokens), or 1 while decoding.
+func (r *request) need() int { return r.prompt + r.generated - r.computed }
+
+// decoding reports whether the request is past its prefill.
+func (r *request) decoding() bool { return r.generated > 0 && r.need() == 1 }
+
+// core is one engine core (data-parallel rank): a continuous-batching
+// scheduler over its own queue, batch and KV cache. It runs on its node's
+// goroutine only.
+type core struct {
+	idx     int
+	perf    Perf
+	sglang  bool
+	bs      int     // KV block size in tokens
+	blocks  int     // KV capacity in blocks
+	used    int     // KV blocks in use
+	timeout float64 // queue abandonment, seconds
+	reserve float64 // SGLang new_token_ratio
+
+	waiting []*request // FIFO; preempted requests go to the front
+	running []*request // admission order, newest last
+	batch   []*request // scheduled in the current iteration
+	budget  int        // tokens left in the step being scheduled
+	preempt bool       // a preemption happened in the step being scheduled
+
+	rec   recorder
+	stats *nodeStats
+}
+
+// cost splits the scheduled batch's iteration time: the seconds of the
+// forward pass without prefill (weights, per-sequence compute, attention
+// over the decoding contexts) and the prefill tokens it computes.
+func (c *core) cost() (float64, int) {
+	var decode, prefill, ctx int
+	for _, r := range c.batch {
+		if r.decoding() {
+			decode++
+			ctx += r.computed
+		} else {
+			prefill += r.sched
+		}
+	}
+	p := c.perf
+	return p.StepBase.Seconds() + float64(decode)*p.StepPerSeq.Seconds() +
+		float64(ctx)/1000*p.StepPerKContext.Seconds(), prefill
+}
+
+// schedule forms the batch of the iteration starting at t; false when the
+// core has nothing to run.
+func (c *core) schedule(t float64) bool {
+	c.expire(t)
+	c.budget = c.perf.MaxBatchedTokens
+	c.preempt = false
+	if c.sglang {
+		c.scheduleSGLang(t)
+	} else {
+		c.scheduleVLLM(t)
+	}
+	c.batch = c.batch[:0]
+	for _, r := range c.running {
+		if r.sched > 0 {
+			c.batch = append(c.batch, r)
+		}
+	}
+	return len(c.batch) > 0
+}
+
+// scheduleVLLM follows vLLM V1: running requests first (decode, then
+// prefill chunks), growing their KV and preempting the newest request when
+// it does not fit; then, unless something was preempted, waiting requests
+// in FIFO order while slots, budget and KV for their first chunk last.
+func (c *core) scheduleVLLM(t float64) {
+	for i := 0; i < len(c.running) && c.budget > 0; i++ {
+		if r := c.running[i]; r.decoding() && c.grow(r, 1) {
+			r.sched, c.budget = 1, c.budget-1
+		}
+	}
+	for i := 0; i < len(c.running) && c.budget > 0; i++ {
+		r := c.running[i]
+		if r.sched > 0 || r.decoding() {
+			continue
+		}
+		if n := min(r.need(), c.budget); c.grow(r, n) {
+			r.sched, c.budget = n, c.budget-n
+		}
+	}
+	if c.preempt && c.hasScheduled() {
+		return
+	}
+	for len(c.waiting) > 0 && len(c.running) < c.perf.MaxNumSeqs && c.budget > 0 {
+		r := c.waiting[0]
+		n := min(r.need(), c.budget)
+		if !c.fits(r, n) {
+			break
+		}
+		c.admit(t, r, n)
+	}
+}
+
+// scheduleSGLang follows SGLang's default policy: a prefill batch (chunked
+// prefill continued, then new requests that fit with KV headroom reserved
+// for the running ones' future tokens) runs alone; only when there is no
+// prefill work does a decode batch run, retracting the newest request when
+// KV runs out.
+func (c *core) scheduleSGLang(t float64) {
+	for _, r := range c.running {
+		if c.budget == 0 {
+			break
+		}
+		if r.decoding() {
+			continue
+		}
+		if n := min(r.need(), c.budget); c.fits(r, n) {
+			c.take(r, n)
+			r.sched, c.budget = n, c.budget-n
+		}
+	}
+	var reserved float64
+	for _, r := range c.running {
+		reserved += c.reservation(r)
+	}
+	for len(c.waiting) > 0 && len(c.running) < c.perf.MaxNumSeqs && c.budget > 0 {
+		r := c.waiting[0]
+		if float64(c.free()*c.bs)-reserved < float64(r.need()) {
+			break
+		}
+		c.admit(t, r, min(r.need(), c.budget))
+		reserved += c.reservation(r)
+	}
+	if c.hasScheduled() {
+		return
+	}
+	for i := 0; i < len(c.running); i++ {
+		if r := c.running[i]; r.decoding() && c.grow(r, 1) {
+			r.sched = 1
+		}
+	}
+}
+
+// reservation is the KV SGLang keeps free for r's future tokens: the rest
+// of a chunked prefill and a share of the tokens it may still generate.
+func (c *core) reservation(r *request) float64 {
+	rest := 0
+	if !r.decoding() {
+		rest = r.need() - r.sched
+	}
+	return float64(rest) + c.reserve*float64(min(r.maxTokens-r.generated, 4096))
+}
+
+func (c *core) hasScheduled() bool {
+	for _, r := range c.running {
+		if r.sched > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *core) free() int { return c.blocks - c.used }
+
+// extra is how many more blocks r needs to hold n more tokens.
+func (c *core) extra(r *request, n int) int {
+	return (r.computed+n+c.bs-1)/c.bs - r.blocks
+}
+
+func (c *core) fits(r *request, n int) bool { return c.extra(r, n) <= c.free() }
+
+func (c *core) take(r *request, n int) {
+	e := c.extra(r, n)
+	r.blocks += e
+	c.used += e
+}
+
+// grow allocates KV for n more tokens of the running request r, preempting
+// the newest running requests until it fits; false when r itself had to go.
+func (c *core) grow(r *request, n int) bool {
+	for !c.fits(r, n) {
+		v := c.running[len(c.running)-1]
+		c.evict(v)
+		if v == r {
+			return false
+		}
+	}
+	c.take(r, n)
+	return true
+}
+
+// evict preempts the newest running request v: its blocks are freed and it
+// waits at the head of the queue. Its full blocks stay in the prefix cache
+// as evictable, so it resumes from them if, when readmitted, there is room
+// for them again (nobody took their place); the rest is recomputed.
+func (c *core) evict(v *request) {
+	c.running = c.running[:len(c.running)-1]
+	c.used -= v.blocks
+	c.budget += v.sched
+	v.blocks, v.computed, v.sched = 0, max(v.cached, v.computed/c.bs*c.bs), 0
+	c.waiting = append(c.waiting, nil)
+	copy(c.waiting[1:], c.waiting)
+	c.waiting[0] = v
+	c.preempt = true
+	c.stats.preemptions++
+	c.rec.preempted(c.idx)
+}
+
+// admit moves the head of the queue into the batch with an n-token chunk.
+func (c *core) admit(t float64, r *request, n int) {
+	c.waiting = c.waiting[1:]
+	c.running = append(c.running, r)
+	c.take(r, n)
+	r.sched, c.budget = n, c.budget-n
+	if !r.started {
+		r.started, r.scheduled = true, t
+		c.rec.scheduled(c.idx, t-r.arrival, r.prompt, r.cached)
+	}
+}
+
+// expire aborts requests that waited, never scheduled, longer than the
+// queue timeout. Unscheduled requests are in arrival order, so only the
+// oldest one needs checking.
+func (c *core) expire(t float64) {
+	stale := false
+	for _, r := range c.waiting {
+		if !r.started {
+			stale = t-r.arrival > c.timeout
+			break
+		}
+	}
+	if !stale {
+		return
+	}
+	kept := c.waiting[:0]
+	for _, r := range c.waiting {
+		if !r.started && t-r.arrival > c.timeout {
+			c.stats.aborted++
+			c.rec.aborted(c.idx)
+			continue
+		}
+		kept = append(kept, r)
+	}
+	clear(c.waiting[len(kept):])
+	c.waiting = kept
+}
+
+// complete ends the iteration at t: scheduled tokens are computed, requests
+// whose context is complete sample a token, finished ones leave.
+func (c *core) complete(t float64) {
+	gen, finished := 0, 0
+	for _, r := range c.batch {
+		r.computed += r.sched
+		r.sched = 0
+		if r.need() > 0 {
+			continue
+		}
+		r.generated++
+		gen++
+		if r.generated == 1 {
+			r.firstTok = t
+			c.stats.promptTokens += uint64(r.prompt)
+			c.rec.firstToken(c.idx, t-r.arrival, r.prompt)
+		} else {
+			c.rec.interToken(c.idx, t-r.lastTok)
+		}
+		r.lastTok = t
+		if r.generated >= r.output {
+			r.done = true
+			finished++
+		}
+	}
+	clear(c.batch)
+	c.batch = c.batch[:0]
+	if gen > 0 {
+		c.stats.generationTokens += uint64(gen)
+		c.rec.generated(c.idx, gen, t)
+	}
+	if finished == 0 {
+		return
+	}
+	kept := c.running[:0]
+	for _, r := range c.running {
+		if !r.done {
+			kept = append(kept, r)
+			continue
+		}
+		c.used -= r.blocks
+		c.stats.finished++
+		c.rec.finished(c.idx, r, t)
+	}
+	clear(c.running[len(kept):])
+	c.running = kept
+}
+
+// publish reports the core's gauges.
+func (c *core) publish() {
+	c.rec.state(c.idx, len(c.waiting), len(c.running), c.used*c.bs, float64(c.used)/float64(c.blocks))
+}

@@ -1,0 +1,257 @@
+package sim
+
+import "strconv"
+
+// recorder turns engine-core events into an engine's metrics. Times are
+// simulated seconds.
+type recorder interface {
+	// state sets the gauges of a core.
+	state(core, waiting, running, usedTokens int, kvUsage float64)
+	// scheduled records the queue time of a request first scheduled and its
+	// prefix-cache lookup: prompt tokens queried, cached tokens hit.
+	scheduled(core int, queue float64, queried, hit int)
+	// firstToken records a first token and its request's prompt.
+	firstToken(core int, ttft float64, prompt int)
+	// interToken records the gap before a later token.
+	interToken(core int, gap float64)
+	// generated counts n tokens sampled by one iteration ending at now.
+	generated(core, n int, now float64)
+	// finished records a request that finished at now.
+	finished(core int, r *request, now float64)
+	// aborted counts a request abandoned in the queue.
+	aborted(core int)
+	// preempted counts a preemption (vLLM) or retraction (SGLang).
+	preempted(core int)
+}
+
+// Bucket boundaries, from vllm/v1/metrics/loggers.py and SGLang's
+// collector.py (see reference/metric-definitions.md).
+var (
+	vllmTTFTBuckets    = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
+	vllmITLBuckets     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	vllmLatencyBuckets = []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
+
+	sglangTTFTBuckets  = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400}
+	sglangITLBuckets   = []float64{0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8}
+	sglangE2EBuckets   = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400}
+	sglangQueueBuckets = []float64{0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100,
+		200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000}
+)
+
+// buckets125 is vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, … up to max.
+func buckets125(max int) []float64 {
+	var b []float64
+	for e := 1; ; e *= 10 {
+		for _, m := range []int{1, 2, 5} {
+			if m*e > max {
+				return b
+			}
+			b = append(b, float64(m*e))
+		}
+	}
+}
+
+// vllmMetrics is vLLM V1's exposition: every series carries model_name and
+// engine (the data-parallel core index).
+type vllmMetrics struct {
+	waiting, running, kv        []*series
+	preemptions, prompt, gen    []*series
+	cacheQueries, cacheHits     []*series
+	success                     [][numReasons]*series
+	ttft, itl, tpot, e2e        []*series
+	queue, prefill, decode      []*series
+	inference, promptN, outputN []*series
+}
+
+var _ recorder = (*vllmMetrics)(nil)
+
+func newVLLMMetrics(m *metricSet, n Node) *vllmMetrics {
+	l := []string{"model_name", "engine"}
+	waiting := m.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", l...)
+	running := m.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", l...)
+	kv := m.gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", l...)
+	queries := m.counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", l...)
+	hits := m.counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", l...)
+	preempt := m.counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", l...)
+	prompt := m.counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", l...)
+	gen := m.counter("vllm:generation_tokens_total", "Number of generation tokens processed.", l...)
+	success := m.counter("vllm:request_success_total", "Count of successfully processed requests.", "model_name", "engine", "finished_reason")
+	tokBuckets := buckets125(n.maxModelLen())
+	promptN := m.histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokBuckets, l...)
+	outputN := m.histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", tokBuckets, l...)
+	ttft := m.histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", vllmTTFTBuckets, l...)
+	itl := m.histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", vllmITLBuckets, l...)
+	tpot := m.histogram("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", vllmITLBuckets, l...)
+	e2e := m.histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", vllmLatencyBuckets, l...)
+	queue := m.histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", vllmLatencyBuckets, l...)
+	inference := m.histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", vllmLatencyBuckets, l...)
+	prefill := m.histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", vllmLatencyBuckets, l...)
+	decode := m.histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", vllmLatencyBuckets, l...)
+	info := m.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
+		"block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization", "num_gpu_blocks")
+
+	v := &vllmMetrics{}
+	bs := n.blockSize()
+	prefixCaching := "True" // vLLM V1's default
+	if n.Workload.PrefixCacheHit == 0 {
+		prefixCaching = "False"
+	}
+	for i := range n.cores() {
+		e := strconv.Itoa(i)
+		v.waiting = append(v.waiting, waiting.with(n.Model, e))
+		v.running = append(v.running, running.with(n.Model, e))
+		v.kv = append(v.kv, kv.with(n.Model, e))
+		v.cacheQueries = append(v.cacheQueries, queries.with(n.Model, e))
+		v.cacheHits = append(v.cacheHits, hits.with(n.Model, e))
+		v.preemptions = append(v.preemptions, preempt.with(n.Model, e))
+		v.prompt = append(v.prompt, prompt.with(n.Model, e))
+		v.gen = append(v.gen, gen.with(n.Model, e))
+		var s [numReasons]*series
+		for r := range numReasons {
+			s[r] = success.with(n.Model, e, r.String())
+		}
+		v.success = append(v.success, s)
+		v.promptN = append(v.promptN, promptN.with(n.Model, e))
+		v.outputN = append(v.outputN, outputN.with(n.Model, e))
+		v.ttft = append(v.ttft, ttft.with(n.Model, e))
+		v.itl = append(v.itl, itl.with(n.Model, e))
+		v.tpot = append(v.tpot, tpot.with(n.Model, e))
+		v.e2e = append(v.e2e, e2e.with(n.Model, e))
+		v.queue = append(v.queue, queue.with(n.Model, e))
+		v.inference = append(v.inference, inference.with(n.Model, e))
+		v.prefill = append(v.prefill, prefill.with(n.Model, e))
+		v.decode = append(v.decode, decode.with(n.Model, e))
+		info.with(strconv.Itoa(bs), "auto", prefixCaching, e, "0.9", strconv.Itoa(n.Perf.KVCapacityTokens/bs)).set(1)
+	}
+	return v
+}
+
+func (m *vllmMetrics) state(c, waiting, running, _ int, kv float64) {
+	m.waiting[c].set(float64(waiting))
+	m.running[c].set(float64(running))
+	m.kv[c].set(kv)
+}
+
+func (m *vllmMetrics) scheduled(c int, q float64, queried, hit int) {
+	m.queue[c].observe(q)
+	m.cacheQueries[c].inc(float64(queried))
+	m.cacheHits[c].inc(float64(hit))
+}
+
+func (m *vllmMetrics) firstToken(c int, ttft float64, prompt int) {
+	m.ttft[c].observe(ttft)
+	m.prompt[c].inc(float64(prompt))
+}
+
+func (m *vllmMetrics) interToken(c int, gap float64) { m.itl[c].observe(gap) }
+func (m *vllmMetrics) generated(c, n int, _ float64) { m.gen[c].inc(float64(n)) }
+func (m *vllmMetrics) aborted(c int)                 { m.success[c][reasonAbort].inc(1) }
+func (m *vllmMetrics) preempted(c int)               { m.preemptions[c].inc(1) }
+
+func (m *vllmMetrics) finished(c int, r *request, now float64) {
+	m.success[c][r.reason].inc(1)
+	m.e2e[c].observe(now - r.arrival)
+	if r.generated > 1 {
+		m.tpot[c].observe((now - r.firstTok) / float64(r.generated-1))
+	}
+	m.inference[c].observe(now - r.scheduled)
+	m.prefill[c].observe(r.firstTok - r.scheduled)
+	m.decode[c].observe(now - r.firstTok)
+	m.promptN[c].observe(float64(r.prompt))
+	m.outputN[c].observe(float64(r.generated))
+}
+
+// sglangMetrics is SGLang's exposition: scheduler metrics per core with
+// engine_type, model_name, moe_ep_rank, pp_rank and tp_rank; tokenizer
+// metrics (tokens, TTFT, ITL, E2E) for the whole node with model_name only.
+type sglangMetrics struct {
+	queueReqs, runningReqs, usage, used, genTput []*series
+	retracted, queue                             []*series
+	prompt, gen, requests                        *series
+	ttft, itl, e2e                               *series
+
+	// gen_throughput is reported per window of tputWindow simulated seconds.
+	tputStart []float64
+	tputToks  []int
+}
+
+var _ recorder = (*sglangMetrics)(nil)
+
+const tputWindow = 5.0
+
+func newSGLangMetrics(m *metricSet, n Node) *sglangMetrics {
+	l := []string{"engine_type", "model_name", "moe_ep_rank", "pp_rank", "tp_rank"}
+	queueReqs := m.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", l...)
+	runningReqs := m.gauge("sglang:num_running_reqs", "The number of running requests.", l...)
+	usage := m.gauge("sglang:token_usage", "The token usage.", l...)
+	used := m.gauge("sglang:num_used_tokens", "The number of used tokens.", l...)
+	maxTotal := m.gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", l...)
+	genTput := m.gauge("sglang:gen_throughput", "The generation throughput (token/s).", l...)
+	retracted := m.counter("sglang:num_retracted_requests_total", "Total number of retracted requests.", l...)
+	queue := m.histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sglangQueueBuckets, l...)
+
+	s := &sglangMetrics{
+		prompt:   m.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", "model_name").with(n.Model),
+		gen:      m.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", "model_name").with(n.Model),
+		requests: m.counter("sglang:num_requests_total", "Number of requests processed.", "model_name").with(n.Model),
+		ttft:     m.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", sglangTTFTBuckets, "model_name").with(n.Model),
+		itl:      m.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", sglangITLBuckets, "model_name").with(n.Model),
+		e2e:      m.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", sglangE2EBuckets, "model_name").with(n.Model),
+	}
+	tp := max(int(n.Profile.TensorParallel), 1)
+	for i := range n.cores() {
+		// With DP attention every data-parallel rank is a scheduler of its
+		// own TP rank; expert parallelism shares the rank numbering.
+		rank := strconv.Itoa(i * tp)
+		ep := "0"
+		if n.Profile.ExpertParallel > 1 {
+			ep = rank
+		}
+		lv := []string{"unified", n.Model, ep, "0", rank}
+		s.queueReqs = append(s.queueReqs, queueReqs.with(lv...))
+		s.runningReqs = append(s.runningReqs, runningReqs.with(lv...))
+		s.usage = append(s.usage, usage.with(lv...))
+		s.used = append(s.used, used.with(lv...))
+		s.genTput = append(s.genTput, genTput.with(lv...))
+		s.retracted = append(s.retracted, retracted.with(lv...))
+		s.queue = append(s.queue, queue.with(lv...))
+		maxTotal.with(lv...).set(float64(n.Perf.KVCapacityTokens / n.blockSize() * n.blockSize()))
+	}
+	s.tputStart = make([]float64, n.cores())
+	s.tputToks = make([]int, n.cores())
+	return s
+}
+
+func (m *sglangMetrics) state(c, waiting, running, used int, kv float64) {
+	m.queueReqs[c].set(float64(waiting))
+	m.runningReqs[c].set(float64(running))
+	m.used[c].set(float64(used))
+	m.usage[c].set(kv)
+}
+
+func (m *sglangMetrics) scheduled(c int, q float64, _, _ int) { m.queue[c].observe(q) }
+
+func (m *sglangMetrics) firstToken(_ int, ttft float64, prompt int) {
+	m.ttft.observe(ttft)
+	m.prompt.inc(float64(prompt))
+}
+
+func (m *sglangMetrics) interToken(_ int, gap float64) { m.itl.observe(gap) }
+
+func (m *sglangMetrics) generated(c, n int, now float64) {
+	m.gen.inc(float64(n))
+	m.tputToks[c] += n
+	if d := now - m.tputStart[c]; d >= tputWindow {
+		m.genTput[c].set(float64(m.tputToks[c]) / d)
+		m.tputStart[c], m.tputToks[c] = now, 0
+	}
+}
+
+func (m *sglangMetrics) finished(_ int, r *request, now float64) {
+	m.requests.inc(1)
+	m.e2e.observe(now - r.arrival)
+}
+
+func (m *sglangMetrics) aborted(int) {}
+
+func (m *sglangMetrics) preempted(c int) { m.retracted[c].inc(1) }

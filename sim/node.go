@@ -1,0 +1,241 @@
+package sim
+
+import (
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// nodeStats are a node's running totals, kept beside its metrics.
+type nodeStats struct {
+	promptTokens, generationTokens uint64
+	finished, aborted, preemptions uint64
+}
+
+// group is a set of cores that step together: one core normally, all of a
+// node's cores in lockstep mode.
+type group struct {
+	cores []*core
+	busy  bool
+	end   float64 // simulated second the current iteration ends
+}
+
+// start schedules an iteration at t on every core of the group. The
+// forward pass lasts as long as the slowest core's, plus the group's
+// prefill tokens at the group's pooled prefill rate: in lockstep the
+// experts are sharded over all ranks (EP), so one rank's prefill is
+// computed by every GPU while the others wait for it. A group with no work
+// goes idle.
+func (g *group) start(t float64) {
+	var fixed float64
+	var prefill int
+	g.busy = false
+	for _, c := range g.cores {
+		if c.schedule(t) {
+			g.busy = true
+			f, p := c.cost()
+			fixed = max(fixed, f)
+			prefill += p
+		}
+		c.publish()
+	}
+	g.end = t + fixed + float64(prefill)/(g.cores[0].perf.PrefillTokensPerSec*float64(len(g.cores)))
+}
+
+func (g *group) complete() {
+	for _, c := range g.cores {
+		c.complete(g.end)
+	}
+}
+
+// node is one simulated server: its cores, its arrival process and its
+// metrics. The simulation state is changed only by advance, under mu (and
+// the Fleet's mu), and read by scrapes under mu; the serving fields are
+// guarded by the Fleet's serve mutex or atomic.
+type node struct {
+	mu      sync.Mutex
+	cfg     Node
+	rng     *rand.Rand
+	cores   []*core
+	groups  []*group
+	reg     *prometheus.Registry
+	stats   nodeStats
+	maxLen  int
+	arrival float64 // next arrival, simulated seconds
+	peak    float64 // highest arrival rate, for thinning
+
+	down    atomic.Bool  // set by SetDown
+	garbage atomic.Int32 // Garbage mode
+
+	// serving, guarded by Fleet.smu
+	addr string
+	ep   *endpoint
+}
+
+func newNode(cfg Node, seed int64) *node {
+	h := fnv.New64a()
+	h.Write([]byte(cfg.ID))
+	n := &node{
+		cfg:    cfg,
+		rng:    rand.New(rand.NewPCG(uint64(seed), h.Sum64())),
+		reg:    prometheus.NewRegistry(),
+		maxLen: cfg.maxModelLen(),
+		peak:   cfg.Workload.Rate,
+	}
+	n.garbage.Store(int32(cfg.Garbage))
+	if b := cfg.Workload.Burst; b != nil {
+		n.peak *= max(b.Factor, 1)
+	}
+	ms := &metricSet{mu: &n.mu}
+	var rec recorder
+	if cfg.Engine == SGLang {
+		rec = newSGLangMetrics(ms, cfg)
+	} else {
+		rec = newVLLMMetrics(ms, cfg)
+	}
+	n.reg.MustRegister(ms)
+	bs := cfg.blockSize()
+	for i := range cfg.cores() {
+		c := &core{
+			idx:     i,
+			perf:    cfg.Perf,
+			sglang:  cfg.Engine == SGLang,
+			bs:      bs,
+			blocks:  cfg.Perf.KVCapacityTokens / bs,
+			timeout: cfg.queueTimeout().Seconds(),
+			reserve: cfg.reserveRatio(),
+			rec:     rec,
+			stats:   &n.stats,
+		}
+		c.publish()
+		n.cores = append(n.cores, c)
+	}
+	if cfg.Perf.Lockstep {
+		n.groups = []*group{{cores: n.cores}}
+	} else {
+		for _, c := range n.cores {
+			n.groups = append(n.groups, &group{cores: []*core{c}})
+		}
+	}
+	n.arrival = n.nextArrival(0)
+	return n
+}
+
+// rate is the arrival rate at simulated second t.
+func (n *node) rate(t float64) float64 {
+	w := n.cfg.Workload
+	if b := w.Burst; b != nil && math.Mod(t, b.Every.Seconds()) < b.Length.Seconds() {
+		return w.Rate * b.Factor
+	}
+	return w.Rate
+}
+
+// nextArrival draws the first arrival after t of a Poisson process with
+// rate n.rate, by thinning a process at the peak rate.
+func (n *node) nextArrival(t float64) float64 {
+	if n.peak <= 0 {
+		return math.Inf(1)
+	}
+	for {
+		t += n.rng.ExpFloat64() / n.peak
+		if n.cfg.Workload.Burst == nil || n.rng.Float64()*n.peak < n.rate(t) {
+			return t
+		}
+	}
+}
+
+// sample draws a length from a mixture.
+func (n *node) sample(l Lengths) int {
+	var total float64
+	for _, c := range l {
+		total += c.Weight
+	}
+	u := n.rng.Float64() * total
+	c := l[len(l)-1]
+	for _, k := range l {
+		if u < k.Weight {
+			c = k
+			break
+		}
+		u -= k.Weight
+	}
+	return max(int(math.Round(c.Median*math.Exp(c.Sigma*n.rng.NormFloat64()))), 1)
+}
+
+// newRequest draws a request arriving at t. Prompts are cut to the model
+// length; outputs stop at max_tokens or the model length with reason
+// "length".
+func (n *node) newRequest(t float64) *request {
+	w := n.cfg.Workload
+	r := &request{arrival: t}
+	r.prompt = min(n.sample(w.Prompt), n.maxLen-1)
+	bs := n.cores[0].bs
+	r.cached = min(int(float64(r.prompt)*w.PrefixCacheHit)/bs*bs, (r.prompt-1)/bs*bs)
+	r.computed = r.cached
+	r.maxTokens = n.maxLen - r.prompt
+	if w.MaxTokens > 0 {
+		r.maxTokens = min(r.maxTokens, w.MaxTokens)
+	}
+	r.output = n.sample(w.Output)
+	if r.output >= r.maxTokens {
+		r.output, r.reason = r.maxTokens, reasonLength
+	}
+	return r
+}
+
+// route picks the core a new request goes to, as vLLM's data-parallel load
+// balancer does: the lowest 4·waiting+running; ties go to the core with the
+// least KV in use, then to the lowest index.
+func (n *node) route() *core {
+	best := n.cores[0]
+	for _, c := range n.cores[1:] {
+		s, b := 4*len(c.waiting)+len(c.running), 4*len(best.waiting)+len(best.running)
+		if s < b || s == b && c.used < best.used {
+			best = c
+		}
+	}
+	return best
+}
+
+// advance runs the node's events up to simulated second to: iteration ends
+// (first, on ties) and arrivals, in time order.
+func (n *node) advance(to float64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for {
+		var next *group
+		for _, g := range n.groups {
+			if g.busy && (next == nil || g.end < next.end) {
+				next = g
+			}
+		}
+		switch {
+		case next != nil && next.end <= n.arrival && next.end <= to:
+			next.complete()
+			next.start(next.end)
+		case n.arrival <= to:
+			t := n.arrival
+			c := n.route()
+			c.waiting = append(c.waiting, n.newRequest(t))
+			if g := n.groupOf(c); !g.busy {
+				g.start(t)
+			} else {
+				c.publish()
+			}
+			n.arrival = n.nextArrival(t)
+		default:
+			return
+		}
+	}
+}
+
+func (n *node) groupOf(c *core) *group {
+	if len(n.groups) == 1 {
+		return n.groups[0]
+	}
+	return n.groups[c.idx]
+}

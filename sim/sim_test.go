@@ -1,0 +1,618 @@
+package sim_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/llmdiag/llmdiag/sim"
+)
+
+func newScenario(t testing.TB, name string, seed int64) *sim.Fleet {
+	t.Helper()
+	cfg, err := sim.Scenario(name, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func TestScenarios(t *testing.T) {
+	want := map[string][]string{
+		"seed":          {"deepseek-v4-0", "deepseek-v4-1", "glm-4.6-0", "glm-4.6-1", "kimi-k2.6-0"},
+		"kv-exhausted":  {"kimi-k2.6-0", "kimi-k2.6-1"},
+		"overloaded":    {"glm-4.6-0", "glm-4.6-1"},
+		"burst":         {"kimi-k2.6-0"},
+		"prefill-heavy": {"kimi-k2.6-0", "kimi-k2.6-1"},
+		"down":          {"glm-4.6-0", "glm-4.6-1", "kimi-k2.6-0"},
+	}
+	names := sim.Scenarios()
+	if len(names) != len(want) {
+		t.Fatalf("Scenarios() = %v, want %d names", names, len(want))
+	}
+	for _, name := range names {
+		cfg, err := sim.Scenario(name, 7)
+		if err != nil {
+			t.Fatalf("Scenario(%q): %v", name, err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Scenario(%q) invalid: %v", name, err)
+		}
+		var ids []string
+		for _, n := range cfg.Nodes {
+			ids = append(ids, n.ID)
+		}
+		if !slices.Equal(ids, want[name]) {
+			t.Errorf("Scenario(%q) nodes = %v, want %v", name, ids, want[name])
+		}
+		if cfg.Seed != 7 || cfg.Name != name {
+			t.Errorf("Scenario(%q) seed/name = %d/%q", name, cfg.Seed, cfg.Name)
+		}
+	}
+	if _, err := sim.Scenario("nope", 1); err == nil {
+		t.Error("Scenario(nope) did not fail")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	base, err := sim.Scenario("burst", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*sim.Config)
+		want   string
+	}{
+		{"ok", func(*sim.Config) {}, ""},
+		{"no nodes", func(c *sim.Config) { c.Nodes = nil }, "no nodes"},
+		{"bad id", func(c *sim.Config) { c.Nodes[0].ID = "a b" }, "invalid id"},
+		{"duplicate", func(c *sim.Config) { c.Nodes = append(c.Nodes, c.Nodes[0]) }, "duplicate"},
+		{"engine", func(c *sim.Config) { c.Nodes[0].Engine = "tgi" }, "engine"},
+		{"model len", func(c *sim.Config) { c.Nodes[0].Perf.MaxModelLen = 1 << 30 }, "exceeds KV capacity"},
+		{"rate", func(c *sim.Config) { c.Nodes[0].Workload.Rate = -1 }, "rate"},
+		{"lengths", func(c *sim.Config) { c.Nodes[0].Workload.Output = nil }, "no classes"},
+		{"burst", func(c *sim.Config) { c.Nodes[0].Workload.Burst.Length = time.Hour }, "burst"},
+		{"window", func(c *sim.Config) { c.Nodes[0].Down = []sim.Window{{Start: 2, End: 1}} }, "down window"},
+		{"prefix", func(c *sim.Config) { c.Nodes[0].Workload.PrefixCacheHit = 1 }, "prefix cache"},
+		{"step", func(c *sim.Config) { c.Nodes[0].Perf.StepBase = 0 }, "step base"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := base
+			cfg.Nodes = slices.Clone(base.Nodes)
+			b := *cfg.Nodes[0].Workload.Burst
+			cfg.Nodes[0].Workload.Burst = &b
+			tt.mutate(&cfg)
+			_, err := sim.New(cfg)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("New: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("New error = %v, want it to mention %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDeterminism checks that a seed fixes the exposition, however the
+// simulated time is cut into steps, and that another seed changes it.
+func TestDeterminism(t *testing.T) {
+	for _, name := range []string{"seed", "burst"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			a, b, c := newScenario(t, name, 42), newScenario(t, name, 42), newScenario(t, name, 43)
+			a.Step(5 * time.Minute)
+			for range 300 {
+				b.Step(time.Second)
+			}
+			c.Step(5 * time.Minute)
+			for _, id := range a.Nodes() {
+				ma, _ := a.Metrics(id)
+				mb, _ := b.Metrics(id)
+				mc, _ := c.Metrics(id)
+				if !bytes.Equal(ma, mb) {
+					t.Errorf("%s: same seed, different exposition after 5m", id)
+				}
+				if bytes.Equal(ma, mc) {
+					t.Errorf("%s: seeds 42 and 43 gave the same exposition", id)
+				}
+			}
+		})
+	}
+}
+
+// run warms a scenario up for 10 simulated minutes and measures 20.
+func run(t *testing.T, name string) (*sim.Fleet, map[string]*figures) {
+	t.Helper()
+	f := newScenario(t, name, 1)
+	f.Step(10 * time.Minute)
+	figs := measure(t, f, 20*time.Minute, 5*time.Second)
+	for _, id := range sortedKeys(figs) {
+		t.Logf("%s %s: %v", name, id, figs[id])
+	}
+	return f, figs
+}
+
+func check(t *testing.T, what string, ok bool, got any) {
+	t.Helper()
+	if !ok {
+		t.Errorf("%s: got %v", what, got)
+	}
+}
+
+// TestSeedPhysics checks the seed document's fleet: the DeepSeek DP node
+// is decode-bound (KV ≈ 0.3, queue ≈ 0, prompt ≈ 20,000 tok/s, generation
+// ≈ 120 tok/s, E2E P99 in minutes), GLM is healthy, and Kimi's tensor
+// parallelism decodes each request faster.
+func TestSeedPhysics(t *testing.T) {
+	t.Parallel()
+	_, figs := run(t, "seed")
+	for _, id := range []string{"deepseek-v4-0", "deepseek-v4-1"} {
+		d := figs[id]
+		check(t, id+" KV mean in [0.15,0.4]", d.kvMean >= 0.15 && d.kvMean <= 0.4, d.kvMean)
+		check(t, id+" KV max < 0.9", d.kvMax < 0.9, d.kvMax)
+		check(t, id+" queue empty in ≥70% of samples", d.queueZero >= 0.7, d.queueZero)
+		check(t, id+" queue max ≤ 10", d.queueMax <= 10, d.queueMax)
+		check(t, id+" prompt rate in [12k,30k] tok/s", d.promptRate >= 12000 && d.promptRate <= 30000, d.promptRate)
+		check(t, id+" generation rate in [80,200] tok/s", d.genRate >= 80 && d.genRate <= 200, d.genRate)
+		check(t, id+" prompt/generation ratio ≥ 80", d.promptRate/d.genRate >= 80, d.promptRate/d.genRate)
+		check(t, id+" no preemptions", d.preemptions == 0, d.preemptions)
+		check(t, id+" E2E P99 ≥ 2 min", d.e2eP99 >= 120, d.e2eP99)
+		check(t, id+" TTFT P99 < 10s", d.ttftP99 < 10, d.ttftP99)
+	}
+	for _, id := range []string{"glm-4.6-0", "glm-4.6-1"} {
+		g := figs[id]
+		check(t, id+" KV mean in [0.15,0.5]", g.kvMean >= 0.15 && g.kvMean <= 0.5, g.kvMean)
+		check(t, id+" KV max < 0.9", g.kvMax < 0.9, g.kvMax)
+		check(t, id+" queue empty in ≥80% of samples", g.queueZero >= 0.8, g.queueZero)
+		check(t, id+" no retractions", g.preemptions == 0, g.preemptions)
+		check(t, id+" ITL P50 < 30ms", g.itlP50 < 0.03, g.itlP50)
+		check(t, id+" TTFT P99 < 2s", g.ttftP99 < 2, g.ttftP99)
+	}
+	k, d := figs["kimi-k2.6-0"], figs["deepseek-v4-0"]
+	check(t, "kimi queue empty in ≥90% of samples", k.queueZero >= 0.9, k.queueZero)
+	check(t, "kimi no preemptions", k.preemptions == 0, k.preemptions)
+	check(t, "kimi TPOT < deepseek TPOT / 3", k.tpotMean < d.tpotMean/3, [2]float64{k.tpotMean, d.tpotMean})
+	check(t, "kimi running < deepseek running", k.runningMean < d.runningMean, [2]float64{k.runningMean, d.runningMean})
+}
+
+// TestFailureScenarios checks each failure scenario shows its signature.
+func TestFailureScenarios(t *testing.T) {
+	fraction := func(ss []sim.NodeStats, ok func(sim.NodeStats) bool) float64 {
+		n := 0
+		for _, s := range ss {
+			if ok(s) {
+				n++
+			}
+		}
+		return float64(n) / float64(len(ss))
+	}
+	tests := []struct {
+		scenario string
+		check    func(t *testing.T, figs map[string]*figures)
+	}{
+		{"kv-exhausted", func(t *testing.T, figs map[string]*figures) {
+			k := figs["kimi-k2.6-0"]
+			high := fraction(k.samples, func(s sim.NodeStats) bool { return s.KVUsage >= 0.95 })
+			check(t, "KV ≥ 0.95 in ≥70% of samples", high >= 0.7, high)
+			check(t, "KV mean ≥ 0.95", k.kvMean >= 0.95, k.kvMean)
+			half := len(k.samples) / 2
+			mid, last := k.samples[half].Preemptions, k.samples[len(k.samples)-1].Preemptions
+			first := k.samples[0].Preemptions
+			check(t, "preemptions rising in both halves", mid > first && last > mid, [3]uint64{first, mid, last})
+			p := figs["kimi-k2.6-1"]
+			check(t, "peer KV max < 0.9", p.kvMax < 0.9, p.kvMax)
+			check(t, "peer no preemptions", p.preemptions == 0, p.preemptions)
+		}},
+		{"overloaded", func(t *testing.T, figs map[string]*figures) {
+			g := figs["glm-4.6-0"]
+			high := fraction(g.samples, func(s sim.NodeStats) bool { return s.Waiting > 50 && s.Waiting > 2*s.Running })
+			check(t, "queue > 50 and > 2×running in ≥90% of samples", high >= 0.9, high)
+			check(t, "KV max < 0.95", g.kvMax < 0.95, g.kvMax)
+			check(t, "no retractions", g.preemptions == 0, g.preemptions)
+			check(t, "requests abandoned", g.aborted > 0, g.aborted)
+			check(t, "peer queue empty in ≥80% of samples", figs["glm-4.6-1"].queueZero >= 0.8, figs["glm-4.6-1"].queueZero)
+		}},
+		{"burst", func(t *testing.T, figs map[string]*figures) {
+			k := figs["kimi-k2.6-0"]
+			check(t, "queue empty in ≥60% of samples", k.queueZero >= 0.6, k.queueZero)
+			check(t, "no preemptions", k.preemptions == 0, k.preemptions)
+			check(t, "KV max < 0.95", k.kvMax < 0.95, k.kvMax)
+			// Every 2-minute period has a spike and ends drained.
+			per := int((2 * time.Minute) / (5 * time.Second))
+			for p := 0; p+per <= len(k.samples); p += per {
+				peak, drained := 0, false
+				for _, s := range k.samples[p : p+per] {
+					peak = max(peak, s.Waiting)
+				}
+				for _, s := range k.samples[p+per/2 : p+per] {
+					drained = drained || s.Waiting == 0
+				}
+				check(t, "period "+strconv.Itoa(p/per)+" spikes ≥ 5 and drains to 0", peak >= 5 && drained, [2]any{peak, drained})
+			}
+		}},
+		{"prefill-heavy", func(t *testing.T, figs map[string]*figures) {
+			k, p := figs["kimi-k2.6-0"], figs["kimi-k2.6-1"]
+			check(t, "TTFT P99 ≥ 10s", k.ttftP99 >= 10, k.ttftP99)
+			check(t, "TTFT P99 ≥ 10× peer's", k.ttftP99 >= 10*p.ttftP99, [2]float64{k.ttftP99, p.ttftP99})
+			check(t, "queue mean < 1", k.queueMean < 1, k.queueMean)
+			check(t, "queue empty in ≥70% of samples", k.queueZero >= 0.7, k.queueZero)
+			check(t, "KV max < 0.9", k.kvMax < 0.9, k.kvMax)
+			check(t, "no preemptions", k.preemptions == 0, k.preemptions)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.scenario, func(t *testing.T) {
+			t.Parallel()
+			_, figs := run(t, tt.scenario)
+			tt.check(t, figs)
+		})
+	}
+}
+
+func labelsOf(m *dto.Metric) map[string]string {
+	l := map[string]string{}
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+func keys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// bounds lists a histogram's finite bucket bounds; it must end with +Inf.
+func bounds(m *dto.Metric) []float64 {
+	var b []float64
+	for _, x := range m.GetHistogram().GetBucket() {
+		b = append(b, x.GetUpperBound())
+	}
+	if len(b) == 0 || !math.IsInf(b[len(b)-1], 1) {
+		return append(b, math.NaN()) // never equal to a wanted list
+	}
+	return b[:len(b)-1]
+}
+
+// TestExposition checks names, types, labels and buckets against
+// reference/metric-definitions.md.
+func TestExposition(t *testing.T) {
+	f := newScenario(t, "seed", 1)
+	f.Step(2 * time.Minute)
+
+	vllmLatency := []float64{0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920, 7680}
+	vllmITL := []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}
+	vllm := map[string]struct {
+		typ     dto.MetricType
+		buckets []float64
+	}{
+		"vllm:num_requests_waiting":                  {dto.MetricType_GAUGE, nil},
+		"vllm:num_requests_running":                  {dto.MetricType_GAUGE, nil},
+		"vllm:kv_cache_usage_perc":                   {dto.MetricType_GAUGE, nil},
+		"vllm:prompt_tokens_total":                   {dto.MetricType_COUNTER, nil},
+		"vllm:generation_tokens_total":               {dto.MetricType_COUNTER, nil},
+		"vllm:num_preemptions_total":                 {dto.MetricType_COUNTER, nil},
+		"vllm:request_success_total":                 {dto.MetricType_COUNTER, nil},
+		"vllm:time_to_first_token_seconds":           {dto.MetricType_HISTOGRAM, []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}},
+		"vllm:e2e_request_latency_seconds":           {dto.MetricType_HISTOGRAM, vllmLatency},
+		"vllm:request_queue_time_seconds":            {dto.MetricType_HISTOGRAM, vllmLatency},
+		"vllm:inter_token_latency_seconds":           {dto.MetricType_HISTOGRAM, vllmITL},
+		"vllm:request_time_per_output_token_seconds": {dto.MetricType_HISTOGRAM, vllmITL},
+	}
+	mfs := scrape(t, f, "deepseek-v4-0")
+	for name, want := range vllm {
+		mf := mfs[name]
+		if mf == nil {
+			t.Errorf("%s missing", name)
+			continue
+		}
+		if mf.GetType() != want.typ {
+			t.Errorf("%s type %v, want %v", name, mf.GetType(), want.typ)
+		}
+		engines := map[string]bool{}
+		for _, m := range mf.GetMetric() {
+			l := labelsOf(m)
+			wantLabels := []string{"engine", "model_name"}
+			if name == "vllm:request_success_total" {
+				wantLabels = []string{"engine", "finished_reason", "model_name"}
+			}
+			if !slices.Equal(keys(l), wantLabels) || l["model_name"] != "deepseek-v4" {
+				t.Errorf("%s labels %v", name, l)
+			}
+			engines[l["engine"]] = true
+			if want.buckets != nil && !slices.Equal(bounds(m), want.buckets) {
+				t.Errorf("%s buckets %v, want %v", name, bounds(m), want.buckets)
+			}
+		}
+		if len(engines) != 8 {
+			t.Errorf("%s has %d engine values, want 8 (DP=8)", name, len(engines))
+		}
+	}
+	reasons := map[string]bool{}
+	for _, m := range mfs["vllm:request_success_total"].GetMetric() {
+		reasons[labelsOf(m)["finished_reason"]] = true
+	}
+	if len(reasons) != 4 || !reasons["stop"] || !reasons["length"] || !reasons["abort"] || !reasons["error"] {
+		t.Errorf("finished_reason values %v", reasons)
+	}
+	info := mfs["vllm:cache_config_info"]
+	if info == nil || len(info.GetMetric()) != 8 {
+		t.Fatalf("vllm:cache_config_info: %v", info)
+	}
+	if l := labelsOf(info.GetMetric()[0]); l["block_size"] != "64" || l["num_gpu_blocks"] != "2048" || l["engine"] == "" {
+		t.Errorf("cache_config_info labels %v", l)
+	}
+
+	sched := []string{"engine_type", "model_name", "moe_ep_rank", "pp_rank", "tp_rank"}
+	sglang := map[string]struct {
+		typ     dto.MetricType
+		labels  []string
+		buckets []float64
+	}{
+		"sglang:num_queue_reqs":               {dto.MetricType_GAUGE, sched, nil},
+		"sglang:num_running_reqs":             {dto.MetricType_GAUGE, sched, nil},
+		"sglang:token_usage":                  {dto.MetricType_GAUGE, sched, nil},
+		"sglang:num_used_tokens":              {dto.MetricType_GAUGE, sched, nil},
+		"sglang:max_total_num_tokens":         {dto.MetricType_GAUGE, sched, nil},
+		"sglang:num_retracted_requests_total": {dto.MetricType_COUNTER, sched, nil},
+		"sglang:queue_time_seconds": {dto.MetricType_HISTOGRAM, sched, []float64{0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100,
+			200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000}},
+		"sglang:prompt_tokens_total":         {dto.MetricType_COUNTER, []string{"model_name"}, nil},
+		"sglang:generation_tokens_total":     {dto.MetricType_COUNTER, []string{"model_name"}, nil},
+		"sglang:time_to_first_token_seconds": {dto.MetricType_HISTOGRAM, []string{"model_name"}, []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400}},
+		"sglang:inter_token_latency_seconds": {dto.MetricType_HISTOGRAM, []string{"model_name"}, []float64{0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8}},
+		"sglang:e2e_request_latency_seconds": {dto.MetricType_HISTOGRAM, []string{"model_name"}, []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400}},
+	}
+	mfs = scrape(t, f, "glm-4.6-0")
+	for name, want := range sglang {
+		mf := mfs[name]
+		if mf == nil {
+			t.Errorf("%s missing", name)
+			continue
+		}
+		if mf.GetType() != want.typ || len(mf.GetMetric()) != 1 {
+			t.Errorf("%s type %v with %d series", name, mf.GetType(), len(mf.GetMetric()))
+			continue
+		}
+		m := mf.GetMetric()[0]
+		l := labelsOf(m)
+		if !slices.Equal(keys(l), want.labels) || l["model_name"] != "glm-4.6" {
+			t.Errorf("%s labels %v, want %v", name, l, want.labels)
+		}
+		if len(want.labels) > 1 && (l["engine_type"] != "unified" || l["tp_rank"] != "0") {
+			t.Errorf("%s labels %v", name, l)
+		}
+		if want.buckets != nil && !slices.Equal(bounds(m), want.buckets) {
+			t.Errorf("%s buckets %v, want %v", name, bounds(m), want.buckets)
+		}
+	}
+	if v := mfs["sglang:max_total_num_tokens"].GetMetric()[0].GetGauge().GetValue(); v != 300000 {
+		t.Errorf("sglang:max_total_num_tokens = %v", v)
+	}
+	for name := range mfs {
+		if strings.HasPrefix(name, "vllm:") {
+			t.Errorf("SGLang node exposes %s", name)
+		}
+	}
+}
+
+func TestGarbage(t *testing.T) {
+	f := newScenario(t, "burst", 1)
+	f.Step(time.Minute)
+	id := f.Nodes()[0]
+	for _, g := range []sim.Garbage{sim.GarbageTruncated, sim.GarbageJunk} {
+		if err := f.SetGarbage(id, g); err != nil {
+			t.Fatal(err)
+		}
+		body, err := f.Metrics(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := parseErr(body); err == nil {
+			t.Errorf("garbage mode %d parsed cleanly:\n%s", g, body)
+		}
+	}
+	if err := f.SetGarbage("nope", sim.GarbageJunk); !errors.Is(err, sim.ErrUnknownNode) {
+		t.Errorf("SetGarbage(nope) = %v", err)
+	}
+}
+
+// clock is a settable wall clock.
+type clock struct{ ns atomic.Int64 }
+
+func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
+
+func get(t *testing.T, u string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, errors.New(resp.Status)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestServe runs the down scenario on loopback: URLs, scrapes, a node down
+// from the start, SetDown both ways, the clock driving simulated time, and
+// Start returning once ctx is cancelled.
+func TestServe(t *testing.T) {
+	cfg, err := sim.Scenario("down", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Warmup = time.Minute
+	cfg.Speed = 60
+	clk := &clock{}
+	clk.add(time.Hour)
+	f, err := sim.New(cfg, sim.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ff := f.FleetFile()
+	if err := ff.Validate(); err != nil {
+		t.Fatalf("fleet file: %v", err)
+	}
+	urls := map[string]string{}
+	for _, n := range ff.Nodes {
+		u, err := url.Parse(n.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if host := u.Hostname(); host != "127.0.0.1" || u.Port() == "0" || u.Path != "/metrics" {
+			t.Errorf("%s: URL %s, want http://127.0.0.1:PORT/metrics", n.ID, n.URL)
+		}
+		if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+			t.Errorf("%s: not on loopback: %s", n.ID, n.URL)
+		}
+		urls[n.ID] = n.URL
+	}
+	if e := ff.Nodes[0]; e.Engine != "sglang" || e.Model != "glm-4.6" || e.Profile.TensorParallel != 8 {
+		t.Errorf("fleet node 0 = %+v", e)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Start(ctx) }()
+
+	waitFor(t, "warm-up", func() bool { return f.Now() >= cfg.Warmup })
+	var body []byte
+	waitFor(t, "glm-4.6-0 to answer", func() bool {
+		body, err = get(t, urls["glm-4.6-0"])
+		return err == nil
+	})
+	if mfs := parse(t, body); mfs["sglang:num_running_reqs"] == nil {
+		t.Error("glm-4.6-0 served no sglang:num_running_reqs")
+	}
+	if _, err := get(t, urls["glm-4.6-1"]); !refused(err) {
+		t.Errorf("glm-4.6-1 (down from the start): err = %v, want connection refused", err)
+	}
+	if _, err := f.Metrics("glm-4.6-1"); !errors.Is(err, sim.ErrNodeDown) {
+		t.Errorf("Metrics(glm-4.6-1) = %v, want ErrNodeDown", err)
+	}
+	if s, _ := f.Stats("glm-4.6-1"); !s.Down {
+		t.Error("Stats(glm-4.6-1).Down = false")
+	}
+
+	// The clock drives simulated time at Speed.
+	before := f.Now()
+	clk.add(time.Second)
+	waitFor(t, "a simulated minute", func() bool { return f.Now() >= before+time.Minute })
+
+	if err := f.SetDown("kimi-k2.6-0", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := get(t, urls["kimi-k2.6-0"]); !refused(err) {
+		t.Errorf("kimi-k2.6-0 set down: err = %v, want connection refused", err)
+	}
+	if err := f.SetDown("kimi-k2.6-0", false); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := get(t, urls["kimi-k2.6-0"]); err != nil || parse(t, body)["vllm:num_requests_running"] == nil {
+		t.Errorf("kimi-k2.6-0 back up: err = %v", err)
+	}
+	if err := f.SetGarbage("kimi-k2.6-0", sim.GarbageTruncated); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := get(t, urls["kimi-k2.6-0"]); err != nil {
+		t.Errorf("garbage scrape: %v", err)
+	} else if _, perr := parseErr(body); perr == nil {
+		t.Error("truncated exposition parsed cleanly")
+	}
+	if err := f.SetDown("nope", true); !errors.Is(err, sim.ErrUnknownNode) {
+		t.Errorf("SetDown(nope) = %v", err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Start returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start did not return after cancel")
+	}
+	if _, err := get(t, urls["glm-4.6-0"]); !refused(err) {
+		t.Errorf("after Start returned: err = %v, want connection refused", err)
+	}
+	if err := f.Start(context.Background()); err == nil {
+		t.Error("second Start did not fail")
+	}
+}
+
+// TestDownWindow checks a scheduled down window, measured from the end of
+// warm-up.
+func TestDownWindow(t *testing.T) {
+	cfg, err := sim.Scenario("burst", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Warmup = time.Minute
+	cfg.Nodes[0].Down = []sim.Window{{Start: time.Minute, End: 2 * time.Minute}}
+	f, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := f.Nodes()[0]
+	for _, step := range []struct {
+		at   time.Duration
+		down bool
+	}{{90 * time.Second, false}, {2 * time.Minute, true}, {170 * time.Second, true}, {3 * time.Minute, false}} {
+		f.Step(step.at - f.Now())
+		_, err := f.Metrics(id)
+		if got := errors.Is(err, sim.ErrNodeDown); got != step.down {
+			t.Errorf("at %v: down = %v, want %v", step.at, got, step.down)
+		}
+	}
+}

@@ -1,0 +1,3 @@
+// Package memory is the in-process Store: the embedded default, needing no
+// set-up. State lives and dies with the process.
+package memory

@@ -1,0 +1,230 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Options bound what the store keeps.
+type Options struct {
+	// HistoryLen is the number of points kept per node (default 360: half an
+	// hour at a 5 s refresh).
+	HistoryLen int
+	// FeedLen is the number of health events kept for resuming readers
+	// (default 4096).
+	FeedLen int
+}
+
+// Store is an in-memory store.Store.
+type Store struct {
+	mu      sync.RWMutex
+	opts    Options
+	records map[string]*store.Record
+	history map[string][]diagnose.Point
+
+	// The feed is a ring of the last FeedLen events; seq numbers them from 1.
+	// epoch tells tokens of this store apart from those of another process.
+	epoch   string
+	feed    []store.Event
+	seq     uint64
+	changed chan struct{} // closed and replaced on every Publish
+}
+
+// New returns an empty store. epoch must differ between processes (the
+// caller passes its start time), so a resume token from a previous process is
+// recognised as expired instead of being misread.
+func New(opts Options, epoch string) *Store {
+	if opts.HistoryLen <= 0 {
+		opts.HistoryLen = 360
+	}
+	if opts.FeedLen <= 0 {
+		opts.FeedLen = 4096
+	}
+	return &Store{
+		opts:    opts,
+		records: make(map[string]*store.Record),
+		history: make(map[string][]diagnose.Point),
+		epoch:   epoch,
+		changed: make(chan struct{}),
+	}
+}
+
+// Put implements store.Store.
+func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	id := rec.Node.GetId()
+	rec = cloneRecord(rec)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.records[id] = rec
+	h := append(s.history[id], p)
+	if over := len(h) - s.opts.HistoryLen; over > 0 {
+		h = append(h[:0:0], h[over:]...)
+	}
+	s.history[id] = h
+	return nil
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, node string) (*store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	rec, ok := s.records[node]
+	s.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%q: %w", node, store.ErrNotFound)
+	}
+	return cloneRecord(rec), nil
+}
+
+// List implements store.Store.
+func (s *Store) List(ctx context.Context) ([]*store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	out := make([]*store.Record, 0, len(s.records))
+	for _, rec := range s.records {
+		out = append(out, cloneRecord(rec))
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Node.GetId() < out[j].Node.GetId() })
+	return out, nil
+}
+
+// History implements store.Store.
+func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.records[node]; !ok {
+		return nil, fmt.Errorf("%q: %w", node, store.ErrNotFound)
+	}
+	return append([]diagnose.Point(nil), s.history[node]...), nil
+}
+
+// Publish implements store.Store.
+func (s *Store) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store.Event, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Event{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.seq++
+	ev := store.Event{Token: s.token(s.seq), Health: proto.Clone(h).(*llmdiagv1.NodeHealth)}
+	if len(s.feed) < s.opts.FeedLen {
+		s.feed = append(s.feed, ev)
+	} else {
+		s.feed[int((s.seq-1)%uint64(s.opts.FeedLen))] = ev
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return ev, nil
+}
+
+// LastToken implements store.Store.
+func (s *Store) LastToken(ctx context.Context) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.token(s.seq), nil
+}
+
+// Events implements store.Store.
+func (s *Store) Events(ctx context.Context, token string, max int, wait time.Duration) ([]store.Event, error) {
+	after, err := s.parseToken(token)
+	if err != nil {
+		return nil, err
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		s.mu.RLock()
+		evs, err := s.since(after, max)
+		changed := s.changed
+		s.mu.RUnlock()
+		if err != nil || len(evs) > 0 {
+			return evs, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-timer.C:
+			return nil, nil
+		case <-changed:
+		}
+	}
+}
+
+// since returns events with seq > after; s.mu must be held.
+func (s *Store) since(after uint64, max int) ([]store.Event, error) {
+	if after > s.seq {
+		return nil, fmt.Errorf("token ahead of feed: %w", store.ErrTokenExpired)
+	}
+	oldest := uint64(1)
+	if s.seq > uint64(len(s.feed)) {
+		oldest = s.seq - uint64(len(s.feed)) + 1
+	}
+	if after+1 < oldest {
+		return nil, fmt.Errorf("token trimmed from feed: %w", store.ErrTokenExpired)
+	}
+	var out []store.Event
+	for seq := after + 1; seq <= s.seq && len(out) < max; seq++ {
+		out = append(out, s.feed[int((seq-1)%uint64(s.opts.FeedLen))])
+	}
+	return out, nil
+}
+
+func (s *Store) token(seq uint64) string {
+	return s.epoch + "-" + strconv.FormatUint(seq, 10)
+}
+
+func (s *Store) parseToken(token string) (uint64, error) {
+	if token == "" {
+		return 0, nil
+	}
+	i := strings.LastIndexByte(token, '-')
+	if i < 0 || token[:i] != s.epoch {
+		return 0, fmt.Errorf("token %q from another feed: %w", token, store.ErrTokenExpired)
+	}
+	n, err := strconv.ParseUint(token[i+1:], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("token %q: %w", token, store.ErrTokenExpired)
+	}
+	return n, nil
+}
+
+func cloneRecord(r *store.Record) *store.Record {
+	out := &store.Record{}
+	if r.Node != nil {
+		out.Node = proto.Clone(r.Node).(*llmdiagv1.Node)
+	}
+	if r.Metrics != nil {
+		out.Metrics = proto.Clone(r.Metrics).(*llmdiagv1.NodeMetrics)
+	}
+	if r.Diagnosis != nil {
+		out.Diagnosis = proto.Clone(r.Diagnosis).(*llmdiagv1.Diagnosis)
+	}
+	return out
+}

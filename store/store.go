@@ -1,0 +1,57 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// ErrNotFound is returned for a node the store does not know.
+var ErrNotFound = errors.New("node not found")
+
+// ErrTokenExpired is returned by Events when the feed no longer holds the
+// position a token names (it was trimmed, or the token is from another feed):
+// the reader must resynchronise from the current state.
+var ErrTokenExpired = errors.New("resume token expired")
+
+// Record is what the store holds as a node's latest state.
+type Record struct {
+	// Node is the fleet entry with its current health summary.
+	Node *llmdiagv1.Node
+	// Metrics are the indicators over the refresh's default window.
+	Metrics *llmdiagv1.NodeMetrics
+	// Diagnosis is the verdict on Metrics, in English.
+	Diagnosis *llmdiagv1.Diagnosis
+}
+
+// Event is one entry of the health feed.
+type Event struct {
+	// Token is the event's position; pass it to Events to read what follows.
+	Token  string
+	Health *llmdiagv1.NodeHealth
+}
+
+// Store is llmdiag's state. Implementations are safe for concurrent use.
+type Store interface {
+	// Put replaces a node's latest record and appends p to its history,
+	// dropping the oldest points beyond the history bound.
+	Put(ctx context.Context, rec *Record, p diagnose.Point) error
+	// Get returns a node's latest record, or ErrNotFound.
+	Get(ctx context.Context, node string) (*Record, error)
+	// List returns every node's latest record, sorted by node id.
+	List(ctx context.Context) ([]*Record, error)
+	// History returns a node's history, oldest first, or ErrNotFound.
+	History(ctx context.Context, node string) ([]diagnose.Point, error)
+	// Publish appends a health event to the feed and returns it with its token.
+	Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (Event, error)
+	// LastToken returns the token of the newest event ("" when the feed is
+	// empty): reading Events after it yields only what happens next.
+	LastToken(ctx context.Context) (string, error)
+	// Events returns up to max events after token, oldest first. When there
+	// are none it waits up to wait for one, then returns an empty slice. A
+	// token the feed no longer holds gives ErrTokenExpired.
+	Events(ctx context.Context, token string, max int, wait time.Duration) ([]Event, error)
+}

@@ -1,0 +1,114 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// Metrics are llmdiag's own metrics.
+type Metrics struct {
+	rpcs           *prometheus.CounterVec
+	rpcLatency     *prometheus.HistogramVec
+	refreshSeconds prometheus.Histogram
+	refreshErrors  prometheus.Counter
+	nodes          *prometheus.GaugeVec
+	now            func() time.Time
+}
+
+// New creates the metrics and registers them on reg.
+func New(reg prometheus.Registerer, now func() time.Time) (*Metrics, error) {
+	m := &Metrics{
+		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmdiag_rpc_requests_total",
+			Help: "RPCs handled, by procedure and Connect code (ok for success).",
+		}, []string{"procedure", "code"}),
+		rpcLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "llmdiag_rpc_duration_seconds",
+			Help:    "Time to handle an RPC (for streams: the stream's lifetime), by procedure.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60, 600},
+		}, []string{"procedure"}),
+		refreshSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "llmdiag_refresh_duration_seconds",
+			Help:    "Time one refresh of the whole fleet took.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}),
+		refreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmdiag_refresh_errors_total",
+			Help: "Refreshes that failed as a whole (per-node scrape errors show in verdicts instead).",
+		}),
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "llmdiag_nodes",
+			Help: "Nodes by status after the last refresh.",
+		}, []string{"status"}),
+		now: now,
+	}
+	for _, c := range []prometheus.Collector{m.rpcs, m.rpcLatency, m.refreshSeconds, m.refreshErrors, m.nodes} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// ObserveRefresh records one refresh.
+func (m *Metrics) ObserveRefresh(d time.Duration, err error) {
+	m.refreshSeconds.Observe(d.Seconds())
+	if err != nil {
+		m.refreshErrors.Inc()
+	}
+}
+
+// SetNodeStatuses records how many nodes have each status.
+func (m *Metrics) SetNodeStatuses(counts map[llmdiagv1.Status]int) {
+	for v, name := range llmdiagv1.Status_name {
+		if v == 0 {
+			continue
+		}
+		m.nodes.WithLabelValues(name).Set(float64(counts[llmdiagv1.Status(v)]))
+	}
+}
+
+// Interceptor counts and times every RPC.
+func (m *Metrics) Interceptor() connect.Interceptor { return interceptor{m} }
+
+type interceptor struct{ m *Metrics }
+
+func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := i.m.now()
+		resp, err := next(ctx, req)
+		i.m.observe(req.Spec().Procedure, start, err)
+		return resp, err
+	}
+}
+
+func (i interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := i.m.now()
+		err := next(ctx, conn)
+		i.m.observe(conn.Spec().Procedure, start, err)
+		return err
+	}
+}
+
+func (m *Metrics) observe(procedure string, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+		if errors.Is(err, context.Canceled) {
+			code = connect.CodeCanceled.String()
+		}
+	}
+	m.rpcs.WithLabelValues(procedure, code).Inc()
+	m.rpcLatency.WithLabelValues(procedure).Observe(m.now().Sub(start).Seconds())
+}
