@@ -66,7 +66,12 @@ capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090).`),
 			compareCommand(env),
 			watchCommand(env),
 		},
-		Exec: func(context.Context, []string) error { return flag.ErrHelp },
+		Exec: func(_ context.Context, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q; run llmdiag --help", args[0])}
+			}
+			return flag.ErrHelp
+		},
 	}
 	root.FlagSet = flag.NewFlagSet("llmdiag", flag.ContinueOnError)
 	for _, c := range append([]*ffcli.Command{root}, root.Subcommands...) {
@@ -136,4 +141,25 @@ func logFlags(fs *flag.FlagSet) func(io.Writer) (*slog.Logger, error) {
 		}
 		return nil, usageError{fmt.Errorf("--log-format %q: want text or json", *format)}
 	}
+}
+
+// interspersed parses flags that follow positional arguments (`diagnose NODE
+// --lang zh`), which the flag package leaves unparsed, and returns the
+// positional arguments alone.
+func interspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for len(args) > 0 {
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		if !strings.HasPrefix(args[0], "-") || args[0] == "-" {
+			pos, args = append(pos, args[0]), args[1:]
+			continue
+		}
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError{err}
+		}
+		args = fs.Args()
+	}
+	return pos, nil
 }

@@ -67,6 +67,10 @@ func clientCommand(env Env, name, usage, short, long string, setup func(fs *flag
 		LongHelp:   strings.TrimSpace(long),
 		FlagSet:    fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
+			args, err := interspersed(fs, args)
+			if err != nil {
+				return err
+			}
 			cl, err := cf.client()
 			if err != nil {
 				return err

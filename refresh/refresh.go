@@ -40,6 +40,9 @@ type Config struct {
 	// MinScoreChange is the load-score change that alone makes a health
 	// event (default 0.1).
 	MinScoreChange float64
+	// Timeout bounds one whole refresh (default 2×Interval, at least 10s);
+	// the source's own per-target deadlines should be shorter.
+	Timeout time.Duration
 }
 
 // Loop is the ingest loop.
@@ -60,6 +63,9 @@ func New(src Source, st store.Store, rec Recorder, log *slog.Logger, now func() 
 	}
 	if cfg.Window == "" {
 		cfg.Window = "5m"
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = max(2*cfg.Interval, 10*time.Second)
 	}
 	if cfg.MinScoreChange <= 0 {
 		cfg.MinScoreChange = 0.1
@@ -96,7 +102,7 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 	start := l.now()
 	defer func() { l.rec.ObserveRefresh(l.now().Sub(start), err) }()
 
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.Interval*2)
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	obs, err := l.src.Refresh(ctx, l.cfg.Window)
 	if err != nil {

@@ -18,9 +18,13 @@
 // any one request faster. With expert parallelism across data-parallel ranks
 // (DeepSeek-style DP attention + EP MoE) the ranks step in lockstep, so a
 // prefill on one rank stalls decode on all of them. Every running request
-// holds KV for its prompt and generated tokens; when a growing sequence does
-// not fit, the newest running request is preempted (vLLM) or retracted
-// (SGLang) back to the queue and recomputed later.
+// holds KV for its prompt and generated tokens (prefix-cache hits need KV
+// but no prefill compute); when a growing sequence does not fit, the newest
+// running request is preempted (vLLM) or retracted (SGLang) back to the
+// head of the queue, to resume from its blocks still in the prefix cache.
+// A node routes each arrival to the core with the lowest 4·waiting+running,
+// as vLLM's data-parallel load balancer does. Requests that wait longer
+// than the workload's queue timeout are abandoned (finished_reason abort).
 //
 // Time is simulated and event-driven: arrivals and iteration ends happen at
 // exact simulated instants, so the state after Step(10m) equals the state

@@ -25,7 +25,7 @@ type request struct {
 	maxTokens int          // the most it may generate (client max_tokens or model length)
 	reason    finishReason // why generation stops at output
 
-	computed  int // tokens whose KV is in cache, or cached (reset by preemption)
+	computed  int // tokens whose KV is in cache, prefix-cache hits included
 	generated int // tokens sampled so far
 	blocks    int // KV blocks held
 	sched     int // tokens scheduled in the current iteration

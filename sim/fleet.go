@@ -170,7 +170,7 @@ func garble(body []byte, g Garbage) []byte {
 		if i < 0 {
 			return body[:len(body)/2]
 		}
-		return body[:i+len("_bucket{")+8]
+		return body[:min(len(body), i+len("_bucket{")+8)]
 	}
 	return body
 }
@@ -238,7 +238,9 @@ func (f *Fleet) downAt(n *node, now time.Duration) bool {
 }
 
 // SetDown takes a node down (its listener closes, Metrics fails) or, with
-// false, clears a previous SetDown; scheduled Down windows still apply.
+// false, clears a previous SetDown; scheduled Down windows still apply. A
+// down node keeps simulating, as a server cut off by the network would, so
+// its counters have moved on when it comes back.
 func (f *Fleet) SetDown(id string, down bool) error {
 	n, err := f.node(id)
 	if err != nil {

@@ -18,8 +18,7 @@ import (
 // parse decodes an exposition with expfmt.
 func parse(t testing.TB, body []byte) map[string]*dto.MetricFamily {
 	t.Helper()
-	p := expfmt.NewTextParser(model.LegacyValidation)
-	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	mfs, err := parseErr(body)
 	if err != nil {
 		t.Fatalf("parse exposition: %v", err)
 	}
@@ -224,6 +223,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
+// parseErr decodes an exposition with expfmt, returning its error.
 func parseErr(body []byte) (map[string]*dto.MetricFamily, error) {
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	return p.TextToMetricFamilies(bytes.NewReader(body))

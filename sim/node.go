@@ -163,7 +163,7 @@ func (n *node) sample(l Lengths) int {
 		}
 		u -= k.Weight
 	}
-	return max(int(math.Round(c.Median*math.Exp(c.Sigma*n.rng.NormFloat64()))), 1)
+	return int(min(max(math.Round(c.Median*math.Exp(c.Sigma*n.rng.NormFloat64())), 1), math.MaxInt32))
 }
 
 // newRequest draws a request arriving at t. Prompts are cut to the model

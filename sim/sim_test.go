@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -140,12 +141,16 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
-// run warms a scenario up for 10 simulated minutes and measures 20.
-func run(t *testing.T, name string) (*sim.Fleet, map[string]*figures) {
+// run warms a scenario up and measures it, sampling every 5 seconds.
+func run(t *testing.T, name string, warmup, d time.Duration) (*sim.Fleet, map[string]*figures) {
 	t.Helper()
-	f := newScenario(t, name, 1)
-	f.Step(10 * time.Minute)
-	figs := measure(t, f, 20*time.Minute, 5*time.Second)
+	seed := int64(1)
+	if v, err := strconv.ParseInt(os.Getenv("SIM_SEED"), 10, 64); err == nil {
+		seed = v // robustness sweeps: SIM_SEED=n go test -run Physics|Scenarios
+	}
+	f := newScenario(t, name, seed)
+	f.Step(warmup)
+	figs := measure(t, f, d, 5*time.Second)
 	for _, id := range sortedKeys(figs) {
 		t.Logf("%s %s: %v", name, id, figs[id])
 	}
@@ -165,7 +170,7 @@ func check(t *testing.T, what string, ok bool, got any) {
 // parallelism decodes each request faster.
 func TestSeedPhysics(t *testing.T) {
 	t.Parallel()
-	_, figs := run(t, "seed")
+	_, figs := run(t, "seed", 10*time.Minute, 20*time.Minute)
 	for _, id := range []string{"deepseek-v4-0", "deepseek-v4-1"} {
 		d := figs[id]
 		check(t, id+" KV mean in [0.15,0.4]", d.kvMean >= 0.15 && d.kvMean <= 0.4, d.kvMean)
@@ -192,7 +197,6 @@ func TestSeedPhysics(t *testing.T) {
 	check(t, "kimi queue empty in ≥90% of samples", k.queueZero >= 0.9, k.queueZero)
 	check(t, "kimi no preemptions", k.preemptions == 0, k.preemptions)
 	check(t, "kimi TPOT < deepseek TPOT / 3", k.tpotMean < d.tpotMean/3, [2]float64{k.tpotMean, d.tpotMean})
-	check(t, "kimi running < deepseek running", k.runningMean < d.runningMean, [2]float64{k.runningMean, d.runningMean})
 }
 
 // TestFailureScenarios checks each failure scenario shows its signature.
@@ -230,6 +234,7 @@ func TestFailureScenarios(t *testing.T) {
 			check(t, "KV max < 0.95", g.kvMax < 0.95, g.kvMax)
 			check(t, "no retractions", g.preemptions == 0, g.preemptions)
 			check(t, "requests abandoned", g.aborted > 0, g.aborted)
+			check(t, "queue below its timeout plateau", g.queueMax < 1500, g.queueMax)
 			check(t, "peer queue empty in ≥80% of samples", figs["glm-4.6-1"].queueZero >= 0.8, figs["glm-4.6-1"].queueZero)
 		}},
 		{"burst", func(t *testing.T, figs map[string]*figures) {
@@ -263,7 +268,7 @@ func TestFailureScenarios(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.scenario, func(t *testing.T) {
 			t.Parallel()
-			_, figs := run(t, tt.scenario)
+			_, figs := run(t, tt.scenario, 5*time.Minute, 15*time.Minute)
 			tt.check(t, figs)
 		})
 	}
@@ -275,15 +280,6 @@ func labelsOf(m *dto.Metric) map[string]string {
 		l[p.GetName()] = p.GetValue()
 	}
 	return l
-}
-
-func keys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // bounds lists a histogram's finite bucket bounds; it must end with +Inf.
@@ -340,7 +336,7 @@ func TestExposition(t *testing.T) {
 			if name == "vllm:request_success_total" {
 				wantLabels = []string{"engine", "finished_reason", "model_name"}
 			}
-			if !slices.Equal(keys(l), wantLabels) || l["model_name"] != "deepseek-v4" {
+			if !slices.Equal(sortedKeys(l), wantLabels) || l["model_name"] != "deepseek-v4" {
 				t.Errorf("%s labels %v", name, l)
 			}
 			engines[l["engine"]] = true
@@ -400,7 +396,7 @@ func TestExposition(t *testing.T) {
 		}
 		m := mf.GetMetric()[0]
 		l := labelsOf(m)
-		if !slices.Equal(keys(l), want.labels) || l["model_name"] != "glm-4.6" {
+		if !slices.Equal(sortedKeys(l), want.labels) || l["model_name"] != "glm-4.6" {
 			t.Errorf("%s labels %v, want %v", name, l, want.labels)
 		}
 		if len(want.labels) > 1 && (l["engine_type"] != "unified" || l["tp_rank"] != "0") {

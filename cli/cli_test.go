@@ -1,0 +1,196 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmdiag/llmdiag/cli"
+)
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func env(vars map[string]string, out, errw *syncBuffer) cli.Env {
+	return cli.Env{Getenv: func(k string) string { return vars[k] }, Stdout: out, Stderr: errw}
+}
+
+// run runs one command to completion and returns its output.
+func run(t *testing.T, vars map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errw syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := cli.Run(ctx, args, env(vars, &out, &errw))
+	return out.String(), errw.String(), err
+}
+
+// background starts a long-running command and stops it at cleanup.
+func background(t *testing.T, vars map[string]string, args ...string) *syncBuffer {
+	t.Helper()
+	var out, errw syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cli.Run(ctx, args, env(vars, &out, &errw)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v\n%s", args[0], err, errw.String())
+			}
+		case <-time.After(15 * time.Second):
+			t.Errorf("%s did not stop within 15s of cancellation", args[0])
+		}
+	})
+	return &errw
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestSeedEndToEnd is `make run` in a test: the simulator's seed scenario,
+// llmdiag serving it, and the CLI asking it.
+func TestSeedEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
+	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+
+	addr := freeAddr(t)
+	// Flags from the environment, as LLMDIAG_* variables.
+	vars := map[string]string{"LLMDIAG_LISTEN": addr, "LLMDIAG_ADDR": "http://" + addr, "LLMDIAG_INTERVAL": "500ms"}
+	serveLog := background(t, vars, "serve", "--fleet", fleetPath)
+	waitFor(t, "the first verdicts", 30*time.Second, func() bool {
+		out, _, err := run(t, vars, "nodes")
+		return err == nil && strings.Contains(out, "deepseek-v4-0")
+	})
+	// Two refreshes at least, so the default window has rates.
+	time.Sleep(1500 * time.Millisecond)
+
+	out, _, err := run(t, vars, "nodes")
+	if err != nil {
+		t.Fatalf("nodes: %v", err)
+	}
+	for _, id := range []string{"deepseek-v4-0", "deepseek-v4-1", "glm-4.6-0", "kimi-k2.6-0"} {
+		if !strings.Contains(out, id) {
+			t.Errorf("nodes lacks %s:\n%s", id, out)
+		}
+	}
+
+	out, _, err = run(t, vars, "diagnose", "deepseek-v4-0", "--format", "json")
+	if err != nil {
+		t.Fatalf("diagnose: %v", err)
+	}
+	if !strings.Contains(out, `"rootCause": "CAUSE_DECODE_BOUND"`) {
+		t.Fatalf("deepseek-v4-0 is not decode-bound:\n%s\nserve log:\n%s", out, serveLog.String())
+	}
+	for _, lang := range []struct{ flag, want string }{{"en", "Not memory, not queueing"}, {"zh", "不是显存不够"}} {
+		out, _, err = run(t, vars, "diagnose", "deepseek-v4-0", "--lang", lang.flag, "--format", "markdown")
+		if err != nil || !strings.Contains(out, lang.want) || !strings.Contains(out, "| ") {
+			t.Fatalf("diagnose --lang %s: %v\n%s", lang.flag, err, out)
+		}
+	}
+
+	out, _, err = run(t, vars, "compare", "--metric", "ttft", "--by", "model")
+	if err != nil {
+		t.Fatalf("compare: %v", err)
+	}
+	for _, m := range []string{"deepseek-v4", "glm-4.6", "kimi-k2.6", "#1", "#2", "#3"} {
+		if !strings.Contains(out, m) {
+			t.Errorf("compare --by model lacks %q:\n%s", m, out)
+		}
+	}
+	out, _, err = run(t, vars, "metrics", "glm-4.6-0")
+	if err != nil || !strings.Contains(out, "ttft") || !strings.Contains(out, "kv pressure") {
+		t.Fatalf("metrics: %v\n%s", err, out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args     []string
+		vars     map[string]string
+		wantCode int
+		want     string
+	}{
+		{[]string{"--help"}, nil, 0, ""},
+		{[]string{"bogus-command"}, nil, 2, ""},
+		{[]string{"serve"}, nil, 2, "no nodes"},
+		{[]string{"serve", "--target", "nourl"}, nil, 2, "id=url"},
+		{[]string{"serve", "--target", "a=ftp://x"}, nil, 2, "url"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--window", "forever"}, nil, 2, "window"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics"}, map[string]string{"LLMDIAG_INTERVAL": "soon"}, 2, "LLMDIAG_INTERVAL"},
+		{[]string{"sim", "--scenario", "nope"}, nil, 2, "nope"},
+		{[]string{"diagnose"}, nil, 2, "NODE"},
+		{[]string{"diagnose", "x", "--lang", "fr"}, nil, 2, "--lang"},
+		{[]string{"compare", "--metric", "speed"}, nil, 2, "--metric"},
+		{[]string{"compare", "--quantiles", "half"}, nil, 2, "--quantiles"},
+		{[]string{"nodes", "--protocol", "smoke-signals"}, nil, 2, "--protocol"},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, errOut, err := run(t, tc.vars, tc.args...)
+			if got := cli.ExitCode(err); got != tc.wantCode {
+				t.Fatalf("exit code %d (%v), want %d", got, err, tc.wantCode)
+			}
+			if tc.want != "" && !strings.Contains(fmt.Sprint(err), tc.want) {
+				t.Fatalf("error %v does not mention %q", err, tc.want)
+			}
+			if tc.wantCode == 0 && !errors.Is(err, flag.ErrHelp) && err != nil {
+				t.Fatal(err)
+			}
+			_ = errOut
+		})
+	}
+}
+
+func TestUnreachableServiceFailsClearly(t *testing.T) {
+	addr := freeAddr(t) // nothing listens there
+	_, _, err := run(t, nil, "nodes", "--addr", "http://"+addr, "--timeout", "2s")
+	if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("err = %v, want an unavailable error with exit code 1", err)
+	}
+}
