@@ -150,17 +150,17 @@ func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdia
 	point.Status = d.GetStatus()
 
 	node := &llmdiagv1.Node{
-		Id:         o.Node.ID,
-		Model:      m.GetModel(),
-		Engine:     m.GetEngine(),
-		Profile:    profile,
-		Status:     d.GetStatus(),
-		RootCause:  d.GetRootCause(),
-		Routable:   d.GetRoutable(),
-		LoadScore:  d.GetLoadScore(),
-		Staleness:  m.GetStaleness(),
-		Url:        o.Node.URL,
-		LastSeen:   m.GetObservedAt(),
+		Id:        o.Node.ID,
+		Model:     m.GetModel(),
+		Engine:    m.GetEngine(),
+		Profile:   profile,
+		Status:    d.GetStatus(),
+		RootCause: d.GetRootCause(),
+		Routable:  d.GetRoutable(),
+		LoadScore: d.GetLoadScore(),
+		Staleness: m.GetStaleness(),
+		Url:       o.Node.URL,
+		LastSeen:  m.GetObservedAt(),
 	}
 	if !m.GetUp() && prev != nil {
 		node.LastSeen = prev.Node.GetLastSeen()

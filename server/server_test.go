@@ -204,7 +204,9 @@ func msg[T any](resp *connect.Response[T], err error) (*T, error) {
 	return resp.Msg, nil
 }
 
-type grpcAPI struct{ c llmdiagv1.DiagnosisServiceClient }
+type grpcAPI struct {
+	c llmdiagv1.DiagnosisServiceClient
+}
 
 func (a grpcAPI) listNodes(ctx context.Context, r *llmdiagv1.ListNodesRequest) (*llmdiagv1.ListNodesResponse, error) {
 	return a.c.ListNodes(ctx, r)
@@ -519,5 +521,3 @@ func TestHealthReflectionAndMetrics(t *testing.T) {
 		}
 	}
 }
-
-
