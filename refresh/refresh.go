@@ -226,8 +226,8 @@ func PointOf(m *llmdiagv1.NodeMetrics) diagnose.Point {
 		KVPressure:     m.KvPressure,
 		GenerationRate: m.GenerationTokensPerSecond,
 	}
-	if m.GetE2E().Mean != nil {
-		p.E2EMean = m.GetE2E().Mean
+	if e2e := m.GetE2E(); e2e != nil {
+		p.E2EMean = e2e.Mean
 	}
 	return p
 }

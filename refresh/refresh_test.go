@@ -1,0 +1,130 @@
+package refresh_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/ingest"
+	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/store/memory"
+)
+
+// scripted returns, on each refresh, the next state of one node.
+type scripted struct {
+	now    *time.Time
+	states []func(m *llmdiagv1.NodeMetrics)
+	i      int
+}
+
+func (s *scripted) Refresh(context.Context, string) ([]ingest.Observation, error) {
+	m := &llmdiagv1.NodeMetrics{
+		Node: "n", Model: "m", Window: "5m", Up: true, ObservedAt: timestamppb.New(*s.now),
+		Queue: sample.F(0), Running: sample.F(10), QueueRunningRatio: sample.F(0), KvPressure: sample.F(0.3),
+		PromptTokensPerSecond: sample.F(1000), GenerationTokensPerSecond: sample.F(500), DecodeTokensPerSecondPerRequest: sample.F(50),
+		PreemptionsPerSecond: sample.F(0),
+	}
+	s.states[min(s.i, len(s.states)-1)](m)
+	s.i++
+	return []ingest.Observation{{Node: fleet.Node{ID: "n", URL: "http://x/metrics"}, Metrics: m, Sample: &sample.Sample{DataParallel: 2}}}, nil
+}
+
+type nopRecorder struct{ refreshes, errors int }
+
+func (r *nopRecorder) ObserveRefresh(_ time.Duration, err error) {
+	r.refreshes++
+	if err != nil {
+		r.errors++
+	}
+}
+func (r *nopRecorder) SetNodeStatuses(map[llmdiagv1.Status]int) {}
+
+func TestLoopPublishesOnlyChanges(t *testing.T) {
+	now := time.Unix(1000, 0)
+	same := func(*llmdiagv1.NodeMetrics) {}
+	kvFull := func(m *llmdiagv1.NodeMetrics) { m.KvPressure = sample.F(0.99) }
+	down := func(m *llmdiagv1.NodeMetrics) { m.Up = false; m.Errors = []string{"connection refused"} }
+	src := &scripted{now: &now, states: []func(*llmdiagv1.NodeMetrics){same, same, kvFull, kvFull, down}}
+	st := memory.New(memory.Options{HistoryLen: 3}, "t")
+	rec := &nopRecorder{}
+	loop := refresh.New(src, st, rec, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, refresh.Config{Thresholds: diagnose.DefaultThresholds()})
+	ctx := context.Background()
+	start, _ := st.LastToken(ctx)
+	var firstSeen *timestamppb.Timestamp
+	for i := range 5 {
+		if err := loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i == 3 {
+			r, _ := st.Get(ctx, "n")
+			firstSeen = r.Node.GetLastSeen()
+		}
+		now = now.Add(5 * time.Second)
+	}
+	evs, err := st.Events(ctx, start, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []llmdiagv1.Cause
+	for _, ev := range evs {
+		got = append(got, ev.Health.GetRootCause())
+	}
+	want := []llmdiagv1.Cause{llmdiagv1.Cause_CAUSE_HEALTHY, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_TARGET_DOWN}
+	if len(got) != len(want) {
+		t.Fatalf("events %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+	}
+	r, err := st.Get(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Node.GetStatus() != llmdiagv1.Status_STATUS_DOWN || r.Node.GetRoutable() {
+		t.Fatalf("down node: status %v routable %v", r.Node.GetStatus(), r.Node.GetRoutable())
+	}
+	// Last seen stays at the last successful read; the profile takes DP from the metrics.
+	if !r.Node.GetLastSeen().AsTime().Equal(firstSeen.AsTime()) || r.Node.GetProfile().GetDataParallel() != 2 {
+		t.Fatalf("last seen %v (want %v), DP %d", r.Node.GetLastSeen().AsTime(), firstSeen.AsTime(), r.Node.GetProfile().GetDataParallel())
+	}
+	h, _ := st.History(ctx, "n")
+	if len(h) != 3 || h[2].Up || h[2].Status != llmdiagv1.Status_STATUS_DOWN {
+		t.Fatalf("history %+v", h)
+	}
+	if rec.refreshes != 5 || rec.errors != 0 {
+		t.Fatalf("recorder saw %d refreshes, %d errors", rec.refreshes, rec.errors)
+	}
+}
+
+func TestChanged(t *testing.T) {
+	base := &llmdiagv1.NodeHealth{Status: llmdiagv1.Status_STATUS_OK, Routable: true, LoadScore: 0.5}
+	tests := []struct {
+		name string
+		edit func(h *llmdiagv1.NodeHealth)
+		want bool
+	}{
+		{"same", func(*llmdiagv1.NodeHealth) {}, false},
+		{"small score move", func(h *llmdiagv1.NodeHealth) { h.LoadScore = 0.55 }, false},
+		{"score move at threshold", func(h *llmdiagv1.NodeHealth) { h.LoadScore = 0.625 }, true},
+		{"status", func(h *llmdiagv1.NodeHealth) { h.Status = llmdiagv1.Status_STATUS_WARN }, true},
+		{"routable", func(h *llmdiagv1.NodeHealth) { h.Routable = false }, true},
+		{"cause", func(h *llmdiagv1.NodeHealth) { h.RootCause = llmdiagv1.Cause_CAUSE_BURST }, true},
+	}
+	for _, tc := range tests {
+		b := &llmdiagv1.NodeHealth{Status: base.Status, Routable: base.Routable, LoadScore: base.LoadScore}
+		tc.edit(b)
+		if got := refresh.Changed(base, b, 0.125); got != tc.want {
+			t.Errorf("%s: Changed = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
