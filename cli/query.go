@@ -175,8 +175,12 @@ Absent values are ones the engine does not expose: unknown, not zero.`,
 }
 
 func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
+	window := m.GetWindow()
+	if c := m.GetCovered(); c != nil {
+		window += " (" + dur(c) + " of data)"
+	}
 	fmt.Fprintf(w, "%s  model=%s engine=%s window=%s up=%v age=%s stale=%v\n\n", m.GetNode(), m.GetModel(),
-		fleet.EngineName(m.GetEngine()), m.GetWindow(), m.GetUp(), dur(m.GetStaleness()), m.GetStale())
+		fleet.EngineName(m.GetEngine()), window, m.GetUp(), dur(m.GetStaleness()), m.GetStale())
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "LATENCY\tCOUNT\tMEAN\tPERCENTILES (bucket)")
 	for _, d := range []struct {

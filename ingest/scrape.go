@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -174,6 +176,9 @@ func (s *Scraper) compute(t fleet.Node, dur time.Duration, lifetime bool, window
 	}
 	m := metrics.Compute(newest, base, window, s.opts.Quantiles, s.now(), s.opts.StaleAfter)
 	m.Node = t.ID
+	if base != nil {
+		m.Covered = durationpb.New(newest.At.Sub(base.At))
+	}
 	if t.Model != "" {
 		m.Model = t.Model
 	}

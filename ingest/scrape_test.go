@@ -144,6 +144,9 @@ func TestWindowFromRing(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := obs[0].Metrics
+	if m.GetCovered().AsDuration() != time.Minute {
+		t.Fatalf("covered %v, want the 1m the ring spans", m.GetCovered().AsDuration())
+	}
 	if m.GetWindow() != "5m" || m.GetGenerationTokensPerSecond() != 100 || m.GetModel() != "configured" {
 		t.Fatalf("window %q rate %v model %q; want 5m, 6000/60 = 100, configured", m.GetWindow(), m.GetGenerationTokensPerSecond(), m.GetModel())
 	}

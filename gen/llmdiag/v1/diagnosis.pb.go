@@ -1007,12 +1007,15 @@ type NodeMetrics struct {
 	// True when staleness exceeds the configured limit.
 	Stale bool `protobuf:"varint,7,opt,name=stale,proto3" json:"stale,omitempty"`
 	// Whether the last scrape reached the node.
-	Up                 bool          `protobuf:"varint,8,opt,name=up,proto3" json:"up,omitempty"`
-	Ttft               *Distribution `protobuf:"bytes,10,opt,name=ttft,proto3" json:"ttft,omitempty"`
-	E2E                *Distribution `protobuf:"bytes,11,opt,name=e2e,proto3" json:"e2e,omitempty"`
-	InterToken         *Distribution `protobuf:"bytes,12,opt,name=inter_token,json=interToken,proto3" json:"inter_token,omitempty"`
-	TimePerOutputToken *Distribution `protobuf:"bytes,13,opt,name=time_per_output_token,json=timePerOutputToken,proto3" json:"time_per_output_token,omitempty"`
-	QueueTime          *Distribution `protobuf:"bytes,14,opt,name=queue_time,json=queueTime,proto3" json:"queue_time,omitempty"`
+	Up bool `protobuf:"varint,8,opt,name=up,proto3" json:"up,omitempty"`
+	// The span of data the window was computed from: shorter than the window
+	// while llmdiag has not watched the node that long; absent for lifetime.
+	Covered            *durationpb.Duration `protobuf:"bytes,9,opt,name=covered,proto3" json:"covered,omitempty"`
+	Ttft               *Distribution        `protobuf:"bytes,10,opt,name=ttft,proto3" json:"ttft,omitempty"`
+	E2E                *Distribution        `protobuf:"bytes,11,opt,name=e2e,proto3" json:"e2e,omitempty"`
+	InterToken         *Distribution        `protobuf:"bytes,12,opt,name=inter_token,json=interToken,proto3" json:"inter_token,omitempty"`
+	TimePerOutputToken *Distribution        `protobuf:"bytes,13,opt,name=time_per_output_token,json=timePerOutputToken,proto3" json:"time_per_output_token,omitempty"`
+	QueueTime          *Distribution        `protobuf:"bytes,14,opt,name=queue_time,json=queueTime,proto3" json:"queue_time,omitempty"`
 	// Requests waiting to be scheduled (summed over engine cores and ranks).
 	Queue *float64 `protobuf:"fixed64,20,opt,name=queue,proto3,oneof" json:"queue,omitempty"`
 	// Requests being decoded.
@@ -1123,6 +1126,13 @@ func (x *NodeMetrics) GetUp() bool {
 		return x.Up
 	}
 	return false
+}
+
+func (x *NodeMetrics) GetCovered() *durationpb.Duration {
+	if x != nil {
+		return x.Covered
+	}
+	return nil
 }
 
 func (x *NodeMetrics) GetTtft() *Distribution {
@@ -2451,7 +2461,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xc9\n" +
+	"\x05_mean\"\xfe\n" +
 	"\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
@@ -2462,7 +2472,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"observedAt\x127\n" +
 	"\tstaleness\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x14\n" +
 	"\x05stale\x18\a \x01(\bR\x05stale\x12\x0e\n" +
-	"\x02up\x18\b \x01(\bR\x02up\x12,\n" +
+	"\x02up\x18\b \x01(\bR\x02up\x123\n" +
+	"\acovered\x18\t \x01(\v2\x19.google.protobuf.DurationR\acovered\x12,\n" +
 	"\x04ttft\x18\n" +
 	" \x01(\v2\x18.llmdiag.v1.DistributionR\x04ttft\x12*\n" +
 	"\x03e2e\x18\v \x01(\v2\x18.llmdiag.v1.DistributionR\x03e2e\x129\n" +
@@ -2730,57 +2741,58 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 7: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
 	29, // 8: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
 	30, // 9: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	12, // 10: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
-	12, // 11: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
-	12, // 12: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
-	12, // 13: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
-	12, // 14: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	3,  // 15: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 16: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 17: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 18: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 19: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 20: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	29, // 21: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	30, // 22: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 23: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 24: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	10, // 25: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	13, // 26: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	4,  // 27: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 28: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	11, // 29: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	21, // 30: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	4,  // 31: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	22, // 32: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	29, // 33: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	30, // 34: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	6,  // 35: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 36: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 37: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	30, // 38: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	1,  // 39: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 40: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	30, // 41: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	29, // 42: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	8,  // 43: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	27, // 44: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	29, // 45: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 46: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	18, // 47: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	20, // 48: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	24, // 49: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	26, // 50: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 51: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	19, // 52: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	23, // 53: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	25, // 54: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	28, // 55: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	51, // [51:56] is the sub-list for method output_type
-	46, // [46:51] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	30, // 10: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	12, // 11: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
+	12, // 12: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
+	12, // 13: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
+	12, // 14: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
+	12, // 15: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
+	3,  // 16: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	1,  // 17: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	0,  // 18: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 19: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 20: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	14, // 21: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	29, // 22: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	30, // 23: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 24: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 25: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	10, // 26: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	13, // 27: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	4,  // 28: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 29: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	11, // 30: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	21, // 31: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	4,  // 32: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	22, // 33: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	29, // 34: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	30, // 35: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	6,  // 36: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 37: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	15, // 38: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	30, // 39: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	1,  // 40: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 41: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	30, // 42: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	29, // 43: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	8,  // 44: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	27, // 45: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	29, // 46: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 47: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	18, // 48: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	20, // 49: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	24, // 50: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	26, // 51: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 52: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	19, // 53: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	23, // 54: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	25, // 55: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	28, // 56: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	52, // [52:57] is the sub-list for method output_type
+	47, // [47:52] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
