@@ -108,8 +108,12 @@ func (f *fakeSource) NodeMetrics(_ context.Context, node, window string) (*llmdi
 
 // startServer runs the whole service on a loopback port and returns its URL.
 func startServer(t *testing.T) (string, *memory.Store) {
+	return startServerAt(t, time.Now())
+}
+
+// startServerAt is startServer with the fleet's data observed at now.
+func startServerAt(t *testing.T, now time.Time) (string, *memory.Store) {
 	t.Helper()
-	now := time.Now()
 	src := &fakeSource{now: now, nodes: []fleet.Node{
 		{ID: "deepseek-v4-0", Model: "deepseek-v4", Profile: fleet.Profile{DataParallel: 8, TensorParallel: 1, ActiveParamsBillions: 37}},
 		{ID: "deepseek-v4-1", Model: "deepseek-v4", Profile: fleet.Profile{DataParallel: 8, TensorParallel: 1, ActiveParamsBillions: 37}},
@@ -519,5 +523,85 @@ func TestHealthReflectionAndMetrics(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestStaleDataIsNeverHealthy: when the refresh stopped an hour ago, every
+// answer says so — UNKNOWN, not routable — instead of repeating old verdicts.
+func TestStaleDataIsNeverHealthy(t *testing.T) {
+	url, _ := startServerAt(t, time.Now().Add(-time.Hour))
+	c, _ := client.New(url)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	nodes, err := c.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Msg.GetNodes() {
+		if n.GetStatus() != llmdiagv1.Status_STATUS_UNKNOWN || n.GetRoutable() || n.GetStaleness().AsDuration() < 59*time.Minute {
+			t.Errorf("%s: status %v routable %v staleness %v", n.GetId(), n.GetStatus(), n.GetRoutable(), n.GetStaleness().AsDuration())
+		}
+	}
+	for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
+		d, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: "glm-0", Language: lang}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := d.Msg.GetDiagnosis(); g.GetStatus() != llmdiagv1.Status_STATUS_UNKNOWN || g.GetRootCause() != llmdiagv1.Cause_CAUSE_NO_DATA || !g.GetStale() || g.GetRoutable() {
+			t.Errorf("%v: status %v cause %v stale %v routable %v", lang, g.GetStatus(), g.GetRootCause(), g.GetStale(), g.GetRoutable())
+		}
+	}
+	m, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: "glm-0"}))
+	if err != nil || !m.Msg.GetMetrics().GetStale() {
+		t.Fatalf("metrics not marked stale: %v %v", m, err)
+	}
+	stream, err := c.StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	for stream.Receive() && stream.Msg().GetKind() == llmdiagv1.EventKind_EVENT_KIND_INITIAL {
+		if h := stream.Msg().GetHealth(); h.GetStatus() != llmdiagv1.Status_STATUS_UNKNOWN || h.GetRoutable() {
+			t.Errorf("stream initial state for %s: %v routable %v", h.GetNode(), h.GetStatus(), h.GetRoutable())
+		}
+	}
+}
+
+// TestShutdownEndsStreams: on SIGTERM (ctx cancelled) open streams end at
+// once, so clients reconnect elsewhere, and the server stops well within its
+// grace period.
+func TestShutdownEndsStreams(t *testing.T) {
+	st := memory.New(memory.Options{}, "s")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc := server.NewService(st, nil, log, time.Now, server.Config{}, ctx.Done())
+	ready := make(chan struct{})
+	close(ready)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Serve(ctx, ln, server.Handler(svc, server.NewHealth(ready), prometheus.NewRegistry()), log, 30*time.Second)
+	}()
+	c, _ := client.New("http://"+ln.Addr().String(), client.WithProtocol(client.ProtocolGRPC))
+	stream, err := c.StreamHealth(context.Background(), connect.NewRequest(&llmdiagv1.StreamHealthRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !stream.Receive() || stream.Msg().GetKind() != llmdiagv1.EventKind_EVENT_KIND_SYNCED {
+		t.Fatalf("want SYNCED first on an empty fleet, got %v %v", stream.Msg(), stream.Err())
+	}
+	start := time.Now()
+	cancel()
+	for stream.Receive() {
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("shutdown took %v with a stream open", d)
 	}
 }

@@ -86,11 +86,7 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 		if e := req.Msg.GetEngine(); e != llmdiagv1.Engine_ENGINE_UNSPECIFIED && n.GetEngine() != e {
 			continue
 		}
-		if s.isStale(r.Metrics, now) {
-			d := s.rediagnose(ctx, r, r.Metrics, llmdiagv1.Language_LANGUAGE_EN, now)
-			n.Status, n.RootCause, n.Routable = d.GetStatus(), d.GetRootCause(), d.GetRoutable()
-		}
-		n.Staleness = age(r.Metrics, now)
+		s.markStale(r, now)
 		out.Nodes = append(out.Nodes, n)
 	}
 	return connect.NewResponse(out), nil
@@ -255,8 +251,15 @@ func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv
 	return diagnose.Diagnose(diagnose.Input{Metrics: m, History: hist, Profile: rec.Node.GetProfile(), Peers: peers}, s.cfg.Thresholds, lang)
 }
 
-func (s *Service) isStale(m *llmdiagv1.NodeMetrics, now time.Time) bool {
-	return now.Sub(m.GetObservedAt().AsTime()) > s.cfg.StaleAfter
+// markStale measures the record's staleness at now; when the data is too old
+// the node's health becomes UNKNOWN and unroutable, as a fresh diagnosis of
+// stale data would say (the refresh that would have said it has not run).
+func (s *Service) markStale(r *store.Record, now time.Time) {
+	n := r.Node
+	n.Staleness = age(r.Metrics, now)
+	if n.Staleness.AsDuration() > s.cfg.StaleAfter {
+		n.Status, n.RootCause, n.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
+	}
 }
 
 // StreamHealth implements DiagnosisServiceHandler.
@@ -305,11 +308,8 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 		}
 		now := s.now()
 		for _, r := range recs {
+			s.markStale(r, now)
 			h := refresh.Health(r.Node, r.Metrics.GetObservedAt())
-			h.Staleness = age(r.Metrics, now)
-			if s.isStale(r.Metrics, now) {
-				h.Status, h.RootCause, h.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
-			}
 			if match(h) {
 				if err := send(llmdiagv1.EventKind_EVENT_KIND_INITIAL, h, token); err != nil {
 					return "", err
