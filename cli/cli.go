@@ -93,6 +93,14 @@ capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090).`),
 	return err
 }
 
+// noArgs rejects positional arguments for commands that take none.
+func noArgs(args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q", args)}
+	}
+	return nil
+}
+
 // applyEnv sets every flag of fs not given on the command line from
 // LLMDIAG_<NAME> when that variable is set.
 func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {

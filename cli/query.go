@@ -298,8 +298,8 @@ outlier.`,
 				if err != nil {
 					return err
 				}
-				if len(args) > 0 {
-					return usageError{fmt.Errorf("unexpected arguments %q", args)}
+				if err := noArgs(args); err != nil {
+					return err
 				}
 				req := &llmdiagv1.ComparePercentilesRequest{Window: *window}
 				var ok bool

@@ -77,8 +77,8 @@ gRPC-Web on one port, with grpc.health.v1, server reflection and the
 service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
-			if len(args) > 0 {
-				return usageError{fmt.Errorf("unexpected arguments %q", args)}
+			if err := noArgs(args); err != nil {
+				return err
 			}
 			log, err := newLog(env.Stderr)
 			if err != nil {

@@ -45,8 +45,8 @@ Scenarios:
   down           a small fleet with one node whose endpoint goes down`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
-			if len(args) > 0 {
-				return usageError{fmt.Errorf("unexpected arguments %q", args)}
+			if err := noArgs(args); err != nil {
+				return err
 			}
 			log, err := newLog(env.Stderr)
 			if err != nil {
