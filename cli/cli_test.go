@@ -110,10 +110,10 @@ func TestSeedEndToEnd(t *testing.T) {
 	// The window fills as refreshes accumulate; the seed's deepseek nodes
 	// finish a request every few seconds, so the decode-bound verdict needs
 	// a few of them.
-	var out string
+	var diag string
 	waitFor(t, "deepseek-v4-0 to be diagnosed decode-bound", 120*time.Second, func() bool {
 		o, _, err := run(t, vars, "diagnose", "deepseek-v4-0", "--format", "json")
-		out = o
+		diag = o
 		return err == nil && strings.Contains(o, `"rootCause": "CAUSE_DECODE_BOUND"`)
 	})
 
@@ -128,8 +128,8 @@ func TestSeedEndToEnd(t *testing.T) {
 	}
 
 	for _, want := range []string{"INDICATOR_KV_PRESSURE", "INDICATOR_QUEUE", "INDICATOR_QUEUE_RUNNING_RATIO", "INDICATOR_PROMPT_TOKEN_RATE", "INDICATOR_GENERATION_TOKEN_RATE", "INDICATOR_E2E_P99"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("diagnosis lacks the seed's %s finding:\n%s", want, out)
+		if !strings.Contains(diag, want) {
+			t.Errorf("diagnosis lacks the seed's %s finding:\n%s", want, diag)
 		}
 	}
 	_ = serveLog

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
@@ -20,7 +19,7 @@ func simCommand(env Env) *ffcli.Command {
 	scenario := fs.String("scenario", "seed", "scenario: "+strings.Join(sim.Scenarios(), ", "))
 	seed := fs.Int64("seed", 1, "random seed: the same seed gives the same metrics")
 	speed := fs.Float64("speed", 1, "simulated seconds per wall-clock second (rates then read speed× higher)")
-	warmup := fs.Duration("warmup", 10*time.Minute, "simulated time to fast-forward before serving, so histograms are full")
+	warmup := fs.Duration("warmup", sim.SeedWarmup, "simulated time to fast-forward before serving, so histograms and the latency tail are at steady state")
 	basePort := fs.Int("base-port", 0, "put node i on 127.0.0.1:base-port+i (0: free ports)")
 	fleetOut := fs.String("fleet-out", "", "write a fleet file for `llmdiag serve --fleet` here once the nodes serve")
 	newLog := logFlags(fs)
@@ -31,8 +30,8 @@ func simCommand(env Env) *ffcli.Command {
 		LongHelp: strings.TrimSpace(`
 Simulate an inference fleet and serve each node's /metrics on 127.0.0.1 with
 real vLLM or SGLang metric names, labels and buckets. The simulation is
-physical, not random numbers: continuous batching, Poisson arrivals, prompt and
-output length distributions, prefill throughput, a decode step that grows with
+physical, not random numbers: continuous batching, Poisson arrivals (or
+closed-loop agent sessions), prompt and output length distributions, prefill throughput, a decode step that grows with
 batch and model size, KV capacity, queueing and preemption. Data parallel
 raises throughput; tensor parallel raises single-request speed.
 

@@ -95,6 +95,13 @@ type Perf struct {
 	// PrefillTokensPerSec is the prompt throughput of a core when it does
 	// nothing else; a prefill chunk of n tokens adds n/PrefillTokensPerSec.
 	PrefillTokensPerSec float64
+	// PrefillPerKContext is the attention compute of prefill: a chunk of n
+	// tokens whose mean position (prefix included) is p adds
+	// n·p/1000·PrefillPerKContext. It is quadratic in the prompt and runs
+	// on the request's own core (with Lockstep, DP attention: the other
+	// ranks wait for it). EstimatePerf leaves it 0: attention FLOPs depend
+	// on the architecture (layers, heads), which a profile does not carry.
+	PrefillPerKContext time.Duration
 	// MaxBatchedTokens is the token budget of one step
 	// (max_num_batched_tokens / chunked_prefill_size).
 	MaxBatchedTokens int
@@ -111,8 +118,9 @@ type Perf struct {
 	MaxModelLen int
 	// Lockstep makes all cores of a node step together (DP attention with
 	// expert-parallel MoE): a step lasts as long as the slowest core's pass
-	// plus all cores' prefill tokens at the pooled rate of the node, so a
-	// prefill on one rank stalls decode on every rank.
+	// (its prefill attention included) plus all cores' prefill tokens at the
+	// pooled rate of the node, so a prefill on one rank stalls decode on
+	// every rank.
 	Lockstep bool
 	// ReserveRatio is SGLang's new_token_ratio: admission keeps
 	// ReserveRatio×min(max_tokens-generated, 4096) tokens free per running
@@ -122,16 +130,35 @@ type Perf struct {
 
 // Workload is the traffic offered to one node.
 type Workload struct {
-	// Rate is the mean arrival rate in requests per second (Poisson).
+	// Rate is the mean arrival rate in requests per second (Poisson, open
+	// loop: arrivals do not wait for answers).
 	Rate float64
-	// Prompt is the prompt length distribution in tokens.
+	// Sessions, instead of Rate, makes the traffic closed-loop, as agents
+	// generate it: each of Sessions clients sends a request, waits for its
+	// end (or abandonment), works for an exponential time of mean Think
+	// (runs the tools it called), then sends the next. Concurrency is then
+	// bounded by Sessions and fluctuates far less than with Poisson
+	// arrivals; the arrival rate is Sessions / (mean E2E + Think).
+	Sessions int
+	// Think is the mean time between a session's answer and its next
+	// request; it must be positive with Sessions.
+	Think time.Duration
+	// Prompt is the prompt length distribution in tokens, after the
+	// shared prefix.
 	Prompt Lengths
+	// SharedPrefix is a prefix of every prompt common to all requests
+	// (agent system prompt, tool definitions), in tokens, rounded down to
+	// whole KV blocks. Each core keeps it in its prefix cache and the
+	// running requests share its KV blocks, held once while any of them
+	// runs: it costs neither prefill compute nor KV per request. It counts
+	// in prompt_tokens_total and as prefix-cache hits.
+	SharedPrefix int
 	// Output is the length the model would generate if not capped.
 	Output Lengths
-	// PrefixCacheHit is the fraction of each prompt found in the prefix
-	// cache (shared system prompts, multi-turn history): those tokens need
-	// KV but no prefill compute. vLLM still counts them in
-	// prompt_tokens_total. Rounded down to whole KV blocks.
+	// PrefixCacheHit is the fraction of each prompt after the shared
+	// prefix found in the prefix cache (multi-turn history): those tokens
+	// need KV of their own but no prefill compute. vLLM still counts them
+	// in prompt_tokens_total. Rounded down to whole KV blocks.
 	PrefixCacheHit float64
 	// MaxTokens is the client's max_tokens: longer outputs stop there with
 	// finished_reason "length". 0 means no cap besides MaxModelLen.
@@ -139,7 +166,7 @@ type Workload struct {
 	// QueueTimeout aborts requests still waiting (never scheduled) after it,
 	// as clients give up; 0 means 10 minutes.
 	QueueTimeout time.Duration
-	// Burst, when set, multiplies Rate periodically.
+	// Burst, when set, multiplies Rate periodically (open loop only).
 	Burst *Burst
 }
 
@@ -230,7 +257,7 @@ func (n Node) validate() error {
 		errs = append(errs, errors.New("empty model"))
 	}
 	p := n.Perf
-	if p.StepBase <= 0 || p.StepPerSeq < 0 || p.StepPerKContext < 0 {
+	if p.StepBase <= 0 || p.StepPerSeq < 0 || p.StepPerKContext < 0 || p.PrefillPerKContext < 0 {
 		errs = append(errs, errors.New("perf: step base must be positive, per-seq and per-context costs not negative"))
 	}
 	if !(p.PrefillTokensPerSec > 0) || p.MaxBatchedTokens <= 0 || p.MaxNumSeqs <= 0 || p.KVCapacityTokens <= 0 {
@@ -255,8 +282,17 @@ func (n Node) validate() error {
 	if !(w.PrefixCacheHit >= 0 && w.PrefixCacheHit < 1) {
 		errs = append(errs, errors.New("workload: prefix cache hit must be in [0, 1)"))
 	}
-	if w.MaxTokens < 0 || w.QueueTimeout < 0 {
-		errs = append(errs, errors.New("workload: max tokens and queue timeout must not be negative"))
+	if w.Sessions < 0 || w.Think < 0 {
+		errs = append(errs, errors.New("workload: sessions and think time must not be negative"))
+	}
+	if w.Sessions > 0 && (w.Rate > 0 || w.Burst != nil || w.Think <= 0) {
+		errs = append(errs, errors.New("workload: sessions need a positive think time, and no rate or burst"))
+	}
+	if w.MaxTokens < 0 || w.QueueTimeout < 0 || w.SharedPrefix < 0 {
+		errs = append(errs, errors.New("workload: max tokens, queue timeout and shared prefix must not be negative"))
+	}
+	if w.SharedPrefix > 0 && n.sharedPrefix() >= n.maxModelLen() {
+		errs = append(errs, fmt.Errorf("workload: shared prefix %d leaves no room in max model len %d", w.SharedPrefix, n.maxModelLen()))
 	}
 	if b := w.Burst; b != nil && (b.Every <= 0 || b.Length <= 0 || b.Length > b.Every || b.Factor <= 0) {
 		errs = append(errs, errors.New("workload burst: want 0 < length <= every and factor > 0"))
@@ -300,6 +336,12 @@ func (n Node) blockSize() int {
 		return 1
 	}
 	return 16
+}
+
+// sharedPrefix is the shared prefix in whole KV blocks' tokens.
+func (n Node) sharedPrefix() int {
+	bs := n.blockSize()
+	return max(n.Workload.SharedPrefix, 0) / bs * bs
 }
 
 func (n Node) maxModelLen() int {

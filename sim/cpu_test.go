@@ -24,7 +24,7 @@ func TestRealTimeCPU(t *testing.T) {
 		n.ID += "-b"
 		cfg.Nodes = append(cfg.Nodes, n)
 	}
-	cfg.Warmup = 10 * time.Minute
+	cfg.Warmup = sim.SeedWarmup
 	f, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)

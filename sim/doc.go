@@ -4,23 +4,28 @@
 //
 // The model is physical, not a replay of canned numbers. Each node runs one
 // engine core per data-parallel rank; a core does continuous batching:
-// requests arrive as a Poisson process, wait in a FIFO queue, are admitted
-// while there are batch slots (max_num_seqs), a per-step token budget
-// (max_num_batched_tokens) and KV-cache room, and then advance one forward
-// pass ("iteration") at a time. An iteration's duration is
+// requests arrive as a Poisson process (or from closed-loop sessions, as
+// agents send them: the next request after the answer and a think time),
+// wait in a FIFO queue, are admitted while there are batch slots
+// (max_num_seqs), a per-step token budget (max_num_batched_tokens) and
+// KV-cache room, and then advance one forward pass ("iteration") at a time.
+// An iteration's duration is
 //
 //	StepBase + StepPerSeq·decoding_seqs + StepPerKContext·context_tokens/1000
+//	  + PrefillPerKContext·Σ chunk_tokens·chunk_position/1000
 //	  + prefill_tokens/PrefillTokensPerSec
 //
-// so prefill chunks share step time with decode, batches slow every member
-// down, tensor parallelism (a lower StepBase, see EstimatePerf) speeds a
-// single request, and data parallelism adds cores (throughput) without making
-// any one request faster. With expert parallelism across data-parallel ranks
-// (DeepSeek-style DP attention + EP MoE) the ranks step in lockstep, so a
-// prefill on one rank stalls decode on all of them. Every running request
-// holds KV for its prompt and generated tokens (prefix-cache hits need KV
-// but no prefill compute); when a growing sequence does not fit, the newest
-// running request is preempted (vLLM) or retracted (SGLang) back to the
+// so prefill chunks share step time with decode (long-context prefill
+// quadratically so), batches slow every member down, tensor parallelism (a
+// lower StepBase, see EstimatePerf) speeds a single request, and data
+// parallelism adds cores (throughput) without making any one request
+// faster. With expert parallelism across data-parallel ranks (DeepSeek-style
+// DP attention + EP MoE) the ranks step in lockstep, so a prefill on one
+// rank stalls decode on all of them. Every running request holds KV for its
+// prompt and generated tokens (prefix-cache hits need KV but no prefill
+// compute; a prefix common to all requests, such as an agent's system
+// prompt, is held once per core); when a growing sequence does not fit, the
+// newest running request is preempted (vLLM) or retracted (SGLang) back to the
 // head of the queue, to resume from its blocks still in the prefix cache.
 // A node routes each arrival to the core with the lowest 4·waiting+running,
 // as vLLM's data-parallel load balancer does. Requests that wait longer

@@ -20,15 +20,17 @@ func (r finishReason) String() string {
 type request struct {
 	arrival   float64
 	prompt    int          // prompt tokens
-	cached    int          // prompt tokens found in the prefix cache
+	shared    int          // leading prompt tokens in the core's shared prefix blocks
+	cached    int          // prompt tokens found in the prefix cache, shared ones included
 	output    int          // tokens the request will generate in total
 	maxTokens int          // the most it may generate (client max_tokens or model length)
 	reason    finishReason // why generation stops at output
 
-	computed  int // tokens whose KV is in cache, prefix-cache hits included
-	generated int // tokens sampled so far
-	blocks    int // KV blocks held
-	sched     int // tokens scheduled in the current iteration
+	computed  int  // tokens whose KV is in cache, prefix-cache hits included
+	generated int  // tokens sampled so far
+	blocks    int  // KV blocks its tokens span, the shared prefix's included
+	holds     bool // holds a reference on the core's shared prefix blocks
+	sched     int  // tokens scheduled in the current iteration
 
 	started   bool    // scheduled at least once
 	scheduled float64 // first scheduled
@@ -55,6 +57,8 @@ type core struct {
 	bs      int     // KV block size in tokens
 	blocks  int     // KV capacity in blocks
 	used    int     // KV blocks in use
+	prefix  int     // blocks of the workload's shared prefix
+	refs    int     // running requests holding the shared prefix blocks
 	timeout float64 // queue abandonment, seconds
 	reserve float64 // SGLang new_token_ratio
 
@@ -66,24 +70,28 @@ type core struct {
 
 	rec   recorder
 	stats *nodeStats
+	ended func(t float64) // a request finished or was abandoned at t; nil for open-loop traffic
 }
 
 // cost splits the scheduled batch's iteration time: the seconds of the
-// forward pass without prefill (weights, per-sequence compute, attention
-// over the decoding contexts) and the prefill tokens it computes.
+// forward pass the core computes alone (weights, per-sequence compute,
+// attention over the decoding contexts and over the prefill chunks'
+// contexts) and the prefill tokens whose remaining compute it may share.
 func (c *core) cost() (float64, int) {
 	var decode, prefill, ctx int
+	var attn float64 // prefill token × context pairs, in thousands
 	for _, r := range c.batch {
 		if r.decoding() {
 			decode++
 			ctx += r.computed
 		} else {
 			prefill += r.sched
+			attn += float64(r.sched) * (float64(r.computed) + float64(r.sched)/2) / 1000
 		}
 	}
 	p := c.perf
 	return p.StepBase.Seconds() + float64(decode)*p.StepPerSeq.Seconds() +
-		float64(ctx)/1000*p.StepPerKContext.Seconds(), prefill
+		float64(ctx)/1000*p.StepPerKContext.Seconds() + attn*p.PrefillPerKContext.Seconds(), prefill
 }
 
 // schedule forms the batch of the iteration starting at t; false when the
@@ -199,17 +207,44 @@ func (c *core) hasScheduled() bool {
 
 func (c *core) free() int { return c.blocks - c.used }
 
-// extra is how many more blocks r needs to hold n more tokens.
+// extra is how many more blocks r needs to hold n more tokens: its own,
+// and the shared prefix blocks if it is the first running request to hold
+// them (while nobody does they are cached but free).
 func (c *core) extra(r *request, n int) int {
-	return (r.computed+n+c.bs-1)/c.bs - r.blocks
+	e := (r.computed+n+c.bs-1)/c.bs - r.blocks
+	if r.shared > 0 && !r.holds && c.refs == 0 {
+		e += c.prefix
+	}
+	return e
 }
 
 func (c *core) fits(r *request, n int) bool { return c.extra(r, n) <= c.free() }
 
 func (c *core) take(r *request, n int) {
 	e := c.extra(r, n)
+	if r.shared > 0 && !r.holds {
+		if c.refs == 0 {
+			c.used += c.prefix
+			e -= c.prefix
+		}
+		c.refs++
+		r.holds = true
+	}
 	r.blocks += e
 	c.used += e
+}
+
+// release frees the KV blocks r holds, the shared prefix blocks with the
+// last reference (they stay cached).
+func (c *core) release(r *request) {
+	c.used -= r.blocks - r.shared/c.bs
+	r.blocks = r.shared / c.bs
+	if r.holds {
+		r.holds = false
+		if c.refs--; c.refs == 0 {
+			c.used -= c.prefix
+		}
+	}
 }
 
 // grow allocates KV for n more tokens of the running request r, preempting
@@ -232,9 +267,9 @@ func (c *core) grow(r *request, n int) bool {
 // for them again (nobody took their place); the rest is recomputed.
 func (c *core) evict(v *request) {
 	c.running = c.running[:len(c.running)-1]
-	c.used -= v.blocks
+	c.release(v)
 	c.budget += v.sched
-	v.blocks, v.computed, v.sched = 0, max(v.cached, v.computed/c.bs*c.bs), 0
+	v.computed, v.sched = max(v.cached, v.computed/c.bs*c.bs), 0
 	c.waiting = append(c.waiting, nil)
 	copy(c.waiting[1:], c.waiting)
 	c.waiting[0] = v
@@ -274,6 +309,9 @@ func (c *core) expire(t float64) {
 		if !r.started && t-r.arrival > c.timeout {
 			c.stats.aborted++
 			c.rec.aborted(c.idx)
+			if c.ended != nil {
+				c.ended(t)
+			}
 			continue
 		}
 		kept = append(kept, r)
@@ -322,9 +360,12 @@ func (c *core) complete(t float64) {
 			kept = append(kept, r)
 			continue
 		}
-		c.used -= r.blocks
+		c.release(r)
 		c.stats.finished++
 		c.rec.finished(c.idx, r, t)
+		if c.ended != nil {
+			c.ended(t)
+		}
 	}
 	clear(c.running[len(kept):])
 	c.running = kept

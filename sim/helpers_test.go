@@ -109,6 +109,7 @@ func (h hist) mean() float64 { return h.sum / h.count }
 type figures struct {
 	kvMean, kvMin, kvMax    float64
 	queueZero               float64 // fraction of samples with an empty queue
+	queueOver5              float64 // fraction of samples with more than 5 waiting
 	queueMean, queueMax     float64
 	runningMean             float64
 	promptRate, genRate     float64
@@ -126,16 +127,47 @@ type figures struct {
 // returns each node's figures over that window.
 func measure(t testing.TB, f *sim.Fleet, d, every time.Duration) map[string]*figures {
 	t.Helper()
-	ids := f.Nodes()
-	type snap struct {
-		s   sim.NodeStats
-		mfs map[string]*dto.MetricFamily
+	return measureWindows(t, f, every, d)[0]
+}
+
+// snap is a node's state and exposition at a window boundary.
+type snap struct {
+	s   sim.NodeStats
+	mfs map[string]*dto.MetricFamily
+}
+
+func snapshot(t testing.TB, f *sim.Fleet) map[string]snap {
+	t.Helper()
+	out := map[string]snap{}
+	for _, id := range f.Nodes() {
+		s, _ := f.Stats(id)
+		out[id] = snap{s, scrapeAny(t, f, id)}
 	}
-	start := map[string]snap{}
+	return out
+}
+
+// measureWindows runs the fleet through consecutive windows of the given
+// lengths, sampling every node each `every`, and returns each window's
+// figures; a window's end snapshot is the next one's start.
+func measureWindows(t testing.TB, f *sim.Fleet, every time.Duration, ds ...time.Duration) []map[string]*figures {
+	t.Helper()
+	start := snapshot(t, f)
+	var all []map[string]*figures
+	for _, d := range ds {
+		var figs map[string]*figures
+		figs, start = window(t, f, start, d, every)
+		all = append(all, figs)
+	}
+	return all
+}
+
+// window runs one window from start; it returns the figures and the end
+// snapshot.
+func window(t testing.TB, f *sim.Fleet, start map[string]snap, d, every time.Duration) (map[string]*figures, map[string]snap) {
+	t.Helper()
+	ids := f.Nodes()
 	out := map[string]*figures{}
 	for _, id := range ids {
-		s, _ := f.Stats(id)
-		start[id] = snap{s, scrapeAny(t, f, id)}
 		out[id] = &figures{kvMin: 2}
 	}
 	for elapsed := time.Duration(0); elapsed < d; elapsed += every {
@@ -153,8 +185,12 @@ func measure(t testing.TB, f *sim.Fleet, d, every time.Duration) map[string]*fig
 			if s.Waiting == 0 {
 				fg.queueZero++
 			}
+			if s.Waiting > 5 {
+				fg.queueOver5++
+			}
 		}
 	}
+	end := snapshot(t, f)
 	for _, id := range ids {
 		fg := out[id]
 		n := float64(len(fg.samples))
@@ -162,14 +198,14 @@ func measure(t testing.TB, f *sim.Fleet, d, every time.Duration) map[string]*fig
 		fg.queueMean /= n
 		fg.runningMean /= n
 		fg.queueZero /= n
-		end, _ := f.Stats(id)
-		s0 := start[id].s
+		fg.queueOver5 /= n
+		s0, s1 := start[id].s, end[id].s
 		secs := d.Seconds()
-		fg.promptRate = float64(end.PromptTokens-s0.PromptTokens) / secs
-		fg.genRate = float64(end.GenerationTokens-s0.GenerationTokens) / secs
-		fg.preemptions = end.Preemptions - s0.Preemptions
-		fg.aborted = end.Aborted - s0.Aborted
-		mfs0, mfs1 := start[id].mfs, scrapeAny(t, f, id)
+		fg.promptRate = float64(s1.PromptTokens-s0.PromptTokens) / secs
+		fg.genRate = float64(s1.GenerationTokens-s0.GenerationTokens) / secs
+		fg.preemptions = s1.Preemptions - s0.Preemptions
+		fg.aborted = s1.Aborted - s0.Aborted
+		mfs0, mfs1 := start[id].mfs, end[id].mfs
 		if mfs0 == nil || mfs1 == nil {
 			continue
 		}
@@ -189,7 +225,7 @@ func measure(t testing.TB, f *sim.Fleet, d, every time.Duration) map[string]*fig
 		q := histOf(mfs1, queueName).minus(histOf(mfs0, queueName))
 		fg.queueTimeP99 = q.quantile(0.99)
 	}
-	return out
+	return out, end
 }
 
 // scrapeAny parses a node's exposition, or returns nil when it is down.
@@ -201,11 +237,21 @@ func scrapeAny(t testing.TB, f *sim.Fleet, id string) map[string]*dto.MetricFami
 	return parse(t, body)
 }
 
+// perRequest is the decode speed one request sees over the window, as
+// llmdiag derives it: generation rate ÷ running (here its mean).
+func (fg *figures) perRequest() float64 { return fg.genRate / fg.runningMean }
+
+// perRequestEnd is generation rate ÷ running at the window's end, the
+// gauge a single scrape reads.
+func (fg *figures) perRequestEnd() float64 {
+	return fg.genRate / float64(max(fg.samples[len(fg.samples)-1].Running, 1))
+}
+
 func (fg *figures) String() string {
 	g := func(v float64) string { return strconv.FormatFloat(v, 'g', 3, 64) }
 	return "kv=" + g(fg.kvMean) + "[" + g(fg.kvMin) + "," + g(fg.kvMax) + "]" +
 		" queue0=" + g(fg.queueZero) + " queue=" + g(fg.queueMean) + " max=" + g(fg.queueMax) +
-		" running=" + g(fg.runningMean) +
+		" running=" + g(fg.runningMean) + " perReq=" + g(fg.perRequest()) +
 		" prompt=" + g(fg.promptRate) + "tok/s gen=" + g(fg.genRate) + "tok/s" +
 		" preempt=" + strconv.FormatUint(fg.preemptions, 10) + " abort=" + strconv.FormatUint(fg.aborted, 10) +
 		" ttft50=" + g(fg.ttftP50) + " ttft99=" + g(fg.ttftP99) +

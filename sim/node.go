@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"container/heap"
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
@@ -25,7 +26,8 @@ type group struct {
 }
 
 // start schedules an iteration at t on every core of the group. The
-// forward pass lasts as long as the slowest core's, plus the group's
+// forward pass lasts as long as the slowest core's (attention, prefill's
+// included, runs on each rank for its own requests), plus the group's
 // prefill tokens at the group's pooled prefill rate: in lockstep the
 // experts are sharded over all ranks (EP), so one rank's prefill is
 // computed by every GPU while the others wait for it. A group with no work
@@ -67,6 +69,7 @@ type node struct {
 	maxLen  int
 	arrival float64 // next arrival, simulated seconds
 	peak    float64 // highest arrival rate, for thinning
+	next    times   // closed loop: when each thinking session sends next
 
 	down    atomic.Bool  // set by SetDown
 	garbage atomic.Int32 // Garbage mode
@@ -106,10 +109,14 @@ func newNode(cfg Node, seed int64) *node {
 			sglang:  cfg.Engine == SGLang,
 			bs:      bs,
 			blocks:  cfg.Perf.KVCapacityTokens / bs,
+			prefix:  cfg.sharedPrefix() / bs,
 			timeout: cfg.queueTimeout().Seconds(),
 			reserve: cfg.reserveRatio(),
 			rec:     rec,
 			stats:   &n.stats,
+		}
+		if cfg.Workload.Sessions > 0 {
+			c.ended = n.ended
 		}
 		c.publish()
 		n.cores = append(n.cores, c)
@@ -121,8 +128,48 @@ func newNode(cfg Node, seed int64) *node {
 			n.groups = append(n.groups, &group{cores: []*core{c}})
 		}
 	}
-	n.arrival = n.nextArrival(0)
+	if s := cfg.Workload.Sessions; s > 0 {
+		for range s {
+			n.ended(0)
+		}
+	} else {
+		n.arrival = n.nextArrival(0)
+	}
 	return n
+}
+
+// times is a min-heap of simulated instants.
+type times []float64
+
+func (h times) Len() int           { return len(h) }
+func (h times) Less(i, j int) bool { return h[i] < h[j] }
+func (h times) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *times) Push(x any)        { *h = append(*h, x.(float64)) }
+func (h *times) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// ended starts a closed-loop session's think time after its request ended
+// at t.
+func (n *node) ended(t float64) {
+	heap.Push(&n.next, t+n.rng.ExpFloat64()*n.cfg.Workload.Think.Seconds())
+	n.arrival = n.next[0]
+}
+
+// arrived advances the arrival process past the arrival at t.
+func (n *node) arrived(t float64) {
+	if n.cfg.Workload.Sessions == 0 {
+		n.arrival = n.nextArrival(t)
+		return
+	}
+	heap.Pop(&n.next)
+	n.arrival = math.Inf(1)
+	if len(n.next) > 0 {
+		n.arrival = n.next[0]
+	}
 }
 
 // rate is the arrival rate at simulated second t.
@@ -166,15 +213,19 @@ func (n *node) sample(l Lengths) int {
 	return int(min(max(math.Round(c.Median*math.Exp(c.Sigma*n.rng.NormFloat64())), 1), math.MaxInt32))
 }
 
-// newRequest draws a request arriving at t. Prompts are cut to the model
-// length; outputs stop at max_tokens or the model length with reason
-// "length".
+// newRequest draws a request arriving at t: the shared prefix, then a
+// drawn prompt, cut to the model length; outputs stop at max_tokens or the
+// model length with reason "length".
 func (n *node) newRequest(t float64) *request {
 	w := n.cfg.Workload
 	r := &request{arrival: t}
-	r.prompt = min(n.sample(w.Prompt), n.maxLen-1)
 	bs := n.cores[0].bs
-	r.cached = min(int(float64(r.prompt)*w.PrefixCacheHit)/bs*bs, (r.prompt-1)/bs*bs)
+	s := n.cores[0].prefix * bs
+	r.prompt = min(s+n.sample(w.Prompt), n.maxLen-1)
+	last := (r.prompt - 1) / bs * bs // the last token is always computed
+	r.shared = min(s, last)
+	r.blocks = r.shared / bs // spanned, held by the core
+	r.cached = min(r.shared+int(float64(r.prompt-r.shared)*w.PrefixCacheHit)/bs*bs, last)
 	r.computed = r.cached
 	r.maxTokens = n.maxLen - r.prompt
 	if w.MaxTokens > 0 {
@@ -221,12 +272,12 @@ func (n *node) advance(to float64) {
 			t := n.arrival
 			c := n.route()
 			c.waiting = append(c.waiting, n.newRequest(t))
+			n.arrived(t)
 			if g := n.groupOf(c); !g.busy {
 				g.start(t)
 			} else {
 				c.publish()
 			}
-			n.arrival = n.nextArrival(t)
 		default:
 			return
 		}

@@ -65,7 +65,10 @@ const (
 //
 // Tensor parallelism divides the weight read, so single-request decode gets
 // faster; data parallelism leaves each core's timings unchanged and only
-// adds cores.
+// adds cores. Attention compute, which long contexts make dominant on
+// compute-poor GPUs, depends on the architecture: EstimatePerf leaves
+// PrefillPerKContext 0 and StepPerKContext memory-bound; the caller may
+// raise them (the seed scenario does for MLA on H20).
 func EstimatePerf(p fleet.Profile) Perf {
 	gpu, _ := GPUSpec(p.GPU)
 	tp := max(float64(p.TensorParallel), 1)
