@@ -209,7 +209,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	unknownStaleFlagged: {"No fresh data: the source marks it stale", "没有新数据：数据源标记为过期"},
 	unknownDown:         {"The metrics endpoint does not answer", "指标端点无响应"},
 	unknownErrors:       {"The engine does not expose it, or it could not be read: %s", "引擎未暴露该指标，或读取失败：%s"},
-	unknownNotExposed:   {"The engine does not expose it", "引擎未暴露该指标"},
+	unknownNotExposed:   {"Unknown: the engine does not expose it, or the window holds too little data yet", "未知：引擎未暴露该指标，或窗口内数据尚不足"},
 
 	summaryNoMetrics: {
 		"No metrics for this node yet, so llmdiag cannot tell its state.",

@@ -15,6 +15,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/ingest"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/store"
 )
 
@@ -174,7 +175,13 @@ func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdia
 			return 0, fmt.Errorf("publish %s: %w", o.Node.ID, err)
 		}
 		if prev != nil {
-			l.log.Info("node health changed", "node", node.Id, "status", node.Status, "cause", node.RootCause, "routable", node.Routable, "score", round2(node.LoadScore))
+			// Status, cause and routability changes are news; a load score
+			// drifting past the threshold is not.
+			level := slog.LevelDebug
+			if Changed(Health(prev.Node, nil), h, math.Inf(1)) {
+				level = slog.LevelInfo
+			}
+			l.log.Log(ctx, level, "node health changed", "node", node.Id, "status", node.Status, "cause", node.RootCause, "routable", node.Routable, "score", round2(node.LoadScore))
 		}
 	}
 	return d.GetStatus(), nil
@@ -216,7 +223,10 @@ func Profile(o ingest.Observation) *llmdiagv1.Profile {
 	return p
 }
 
-// PointOf is the history point a refresh's metrics make.
+// PointOf is the history point a refresh's metrics make. Gauges are taken
+// as they are; window averages (mean E2E, generation rate) only when the
+// window is covered, since means over a lifetime or over the first seconds
+// of a window are not comparable with later ones.
 func PointOf(m *llmdiagv1.NodeMetrics) diagnose.Point {
 	p := diagnose.Point{
 		At:             m.GetObservedAt().AsTime(),
@@ -224,10 +234,12 @@ func PointOf(m *llmdiagv1.NodeMetrics) diagnose.Point {
 		Queue:          m.Queue,
 		Running:        m.Running,
 		KVPressure:     m.KvPressure,
-		GenerationRate: m.GenerationTokensPerSecond,
 	}
-	if e2e := m.GetE2E(); e2e != nil {
-		p.E2EMean = e2e.Mean
+	if w, lifetime, err := metrics.ParseWindow(m.GetWindow()); err == nil && !lifetime && m.GetCovered().AsDuration() >= w*9/10 {
+		p.GenerationRate = m.GenerationTokensPerSecond
+		if e2e := m.GetE2E(); e2e != nil {
+			p.E2EMean = e2e.Mean
+		}
 	}
 	return p
 }

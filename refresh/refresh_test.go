@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
@@ -127,4 +128,27 @@ func TestChanged(t *testing.T) {
 			t.Errorf("%s: Changed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+func TestPointOfTakesMeansOnlyFromCoveredWindows(t *testing.T) {
+	mean := sample.F(12)
+	tests := []struct {
+		window  string
+		covered time.Duration
+		want    bool
+	}{
+		{"lifetime", 0, false},
+		{"5m", 10 * time.Second, false},
+		{"5m", 5 * time.Minute, true},
+		{"1m", 55 * time.Second, true},
+	}
+	for _, tc := range tests {
+		m := &llmdiagv1.NodeMetrics{Window: tc.window, Covered: durationpb.New(tc.covered), Queue: sample.F(1), E2E: &llmdiagv1.Distribution{Mean: mean}, GenerationTokensPerSecond: sample.F(5)}
+		p := refresh.PointOf(m)
+		if (p.E2EMean != nil) != tc.want || (p.GenerationRate != nil) != tc.want || p.Queue == nil {
+			t.Errorf("%s covered %v: mean %v rate %v queue %v; want means %v", tc.window, tc.covered, p.E2EMean, p.GenerationRate, p.Queue, tc.want)
+		}
+	}
+	// No E2E histogram at all (a target serving junk) must not panic.
+	_ = refresh.PointOf(&llmdiagv1.NodeMetrics{Window: "5m", Covered: durationpb.New(5 * time.Minute)})
 }
