@@ -229,11 +229,11 @@ func Profile(o ingest.Observation) *llmdiagv1.Profile {
 // of a window are not comparable with later ones.
 func PointOf(m *llmdiagv1.NodeMetrics) diagnose.Point {
 	p := diagnose.Point{
-		At:             m.GetObservedAt().AsTime(),
-		Up:             m.GetUp(),
-		Queue:          m.Queue,
-		Running:        m.Running,
-		KVPressure:     m.KvPressure,
+		At:         m.GetObservedAt().AsTime(),
+		Up:         m.GetUp(),
+		Queue:      m.Queue,
+		Running:    m.Running,
+		KVPressure: m.KvPressure,
 	}
 	if w, lifetime, err := metrics.ParseWindow(m.GetWindow()); err == nil && !lifetime && m.GetCovered().AsDuration() >= w*9/10 {
 		p.GenerationRate = m.GenerationTokensPerSecond
