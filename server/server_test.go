@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	grpchealthv1 "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/llmdiag/llmdiag/client"
@@ -603,5 +604,38 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("shutdown took %v with a stream open", d)
+	}
+}
+
+// TestConnectJSONOverHTTP1 is the README's curl call: a plain HTTP/1.1 POST
+// of JSON, no generated client.
+func TestConnectJSONOverHTTP1(t *testing.T) {
+	url, _ := startServer(t)
+	c := &http.Client{Transport: &http.Transport{}} // HTTP/1.1 only for http:// URLs
+	res, err := c.Post(url+"/llmdiag.v1.DiagnosisService/DiagnoseNode", "application/json", strings.NewReader(`{"node":"deepseek-v4-0","language":"LANGUAGE_ZH"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || res.ProtoMajor != 1 {
+		t.Fatalf("HTTP %d over %s: %s", res.StatusCode, res.Proto, body)
+	}
+	var resp llmdiagv1.DiagnoseNodeResponse
+	if err := protojson.Unmarshal(body, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetDiagnosis().GetRootCause() != llmdiagv1.Cause_CAUSE_DECODE_BOUND || !strings.Contains(resp.GetReport(), "根本原因") {
+		t.Fatalf("cause %v, report:\n%s", resp.GetDiagnosis().GetRootCause(), resp.GetReport())
+	}
+	// Errors are JSON with the Connect code.
+	res, err = c.Post(url+"/llmdiag.v1.DiagnosisService/GetNodeMetrics", "application/json", strings.NewReader(`{"node":"ghost"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), `"not_found"`) {
+		t.Fatalf("unknown node over HTTP/1.1: %d %s", res.StatusCode, body)
 	}
 }
