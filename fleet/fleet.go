@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -62,43 +63,54 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
 // letters, digits and . _ : / -, starting with a letter or digit.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
 
+// engines names each engine: as fleet files and flags spell it, and as
+// people write it.
+var engines = []struct {
+	engine  llmdiagv1.Engine
+	id      string
+	aliases []string
+	display string
+}{
+	{llmdiagv1.Engine_ENGINE_VLLM, "vllm", nil, "vLLM"},
+	{llmdiagv1.Engine_ENGINE_SGLANG, "sglang", nil, "SGLang"},
+	{llmdiagv1.Engine_ENGINE_TRTLLM, "trtllm", []string{"tensorrt-llm"}, "TensorRT-LLM"},
+	{llmdiagv1.Engine_ENGINE_TRITON, "triton", nil, "Triton"},
+	{llmdiagv1.Engine_ENGINE_TGI, "tgi", nil, "TGI"},
+	{llmdiagv1.Engine_ENGINE_DYNAMO, "dynamo", nil, "Dynamo"},
+}
+
 // ParseEngine maps an engine name from a fleet file or flag to the API enum.
 // The empty string maps to ENGINE_UNSPECIFIED (detect from metrics).
 func ParseEngine(s string) (llmdiagv1.Engine, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "":
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" {
 		return llmdiagv1.Engine_ENGINE_UNSPECIFIED, nil
-	case "vllm":
-		return llmdiagv1.Engine_ENGINE_VLLM, nil
-	case "sglang":
-		return llmdiagv1.Engine_ENGINE_SGLANG, nil
-	case "trtllm", "tensorrt-llm":
-		return llmdiagv1.Engine_ENGINE_TRTLLM, nil
-	case "triton":
-		return llmdiagv1.Engine_ENGINE_TRITON, nil
-	case "tgi":
-		return llmdiagv1.Engine_ENGINE_TGI, nil
-	case "dynamo":
-		return llmdiagv1.Engine_ENGINE_DYNAMO, nil
+	}
+	for _, e := range engines {
+		if s == e.id || slices.Contains(e.aliases, s) {
+			return e.engine, nil
+		}
 	}
 	return 0, fmt.Errorf("unknown engine %q (want vllm, sglang, trtllm, triton, tgi or dynamo)", s)
 }
 
 // EngineName is the inverse of ParseEngine: "vllm", "sglang", … or "".
 func EngineName(e llmdiagv1.Engine) string {
-	switch e {
-	case llmdiagv1.Engine_ENGINE_VLLM:
-		return "vllm"
-	case llmdiagv1.Engine_ENGINE_SGLANG:
-		return "sglang"
-	case llmdiagv1.Engine_ENGINE_TRTLLM:
-		return "trtllm"
-	case llmdiagv1.Engine_ENGINE_TRITON:
-		return "triton"
-	case llmdiagv1.Engine_ENGINE_TGI:
-		return "tgi"
-	case llmdiagv1.Engine_ENGINE_DYNAMO:
-		return "dynamo"
+	for _, n := range engines {
+		if n.engine == e {
+			return n.id
+		}
+	}
+	return ""
+}
+
+// EngineDisplayName is how people write the engine: "vLLM", "SGLang", … or
+// "" when unspecified.
+func EngineDisplayName(e llmdiagv1.Engine) string {
+	for _, n := range engines {
+		if n.engine == e {
+			return n.display
+		}
 	}
 	return ""
 }

@@ -113,22 +113,3 @@ func newLabels(lang llmdiagv1.Language) labels {
 		sep:        ", ",
 	}
 }
-
-// engineName is how people write each engine.
-func engineName(e llmdiagv1.Engine) string {
-	switch e {
-	case llmdiagv1.Engine_ENGINE_VLLM:
-		return "vLLM"
-	case llmdiagv1.Engine_ENGINE_SGLANG:
-		return "SGLang"
-	case llmdiagv1.Engine_ENGINE_TRTLLM:
-		return "TensorRT-LLM"
-	case llmdiagv1.Engine_ENGINE_TRITON:
-		return "Triton"
-	case llmdiagv1.Engine_ENGINE_TGI:
-		return "TGI"
-	case llmdiagv1.Engine_ENGINE_DYNAMO:
-		return "Dynamo"
-	}
-	return ""
-}

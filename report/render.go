@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
@@ -34,7 +35,7 @@ type renderer struct {
 // empty.
 func (r *renderer) title() string {
 	var parts []string
-	for _, p := range []string{r.d.GetNode(), r.d.GetModel(), engineName(r.d.GetEngine()), r.d.GetWindow()} {
+	for _, p := range []string{r.d.GetNode(), r.d.GetModel(), fleet.EngineDisplayName(r.d.GetEngine()), r.d.GetWindow()} {
 		if p = oneLine(p); p != "" {
 			parts = append(parts, p)
 		}
