@@ -18,10 +18,16 @@ import (
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 )
 
+// MaxRequestBytes bounds one request message.
+const MaxRequestBytes = 1 << 20
+
 // Handler returns the one-port HTTP handler: the DiagnosisService (Connect,
 // gRPC, gRPC-Web), grpc.health.v1, server reflection (v1 and v1alpha, so
 // grpcurl works without proto files) and /metrics from gatherer.
 func Handler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Checker, gatherer prometheus.Gatherer, opts ...connect.HandlerOption) http.Handler {
+	// Requests are small; a megabyte bounds what an untrusted caller can make
+	// the server read and decode.
+	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes)}, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...))
 	mux.Handle(grpchealth.NewHandler(health, opts...))

@@ -639,3 +639,20 @@ func TestConnectJSONOverHTTP1(t *testing.T) {
 		t.Fatalf("unknown node over HTTP/1.1: %d %s", res.StatusCode, body)
 	}
 }
+
+func TestOversizedRequestIsRefused(t *testing.T) {
+	url, _ := startServer(t)
+	c, _ := client.New(url)
+	ids := make([]string, 200_000) // ≈ 2.4 MB encoded
+	for i := range ids {
+		ids[i] = "node-00000"
+	}
+	_, err := c.ComparePercentiles(context.Background(), connect.NewRequest(&llmdiagv1.ComparePercentilesRequest{Metric: llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT, Nodes: ids}))
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("err = %v, want resource_exhausted", err)
+	}
+	_, err = c.ComparePercentiles(context.Background(), connect.NewRequest(&llmdiagv1.ComparePercentilesRequest{Metric: llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT, Nodes: ids[:1001]}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "nodes") {
+		t.Fatalf("err = %v, want invalid_argument naming nodes", err)
+	}
+}

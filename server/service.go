@@ -35,7 +35,8 @@ type Config struct {
 	// StaleAfter marks data stale (and verdicts UNKNOWN) when older.
 	StaleAfter time.Duration
 	Thresholds diagnose.Thresholds
-	// MaxCompareSubjects bounds the nodes one comparison reads (default 1000).
+	// MaxCompareSubjects bounds the nodes one comparison reads, and the nodes
+	// one stream may select (default 1000).
 	MaxCompareSubjects int
 }
 
@@ -270,6 +271,9 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 		if hb < time.Second || hb > 5*time.Minute {
 			return invalid("heartbeat_interval", fmt.Errorf("%v is outside [1s, 5m]", hb))
 		}
+	}
+	if n := len(req.Msg.GetNodes()); n > s.cfg.MaxCompareSubjects {
+		return invalid("nodes", fmt.Errorf("%d nodes; at most %d", n, s.cfg.MaxCompareSubjects))
 	}
 	sel := map[string]bool{}
 	for i, id := range req.Msg.GetNodes() {
