@@ -1037,7 +1037,10 @@ type NodeMetrics struct {
 	// Finished requests per second.
 	RequestsPerSecond *float64 `protobuf:"fixed64,29,opt,name=requests_per_second,json=requestsPerSecond,proto3,oneof" json:"requests_per_second,omitempty"`
 	// Problems reading the node: scrape or parse errors, missing families.
-	Errors        []string `protobuf:"bytes,40,rep,name=errors,proto3" json:"errors,omitempty"`
+	Errors []string `protobuf:"bytes,40,rep,name=errors,proto3" json:"errors,omitempty"`
+	// Warnings and partial-result notes from the source (for example
+	// Prometheus query warnings); the values are still used.
+	Warnings      []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1243,6 +1246,13 @@ func (x *NodeMetrics) GetRequestsPerSecond() float64 {
 func (x *NodeMetrics) GetErrors() []string {
 	if x != nil {
 		return x.Errors
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -1624,7 +1634,10 @@ type GetNodeMetricsRequest struct {
 	// Required.
 	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// "1m", "5m", "1h", … or "lifetime"; empty means the refresh's default.
-	Window        string `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	Window string `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	// Read the window ending this long ago ("the same node 1 h ago"); needs a
+	// source with history (Prometheus).
+	Offset        *durationpb.Duration `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1671,6 +1684,13 @@ func (x *GetNodeMetricsRequest) GetWindow() string {
 		return x.Window
 	}
 	return ""
+}
+
+func (x *GetNodeMetricsRequest) GetOffset() *durationpb.Duration {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
 }
 
 // GetNodeMetricsResponse carries the node's indicators.
@@ -1729,7 +1749,9 @@ type ComparePercentilesRequest struct {
 	// How to form the rows; unspecified means one row per node.
 	GroupBy GroupBy `protobuf:"varint,4,opt,name=group_by,json=groupBy,proto3,enum=llmdiag.v1.GroupBy" json:"group_by,omitempty"`
 	// As in GetNodeMetricsRequest.
-	Window        string `protobuf:"bytes,5,opt,name=window,proto3" json:"window,omitempty"`
+	Window string `protobuf:"bytes,5,opt,name=window,proto3" json:"window,omitempty"`
+	// As in GetNodeMetricsRequest.
+	Offset        *durationpb.Duration `protobuf:"bytes,6,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1797,6 +1819,13 @@ func (x *ComparePercentilesRequest) GetWindow() string {
 		return x.Window
 	}
 	return ""
+}
+
+func (x *ComparePercentilesRequest) GetOffset() *durationpb.Duration {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
 }
 
 // CompareValue is one subject's value at one quantile.
@@ -2461,8 +2490,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xfe\n" +
-	"\n" +
+	"\x05_mean\"\x9a\v\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2493,7 +2521,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"$decode_tokens_per_second_per_request\x18\x1b \x01(\x01H\aR\x1fdecodeTokensPerSecondPerRequest\x88\x01\x01\x129\n" +
 	"\x16preemptions_per_second\x18\x1c \x01(\x01H\bR\x14preemptionsPerSecond\x88\x01\x01\x123\n" +
 	"\x13requests_per_second\x18\x1d \x01(\x01H\tR\x11requestsPerSecond\x88\x01\x01\x12\x16\n" +
-	"\x06errors\x18( \x03(\tR\x06errorsB\b\n" +
+	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
+	"\bwarnings\x18) \x03(\tR\bwarningsB\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -2543,18 +2572,20 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12*\n" +
 	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\";\n" +
 	"\x11ListNodesResponse\x12&\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x10.llmdiag.v1.NodeR\x05nodes\"C\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x10.llmdiag.v1.NodeR\x05nodes\"v\n" +
 	"\x15GetNodeMetricsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
-	"\x06window\x18\x02 \x01(\tR\x06window\"K\n" +
+	"\x06window\x18\x02 \x01(\tR\x06window\x121\n" +
+	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"K\n" +
 	"\x16GetNodeMetricsResponse\x121\n" +
-	"\ametrics\x18\x01 \x01(\v2\x17.llmdiag.v1.NodeMetricsR\ametrics\"\xca\x01\n" +
+	"\ametrics\x18\x01 \x01(\v2\x17.llmdiag.v1.NodeMetricsR\ametrics\"\xfd\x01\n" +
 	"\x19ComparePercentilesRequest\x121\n" +
 	"\x06metric\x18\x01 \x01(\x0e2\x19.llmdiag.v1.LatencyMetricR\x06metric\x12\x1c\n" +
 	"\tquantiles\x18\x02 \x03(\x01R\tquantiles\x12\x14\n" +
 	"\x05nodes\x18\x03 \x03(\tR\x05nodes\x12.\n" +
 	"\bgroup_by\x18\x04 \x01(\x0e2\x13.llmdiag.v1.GroupByR\agroupBy\x12\x16\n" +
-	"\x06window\x18\x05 \x01(\tR\x06window\"\x82\x01\n" +
+	"\x06window\x18\x05 \x01(\tR\x06window\x121\n" +
+	"\x06offset\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"\x82\x01\n" +
 	"\fCompareValue\x126\n" +
 	"\n" +
 	"percentile\x18\x01 \x01(\v2\x16.llmdiag.v1.PercentileR\n" +
@@ -2758,41 +2789,43 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	6,  // 24: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
 	0,  // 25: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
 	10, // 26: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	13, // 27: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	4,  // 28: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 29: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	11, // 30: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	21, // 31: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	4,  // 32: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	22, // 33: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	29, // 34: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	30, // 35: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	6,  // 36: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 37: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 38: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	30, // 39: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	1,  // 40: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 41: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	30, // 42: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	29, // 43: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	8,  // 44: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	27, // 45: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	29, // 46: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 47: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	18, // 48: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	20, // 49: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	24, // 50: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	26, // 51: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 52: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	19, // 53: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	23, // 54: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	25, // 55: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	28, // 56: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	52, // [52:57] is the sub-list for method output_type
-	47, // [47:52] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	30, // 27: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 28: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	4,  // 29: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 30: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	30, // 31: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	11, // 32: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	21, // 33: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	4,  // 34: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	22, // 35: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	29, // 36: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	30, // 37: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	6,  // 38: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 39: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	15, // 40: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	30, // 41: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	1,  // 42: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 43: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	30, // 44: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	29, // 45: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	8,  // 46: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	27, // 47: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	29, // 48: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 49: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	18, // 50: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	20, // 51: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	24, // 52: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	26, // 53: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 54: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	19, // 55: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	23, // 56: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	25, // 57: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	28, // 58: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	54, // [54:59] is the sub-list for method output_type
+	49, // [49:54] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
