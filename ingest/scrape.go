@@ -129,7 +129,10 @@ func (s *Scraper) Refresh(ctx context.Context, window string) ([]Observation, er
 			}
 			smp := s.scrape(ctx, t)
 			s.record(t.ID, smp)
-			obs[i] = Observation{Node: t, Engine: smp.Engine, Sample: smp, Metrics: s.compute(t, dur, lifetime, window)}
+			s.mu.RLock()
+			ring := s.rings[t.ID]
+			s.mu.RUnlock()
+			obs[i] = Observation{Node: t, Engine: smp.Engine, Sample: smp, Metrics: s.compute(t, ring, dur, lifetime, window)}
 		}()
 	}
 	wg.Wait()
@@ -139,29 +142,39 @@ func (s *Scraper) Refresh(ctx context.Context, window string) ([]Observation, er
 	return obs, nil
 }
 
-// NodeMetrics returns one node's indicators over window from the samples
-// already recorded.
-func (s *Scraper) NodeMetrics(_ context.Context, node, window string) (*llmdiagv1.NodeMetrics, error) {
+// Window returns one node's indicators over window, ending offset ago, from
+// the samples already recorded. The ring reaches back Options.Retention at
+// most; an offset beyond what it holds is an error.
+func (s *Scraper) Window(_ context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error) {
 	dur, lifetime, err := metrics.ParseWindow(window)
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range s.targets {
 		if t.ID == node {
-			m := s.compute(t, dur, lifetime, window)
-			if m == nil {
-				return nil, fmt.Errorf("%q has not been scraped yet", node)
+			s.mu.RLock()
+			ring := s.rings[t.ID]
+			s.mu.RUnlock()
+			end := len(ring)
+			if offset > 0 {
+				cutoff := s.now().Add(-offset)
+				end = sort.Search(len(ring), func(i int) bool { return ring[i].At.After(cutoff) })
 			}
-			return m, nil
+			if end == 0 {
+				if len(ring) == 0 {
+					return nil, fmt.Errorf("%q has not been scraped yet", node)
+				}
+				return nil, fmt.Errorf("no samples of %q from %s ago: the oldest kept is from %s ago (--retention)", node, offset, s.now().Sub(ring[0].At).Round(time.Second))
+			}
+			return s.compute(t, ring[:end], dur, lifetime, window), nil
 		}
 	}
 	return nil, fmt.Errorf("%q: %w", node, ErrUnknownNode)
 }
 
-func (s *Scraper) compute(t fleet.Node, dur time.Duration, lifetime bool, window string) *llmdiagv1.NodeMetrics {
-	s.mu.RLock()
-	ring := s.rings[t.ID]
-	s.mu.RUnlock()
+// compute makes the indicators of window from ring, whose last sample ends
+// the window; nil when ring is empty.
+func (s *Scraper) compute(t fleet.Node, ring []*sample.Sample, dur time.Duration, lifetime bool, window string) *llmdiagv1.NodeMetrics {
 	if len(ring) == 0 {
 		return nil
 	}

@@ -150,14 +150,22 @@ func TestWindowFromRing(t *testing.T) {
 	if m.GetWindow() != "5m" || m.GetGenerationTokensPerSecond() != 100 || m.GetModel() != "configured" {
 		t.Fatalf("window %q rate %v model %q; want 5m, 6000/60 = 100, configured", m.GetWindow(), m.GetGenerationTokensPerSecond(), m.GetModel())
 	}
-	if _, err := s.NodeMetrics(context.Background(), "a", "bogus"); err == nil {
+	if _, err := s.Window(context.Background(), "a", "bogus", 0); err == nil {
 		t.Fatal("bad window accepted")
 	}
-	if _, err := s.NodeMetrics(context.Background(), "zz", "5m"); err == nil {
+	if _, err := s.Window(context.Background(), "zz", "5m", 0); err == nil {
 		t.Fatal("unknown node accepted")
 	}
-	life, err := s.NodeMetrics(context.Background(), "a", "lifetime")
+	life, err := s.Window(context.Background(), "a", "lifetime", 0)
 	if err != nil || life.GetWindow() != "lifetime" {
 		t.Fatalf("lifetime: %v %v", life, err)
+	}
+	// A minute ago only the first scrape existed: its lifetime.
+	ago, err := s.Window(context.Background(), "a", "5m", time.Minute)
+	if err != nil || ago.GetWindow() != "lifetime" || !ago.GetObservedAt().AsTime().Equal(now.Add(-time.Minute)) {
+		t.Fatalf("offset 1m: %v %v", ago, err)
+	}
+	if _, err := s.Window(context.Background(), "a", "5m", time.Hour); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Fatalf("offset beyond the ring: %v", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
@@ -56,8 +59,9 @@ func hist(n, typical, tail float64) *sample.Histogram {
 // fakeSource serves two samples per node a minute apart, so the default
 // window has rates and window percentiles.
 type fakeSource struct {
-	now   time.Time
-	nodes []fleet.Node
+	now         time.Time
+	nodes       []fleet.Node
+	windowCalls atomic.Int32
 }
 
 func (f *fakeSource) samples(n fleet.Node) (older, newer *sample.Sample) {
@@ -98,10 +102,13 @@ func (f *fakeSource) Refresh(_ context.Context, window string) ([]ingest.Observa
 	return out, nil
 }
 
-func (f *fakeSource) NodeMetrics(_ context.Context, node, window string) (*llmdiagv1.NodeMetrics, error) {
+func (f *fakeSource) Window(_ context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error) {
+	f.windowCalls.Add(1)
 	for _, n := range f.nodes {
 		if n.ID == node {
-			return f.metrics(n, window), nil
+			m := f.metrics(n, window)
+			m.ObservedAt = timestamppb.New(m.GetObservedAt().AsTime().Add(-offset))
+			return m, nil
 		}
 	}
 	return nil, ingest.ErrUnknownNode
@@ -109,11 +116,12 @@ func (f *fakeSource) NodeMetrics(_ context.Context, node, window string) (*llmdi
 
 // startServer runs the whole service on a loopback port and returns its URL.
 func startServer(t *testing.T) (string, *memory.Store) {
-	return startServerAt(t, time.Now())
+	url, st, _ := startServerAt(t, time.Now())
+	return url, st
 }
 
 // startServerAt is startServer with the fleet's data observed at now.
-func startServerAt(t *testing.T, now time.Time) (string, *memory.Store) {
+func startServerAt(t *testing.T, now time.Time) (string, *memory.Store, *fakeSource) {
 	t.Helper()
 	src := &fakeSource{now: now, nodes: []fleet.Node{
 		{ID: "deepseek-v4-0", Model: "deepseek-v4", Profile: fleet.Profile{DataParallel: 8, TensorParallel: 1, ActiveParamsBillions: 37}},
@@ -150,7 +158,7 @@ func startServerAt(t *testing.T, now time.Time) (string, *memory.Store) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return "http://" + ln.Addr().String(), st
+	return "http://" + ln.Addr().String(), st, src
 }
 
 // api is the part of the service the protocol matrix exercises, spelled
@@ -530,7 +538,7 @@ func TestHealthReflectionAndMetrics(t *testing.T) {
 // TestStaleDataIsNeverHealthy: when the refresh stopped an hour ago, every
 // answer says so — UNKNOWN, not routable — instead of repeating old verdicts.
 func TestStaleDataIsNeverHealthy(t *testing.T) {
-	url, _ := startServerAt(t, time.Now().Add(-time.Hour))
+	url, _, _ := startServerAt(t, time.Now().Add(-time.Hour))
 	c, _ := client.New(url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -654,5 +662,51 @@ func TestOversizedRequestIsRefused(t *testing.T) {
 	_, err = c.ComparePercentiles(context.Background(), connect.NewRequest(&llmdiagv1.ComparePercentilesRequest{Metric: llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT, Nodes: ids[:1001]}))
 	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "nodes") {
 		t.Fatalf("err = %v, want invalid_argument naming nodes", err)
+	}
+}
+
+// TestOnDemandWindowsGoThroughTheCache: 50 concurrent identical requests for
+// a non-default window cost one computation; another offset is another key.
+func TestOnDemandWindowsGoThroughTheCache(t *testing.T) {
+	url, _, src := startServerAt(t, time.Now())
+	c, _ := client.New(url, client.WithProtocol(client.ProtocolGRPC))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: "glm-0", Window: "1h"}))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := src.windowCalls.Load(); n != 1 {
+		t.Fatalf("50 identical requests made %d window computations, want 1", n)
+	}
+	resp, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: "glm-0", Window: "1h", Offset: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := src.windowCalls.Load(); n != 2 {
+		t.Fatalf("an offset request made %d computations in all, want 2", n)
+	}
+	// Staleness is against the time asked about: the data is from then.
+	if m := resp.Msg.GetMetrics(); m.GetStale() || m.GetStaleness().AsDuration() > time.Minute || time.Since(m.GetObservedAt().AsTime()) < 59*time.Minute {
+		t.Fatalf("1h-ago window: observed %v, staleness %v, stale %v", m.GetObservedAt().AsTime(), m.GetStaleness().AsDuration(), m.GetStale())
+	}
+	for _, bad := range []*durationpb.Duration{durationpb.New(-time.Second), durationpb.New(31 * 24 * time.Hour), {Seconds: 1, Nanos: -5}} {
+		_, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: "glm-0", Offset: bad}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "offset") {
+			t.Errorf("offset %v: %v, want invalid_argument naming offset", bad, err)
+		}
 	}
 }

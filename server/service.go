@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -22,9 +23,10 @@ import (
 	"github.com/llmdiag/llmdiag/store"
 )
 
-// Windower computes a node's indicators over a window other than the default.
+// Windower computes a node's indicators over a window other than the
+// default, ending offset ago.
 type Windower interface {
-	NodeMetrics(ctx context.Context, node, window string) (*llmdiagv1.NodeMetrics, error)
+	Window(ctx context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error)
 }
 
 // Config configures the service.
@@ -95,7 +97,7 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 
 // GetNodeMetrics implements DiagnosisServiceHandler.
 func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
-	m, _, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow())
+	m, _, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), req.Msg.GetOffset())
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +122,7 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	default:
 		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
 	}
-	m, rec, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow())
+	m, rec, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +191,7 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 			continue
 		}
 		seen[id] = true
-		m, _, err := s.metricsFor(ctx, id, msg.GetWindow())
+		m, _, err := s.metricsFor(ctx, id, msg.GetWindow(), msg.GetOffset())
 		if err != nil {
 			if connect.CodeOf(err) == connect.CodeInvalidArgument {
 				return nil, invalid(fmt.Sprintf("nodes[%d]", i), err)
@@ -203,9 +205,15 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 	return connect.NewResponse(resp), nil
 }
 
-// metricsFor validates a node id and window and returns the node's metrics
-// over the window (staleness measured now) with its stored record.
-func (s *Service) metricsFor(ctx context.Context, node, window string) (*llmdiagv1.NodeMetrics, *store.Record, error) {
+// MaxOffset bounds how far back a request may look.
+const MaxOffset = 30 * 24 * time.Hour
+
+// metricsFor validates a node id, window and offset and returns the node's
+// metrics over the window (staleness measured now) with its stored record.
+// The default window is a store lookup; any other window or an offset is
+// computed by the Windower through the store's query cache, so a burst of
+// identical requests costs one computation (one Prometheus query set).
+func (s *Service) metricsFor(ctx context.Context, node, window string, offsetpb *durationpb.Duration) (*llmdiagv1.NodeMetrics, *store.Record, error) {
 	if node == "" {
 		return nil, nil, invalid("node", errors.New("required"))
 	}
@@ -213,24 +221,60 @@ func (s *Service) metricsFor(ctx context.Context, node, window string) (*llmdiag
 		return nil, nil, invalid("node", fmt.Errorf("%q is not a valid node id", node))
 	}
 	window = windowOr(window, s.cfg.DefaultWindow)
-	if _, _, err := metrics.ParseWindow(window); err != nil {
+	dur, _, err := metrics.ParseWindow(window)
+	if err != nil {
 		return nil, nil, invalid("window", err)
+	}
+	var offset time.Duration
+	if offsetpb != nil {
+		if err := offsetpb.CheckValid(); err != nil {
+			return nil, nil, invalid("offset", err)
+		}
+		if offset = offsetpb.AsDuration(); offset < 0 || offset > MaxOffset {
+			return nil, nil, invalid("offset", fmt.Errorf("%v is outside [0, %v]", offset, MaxOffset))
+		}
 	}
 	rec, err := s.st.Get(ctx, node)
 	if err != nil {
 		return nil, nil, storeErr(err)
 	}
 	m := rec.Metrics
-	if window != s.cfg.DefaultWindow {
+	if window != s.cfg.DefaultWindow || offset != 0 {
 		if s.win == nil {
 			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", window, s.cfg.DefaultWindow))
 		}
-		m, err = s.win.NodeMetrics(ctx, node, window)
+		key := fmt.Sprintf("window\x00%s\x00%s\x00%d", node, window, offset)
+		raw, err := s.st.Cached(ctx, key, cacheTTL(dur, offset), func(ctx context.Context) ([]byte, error) {
+			m, err := s.win.Window(ctx, node, window, offset)
+			if err != nil {
+				return nil, err
+			}
+			return proto.Marshal(m)
+		})
 		if err != nil {
 			return nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("window %q of %q: %w", window, node, err))
 		}
+		m = &llmdiagv1.NodeMetrics{}
+		if err := proto.Unmarshal(raw, m); err != nil {
+			return nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("cached window %q of %q: %w", window, node, err))
+		}
 	}
-	return refresh.Restale(m, s.now(), s.cfg.StaleAfter), rec, nil
+	// Staleness is measured against the time asked about: data from an hour
+	// ago is fresh for "one hour ago".
+	return refresh.Restale(m, s.now().Add(-offset), s.cfg.StaleAfter), rec, nil
+}
+
+// cacheTTL ties how long an on-demand window is reused to the window: a
+// twentieth of it, between 1 s and 15 s (a lifetime window counts as 5 m).
+// A window in the past changes no more, so it is kept a minute.
+func cacheTTL(window, offset time.Duration) time.Duration {
+	if offset > 0 {
+		return time.Minute
+	}
+	if window == 0 {
+		window = 5 * time.Minute
+	}
+	return min(max(window/20, time.Second), 15*time.Second)
 }
 
 // rediagnose runs the verdict rules on m with the node's stored history,

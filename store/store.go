@@ -54,4 +54,9 @@ type Store interface {
 	// are none it waits up to wait for one, then returns an empty slice. A
 	// token the feed no longer holds gives ErrTokenExpired.
 	Events(ctx context.Context, token string, max int, wait time.Duration) ([]Event, error)
+
+	// Cached returns the value cached under key, or calls load, caches its
+	// result for ttl and returns it. Concurrent calls with the same key share
+	// one load. Errors are not cached.
+	Cached(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) ([]byte, error)
 }

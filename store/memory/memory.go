@@ -26,6 +26,10 @@ type Options struct {
 	// FeedLen is the number of health events kept for resuming readers
 	// (default 4096).
 	FeedLen int
+	// CacheEntries bounds the query cache (default 4096).
+	CacheEntries int
+	// Now is the clock for cache expiry (default time.Now).
+	Now func() time.Time
 }
 
 // Store is an in-memory store.Store.
@@ -41,6 +45,8 @@ type Store struct {
 	feed    []store.Event
 	seq     uint64
 	changed chan struct{} // closed and replaced on every Publish
+
+	cache cache
 }
 
 // New returns an empty store. epoch must differ between processes (the
@@ -53,12 +59,19 @@ func New(opts Options, epoch string) *Store {
 	if opts.FeedLen <= 0 {
 		opts.FeedLen = 4096
 	}
+	if opts.CacheEntries <= 0 {
+		opts.CacheEntries = 4096
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	return &Store{
 		opts:    opts,
 		records: make(map[string]*store.Record),
 		history: make(map[string][]diagnose.Point),
 		epoch:   epoch,
 		changed: make(chan struct{}),
+		cache:   cache{entries: make(map[string]cacheEntry), max: opts.CacheEntries, now: opts.Now},
 	}
 }
 
