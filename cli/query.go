@@ -152,6 +152,7 @@ queue, running, queue/running, KV pressure, token rates and preemptions.
 Absent values are ones the engine does not expose: unknown, not zero.`,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
+			offset := fs.Duration("offset", 0, "read the window ending this long ago (for example 1h)")
 			format := formatFlag(fs, "text", "text", "json")
 			return func(ctx context.Context, cl *client.Client, args []string) error {
 				f, err := format()
@@ -162,7 +163,11 @@ Absent values are ones the engine does not expose: unknown, not zero.`,
 				if err != nil {
 					return err
 				}
-				resp, err := cl.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node, Window: *window}))
+				req := &llmdiagv1.GetNodeMetricsRequest{Node: node, Window: *window}
+				if *offset != 0 {
+					req.Offset = durationpb.New(*offset)
+				}
+				resp, err := cl.GetNodeMetrics(ctx, connect.NewRequest(req))
 				if err != nil {
 					return err
 				}
@@ -292,6 +297,7 @@ outlier.`,
 			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
 			quantiles := fs.String("quantiles", "0.5,0.95,0.99", "comma-separated quantiles in (0,1)")
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
+			offset := fs.Duration("offset", 0, "compare the window ending this long ago (for example 1h)")
 			format := formatFlag(fs, "text", "text", "json")
 			return func(ctx context.Context, cl *client.Client, args []string) error {
 				f, err := format()
@@ -302,6 +308,9 @@ outlier.`,
 					return err
 				}
 				req := &llmdiagv1.ComparePercentilesRequest{Window: *window}
+				if *offset != 0 {
+					req.Offset = durationpb.New(*offset)
+				}
 				var ok bool
 				if req.Metric, ok = metricNames[*metric]; !ok {
 					return usageError{fmt.Errorf("--metric %q: want ttft, e2e, itl, tpot or queue_time", *metric)}
