@@ -20,11 +20,13 @@ import (
 // Extract reads one Sample of engine from families, as read at at. With
 // ENGINE_UNSPECIFIED the engine is detected first (Detect).
 //
-// Every concept is read from the first of its families (Mapping.Concepts)
+// Every concept is read from the first of its sources (Mapping.Concepts)
 // that is present. A concept whose family is absent stays nil; one whose
 // family is present but unusable (wrong type, NaN values, a histogram without
-// +Inf bucket, sub-series with different buckets) stays nil too and adds an
-// entry to Errors; the other concepts are filled regardless. Extract does not
+// +Inf bucket, sub-series with different buckets, operands whose series do
+// not match) stays nil too and adds an entry to Errors; the other concepts
+// are filled regardless. A latency without histogram whose sum and count
+// the engine exposes as counters fills Sample.Totals. Extract does not
 // modify families.
 func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at time.Time) *sample.Sample {
 	if engine == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
@@ -47,6 +49,11 @@ func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at 
 	for c := TTFT; c <= QueueTime; c++ {
 		h, _ := c.Hist()
 		s.Hists[h] = x.histogram(c)
+	}
+	for _, t := range totals {
+		if s.Hists[t.hist] == nil {
+			s.Totals[t.hist] = x.total(t.sum, t.count)
+		}
 	}
 	s.CountersCreated = x.created()
 	s.Model = x.model()
@@ -81,22 +88,70 @@ func (x *extractor) fail(c Concept, family string, err error) {
 	x.errs = append(x.errs, fmt.Sprintf("%s (%s): %v", family, c, err))
 }
 
-// find returns the first source of c whose family has samples, with one
-// series per replica. ok is false when none is present, or when the present
-// one has the wrong type (an error is recorded then).
-func (x *extractor) find(c Concept) (src Source, ss []series, ok bool) {
+// find returns the first source of c that is present (see present). ok is
+// false when none is, or when the present one has a family of the wrong
+// type (an error is recorded then).
+func (x *extractor) find(c Concept) (src Source, ok bool) {
 	for _, src := range x.m.Concepts[c] {
-		mf := x.families[src.Family]
-		if len(mf.GetMetric()) == 0 {
+		if !x.present(src) {
 			continue
 		}
-		if err := checkType(src.Kind, mf.GetType()); err != nil {
-			x.fail(c, src.Family, err)
-			return src, nil, false
+		if err := x.checkTypes(src); err != nil {
+			x.fail(c, src.name(), err)
+			return src, false
 		}
-		return src, x.collapse(mf), true
+		return src, true
 	}
-	return Source{}, nil, false
+	return Source{}, false
+}
+
+// present reports whether src has a series to read: one of its family that
+// has src.Match, or, for Product and Difference, one of every operand.
+func (x *extractor) present(src Source) bool {
+	if len(src.Operands) > 0 {
+		for _, o := range src.Operands {
+			if !x.present(o) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, m := range x.families[src.Family].GetMetric() {
+		if matches(m, src.Match) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether m has every label value of match.
+func matches(m *dto.Metric, match map[string]string) bool {
+	n := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := match[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(match)
+}
+
+// checkTypes checks the type of every family src reads.
+func (x *extractor) checkTypes(src Source) error {
+	if len(src.Operands) > 0 {
+		for _, o := range src.Operands {
+			if o.Kind == Histogram || o.Kind == Product || o.Kind == Difference {
+				return fmt.Errorf("operand %s: kind %d cannot be combined", o.Family, o.Kind)
+			}
+			if err := x.checkTypes(o); err != nil {
+				return fmt.Errorf("%s: %w", o.Family, err)
+			}
+		}
+		return nil
+	}
+	return checkType(src.Kind, x.families[src.Family].GetType())
 }
 
 func checkType(k Kind, t dto.MetricType) error {
@@ -111,12 +166,15 @@ func checkType(k Kind, t dto.MetricType) error {
 	return nil
 }
 
-// collapse returns the family's series, keeping per replica only the series
-// with the lowest Mapping.RankLabels.
-func (x *extractor) collapse(mf *dto.MetricFamily) []series {
+// collapse returns the series of src's family that have src.Match, keeping
+// per replica only the series with the lowest Mapping.RankLabels.
+func (x *extractor) collapse(src Source) []series {
 	var out []series
 	index := map[string]int{}
-	for _, m := range mf.GetMetric() {
+	for _, m := range x.families[src.Family].GetMetric() {
+		if !matches(m, src.Match) {
+			continue
+		}
 		s := series{labels: labelMap(m), metric: m}
 		if len(x.m.RankLabels) == 0 {
 			out = append(out, s)
@@ -175,23 +233,131 @@ func compareRanks(a, b map[string]string, ranks []string) int {
 // read returns one value per replica of concept c. ok is false when c is not
 // exposed or its family is unusable (an error is recorded then).
 func (x *extractor) read(c Concept) (src Source, vals []keyed, ok bool) {
-	src, ss, ok := x.find(c)
+	src, ok = x.find(c)
 	if !ok {
 		return src, nil, false
 	}
-	for _, s := range ss {
-		v, err := scalar(src, s)
-		if err != nil {
-			x.fail(c, src.Family, err)
-			return src, nil, false
-		}
-		key := make([]string, len(x.m.ReplicaLabels))
-		for i, l := range x.m.ReplicaLabels {
-			key[i] = s.labels[l]
-		}
-		vals = append(vals, keyed{key: strings.Join(key, "\xff"), v: v})
+	var err error
+	switch src.Kind {
+	case Product:
+		vals, err = x.product(src)
+	case Difference:
+		vals, err = x.difference(src)
+	default:
+		vals, err = x.values(src)
+	}
+	if err != nil {
+		x.fail(c, src.name(), err)
+		return src, nil, false
 	}
 	return src, vals, true
+}
+
+// values reads every series of a single-family source.
+func (x *extractor) values(src Source) ([]keyed, error) {
+	var vals []keyed
+	for _, s := range x.collapse(src) {
+		v, err := scalar(src, s)
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, keyed{key: x.replicaKey(s.labels), v: v})
+	}
+	return vals, nil
+}
+
+// replicaKey joins the values of Mapping.ReplicaLabels.
+func (x *extractor) replicaKey(labels map[string]string) string {
+	key := make([]string, len(x.m.ReplicaLabels))
+	for i, l := range x.m.ReplicaLabels {
+		key[i] = labels[l]
+	}
+	return strings.Join(key, "\xff")
+}
+
+// product multiplies the operands of src series by series: each series of
+// the first operand with the series of every other operand that has the
+// same labels but for the operands' Match labels (PromQL: a * ignoring(…) b).
+func (x *extractor) product(src Source) ([]keyed, error) {
+	first := src.Operands[0]
+	others := make([][]series, len(src.Operands))
+	for i, o := range src.Operands[1:] {
+		others[i+1] = x.collapse(o)
+	}
+	var vals []keyed
+	for _, s := range x.collapse(first) {
+		v, err := scalar(first, s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", first.Family, err)
+		}
+		for i, o := range src.Operands[1:] {
+			t, err := partner(s, first, others[i+1], o)
+			if err == nil {
+				var w float64
+				w, err = scalar(o, t)
+				v *= w
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", o.Family, err)
+			}
+		}
+		vals = append(vals, keyed{key: x.replicaKey(s.labels), v: v})
+	}
+	return vals, nil
+}
+
+// partner returns the series of ss (operand o) that goes with s (operand
+// first).
+func partner(s series, first Source, ss []series, o Source) (series, error) {
+	ignore := func(name string) bool {
+		_, a := first.Match[name]
+		_, b := o.Match[name]
+		return a || b
+	}
+	same := func(a, b map[string]string) bool {
+		for n, v := range a {
+			if !ignore(n) && b[n] != v {
+				return false
+			}
+		}
+		for n, v := range b {
+			if !ignore(n) && a[n] != v {
+				return false
+			}
+		}
+		return true
+	}
+	found := -1
+	for i, t := range ss {
+		if same(s.labels, t.labels) {
+			if found >= 0 {
+				return series{}, errors.New("several series match one series of the first operand")
+			}
+			found = i
+		}
+	}
+	if found < 0 {
+		return series{}, errors.New("no series matches the labels of the first operand")
+	}
+	return ss[found], nil
+}
+
+// difference is the sum of the first operand of src minus the sums of the
+// others, clamped at 0, as one value.
+func (x *extractor) difference(src Source) ([]keyed, error) {
+	var total float64
+	for i, o := range src.Operands {
+		vals, err := x.values(o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Family, err)
+		}
+		if i == 0 {
+			total = sum(vals)
+		} else {
+			total -= sum(vals)
+		}
+	}
+	return []keyed{{v: max(total, 0)}}, nil
 }
 
 // scalar reads one series as a number, as src.Kind says.
@@ -232,6 +398,9 @@ func scalar(src Source, s series) (float64, error) {
 	default:
 		return 0, fmt.Errorf("kind %d is not a number", src.Kind)
 	}
+	if src.Scale != 0 {
+		v *= src.Scale
+	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("value is %v", v)
 	}
@@ -242,20 +411,37 @@ func scalar(src Source, s series) (float64, error) {
 // exposed or unusable.
 func (x *extractor) value(c Concept) *float64 {
 	src, vals, ok := x.read(c)
-	if !ok {
+	if !ok || len(vals) == 0 {
 		return nil
 	}
-	if src.Agg == Sum {
+	switch src.Agg {
+	case Sum:
 		return x.finite(c, src, sum(vals))
+	case Max:
+		m := vals[0].v
+		for _, v := range vals[1:] {
+			m = max(m, v.v)
+		}
+		return x.finite(c, src, m)
 	}
 	return x.finite(c, src, sum(vals)/float64(len(vals)))
+}
+
+// total reads a latency exposed as a sum and a count, each aggregated as
+// its source says; nil unless both are exposed and usable.
+func (x *extractor) total(sumC, countC Concept) *sample.Total {
+	sum, count := x.value(sumC), x.value(countC)
+	if sum == nil || count == nil {
+		return nil
+	}
+	return &sample.Total{Sum: *sum, Count: *count}
 }
 
 // finite returns v, or nil with an error when aggregating finite values
 // overflowed.
 func (x *extractor) finite(c Concept, src Source, v float64) *float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		x.fail(c, src.Family, fmt.Errorf("aggregate is %v", v))
+		x.fail(c, src.name(), fmt.Errorf("aggregate is %v", v))
 		return nil
 	}
 	return sample.F(v)
@@ -318,12 +504,12 @@ func sum(vals []keyed) float64 {
 // histogram reads a histogram concept, summed by bucket over replicas; nil
 // when c is not exposed or unusable.
 func (x *extractor) histogram(c Concept) *sample.Histogram {
-	src, ss, ok := x.find(c)
+	src, ok := x.find(c)
 	if !ok {
 		return nil
 	}
 	var total *sample.Histogram
-	for _, s := range ss {
+	for _, s := range x.collapse(src) {
 		h, err := toHistogram(s.metric)
 		if err == nil {
 			total, err = histogram.Add(total, h)
@@ -393,14 +579,22 @@ func (x *extractor) created() time.Time {
 }
 
 // model is the first model label found on a concept's family, in concept
-// order; "" when none carries one.
+// order; Mapping.ModelLabel first, then its fallbacks; "" when none carries
+// one.
 func (x *extractor) model() string {
-	for c := range numConcepts {
-		for _, src := range x.m.Concepts[c] {
-			for _, m := range x.families[src.Family].GetMetric() {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == x.m.ModelLabel && l.GetValue() != "" {
-						return l.GetValue()
+	for _, label := range append([]string{x.m.ModelLabel}, x.m.ModelLabelFallbacks...) {
+		if label == "" {
+			continue
+		}
+		for c := range numConcepts {
+			for _, src := range x.m.Concepts[c] {
+				for _, name := range src.Families() {
+					for _, m := range x.families[name].GetMetric() {
+						for _, l := range m.GetLabel() {
+							if l.GetName() == label && l.GetValue() != "" {
+								return l.GetValue()
+							}
+						}
 					}
 				}
 			}
@@ -417,7 +611,7 @@ func (x *extractor) distinct(label string) int {
 	}
 	seen := map[string]bool{}
 	for name, mf := range x.families {
-		if !strings.HasPrefix(name, x.m.Prefix) {
+		if !hasAnyPrefix(name, x.m.Prefixes()) {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
@@ -429,4 +623,14 @@ func (x *extractor) distinct(label string) int {
 		}
 	}
 	return len(seen)
+}
+
+// hasAnyPrefix reports whether name starts with one of prefixes.
+func hasAnyPrefix(name string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if p != "" && strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }

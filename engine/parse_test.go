@@ -123,7 +123,9 @@ func FuzzParseExtract(f *testing.F) {
 	}
 	f.Add([]byte("# TYPE sglang:queue_time_seconds histogram\nsglang:queue_time_seconds_bucket{le=\"0.0\",tp_rank=\"x\"} 1e400\n"))
 	f.Add([]byte("# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"1e308\",num_gpu_blocks=\"1e308\"} 1\n"))
-	engines := append(Engines(), llmdiagv1.Engine_ENGINE_UNSPECIFIED, llmdiagv1.Engine_ENGINE_TGI)
+	f.Add([]byte("# TYPE trtllm_kv_cache_max_blocks gauge\ntrtllm_kv_cache_max_blocks 1e308\n# TYPE trtllm_kv_cache_tokens_per_block gauge\ntrtllm_kv_cache_tokens_per_block 1e308\n"))
+	f.Add([]byte("# TYPE nv_inference_request_duration_us counter\nnv_inference_request_duration_us{model=\"a\"} 1e308\nnv_inference_request_duration_us{model=\"b\"} NaN\n# TYPE nv_inference_request_success counter\nnv_inference_request_success{model=\"a\"} 0\n"))
+	engines := append(Engines(), llmdiagv1.Engine_ENGINE_UNSPECIFIED, unmapped)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		families, err := Parse(bytes.NewReader(body))
 		if err != nil {
@@ -134,6 +136,11 @@ func FuzzParseExtract(f *testing.F) {
 			for _, v := range []*float64{s.Queue, s.Running, s.KVUsage, s.KVCapacityTokens, s.PromptTokens, s.GenerationTokens, s.Preemptions, s.RequestsFinished} {
 				if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0)) {
 					t.Errorf("%v: non-finite value %v", e, *v)
+				}
+			}
+			for _, tot := range s.Totals {
+				if tot != nil && (math.IsNaN(tot.Sum) || math.IsInf(tot.Sum, 0) || math.IsNaN(tot.Count) || math.IsInf(tot.Count, 0)) {
+					t.Errorf("%v: non-finite total %+v", e, *tot)
 				}
 			}
 			for _, h := range s.Hists {

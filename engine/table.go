@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"strings"
+
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/sample"
 )
@@ -24,6 +26,14 @@ const (
 	ITL                             // inter-token latency (histogram)
 	TPOT                            // per-request time per output token (histogram)
 	QueueTime                       // time queued (histogram)
+	// The next four are latencies an engine exposes only as a cumulative
+	// sum and count, without buckets (Triton): a mean, never a percentile.
+	// They fill sample.Sample.Totals, and only where the histogram of the
+	// same latency is absent.
+	E2ESum         // end-to-end latency, cumulative seconds (counter)
+	E2ECount       // requests E2ESum adds over (counter)
+	QueueTimeSum   // time queued, cumulative seconds (counter)
+	QueueTimeCount // requests QueueTimeSum adds over (counter)
 	numConcepts
 )
 
@@ -31,6 +41,7 @@ var conceptNames = [numConcepts]string{
 	"queue", "running", "kv_usage", "kv_capacity_tokens", "kv_used_tokens",
 	"prompt_tokens", "generation_tokens", "preemptions", "requests_finished",
 	"ttft", "e2e", "inter_token", "time_per_output_token", "queue_time",
+	"e2e_sum", "e2e_count", "queue_time_sum", "queue_time_count",
 }
 
 // String returns the concept's short name.
@@ -48,6 +59,16 @@ func (c Concept) Hist() (sample.Hist, bool) {
 		return 0, false
 	}
 	return sample.Hist(c - TTFT), true
+}
+
+// totals pairs the sum and count concepts of a latency exposed without
+// buckets with the histogram they stand in for.
+var totals = []struct {
+	hist       sample.Hist
+	sum, count Concept
+}{
+	{sample.E2E, E2ESum, E2ECount},
+	{sample.QueueTime, QueueTimeSum, QueueTimeCount},
 }
 
 // Kind says how a family's value is read.
@@ -68,6 +89,18 @@ const (
 	// Info is an info gauge (value 1) whose value is the product of the
 	// numeric values of Source.Labels.
 	Info
+	// Product multiplies the values of Source.Operands (KV capacity =
+	// blocks × tokens per block). Family is empty. The series of the
+	// operands are matched one to one on all their labels except the
+	// operands' Match labels (PromQL: a * ignoring(match labels) b); a
+	// series without its match makes the source unusable (an error, the
+	// concept nil). The products are then aggregated as Agg says.
+	Product
+	// Difference is the sum of the first of Source.Operands minus the sums
+	// of the others, clamped at 0 (Dynamo: requests in flight − requests
+	// still waiting for their first token = requests decoding). Family is
+	// empty; Agg is not used.
+	Difference
 )
 
 // Agg says how the sub-series of a family combine into one node value. Ranks
@@ -86,17 +119,63 @@ const (
 	// KV capacity (KVCapacityTokens joined on Mapping.ReplicaLabels), and
 	// falls back to Mean when the capacity of any replica is unknown.
 	CapacityWeighted
+	// Max takes the largest sub-series. Triton reports request counters
+	// per model, and an ensemble or BLS model counts again every request
+	// of the models it calls (preprocessing, tensorrt_llm,
+	// postprocessing): summing would count each request several times,
+	// and the outermost model, whose cumulative time is the largest, is
+	// the one a client sees. The sum and the count of a latency are each
+	// maximised on their own, so the count may come from a stage the
+	// in-flight requests have already left: mean = sum/count is low by
+	// (requests between stages) / count. PromQL: max by (node).
+	Max
 )
 
 // Source is one metric family that exposes a concept.
 type Source struct {
 	// Family is the family name as the text format declares it: counters keep
-	// their _total suffix, histograms have none.
+	// their _total suffix, histograms have none. Empty for Product and
+	// Difference, which read Operands.
 	Family string
 	Kind   Kind
 	Agg    Agg
 	// Labels, for Kind Info, are multiplied into the value.
 	Labels []string
+	// Match, when set, keeps only the series whose labels have these
+	// values (Triton: request_type="waiting"); a family without such a
+	// series counts as absent. PromQL: family{k="v",…}.
+	Match map[string]string
+	// Scale multiplies every value read, before aggregation (Triton's
+	// microseconds → seconds: 1e-6); 0 means 1.
+	Scale float64
+	// Operands, for Kind Product and Difference, are the families combined,
+	// each with its own Family, Kind (Gauge, Counter or Info) and Match. The
+	// source is present only when every operand is.
+	Operands []Source
+}
+
+// Families returns the names of the families src reads: Family, or the
+// families of its Operands.
+func (src Source) Families() []string {
+	if len(src.Operands) == 0 {
+		return []string{src.Family}
+	}
+	var out []string
+	for _, o := range src.Operands {
+		out = append(out, o.Families()...)
+	}
+	return out
+}
+
+// name is how errors call src.
+func (src Source) name() string {
+	switch src.Kind {
+	case Product:
+		return strings.Join(src.Families(), " × ")
+	case Difference:
+		return strings.Join(src.Families(), " − ")
+	}
+	return src.Family
 }
 
 // Mapping is what llmdiag knows about one engine's metrics. A Mapping returned
@@ -105,8 +184,18 @@ type Mapping struct {
 	Engine llmdiagv1.Engine
 	// Prefix starts every family name of the engine; Detect counts them.
 	Prefix string
-	// ModelLabel carries the served model name.
+	// AltPrefixes are further prefixes Detect counts as the engine's (vLLM
+	// routed through OpenTelemetry: vllm_ instead of vllm:). Families of
+	// the engine's server that another deployment shares (Triton's
+	// nv_inference_…, also exposed for non-LLM models) are read but not
+	// counted.
+	AltPrefixes []string
+	// ModelLabel carries the served model name ("" if none).
 	ModelLabel string
+	// ModelLabelFallbacks carried the model name in older versions; the
+	// first found is read when no series has ModelLabel (SGLang 2024:
+	// name).
+	ModelLabelFallbacks []string
 	// DPLabel's distinct values count data-parallel replicas ("" if none).
 	DPLabel string
 	// TPLabel's distinct values count tensor-parallel ranks ("" if none).
@@ -118,48 +207,82 @@ type Mapping struct {
 	// ReplicaLabels identify one replica across families; KV usage and
 	// capacity are joined on them.
 	ReplicaLabels []string
-	// Created are gauge families holding the start of the token counters, in
-	// Unix seconds; the earliest value becomes Sample.CountersCreated.
+	// Created are gauge families holding the start of the cumulative
+	// counters, in Unix seconds; the earliest value becomes
+	// Sample.CountersCreated.
 	Created []string
 	// Concepts lists, per concept, the families that expose it, in order of
 	// preference: the first one present is read.
 	Concepts map[Concept][]Source
 }
 
+// Prefixes returns Prefix and AltPrefixes.
+func (m *Mapping) Prefixes() []string {
+	return append([]string{m.Prefix}, m.AltPrefixes...)
+}
+
+// vllm returns the sources of one vLLM family: the native vllm: name, then
+// the name an OpenTelemetry pipeline gives it (colon → underscore). For a
+// counter (name ends in _total) the OpenTelemetry name comes with and
+// without _total, as OTel exporters may or may not add the suffix.
+func vllm(name string, kind Kind, agg Agg) []Source {
+	srcs := []Source{
+		{Family: "vllm:" + name, Kind: kind, Agg: agg},
+		{Family: "vllm_" + name, Kind: kind, Agg: agg},
+	}
+	if base, ok := strings.CutSuffix(name, "_total"); ok && kind == Counter {
+		srcs = append(srcs, Source{Family: "vllm_" + base, Kind: kind, Agg: agg})
+	}
+	return srcs
+}
+
+// gauge is a Gauge source of family restricted to the series whose label
+// equals value.
+func gauge(family, label, value string) Source {
+	return Source{Family: family, Kind: Gauge, Match: map[string]string{label: value}}
+}
+
 // table is the mapping of every supported engine.
 var table = []Mapping{
 	{
-		// vLLM V1 (vllm/v1/metrics/loggers.py), with V0 and early-V1 aliases.
+		// vLLM V1 (vllm/v1/metrics/loggers.py), with V0 and early-V1 aliases,
+		// and the same families routed through OpenTelemetry (vllm_ prefix,
+		// counters with or without _total), each after its native name.
 		// Every series has model_name and, from V1, engine (one per
 		// data-parallel engine core): everything sums over engine.
 		Engine:        llmdiagv1.Engine_ENGINE_VLLM,
 		Prefix:        "vllm:",
+		AltPrefixes:   []string{"vllm_"},
 		ModelLabel:    "model_name",
 		DPLabel:       "engine",
 		ReplicaLabels: []string{"engine"},
-		Created:       []string{"vllm:prompt_tokens_created", "vllm:generation_tokens_created"},
+		Created: []string{
+			"vllm:prompt_tokens_created", "vllm:generation_tokens_created",
+			"vllm_prompt_tokens_created", "vllm_generation_tokens_created",
+		},
 		Concepts: map[Concept][]Source{
-			Queue:   {{Family: "vllm:num_requests_waiting", Kind: Gauge}},
-			Running: {{Family: "vllm:num_requests_running", Kind: Gauge}},
-			KVUsage: {
-				{Family: "vllm:kv_cache_usage_perc", Kind: Gauge, Agg: CapacityWeighted},
-				{Family: "vllm:gpu_cache_usage_perc", Kind: Gauge, Agg: CapacityWeighted}, // V0
+			Queue:   vllm("num_requests_waiting", Gauge, Sum),
+			Running: vllm("num_requests_running", Gauge, Sum),
+			KVUsage: append(
+				vllm("kv_cache_usage_perc", Gauge, CapacityWeighted),
+				vllm("gpu_cache_usage_perc", Gauge, CapacityWeighted)...), // V0
+			KVCapacityTokens: {
+				{Family: "vllm:cache_config_info", Kind: Info, Labels: []string{"num_gpu_blocks", "block_size"}},
+				{Family: "vllm_cache_config_info", Kind: Info, Labels: []string{"num_gpu_blocks", "block_size"}},
 			},
-			KVCapacityTokens: {{Family: "vllm:cache_config_info", Kind: Info, Labels: []string{"num_gpu_blocks", "block_size"}}},
-			PromptTokens:     {{Family: "vllm:prompt_tokens_total", Kind: Counter}},
-			GenerationTokens: {{Family: "vllm:generation_tokens_total", Kind: Counter}},
-			Preemptions:      {{Family: "vllm:num_preemptions_total", Kind: Counter}},
+			PromptTokens:     vllm("prompt_tokens_total", Counter, Sum),
+			GenerationTokens: vllm("generation_tokens_total", Counter, Sum),
+			Preemptions:      vllm("num_preemptions_total", Counter, Sum),
 			// Summed over finished_reason (stop, length, abort, error).
-			RequestsFinished: {{Family: "vllm:request_success_total", Kind: Counter}},
-			TTFT:             {{Family: "vllm:time_to_first_token_seconds", Kind: Histogram}},
-			E2E:              {{Family: "vllm:e2e_request_latency_seconds", Kind: Histogram}},
-			ITL: {
-				{Family: "vllm:inter_token_latency_seconds", Kind: Histogram},
+			RequestsFinished: vllm("request_success_total", Counter, Sum),
+			TTFT:             vllm("time_to_first_token_seconds", Histogram, Sum),
+			E2E:              vllm("e2e_request_latency_seconds", Histogram, Sum),
+			ITL: append(
+				vllm("inter_token_latency_seconds", Histogram, Sum),
 				// Deprecated name of the same per-token gap histogram (V0, V1 < 0.11).
-				{Family: "vllm:time_per_output_token_seconds", Kind: Histogram},
-			},
-			TPOT:      {{Family: "vllm:request_time_per_output_token_seconds", Kind: Histogram}},
-			QueueTime: {{Family: "vllm:request_queue_time_seconds", Kind: Histogram}},
+				vllm("time_per_output_token_seconds", Histogram, Sum)...),
+			TPOT:      vllm("request_time_per_output_token_seconds", Histogram, Sum),
+			QueueTime: vllm("request_queue_time_seconds", Histogram, Sum),
 		},
 	},
 	{
@@ -176,16 +299,29 @@ var table = []Mapping{
 		// Per replica the lowest tp_rank, then pp_rank, is read; distinct
 		// replicas (dp_rank, engine_type) are summed. With DP attention each
 		// dp_rank has its own tp_rank values and stays a replica of its own.
-		Engine:        llmdiagv1.Engine_ENGINE_SGLANG,
-		Prefix:        "sglang:",
-		ModelLabel:    "model_name",
-		DPLabel:       "dp_rank",
-		TPLabel:       "tp_rank",
-		RankLabels:    []string{"tp_rank", "pp_rank", "moe_ep_rank", "pid"},
-		ReplicaLabels: []string{"dp_rank", "engine_type"},
+		//
+		// SGLang of 2024 (srt/metrics/metrics_collector.py) labelled every
+		// series with name (the model) only and named the queue and batch
+		// gauges num_requests_waiting / queue_req and num_requests_running,
+		// and the queue-time histogram waiting_request_latency_seconds.
+		Engine:              llmdiagv1.Engine_ENGINE_SGLANG,
+		Prefix:              "sglang:",
+		ModelLabel:          "model_name",
+		ModelLabelFallbacks: []string{"name"},
+		DPLabel:             "dp_rank",
+		TPLabel:             "tp_rank",
+		RankLabels:          []string{"tp_rank", "pp_rank", "moe_ep_rank", "pid"},
+		ReplicaLabels:       []string{"dp_rank", "engine_type"},
 		Concepts: map[Concept][]Source{
-			Queue:   {{Family: "sglang:num_queue_reqs", Kind: Gauge}},
-			Running: {{Family: "sglang:num_running_reqs", Kind: Gauge}},
+			Queue: {
+				{Family: "sglang:num_queue_reqs", Kind: Gauge},
+				{Family: "sglang:num_requests_waiting", Kind: Gauge}, // 2024
+				{Family: "sglang:queue_req", Kind: Gauge},            // 2024
+			},
+			Running: {
+				{Family: "sglang:num_running_reqs", Kind: Gauge},
+				{Family: "sglang:num_requests_running", Kind: Gauge}, // 2024
+			},
 			// Used when num_used_tokens or max_total_num_tokens is missing.
 			KVUsage:          {{Family: "sglang:token_usage", Kind: Gauge, Agg: CapacityWeighted}},
 			KVCapacityTokens: {{Family: "sglang:max_total_num_tokens", Kind: Gauge}},
@@ -206,8 +342,142 @@ var table = []Mapping{
 			E2E:  {{Family: "sglang:e2e_request_latency_seconds", Kind: Histogram}},
 			ITL:  {{Family: "sglang:inter_token_latency_seconds", Kind: Histogram}},
 			// Older SGLang observed per-request time per output token.
-			TPOT:      {{Family: "sglang:time_per_output_token_seconds", Kind: Histogram}},
-			QueueTime: {{Family: "sglang:queue_time_seconds", Kind: Histogram}},
+			TPOT: {{Family: "sglang:time_per_output_token_seconds", Kind: Histogram}},
+			QueueTime: {
+				{Family: "sglang:queue_time_seconds", Kind: Histogram},
+				{Family: "sglang:waiting_request_latency_seconds", Kind: Histogram}, // 2024
+			},
+		},
+	},
+	{
+		// TensorRT-LLM (tensorrt_llm/metrics/collector.py, served by
+		// trtllm-serve or behind Dynamo, which adds the trtllm_ prefix).
+		// Series carry model_name and engine_type="trtllm" (request_success
+		// also finished_reason); one series per server, no parallelism
+		// labels. Queue, running and KV capacity follow the model-server
+		// protocol of the Gateway API Inference Extension. No token
+		// counters, no preemptions.
+		Engine:     llmdiagv1.Engine_ENGINE_TRTLLM,
+		Prefix:     "trtllm_",
+		ModelLabel: "model_name",
+		Created:    []string{"trtllm_request_success_created"},
+		Concepts: map[Concept][]Source{
+			Queue:   {{Family: "trtllm_num_requests_waiting", Kind: Gauge}},
+			Running: {{Family: "trtllm_num_requests_running", Kind: Gauge}},
+			KVUsage: {{Family: "trtllm_kv_cache_utilization", Kind: Gauge, Agg: CapacityWeighted}},
+			KVCapacityTokens: {{Kind: Product, Operands: []Source{
+				{Family: "trtllm_kv_cache_max_blocks", Kind: Gauge},
+				{Family: "trtllm_kv_cache_tokens_per_block", Kind: Gauge},
+			}}},
+			RequestsFinished: {
+				{Family: "trtllm_request_success_total", Kind: Counter},
+				{Family: "trtllm_e2e_request_latency_seconds", Kind: HistogramCount},
+			},
+			TTFT: {{Family: "trtllm_time_to_first_token_seconds", Kind: Histogram}},
+			E2E:  {{Family: "trtllm_e2e_request_latency_seconds", Kind: Histogram}},
+			// One observation per request: (e2e − TTFT) / (output tokens − 1).
+			TPOT:      {{Family: "trtllm_time_per_output_token_seconds", Kind: Histogram}},
+			QueueTime: {{Family: "trtllm_request_queue_time_seconds", Kind: Histogram}},
+		},
+	},
+	{
+		// Triton Inference Server with the TensorRT-LLM backend
+		// (tensorrtllm_backend README, Triton docs/user_guide/metrics.md).
+		// Series carry model and version: the batch-manager gauges
+		// (nv_trt_llm_…) exist for the tensorrt_llm model only and are
+		// summed over models; Triton's request counters (nv_inference_…)
+		// exist for every model of the pipeline and are read from the
+		// largest (Max: the ensemble or BLS model a client calls).
+		// Triton has no latency histograms: TTFT, E2E and queue-time
+		// percentiles stay UNKNOWN, and E2E and queue time have a mean only
+		// (cumulative microseconds over successful requests). No token
+		// counters, no preemptions.
+		Engine:        llmdiagv1.Engine_ENGINE_TRITON,
+		Prefix:        "nv_trt_llm_",
+		ModelLabel:    "model",
+		ReplicaLabels: []string{"model", "version"},
+		Concepts: map[Concept][]Source{
+			Queue:   {gauge("nv_trt_llm_request_metrics", "request_type", "waiting")},
+			Running: {gauge("nv_trt_llm_request_metrics", "request_type", "scheduled")},
+			KVUsage: {{
+				Family: "nv_trt_llm_kv_cache_block_metrics", Kind: Gauge, Agg: CapacityWeighted,
+				Match: map[string]string{"kv_cache_block_type": "fraction"},
+			}},
+			KVCapacityTokens: {{Kind: Product, Operands: []Source{
+				gauge("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "max"),
+				gauge("nv_trt_llm_kv_cache_block_metrics", "kv_cache_block_type", "tokens_per"),
+			}}},
+			RequestsFinished: {{Family: "nv_inference_request_success", Kind: Counter, Agg: Max}},
+			E2ESum:           {{Family: "nv_inference_request_duration_us", Kind: Counter, Agg: Max, Scale: 1e-6}},
+			E2ECount:         {{Family: "nv_inference_request_success", Kind: Counter, Agg: Max}},
+			QueueTimeSum:     {{Family: "nv_inference_queue_duration_us", Kind: Counter, Agg: Max, Scale: 1e-6}},
+			QueueTimeCount:   {{Family: "nv_inference_request_success", Kind: Counter, Agg: Max}},
+		},
+	},
+	{
+		// Hugging Face TGI (router/src/server.rs, docs reference/metrics.md),
+		// exported by the Rust metrics crate: no labels on these families,
+		// counters without _total, every *duration histogram on buckets
+		// 0.0001·1.5^k (k = 1..35). Token counts exist only as histograms
+		// observed when a request finishes: their _sum is read as a counter.
+		// No TTFT histogram, no KV-cache gauges, no preemptions.
+		Engine: llmdiagv1.Engine_ENGINE_TGI,
+		Prefix: "tgi_",
+		Concepts: map[Concept][]Source{
+			Queue:            {{Family: "tgi_queue_size", Kind: Gauge}},
+			Running:          {{Family: "tgi_batch_current_size", Kind: Gauge}},
+			PromptTokens:     {{Family: "tgi_request_input_length", Kind: HistogramSum}},
+			GenerationTokens: {{Family: "tgi_request_generated_tokens", Kind: HistogramSum}},
+			RequestsFinished: {
+				{Family: "tgi_request_success", Kind: Counter},
+				{Family: "tgi_request_duration", Kind: HistogramCount},
+			},
+			E2E:       {{Family: "tgi_request_duration", Kind: Histogram}},
+			TPOT:      {{Family: "tgi_request_mean_time_per_token_duration", Kind: Histogram}},
+			QueueTime: {{Family: "tgi_request_queue_duration", Kind: Histogram}},
+		},
+	},
+	{
+		// NVIDIA Dynamo HTTP frontend (lib/llm/src/http/service/metrics.rs,
+		// docs/observability): one series per model (label model, lower-cased
+		// on histograms and counters, as served on the model_* gauges).
+		// queued_requests counts requests from arrival until their first
+		// token (queue and prefill); inflight_requests (renamed
+		// active_requests) counts them until the response ends, so the
+		// requests decoding are the difference. The KV-cache size is that of
+		// one worker serving the model; the frontend does not expose KV
+		// usage (the workers' dynamo_component_kvstats_… do). No
+		// preemptions. Workers' dynamo_component_… families do not make an
+		// endpoint a Dynamo frontend: they sit next to the engine's own.
+		Engine:     llmdiagv1.Engine_ENGINE_DYNAMO,
+		Prefix:     "dynamo_frontend_",
+		ModelLabel: "model",
+		Concepts: map[Concept][]Source{
+			Queue: {{Family: "dynamo_frontend_queued_requests", Kind: Gauge}},
+			Running: {
+				{Kind: Difference, Operands: []Source{
+					{Family: "dynamo_frontend_active_requests", Kind: Gauge},
+					{Family: "dynamo_frontend_queued_requests", Kind: Gauge},
+				}},
+				{Kind: Difference, Operands: []Source{
+					{Family: "dynamo_frontend_inflight_requests", Kind: Gauge},
+					{Family: "dynamo_frontend_queued_requests", Kind: Gauge},
+				}},
+			},
+			KVCapacityTokens: {{Kind: Product, Operands: []Source{
+				{Family: "dynamo_frontend_model_total_kv_blocks", Kind: Gauge},
+				{Family: "dynamo_frontend_model_kv_cache_block_size", Kind: Gauge},
+			}}},
+			PromptTokens:     {{Family: "dynamo_frontend_input_sequence_tokens", Kind: HistogramSum}},
+			GenerationTokens: {{Family: "dynamo_frontend_output_tokens_total", Kind: Counter}},
+			// Summed over endpoint, request_type and status.
+			RequestsFinished: {
+				{Family: "dynamo_frontend_requests_total", Kind: Counter},
+				{Family: "dynamo_frontend_request_duration_seconds", Kind: HistogramCount},
+			},
+			TTFT: {{Family: "dynamo_frontend_time_to_first_token_seconds", Kind: Histogram}},
+			E2E:  {{Family: "dynamo_frontend_request_duration_seconds", Kind: Histogram}},
+			ITL:  {{Family: "dynamo_frontend_inter_token_latency_seconds", Kind: Histogram}},
 		},
 	},
 }

@@ -75,7 +75,7 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 		if base != nil {
 			hist, _ = histogram.Sub(hist, base.Hists[h])
 		}
-		return distribution(hist, quantiles)
+		return Distribution(hist, quantiles)
 	}
 	nm.Ttft = dist(sample.TTFT)
 	nm.E2E = dist(sample.E2E)
@@ -143,8 +143,10 @@ func (r rater) rate(get func(*sample.Sample) *float64) *float64 {
 	return sample.F(delta / r.seconds)
 }
 
-// distribution summarises h at quantiles; nil when h is nil.
-func distribution(h *sample.Histogram, quantiles []float64) *llmdiagv1.Distribution {
+// Distribution summarises h at quantiles: count, sum, mean, the buckets,
+// and each quantile with histogram.Quantile (histogram_quantile semantics)
+// and the bucket it lies in; nil when h is nil. It does not modify h.
+func Distribution(h *sample.Histogram, quantiles []float64) *llmdiagv1.Distribution {
 	if h == nil {
 		return nil
 	}

@@ -45,6 +45,14 @@ type Histogram struct {
 	Count  float64
 }
 
+// Total is a latency exposed only as two cumulative counters: Sum seconds
+// over Count observations (requests). Like a histogram's _sum and _count, it
+// resets when the engine restarts.
+type Total struct {
+	Sum   float64 // seconds
+	Count float64
+}
+
 // Sample is one read of one node: cumulative counters, gauges and histograms,
 // each already aggregated over the node's engine cores and ranks. A nil
 // pointer or nil histogram means the engine does not expose the concept, or it
@@ -75,6 +83,14 @@ type Sample struct {
 	CountersCreated time.Time
 
 	Hists [NumHists]*Histogram
+	// Totals holds, for a latency whose histogram the engine does not
+	// expose (Hists[h] nil), its cumulative sum and count when the engine
+	// exposes those as plain counters (Triton: nv_inference_request_duration_us
+	// and nv_inference_queue_duration_us over nv_inference_request_success).
+	// They give a mean over a window, ΔSum/ΔCount, and never a percentile.
+	// Nil where Hists[h] is set (its Sum and Count say the same) and where
+	// the engine exposes neither.
+	Totals [NumHists]*Total
 
 	// DataParallel is the number of engine cores seen (vLLM's engine label);
 	// 0 when the engine does not say.
