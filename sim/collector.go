@@ -15,6 +15,8 @@ import (
 type metricSet struct {
 	mu       *sync.Mutex
 	families []*family
+	// rename, when set, rewrites the names of families added later.
+	rename func(name string, counter bool) string
 }
 
 var _ prometheus.Collector = (*metricSet)(nil)
@@ -39,6 +41,9 @@ type series struct {
 }
 
 func (m *metricSet) add(name, help string, typ prometheus.ValueType, buckets []float64, labels []string) *family {
+	if m.rename != nil {
+		name = m.rename(name, typ == prometheus.CounterValue)
+	}
 	f := &family{desc: prometheus.NewDesc(name, help, labels, nil), typ: typ, buckets: buckets}
 	m.families = append(m.families, f)
 	return f

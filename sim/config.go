@@ -9,8 +9,11 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 )
 
-// Engine is the inference server a node imitates; it decides the metric
-// names and labels on /metrics and the scheduling policy.
+// Engine is the inference server a node imitates: it decides the metric
+// names, labels and buckets on /metrics (the schema) and, unless
+// Node.Scheduler says otherwise, the scheduling policy: SGLang's for SGLang
+// and SGLangLegacy, vLLM's for the others. Whatever the schema, the
+// simulated physics is the same; only the exposition differs.
 type Engine string
 
 const (
@@ -18,10 +21,81 @@ const (
 	// preemption of the newest request when KV runs out, one series set per
 	// data-parallel engine core (label engine="0","1",…).
 	VLLM Engine = "vllm"
+	// VLLMOTel is vLLM's metrics as routed through OpenTelemetry to
+	// Prometheus: the vllm_ prefix instead of vllm:, and counters without
+	// the _total suffix (vllm_prompt_tokens); labels and buckets as VLLM.
+	VLLMOTel Engine = "vllm-otel"
 	// SGLang runs prefill batches ahead of decode batches, admits requests
 	// only with KV headroom for their future tokens, and retracts the newest
 	// request when decode runs out of KV.
 	SGLang Engine = "sglang"
+	// SGLangLegacy is SGLang with its 2024 label scheme: the model in label
+	// name instead of model_name; names and other labels as SGLang.
+	SGLangLegacy Engine = "sglang-legacy"
+	// TRTLLM is TensorRT-LLM's trtllm-serve: trtllm_ families with labels
+	// model_name and engine_type="trtllm", vLLM's bucket lists, one series
+	// per node.
+	TRTLLM Engine = "trtllm"
+	// Triton is Triton Inference Server with the TensorRT-LLM backend:
+	// nv_trt_llm_* gauges and nv_inference_* cumulative counters (no
+	// histograms), labels model and version, one series per node.
+	Triton Engine = "triton"
+	// TGI is Hugging Face Text Generation Inference: tgi_* families without
+	// labels, duration histograms with buckets 0.0001·1.5^k (k = 1..35).
+	TGI Engine = "tgi"
+	// Dynamo is NVIDIA Dynamo's HTTP frontend: dynamo_frontend_* families
+	// with label model (lower-cased on request metrics), one series per
+	// node.
+	Dynamo Engine = "dynamo"
+)
+
+// engines lists every Engine in the order Engines returns them, with the
+// fleet-file engine name of each.
+var engines = []struct {
+	e     Engine
+	fleet string
+}{
+	{VLLM, "vllm"}, {VLLMOTel, "vllm"}, {SGLang, "sglang"}, {SGLangLegacy, "sglang"},
+	{TRTLLM, "trtllm"}, {Triton, "triton"}, {TGI, "tgi"}, {Dynamo, "dynamo"},
+}
+
+// Engines lists every engine (schema) the simulator can expose.
+func Engines() []Engine {
+	out := make([]Engine, len(engines))
+	for i, e := range engines {
+		out[i] = e.e
+	}
+	return out
+}
+
+// FleetName is the engine's name in a fleet file (see fleet.ParseEngine):
+// "vllm" for VLLM and VLLMOTel, "sglang" for SGLang and SGLangLegacy, the
+// engine itself otherwise; "" for an unknown engine.
+func (e Engine) FleetName() string {
+	for _, x := range engines {
+		if x.e == e {
+			return x.fleet
+		}
+	}
+	return ""
+}
+
+func (e Engine) known() bool { return e.FleetName() != "" }
+
+// Scheduler is the batching policy of a node's engine cores.
+type Scheduler string
+
+const (
+	// SchedulerDefault is the engine's own policy: SchedulerSGLang for
+	// SGLang and SGLangLegacy, SchedulerVLLM for the others.
+	SchedulerDefault Scheduler = ""
+	// SchedulerVLLM mixes prefill chunks with decode in one step and
+	// preempts the newest request when KV runs out.
+	SchedulerVLLM Scheduler = "vllm"
+	// SchedulerSGLang runs prefill batches ahead of decode, admits with KV
+	// headroom for future tokens and retracts the newest request when
+	// decode runs out of KV.
+	SchedulerSGLang Scheduler = "sglang"
 )
 
 // Garbage is what a node's /metrics serves instead of its exposition.
@@ -64,10 +138,15 @@ type Config struct {
 type Node struct {
 	// ID names the node (e.g. "deepseek-v4-0").
 	ID string
-	// Model is the served model name, the model_name label.
+	// Model is the served model name: the model_name label, or the model
+	// label of the schema (see Engine).
 	Model string
-	// Engine chooses metric names and scheduling policy.
+	// Engine chooses the metric schema and, by default, the scheduling
+	// policy.
 	Engine Engine
+	// Scheduler overrides the engine's scheduling policy; WithEngine sets
+	// it so that changing the schema leaves the physics alone.
+	Scheduler Scheduler
 	// Profile is the deployment, reported in the fleet file. Its
 	// DataParallel is the number of engine cores (0 means 1).
 	Profile fleet.Profile
@@ -110,8 +189,8 @@ type Perf struct {
 	MaxNumSeqs int
 	// KVCapacityTokens is the KV cache of one core in tokens.
 	KVCapacityTokens int
-	// BlockSize is the KV block (page) size in tokens; 0 means 16 for vLLM
-	// and 1 for SGLang.
+	// BlockSize is the KV block (page) size in tokens; 0 means 1 for SGLang
+	// and SGLangLegacy, 16 for the other engines.
 	BlockSize int
 	// MaxModelLen bounds prompt+output of one request; 0 means
 	// KVCapacityTokens. It must not exceed the KV capacity.
@@ -124,7 +203,7 @@ type Perf struct {
 	Lockstep bool
 	// ReserveRatio is SGLang's new_token_ratio: admission keeps
 	// ReserveRatio×min(max_tokens-generated, 4096) tokens free per running
-	// request. 0 means 0.3. Ignored for vLLM.
+	// request. 0 means 0.3. Ignored by the vLLM scheduler.
 	ReserveRatio float64
 }
 
@@ -250,8 +329,11 @@ func (c Config) Validate() error {
 
 func (n Node) validate() error {
 	var errs []error
-	if n.Engine != VLLM && n.Engine != SGLang {
-		errs = append(errs, fmt.Errorf("engine %q: want %q or %q", n.Engine, VLLM, SGLang))
+	if !n.Engine.known() {
+		errs = append(errs, fmt.Errorf("engine %q: want one of %v", n.Engine, Engines()))
+	}
+	if s := n.Scheduler; s != SchedulerDefault && s != SchedulerVLLM && s != SchedulerSGLang {
+		errs = append(errs, fmt.Errorf("scheduler %q: want %q, %q or empty", s, SchedulerVLLM, SchedulerSGLang))
 	}
 	if n.Model == "" {
 		errs = append(errs, errors.New("empty model"))
@@ -328,14 +410,44 @@ func (l Lengths) validate() error {
 // cores is the number of engine cores (data-parallel ranks).
 func (n Node) cores() int { return max(int(n.Profile.DataParallel), 1) }
 
+// kvBlocks is the KV capacity of one core in blocks.
+func (n Node) kvBlocks() int { return n.Perf.KVCapacityTokens / n.blockSize() }
+
 func (n Node) blockSize() int {
 	switch {
 	case n.Perf.BlockSize > 0:
 		return n.Perf.BlockSize
-	case n.Engine == SGLang:
+	case n.Engine == SGLang || n.Engine == SGLangLegacy:
 		return 1
 	}
 	return 16
+}
+
+// scheduler is the node's effective scheduling policy.
+func (n Node) scheduler() Scheduler {
+	switch {
+	case n.Scheduler != SchedulerDefault:
+		return n.Scheduler
+	case n.Engine == SGLang || n.Engine == SGLangLegacy:
+		return SchedulerSGLang
+	}
+	return SchedulerVLLM
+}
+
+// WithEngine returns cfg with every node exposing engine e's schema. The
+// physics stays the same: each node keeps its scheduling policy and KV block
+// size (both pinned in the returned nodes), so the simulated state, seed for
+// seed, does not depend on e; only the metric names, labels and buckets do.
+// cfg itself is not modified.
+func WithEngine(cfg Config, e Engine) Config {
+	cfg.Nodes = append([]Node(nil), cfg.Nodes...)
+	for i := range cfg.Nodes {
+		n := &cfg.Nodes[i]
+		n.Scheduler = n.scheduler()
+		n.Perf.BlockSize = n.blockSize()
+		n.Engine = e
+	}
+	return cfg
 }
 
 // sharedPrefix is the shared prefix in whole KV blocks' tokens.

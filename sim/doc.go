@@ -1,6 +1,11 @@
 // Package sim simulates a fleet of LLM inference servers and serves each
 // node's Prometheus /metrics on its own loopback port, with the metric names,
-// labels and bucket boundaries of the engine it imitates (vLLM V1 or SGLang).
+// labels and bucket boundaries of the engine it imitates: vLLM V1 (also as
+// routed through OpenTelemetry), SGLang (also with its 2024 labels),
+// TensorRT-LLM, Triton with the TensorRT-LLM backend, TGI, or a Dynamo
+// frontend (see Engine). The schema changes only the exposition: the
+// simulated physics is the same, and WithEngine exposes any fleet in any
+// schema with its state unchanged.
 //
 // The model is physical, not a replay of canned numbers. Each node runs one
 // engine core per data-parallel rank; a core does continuous batching:
@@ -41,5 +46,6 @@
 // Nodes can be taken down (their listener closes: connection refused) on a
 // schedule or by SetDown, or made to serve a truncated or junk body
 // (Garbage) to exercise scrapers. Scenario returns ready-made fleets: the
-// seed document's DeepSeek/GLM/Kimi fleet and one fleet per failure mode.
+// seed document's DeepSeek/GLM/Kimi fleet, one fleet per failure mode, and
+// one small node per schema.
 package sim

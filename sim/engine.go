@@ -62,6 +62,10 @@ type core struct {
 	timeout float64 // queue abandonment, seconds
 	reserve float64 // SGLang new_token_ratio
 
+	// fresh counts the core's requests, waiting or running, that have not
+	// sampled their first token; prefilling the running ones among them.
+	fresh, prefilling int
+
 	waiting []*request // FIFO; preempted requests go to the front
 	running []*request // admission order, newest last
 	batch   []*request // scheduled in the current iteration
@@ -270,6 +274,9 @@ func (c *core) evict(v *request) {
 	c.release(v)
 	c.budget += v.sched
 	v.computed, v.sched = max(v.cached, v.computed/c.bs*c.bs), 0
+	if v.generated == 0 {
+		c.prefilling--
+	}
 	c.waiting = append(c.waiting, nil)
 	copy(c.waiting[1:], c.waiting)
 	c.waiting[0] = v
@@ -284,6 +291,9 @@ func (c *core) admit(t float64, r *request, n int) {
 	c.running = append(c.running, r)
 	c.take(r, n)
 	r.sched, c.budget = n, c.budget-n
+	if r.generated == 0 {
+		c.prefilling++
+	}
 	if !r.started {
 		r.started, r.scheduled = true, t
 		c.rec.scheduled(c.idx, t-r.arrival, r.prompt, r.cached)
@@ -308,6 +318,7 @@ func (c *core) expire(t float64) {
 	for _, r := range c.waiting {
 		if !r.started && t-r.arrival > c.timeout {
 			c.stats.aborted++
+			c.fresh-- // never scheduled, so no first token
 			c.rec.aborted(c.idx)
 			if c.ended != nil {
 				c.ended(t)
@@ -334,6 +345,8 @@ func (c *core) complete(t float64) {
 		gen++
 		if r.generated == 1 {
 			r.firstTok = t
+			c.fresh--
+			c.prefilling--
 			c.stats.promptTokens += uint64(r.prompt)
 			c.rec.firstToken(c.idx, t-r.arrival, r.prompt)
 		} else {
@@ -371,7 +384,20 @@ func (c *core) complete(t float64) {
 	c.running = kept
 }
 
+// enqueue adds a new request at the back of the queue.
+func (c *core) enqueue(r *request) {
+	c.waiting = append(c.waiting, r)
+	c.fresh++
+}
+
 // publish reports the core's gauges.
 func (c *core) publish() {
-	c.rec.state(c.idx, len(c.waiting), len(c.running), c.used*c.bs, float64(c.used)/float64(c.blocks))
+	c.rec.state(c.idx, gauges{
+		waiting:    len(c.waiting),
+		running:    len(c.running),
+		fresh:      c.fresh,
+		prefilling: c.prefilling,
+		usedTokens: c.used * c.bs,
+		kv:         float64(c.used) / float64(c.blocks),
+	})
 }

@@ -165,12 +165,16 @@ func garble(body []byte, g Garbage) []byte {
 	case GarbageJunk:
 		return []byte(junkBody)
 	case GarbageTruncated:
-		// Cut inside the first bucket line, in the middle of its labels.
+		// Cut inside the first bucket line, in the middle of its labels,
+		// or inside the first labels of a schema without histograms.
 		i := bytes.Index(body, []byte("_bucket{"))
-		if i < 0 {
-			return body[:len(body)/2]
+		if i >= 0 {
+			return body[:min(len(body), i+len("_bucket{")+8)]
 		}
-		return body[:min(len(body), i+len("_bucket{")+8)]
+		if i = bytes.IndexByte(body, '{'); i >= 0 {
+			return body[:min(len(body), i+8)]
+		}
+		return body[:len(body)/2]
 	}
 	return body
 }
@@ -284,7 +288,7 @@ func (f *Fleet) FleetFile() *fleet.File {
 			ID:      n.cfg.ID,
 			URL:     url,
 			Model:   n.cfg.Model,
-			Engine:  string(n.cfg.Engine),
+			Engine:  n.cfg.Engine.FleetName(),
 			Profile: n.cfg.Profile,
 		})
 	}

@@ -1,12 +1,15 @@
 package sim
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // recorder turns engine-core events into an engine's metrics. Times are
 // simulated seconds.
 type recorder interface {
 	// state sets the gauges of a core.
-	state(core, waiting, running, usedTokens int, kvUsage float64)
+	state(core int, g gauges)
 	// scheduled records the queue time of a request first scheduled and its
 	// prefix-cache lookup: prompt tokens queried, cached tokens hit.
 	scheduled(core int, queue float64, queried, hit int)
@@ -22,6 +25,47 @@ type recorder interface {
 	aborted(core int)
 	// preempted counts a preemption (vLLM) or retraction (SGLang).
 	preempted(core int)
+}
+
+// gauges is an engine core's state as gauges report it.
+type gauges struct {
+	waiting, running int
+	// fresh are the requests, waiting or running, without their first
+	// token; prefilling the running ones among them.
+	fresh, prefilling int
+	usedTokens        int
+	kv                float64 // KV blocks in use over capacity
+}
+
+// newRecorder creates the metrics of the node's engine in m.
+func newRecorder(m *metricSet, n Node) recorder {
+	switch n.Engine {
+	case VLLMOTel:
+		return newVLLMMetrics(m, n, true)
+	case SGLang:
+		return newSGLangMetrics(m, n, "model_name")
+	case SGLangLegacy:
+		return newSGLangMetrics(m, n, "name")
+	case TRTLLM:
+		return newTRTLLMMetrics(m, n)
+	case Triton:
+		return newTritonMetrics(m, n)
+	case TGI:
+		return newTGIMetrics(m, n)
+	case Dynamo:
+		return newDynamoMetrics(m, n)
+	}
+	return newVLLMMetrics(m, n, false)
+}
+
+// otelName is a vLLM metric name as OpenTelemetry's Prometheus exporter
+// writes it: vllm_ instead of vllm:, counters without _total.
+func otelName(name string, counter bool) string {
+	name = strings.Replace(name, ":", "_", 1)
+	if counter {
+		name = strings.TrimSuffix(name, "_total")
+	}
+	return name
 }
 
 // Bucket boundaries, from vllm/v1/metrics/loggers.py and SGLang's
@@ -52,7 +96,8 @@ func buckets125(max int) []float64 {
 }
 
 // vllmMetrics is vLLM V1's exposition: every series carries model_name and
-// engine (the data-parallel core index).
+// engine (the data-parallel core index). With otel the names are those of
+// vLLM's metrics routed through OpenTelemetry (see otelName).
 type vllmMetrics struct {
 	waiting, running, kv        []*series
 	preemptions, prompt, gen    []*series
@@ -65,7 +110,10 @@ type vllmMetrics struct {
 
 var _ recorder = (*vllmMetrics)(nil)
 
-func newVLLMMetrics(m *metricSet, n Node) *vllmMetrics {
+func newVLLMMetrics(m *metricSet, n Node, otel bool) *vllmMetrics {
+	if otel {
+		m.rename = otelName
+	}
 	l := []string{"model_name", "engine"}
 	waiting := m.gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", l...)
 	running := m.gauge("vllm:num_requests_running", "Number of requests in model execution batches.", l...)
@@ -126,10 +174,10 @@ func newVLLMMetrics(m *metricSet, n Node) *vllmMetrics {
 	return v
 }
 
-func (m *vllmMetrics) state(c, waiting, running, _ int, kv float64) {
-	m.waiting[c].set(float64(waiting))
-	m.running[c].set(float64(running))
-	m.kv[c].set(kv)
+func (m *vllmMetrics) state(c int, g gauges) {
+	m.waiting[c].set(float64(g.waiting))
+	m.running[c].set(float64(g.running))
+	m.kv[c].set(g.kv)
 }
 
 func (m *vllmMetrics) scheduled(c int, q float64, queried, hit int) {
@@ -164,6 +212,8 @@ func (m *vllmMetrics) finished(c int, r *request, now float64) {
 // sglangMetrics is SGLang's exposition: scheduler metrics per core with
 // engine_type, model_name, moe_ep_rank, pp_rank and tp_rank; tokenizer
 // metrics (tokens, TTFT, ITL, E2E) for the whole node with model_name only.
+// The 2024 label scheme (SGLangLegacy) has name where these have
+// model_name.
 type sglangMetrics struct {
 	queueReqs, runningReqs, usage, used, genTput []*series
 	retracted, queue                             []*series
@@ -179,8 +229,8 @@ var _ recorder = (*sglangMetrics)(nil)
 
 const tputWindow = 5.0
 
-func newSGLangMetrics(m *metricSet, n Node) *sglangMetrics {
-	l := []string{"engine_type", "model_name", "moe_ep_rank", "pp_rank", "tp_rank"}
+func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
+	l := []string{"engine_type", model, "moe_ep_rank", "pp_rank", "tp_rank"}
 	queueReqs := m.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", l...)
 	runningReqs := m.gauge("sglang:num_running_reqs", "The number of running requests.", l...)
 	usage := m.gauge("sglang:token_usage", "The token usage.", l...)
@@ -191,12 +241,12 @@ func newSGLangMetrics(m *metricSet, n Node) *sglangMetrics {
 	queue := m.histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sglangQueueBuckets, l...)
 
 	s := &sglangMetrics{
-		prompt:   m.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", "model_name").with(n.Model),
-		gen:      m.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", "model_name").with(n.Model),
-		requests: m.counter("sglang:num_requests_total", "Number of requests processed.", "model_name").with(n.Model),
-		ttft:     m.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", sglangTTFTBuckets, "model_name").with(n.Model),
-		itl:      m.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", sglangITLBuckets, "model_name").with(n.Model),
-		e2e:      m.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", sglangE2EBuckets, "model_name").with(n.Model),
+		prompt:   m.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", model).with(n.Model),
+		gen:      m.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", model).with(n.Model),
+		requests: m.counter("sglang:num_requests_total", "Number of requests processed.", model).with(n.Model),
+		ttft:     m.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", sglangTTFTBuckets, model).with(n.Model),
+		itl:      m.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", sglangITLBuckets, model).with(n.Model),
+		e2e:      m.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", sglangE2EBuckets, model).with(n.Model),
 	}
 	tp := max(int(n.Profile.TensorParallel), 1)
 	for i := range n.cores() {
@@ -222,11 +272,11 @@ func newSGLangMetrics(m *metricSet, n Node) *sglangMetrics {
 	return s
 }
 
-func (m *sglangMetrics) state(c, waiting, running, used int, kv float64) {
-	m.queueReqs[c].set(float64(waiting))
-	m.runningReqs[c].set(float64(running))
-	m.used[c].set(float64(used))
-	m.usage[c].set(kv)
+func (m *sglangMetrics) state(c int, g gauges) {
+	m.queueReqs[c].set(float64(g.waiting))
+	m.runningReqs[c].set(float64(g.running))
+	m.used[c].set(float64(g.usedTokens))
+	m.usage[c].set(g.kv)
 }
 
 func (m *sglangMetrics) scheduled(c int, q float64, _, _ int) { m.queue[c].observe(q) }

@@ -94,19 +94,14 @@ func newNode(cfg Node, seed int64) *node {
 		n.peak *= max(b.Factor, 1)
 	}
 	ms := &metricSet{mu: &n.mu}
-	var rec recorder
-	if cfg.Engine == SGLang {
-		rec = newSGLangMetrics(ms, cfg)
-	} else {
-		rec = newVLLMMetrics(ms, cfg)
-	}
+	rec := newRecorder(ms, cfg)
 	n.reg.MustRegister(ms)
 	bs := cfg.blockSize()
 	for i := range cfg.cores() {
 		c := &core{
 			idx:     i,
 			perf:    cfg.Perf,
-			sglang:  cfg.Engine == SGLang,
+			sglang:  cfg.scheduler() == SchedulerSGLang,
 			bs:      bs,
 			blocks:  cfg.Perf.KVCapacityTokens / bs,
 			prefix:  cfg.sharedPrefix() / bs,
@@ -271,7 +266,7 @@ func (n *node) advance(to float64) {
 		case n.arrival <= to:
 			t := n.arrival
 			c := n.route()
-			c.waiting = append(c.waiting, n.newRequest(t))
+			c.enqueue(n.newRequest(t))
 			n.arrived(t)
 			if g := n.groupOf(c); !g.busy {
 				g.start(t)

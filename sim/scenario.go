@@ -12,6 +12,9 @@ const (
 	ModelDeepSeek = "deepseek-v4"
 	ModelGLM      = "glm-4.6"
 	ModelKimi     = "kimi-k2.6"
+	// ModelQwen is the small model of the schemas scenario; its upper case
+	// shows where Dynamo lower-cases the model label.
+	ModelQwen = "Qwen/Qwen3-8B"
 )
 
 // SeedWarmup is the warm-up the seed scenario needs before its figures are
@@ -19,7 +22,7 @@ const (
 const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
-var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down"}
+var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -51,6 +54,16 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     kimi-k2.6-1 a peer on H200 with chat traffic.
 //   - down: glm-4.6-0 and kimi-k2.6-0 healthy, glm-4.6-1 down (listener
 //     closed) from the moment the fleet starts serving.
+//   - schemas: one small healthy node per engine schema (see Engines), in
+//     that order, each named after its engine (vllm-0, vllm-otel-0,
+//     sglang-0, …, dynamo-0): Qwen/Qwen3-8B on one H100 with light chat
+//     traffic (~1 request/s, a few running, queue empty, KV a few
+//     percent). The nodes differ only in Engine, hence in their scheduling
+//     policy (SGLang's for the two SGLang schemas) and KV block size, and in
+//     their random draws.
+//
+// Any scenario can be exposed in another schema with WithEngine, which
+// leaves its physics unchanged.
 //
 // Steady state observed with seed 1 (KV with seeds 2 and 3 in brackets),
 // 15 simulated minutes of warm-up (SeedWarmup), then 20 minutes sampled
@@ -124,6 +137,10 @@ func Scenario(name string, seed int64) (Config, error) {
 		d := glm(1)
 		d.Down = []Window{{Start: 0}}
 		cfg.Nodes = []Node{glm(0), d, kimi(0)}
+	case "schemas":
+		for _, e := range Engines() {
+			cfg.Nodes = append(cfg.Nodes, small(e))
+		}
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)
 	}
@@ -243,4 +260,26 @@ func kimiPerf(p fleet.Profile) Perf {
 	perf.KVCapacityTokens = 6144 * 64
 	perf.MaxModelLen = 262144
 	return perf
+}
+
+// small is a dense 8B model on one H100 with light chat traffic, exposed
+// as engine e.
+func small(e Engine) Node {
+	p := fleet.Profile{DataParallel: 1, TensorParallel: 1, GPU: "H100",
+		ActiveParamsBillions: 8, TotalParamsBillions: 8}
+	perf := EstimatePerf(p)
+	perf.MaxBatchedTokens = 8192
+	perf.MaxNumSeqs = 64
+	perf.KVCapacityTokens = 200000
+	perf.MaxModelLen = 32768
+	return Node{
+		ID: string(e) + "-0", Model: ModelQwen, Engine: e, Profile: p, Perf: perf,
+		Workload: Workload{
+			Rate:           1,
+			Prompt:         LogNormal(1500, 0.8),
+			Output:         LogNormal(200, 0.8),
+			PrefixCacheHit: 0.3,
+			MaxTokens:      4096,
+		},
+	}
 }

@@ -21,6 +21,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -45,6 +46,8 @@ func TestScenarios(t *testing.T) {
 		"burst":         {"kimi-k2.6-0"},
 		"prefill-heavy": {"kimi-k2.6-0", "kimi-k2.6-1"},
 		"down":          {"glm-4.6-0", "glm-4.6-1", "kimi-k2.6-0"},
+		"schemas": {"vllm-0", "vllm-otel-0", "sglang-0", "sglang-legacy-0",
+			"trtllm-0", "triton-0", "tgi-0", "dynamo-0"},
 	}
 	names := sim.Scenarios()
 	if len(names) != len(want) {
@@ -88,7 +91,8 @@ func TestValidate(t *testing.T) {
 		{"no nodes", func(c *sim.Config) { c.Nodes = nil }, "no nodes"},
 		{"bad id", func(c *sim.Config) { c.Nodes[0].ID = "a b" }, "invalid id"},
 		{"duplicate", func(c *sim.Config) { c.Nodes = append(c.Nodes, c.Nodes[0]) }, "duplicate"},
-		{"engine", func(c *sim.Config) { c.Nodes[0].Engine = "tgi" }, "engine"},
+		{"engine", func(c *sim.Config) { c.Nodes[0].Engine = "llama.cpp" }, "engine"},
+		{"scheduler", func(c *sim.Config) { c.Nodes[0].Scheduler = "fifo" }, "scheduler"},
 		{"model len", func(c *sim.Config) { c.Nodes[0].Perf.MaxModelLen = 1 << 30 }, "exceeds KV capacity"},
 		{"rate", func(c *sim.Config) { c.Nodes[0].Workload.Rate = -1 }, "rate"},
 		{"lengths", func(c *sim.Config) { c.Nodes[0].Workload.Output = nil }, "no classes"},
@@ -127,23 +131,27 @@ func TestValidate(t *testing.T) {
 }
 
 // TestDeterminism checks that a seed fixes the exposition, however the
-// simulated time is cut into steps, and that another seed changes it.
+// simulated time is cut into steps, and that another seed changes it; with
+// the schemas scenario, in every schema.
 func TestDeterminism(t *testing.T) {
-	for _, name := range []string{"seed", "burst"} {
-		t.Run(name, func(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		d    time.Duration
+	}{{"seed", 5 * time.Minute}, {"burst", 5 * time.Minute}, {"schemas", 40 * time.Second}} {
+		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			a, b, c := newScenario(t, name, 42), newScenario(t, name, 42), newScenario(t, name, 43)
-			a.Step(5 * time.Minute)
-			for range 300 {
+			a, b, c := newScenario(t, tt.name, 42), newScenario(t, tt.name, 42), newScenario(t, tt.name, 43)
+			a.Step(tt.d)
+			for range int(tt.d / time.Second) {
 				b.Step(time.Second)
 			}
-			c.Step(5 * time.Minute)
+			c.Step(tt.d)
 			for _, id := range a.Nodes() {
 				ma, _ := a.Metrics(id)
 				mb, _ := b.Metrics(id)
 				mc, _ := c.Metrics(id)
 				if !bytes.Equal(ma, mb) {
-					t.Errorf("%s: same seed, different exposition after 5m", id)
+					t.Errorf("%s: same seed, different exposition after %v", id, tt.d)
 				}
 				if bytes.Equal(ma, mc) {
 					t.Errorf("%s: seeds 42 and 43 gave the same exposition", id)
@@ -518,25 +526,48 @@ func TestExposition(t *testing.T) {
 	}
 }
 
+// TestGarbage checks that garbled bodies do not parse, in every schema
+// (the schemas scenario at its start: histograms, if any, are empty).
 func TestGarbage(t *testing.T) {
-	f := newScenario(t, "burst", 1)
-	f.Step(time.Minute)
-	id := f.Nodes()[0]
-	for _, g := range []sim.Garbage{sim.GarbageTruncated, sim.GarbageJunk} {
-		if err := f.SetGarbage(id, g); err != nil {
-			t.Fatal(err)
-		}
-		body, err := f.Metrics(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := parseErr(body); err == nil {
-			t.Errorf("garbage mode %d parsed cleanly:\n%s", g, body)
+	burst := newScenario(t, "burst", 1)
+	burst.Step(time.Minute)
+	for _, f := range []*sim.Fleet{burst, newScenario(t, "schemas", 1)} {
+		for _, id := range f.Nodes() {
+			for _, g := range []sim.Garbage{sim.GarbageTruncated, sim.GarbageJunk} {
+				if err := f.SetGarbage(id, g); err != nil {
+					t.Fatal(err)
+				}
+				body, err := f.Metrics(id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := parseErr(body); err == nil {
+					t.Errorf("%s: garbage mode %d parsed cleanly:\n%s", id, g, body)
+				}
+			}
 		}
 	}
-	if err := f.SetGarbage("nope", sim.GarbageJunk); !errors.Is(err, sim.ErrUnknownNode) {
+	if err := burst.SetGarbage("nope", sim.GarbageJunk); !errors.Is(err, sim.ErrUnknownNode) {
 		t.Errorf("SetGarbage(nope) = %v", err)
 	}
+}
+
+// listen builds cfg's fleet on clk and binds its listeners; it returns the
+// fleet and its (valid) fleet file.
+func listen(t *testing.T, cfg sim.Config, clk sim.Clock) (*sim.Fleet, *fleet.File) {
+	t.Helper()
+	f, err := sim.New(cfg, sim.WithClock(clk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ff := f.FleetFile()
+	if err := ff.Validate(); err != nil {
+		t.Fatalf("fleet file: %v", err)
+	}
+	return f, ff
 }
 
 // clock is a settable wall clock.
@@ -591,17 +622,7 @@ func TestServe(t *testing.T) {
 	cfg.Speed = 60
 	clk := &clock{}
 	clk.add(time.Hour)
-	f, err := sim.New(cfg, sim.WithClock(clk))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ff := f.FleetFile()
-	if err := ff.Validate(); err != nil {
-		t.Fatalf("fleet file: %v", err)
-	}
+	f, ff := listen(t, cfg, clk)
 	urls := map[string]string{}
 	for _, n := range ff.Nodes {
 		u, err := url.Parse(n.URL)
