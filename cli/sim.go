@@ -20,6 +20,7 @@ func simCommand(env Env) *ffcli.Command {
 	seed := fs.Int64("seed", 1, "random seed: the same seed gives the same metrics")
 	speed := fs.Float64("speed", 1, "simulated seconds per wall-clock second (rates then read speed× higher)")
 	warmup := fs.Duration("warmup", sim.SeedWarmup, "simulated time to fast-forward before serving, so histograms and the latency tail are at steady state")
+	engineName := fs.String("engine", "", "serve every node in this schema instead of the scenario's: "+engineList())
 	basePort := fs.Int("base-port", 0, "put node i on 127.0.0.1:base-port+i (0: free ports)")
 	fleetOut := fs.String("fleet-out", "", "write a fleet file for `llmdiag serve --fleet` here once the nodes serve")
 	newLog := logFlags(fs)
@@ -29,7 +30,8 @@ func simCommand(env Env) *ffcli.Command {
 		ShortHelp:  "serve /metrics for a simulated inference fleet on loopback",
 		LongHelp: strings.TrimSpace(`
 Simulate an inference fleet and serve each node's /metrics on 127.0.0.1 with
-real vLLM or SGLang metric names, labels and buckets. The simulation is
+real engine metric names, labels and buckets (vLLM, SGLang, TensorRT-LLM,
+Triton, TGI, Dynamo; --engine switches every node's schema). The simulation is
 physical, not random numbers: continuous batching, Poisson arrivals (or
 closed-loop agent sessions), prompt and output length distributions, prefill throughput, a decode step that grows with
 batch and model size, KV capacity, queueing and preemption. Data parallel
@@ -41,7 +43,8 @@ Scenarios:
   overloaded     more arrivals than capacity; the queue grows and stays
   burst          arrival bursts that queue briefly and drain
   prefill-heavy  very long prompts: a high TTFT tail with little queueing
-  down           a small fleet with one node whose endpoint goes down`),
+  down           a small fleet with one node whose endpoint goes down
+  schemas        one healthy node per engine schema`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -57,6 +60,13 @@ Scenarios:
 			cfg, err := sim.Scenario(*scenario, *seed)
 			if err != nil {
 				return usageError{err}
+			}
+			if *engineName != "" {
+				e, ok := parseSimEngine(*engineName)
+				if !ok {
+					return usageError{fmt.Errorf("--engine %q: want one of %s", *engineName, engineList())}
+				}
+				cfg = sim.WithEngine(cfg, e)
 			}
 			cfg.Speed, cfg.BasePort, cfg.Warmup = *speed, *basePort, *warmup
 			f, err := sim.New(cfg, sim.WithLogger(log))
@@ -106,4 +116,21 @@ func writeAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+func engineList() string {
+	var names []string
+	for _, e := range sim.Engines() {
+		names = append(names, string(e))
+	}
+	return strings.Join(names, ", ")
+}
+
+func parseSimEngine(s string) (sim.Engine, bool) {
+	for _, e := range sim.Engines() {
+		if string(e) == s {
+			return e, true
+		}
+	}
+	return "", false
 }
