@@ -355,6 +355,7 @@ func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 		head = append(head, fmt.Sprintf("P%s (bucket) rank ×median", strconv.FormatFloat(q*100, 'f', -1, 64)))
 	}
 	fmt.Fprintln(tw, strings.Join(append(head, "TAIL"), "\t"))
+	var notes []string
 	for _, row := range r.GetRows() {
 		cells := []string{row.GetSubject(), fmt.Sprintf("%.0f", row.GetCount())}
 		if row.GetOutlier() {
@@ -374,10 +375,16 @@ func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 		cells = append(cells, tail)
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		if row.GetNote() != "" {
-			fmt.Fprintf(tw, "  note: %s\n", row.GetNote())
+			notes = append(notes, row.GetSubject()+": "+row.GetNote())
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	return nil
 }
 
 func watchCommand(env Env) *ffcli.Command {
