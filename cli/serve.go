@@ -19,6 +19,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/promsource"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store/memory"
@@ -65,6 +66,7 @@ func serveCommand(env Env) *ffcli.Command {
 	retention := fs.Duration("retention", time.Hour, "how far back samples are kept for on-demand windows")
 	historyLen := fs.Int("history", 360, "refreshes kept per node for spike-vs-sustained reasoning")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
+	prom := promFlags(fs)
 	newLog := logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -100,8 +102,15 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 			if err := f.Validate(); err != nil {
 				return usageError{err}
 			}
-			if len(f.Nodes) == 0 {
-				return usageError{errors.New("no nodes to watch: give --fleet FILE or --target id=url")}
+			if *prom.url == "" {
+				if len(f.Nodes) == 0 {
+					return usageError{errors.New("no nodes to watch: give --prometheus URL, --fleet FILE or --target id=url")}
+				}
+				for _, n := range f.Nodes {
+					if n.URL == "" {
+						return usageError{fmt.Errorf("node %q has no url to scrape (or read the fleet from --prometheus)", n.ID)}
+					}
+				}
 			}
 
 			reg := prometheus.NewRegistry()
@@ -113,21 +122,40 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 			th := diagnose.DefaultThresholds()
 			th.StaleAfter = *staleAfter
 			st := memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
-			scraper := ingest.New(f.Nodes, nil, log, time.Now, ingest.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter})
-			loop := refresh.New(scraper, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th})
-			svc := server.NewService(st, scraper, log, time.Now, server.Config{DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th}, ctx.Done())
+			var (
+				src interface {
+					refresh.Source
+					server.Windower
+				}
+				from string
+			)
+			if *prom.url != "" {
+				if src, err = promsource.New(prom.config(*staleAfter), log, time.Now); err != nil {
+					return usageError{fmt.Errorf("--prometheus: %w", err)}
+				}
+				from = "prometheus " + *prom.url
+			} else {
+				src = ingest.New(f.Nodes, nil, log, time.Now, ingest.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter})
+				from = fmt.Sprintf("direct scrape of %d nodes", len(f.Nodes))
+			}
+			byID := make(map[string]fleet.Node, len(f.Nodes))
+			for _, n := range f.Nodes {
+				byID[n.ID] = n
+			}
+			loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th, Fleet: byID})
+			svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th}, ctx.Done())
 			h := server.Handler(svc, server.NewHealth(loop.Ready()), reg, connect.WithInterceptors(tm.Interceptor()))
 
 			ln, err := net.Listen("tcp", *listen)
 			if err != nil {
 				return fmt.Errorf("listen: %w", err)
 			}
-			log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "nodes", len(f.Nodes), "interval", *interval, "window", *window)
+			log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
 			go loop.Run(ctx)
 			go func() {
 				select {
 				case <-loop.Ready():
-					log.Info("first refresh done; verdicts available", "nodes", len(f.Nodes))
+					log.Info("first refresh done; verdicts available")
 				case <-ctx.Done():
 				}
 			}()
@@ -136,4 +164,66 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 			return err
 		}),
 	}
+}
+
+// headersFlag collects repeated --prometheus-header "Name: value" values.
+type headersFlag map[string]string
+
+func (h headersFlag) String() string { return fmt.Sprint(len(h), " headers") }
+
+func (h headersFlag) Set(v string) error {
+	name, val, ok := strings.Cut(v, ":")
+	if !ok || strings.TrimSpace(name) == "" {
+		return fmt.Errorf("want \"Name: value\", got %q", v)
+	}
+	h[strings.TrimSpace(name)] = strings.TrimSpace(val)
+	return nil
+}
+
+type promFlagSet struct {
+	url, bearer, user, password, ca, cert, key, serverName, nodeLabel, modelLabels *string
+	insecure                                                                       *bool
+	timeout                                                                        *time.Duration
+	headers                                                                        headersFlag
+}
+
+func promFlags(fs *flag.FlagSet) promFlagSet {
+	p := promFlagSet{headers: headersFlag{}}
+	p.url = fs.String("prometheus", "", "read the fleet from this Prometheus (or Thanos, Mimir, VictoriaMetrics) instead of scraping it")
+	p.bearer = fs.String("prometheus-bearer-token-file", "", "file holding a bearer token for --prometheus (re-read on every request)")
+	p.user = fs.String("prometheus-basic-auth-user", "", "basic-auth user for --prometheus")
+	p.password = fs.String("prometheus-basic-auth-password-file", "", "file holding the basic-auth password for --prometheus")
+	fs.Var(p.headers, "prometheus-header", "extra request header for --prometheus, as \"Name: value\"; repeatable")
+	p.ca = fs.String("prometheus-ca-file", "", "CA certificate to verify --prometheus with")
+	p.cert = fs.String("prometheus-cert-file", "", "client certificate for --prometheus")
+	p.key = fs.String("prometheus-key-file", "", "client key for --prometheus")
+	p.serverName = fs.String("prometheus-server-name", "", "server name to verify --prometheus's certificate against")
+	p.insecure = fs.Bool("prometheus-insecure-skip-verify", false, "do not verify --prometheus's certificate (testing only)")
+	p.timeout = fs.Duration("prometheus-timeout", 10*time.Second, "deadline of one query to --prometheus")
+	p.nodeLabel = fs.String("node-label", "instance", "label that identifies a node in --prometheus")
+	p.modelLabels = fs.String("model-label", "model_name,model,name", "labels that may carry the served model, in order of preference")
+	return p
+}
+
+func (p promFlagSet) config(staleAfter time.Duration) promsource.Config {
+	cfg := promsource.Config{
+		URL:                   *p.url,
+		BearerTokenFile:       *p.bearer,
+		BasicAuthUser:         *p.user,
+		BasicAuthPasswordFile: *p.password,
+		Headers:               p.headers,
+		TLS: promsource.TLSConfig{
+			CAFile: *p.ca, CertFile: *p.cert, KeyFile: *p.key,
+			ServerName: *p.serverName, InsecureSkipVerify: *p.insecure,
+		},
+		Timeout:    *p.timeout,
+		NodeLabel:  *p.nodeLabel,
+		StaleAfter: staleAfter,
+	}
+	for _, l := range strings.Split(*p.modelLabels, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			cfg.ModelLabels = append(cfg.ModelLabels, l)
+		}
+	}
+	return cfg
 }

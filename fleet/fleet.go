@@ -24,8 +24,9 @@ type File struct {
 type Node struct {
 	// ID names the node in every API; letters, digits and ._:-/ only.
 	ID string `yaml:"id"`
-	// URL of its Prometheus /metrics endpoint.
-	URL string `yaml:"url"`
+	// URL of its Prometheus /metrics endpoint; needed to scrape the node
+	// directly, not when reading it from Prometheus.
+	URL string `yaml:"url,omitempty"`
 	// Model it serves; when empty, taken from the engine's model_name label.
 	Model string `yaml:"model,omitempty"`
 	// Engine: vllm, sglang, …; when empty, detected from metric names.
@@ -115,8 +116,8 @@ func EngineDisplayName(e llmdiagv1.Engine) string {
 	return ""
 }
 
-// Validate checks every node: id syntax and uniqueness, an http(s) URL, a
-// known engine name.
+// Validate checks every node: id syntax and uniqueness, an http(s) URL when
+// one is given, a known engine name.
 func (f *File) Validate() error {
 	var errs []error
 	seen := make(map[string]bool, len(f.Nodes))
@@ -128,9 +129,11 @@ func (f *File) Validate() error {
 			errs = append(errs, fmt.Errorf("nodes[%d].id %q: duplicate", i, n.ID))
 		}
 		seen[n.ID] = true
-		u, err := url.Parse(n.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("nodes[%d].url %q: want an http(s) URL", i, n.URL))
+		if n.URL != "" {
+			u, err := url.Parse(n.URL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("nodes[%d].url %q: want an http(s) URL", i, n.URL))
+			}
 		}
 		if _, err := ParseEngine(n.Engine); err != nil {
 			errs = append(errs, fmt.Errorf("nodes[%d].engine: %w", i, err))

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
@@ -44,6 +45,9 @@ type Config struct {
 	// Timeout bounds one whole refresh (default 2×Interval, at least 10s);
 	// the source's own per-target deadlines should be shorter.
 	Timeout time.Duration
+	// Fleet adds what the fleet file knows (profile, model) to nodes a
+	// source found by itself, by node id; a source's own fleet entry wins.
+	Fleet map[string]fleet.Node
 }
 
 // Loop is the ingest loop.
@@ -131,6 +135,15 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 }
 
 func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
+	if f, ok := l.cfg.Fleet[o.Node.ID]; ok {
+		if o.Node.Profile == (fleet.Profile{}) {
+			o.Node.Profile = f.Profile
+		}
+		if o.Node.Model == "" && f.Model != "" {
+			o.Node.Model = f.Model
+			o.Metrics.Model = f.Model
+		}
+	}
 	m := o.Metrics
 	prev, err := l.st.Get(ctx, o.Node.ID)
 	if err != nil && !isNotFound(err) {

@@ -152,3 +152,23 @@ func TestPointOfTakesMeansOnlyFromCoveredWindows(t *testing.T) {
 	// No E2E histogram at all (a target serving junk) must not panic.
 	_ = refresh.PointOf(&llmdiagv1.NodeMetrics{Window: "5m", Covered: durationpb.New(5 * time.Minute)})
 }
+
+func TestFleetFileCompletesSourceNodes(t *testing.T) {
+	now := time.Unix(1000, 0)
+	src := &scripted{now: &now, states: []func(*llmdiagv1.NodeMetrics){func(m *llmdiagv1.NodeMetrics) { m.Model = "" }}}
+	st := memory.New(memory.Options{}, "t")
+	loop := refresh.New(src, st, &nopRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, refresh.Config{
+		Thresholds: diagnose.DefaultThresholds(),
+		Fleet:      map[string]fleet.Node{"n": {ID: "n", Model: "deepseek-v4", Profile: fleet.Profile{DataParallel: 8, ActiveParamsBillions: 37}}},
+	})
+	if err := loop.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Get(context.Background(), "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Node.GetModel() != "deepseek-v4" || r.Metrics.GetModel() != "deepseek-v4" || r.Node.GetProfile().GetDataParallel() != 8 || r.Node.GetProfile().GetActiveParamsBillions() != 37 {
+		t.Fatalf("node %v, metrics model %q", r.Node, r.Metrics.GetModel())
+	}
+}

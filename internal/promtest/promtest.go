@@ -1,0 +1,601 @@
+package promtest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults applied by Start to zero Options fields and by the waits to
+// contexts without a deadline.
+const (
+	DefaultJob            = "llmdiag"
+	DefaultScrapeInterval = time.Second
+	DefaultRetention      = 2 * time.Hour
+	DefaultReadyTimeout   = 30 * time.Second
+	// DefaultWaitTimeout bounds WaitForSamples and WaitForScrapes when ctx
+	// has no deadline.
+	DefaultWaitTimeout = 60 * time.Second
+	// DefaultQueryTimeout bounds Query when ctx has no deadline.
+	DefaultQueryTimeout = 15 * time.Second
+
+	// stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+	stopTimeout = 10 * time.Second
+	// startAttempts is how often Start tries a new free port when the one
+	// it picked was taken before Prometheus could bind it.
+	startAttempts = 3
+	// maxLog bounds the captured Prometheus output (the tail is kept).
+	maxLog = 256 << 10
+	// pollInterval paces the readiness and sample waits.
+	pollInterval = 100 * time.Millisecond
+)
+
+// InstallHint says how to get the binary Start needs.
+const InstallHint = "install Debian's package: apt-get install -y prometheus " +
+	"(or run `make deps`, which runs scripts/deps.sh), or set PROMETHEUS_BIN to a prometheus binary"
+
+// Options configures the Prometheus Start runs.
+type Options struct {
+	// Targets are the host:port pairs the job scrapes at /metrics; each
+	// one's instance label is the host:port. Hosts must be loopback
+	// (127.0.0.0/8, ::1 or localhost).
+	Targets []string
+	// TargetLabels adds target labels per target, e.g.
+	// {"127.0.0.1:9100": {"node": "deepseek-v4-0"}}. Keys must be in Targets.
+	TargetLabels map[string]map[string]string
+	// ScrapeInterval is the global scrape and evaluation interval; 0 means
+	// DefaultScrapeInterval. The scrape timeout is the interval, at most 10s.
+	ScrapeInterval time.Duration
+	// Job is the job_name of the targets' scrape config; "" means
+	// DefaultJob.
+	Job string
+	// ExtraScrapeConfigs is a YAML sequence of further scrape_config
+	// entries, appended to scrape_configs verbatim.
+	ExtraScrapeConfigs string
+	// Retention is --storage.tsdb.retention.time; 0 means DefaultRetention.
+	Retention time.Duration
+	// ReadyTimeout bounds the wait for /-/ready on every (re)start; 0 means
+	// DefaultReadyTimeout.
+	ReadyTimeout time.Duration
+	// ExtraFlags are appended to the command line.
+	ExtraFlags []string
+}
+
+// Prometheus is a Prometheus server started by Start. Its methods are safe
+// for concurrent use.
+type Prometheus struct {
+	bin        string
+	dir        string // the test's temporary directory
+	configPath string
+	dataDir    string
+	addr       string // 127.0.0.1:port, fixed for the life of the test
+	job        string
+	targets    []string
+	opts       Options
+	logs       *logBuffer
+	httpc      *http.Client
+	api        v1.API
+
+	mu   sync.Mutex
+	proc *process // nil while stopped
+}
+
+// process is one run of the prometheus binary.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited and been reaped
+	err  error         // Wait's result; read after done
+}
+
+// Binary locates the prometheus binary: $PROMETHEUS_BIN, then PATH, then
+// /usr/bin/prometheus. The error says how to install it.
+func Binary() (string, error) {
+	if p := os.Getenv("PROMETHEUS_BIN"); p != "" {
+		if isExecutable(p) {
+			return p, nil
+		}
+		return "", fmt.Errorf("promtest: PROMETHEUS_BIN=%q is not an executable file; %s", p, InstallHint)
+	}
+	if p, err := exec.LookPath("prometheus"); err == nil {
+		return p, nil
+	}
+	if p := "/usr/bin/prometheus"; isExecutable(p) {
+		return p, nil
+	}
+	return "", fmt.Errorf("promtest: prometheus binary not found on PATH or at /usr/bin/prometheus; %s", InstallHint)
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// Start runs a Prometheus scraping opts.Targets and returns once it is
+// ready. It fails the test (never skips) if the binary is missing, the
+// options are invalid or Prometheus does not become ready in time. The
+// server is stopped when the test ends, and its output logged if the test
+// failed.
+func Start(t testing.TB, opts Options) *Prometheus {
+	t.Helper()
+	bin, err := Binary()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	if err := validate(opts); err != nil {
+		t.Fatalf("promtest: %v", err)
+	}
+	dir := t.TempDir() // registered before our cleanup, so removed after Stop
+	p := &Prometheus{
+		bin:        bin,
+		dir:        dir,
+		configPath: filepath.Join(dir, "prometheus.yml"),
+		dataDir:    filepath.Join(dir, "data"),
+		job:        cmp.Or(opts.Job, DefaultJob),
+		targets:    append([]string(nil), opts.Targets...),
+		opts:       opts,
+		logs:       &logBuffer{},
+		// Loopback only: no proxy from the environment, short timeouts.
+		httpc: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}},
+	}
+	cfg, err := p.config()
+	if err != nil {
+		t.Fatalf("promtest: %v", err)
+	}
+	if err := os.WriteFile(p.configPath, cfg, 0o644); err != nil {
+		t.Fatalf("promtest: write config: %v", err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("promtest: prometheus on %s, config %s:\n%s\n--- prometheus output ---\n%s", p.addr, p.configPath, cfg, p.logs)
+		}
+	})
+
+	var lastErr error
+	for range startAttempts {
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("promtest: %v", err)
+		}
+		p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		p.api = v1.NewAPI(mustClient(p))
+		mark := p.logs.len()
+		if lastErr = p.run(); lastErr == nil {
+			return p
+		}
+		p.Stop()
+		if !p.logs.containsSince(mark, "address already in use") {
+			break
+		}
+	}
+	t.Fatalf("promtest: start %s: %v (prometheus output is logged below)", bin, lastErr)
+	return nil
+}
+
+func mustClient(p *Prometheus) api.Client {
+	c, err := api.NewClient(api.Config{Address: p.URL(), Client: p.httpc})
+	if err != nil {
+		panic(fmt.Sprintf("promtest: api client for %s: %v", p.URL(), err)) // the address is ours and valid
+	}
+	return c
+}
+
+func validate(o Options) error {
+	if len(o.Targets) == 0 && strings.TrimSpace(o.ExtraScrapeConfigs) == "" {
+		return errors.New("no targets")
+	}
+	if o.ScrapeInterval < 0 || o.Retention < 0 || o.ReadyTimeout < 0 {
+		return errors.New("negative duration in options")
+	}
+	seen := make(map[string]bool, len(o.Targets))
+	for _, tg := range o.Targets {
+		host, port, err := net.SplitHostPort(tg)
+		if err != nil {
+			return fmt.Errorf("target %q: %w", tg, err)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return fmt.Errorf("target %q: bad port", tg)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("target %q: not a loopback address", tg)
+		}
+		if seen[tg] {
+			return fmt.Errorf("target %q listed twice", tg)
+		}
+		seen[tg] = true
+	}
+	for tg, ls := range o.TargetLabels {
+		if !seen[tg] {
+			return fmt.Errorf("target labels for %q, which is not a target", tg)
+		}
+		for name := range ls {
+			if !model.LegacyValidation.IsValidLabelName(name) || strings.HasPrefix(name, "__") {
+				return fmt.Errorf("target %q: invalid target label name %q", tg, name)
+			}
+		}
+	}
+	return nil
+}
+
+// config renders prometheus.yml.
+func (p *Prometheus) config() ([]byte, error) {
+	interval := cmp.Or(p.opts.ScrapeInterval, DefaultScrapeInterval)
+	timeout := min(interval, 10*time.Second)
+	var statics []map[string]any
+	for _, tg := range p.targets {
+		sc := map[string]any{"targets": []string{tg}}
+		if ls := p.opts.TargetLabels[tg]; len(ls) > 0 {
+			sc["labels"] = ls
+		}
+		statics = append(statics, sc)
+	}
+	scrapes := []any{}
+	if len(statics) > 0 {
+		scrapes = append(scrapes, map[string]any{
+			"job_name":       p.job,
+			"metrics_path":   "/metrics",
+			"scheme":         "http",
+			"honor_labels":   false,
+			"static_configs": statics,
+		})
+	}
+	if s := strings.TrimSpace(p.opts.ExtraScrapeConfigs); s != "" {
+		var extra []any
+		if err := yaml.Unmarshal([]byte(s), &extra); err != nil {
+			return nil, fmt.Errorf("extra scrape configs: want a YAML sequence: %w", err)
+		}
+		scrapes = append(scrapes, extra...)
+	}
+	out, err := yaml.Marshal(map[string]any{
+		"global": map[string]any{
+			"scrape_interval":     model.Duration(interval).String(),
+			"scrape_timeout":      model.Duration(timeout).String(),
+			"evaluation_interval": model.Duration(interval).String(),
+		},
+		"scrape_configs": scrapes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("render config: %w", err)
+	}
+	return out, nil
+}
+
+// run launches the binary and waits for readiness.
+func (p *Prometheus) run() error {
+	if err := p.launch(); err != nil {
+		return err
+	}
+	return p.waitReady(cmp.Or(p.opts.ReadyTimeout, DefaultReadyTimeout))
+}
+
+func (p *Prometheus) launch() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.proc != nil {
+		return errors.New("already running")
+	}
+	args := []string{
+		"--config.file=" + p.configPath,
+		"--storage.tsdb.path=" + p.dataDir,
+		"--storage.tsdb.retention.time=" + model.Duration(cmp.Or(p.opts.Retention, DefaultRetention)).String(),
+		"--web.listen-address=" + p.addr,
+		"--log.level=warn",
+	}
+	args = append(args, p.opts.ExtraFlags...)
+	cmd := exec.Command(p.bin, args...)
+	cmd.Dir = p.dir
+	cmd.Stdout = p.logs
+	cmd.Stderr = p.logs
+	cmd.WaitDelay = 5 * time.Second // bounds the output copy after exit
+	proc := &process{cmd: cmd, done: make(chan struct{})}
+	if err := startProcess(proc); err != nil {
+		return fmt.Errorf("exec %s: %w", p.bin, err)
+	}
+	p.proc = proc
+	return nil
+}
+
+// waitReady polls /-/ready until it answers 200, the process exits or
+// timeout passes.
+func (p *Prometheus) waitReady(timeout time.Duration) error {
+	p.mu.Lock()
+	proc := p.proc
+	p.mu.Unlock()
+	if proc == nil {
+		return errors.New("not running")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last error
+	for {
+		last = p.ready(ctx)
+		if last == nil {
+			return nil
+		}
+		select {
+		case <-proc.done:
+			return fmt.Errorf("prometheus exited before it was ready: %v", proc.err)
+		case <-ctx.Done():
+			return fmt.Errorf("prometheus not ready on %s after %v: %v", p.addr, timeout, last)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+func (p *Prometheus) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/-/ready", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := p.httpc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/-/ready: %s", resp.Status)
+	}
+	return nil
+}
+
+// Stop stops Prometheus: SIGTERM to its pid, SIGKILL if it has not exited
+// within 10 s, then reaps it. It is idempotent, and a stopped Prometheus
+// can be brought back with Restart.
+func (p *Prometheus) Stop() {
+	p.mu.Lock()
+	proc := p.proc
+	p.proc = nil
+	p.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	select {
+	case <-proc.done:
+		return
+	default:
+	}
+	_ = terminate(proc.cmd.Process)
+	select {
+	case <-proc.done:
+		return
+	case <-time.After(stopTimeout):
+	}
+	_ = proc.cmd.Process.Kill()
+	select {
+	case <-proc.done:
+	case <-time.After(stopTimeout): // unreachable in practice: WaitDelay bounds Wait
+	}
+}
+
+// Restart stops Prometheus (if running) and starts it again on the same
+// address, configuration and data directory, waiting until it is ready;
+// the TSDB keeps what was scraped before. It fails the test if Prometheus
+// does not come back.
+func (p *Prometheus) Restart(t testing.TB) {
+	t.Helper()
+	p.Stop()
+	if err := p.run(); err != nil {
+		p.Stop()
+		t.Fatalf("promtest: restart prometheus on %s: %v (prometheus output is logged at the end)", p.addr, err)
+	}
+}
+
+// Running reports whether the process is running.
+func (p *Prometheus) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.proc == nil {
+		return false
+	}
+	select {
+	case <-p.proc.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// URL is the base URL of the HTTP API, http://127.0.0.1:port.
+func (p *Prometheus) URL() string { return "http://" + p.addr }
+
+// Addr is the host:port Prometheus listens on.
+func (p *Prometheus) Addr() string { return p.addr }
+
+// Job is the job_name of the targets' scrape config.
+func (p *Prometheus) Job() string { return p.job }
+
+// Targets are the scraped host:port pairs (the instance label values).
+func (p *Prometheus) Targets() []string { return append([]string(nil), p.targets...) }
+
+// ConfigFile is the path of the prometheus.yml Start wrote.
+func (p *Prometheus) ConfigFile() string { return p.configPath }
+
+// DataDir is the TSDB directory.
+func (p *Prometheus) DataDir() string { return p.dataDir }
+
+// Output is the tail of what Prometheus has written to stdout and stderr.
+func (p *Prometheus) Output() string { return p.logs.String() }
+
+// API is a client_golang v1 API client for this server, for calls Query
+// does not cover (and for its warnings).
+func (p *Prometheus) API() v1.API { return p.api }
+
+// Query evaluates q as an instant query at time at. When ctx has no
+// deadline, DefaultQueryTimeout applies. Warnings are dropped; use API for
+// them.
+func (p *Prometheus) Query(ctx context.Context, q string, at time.Time) (model.Value, error) {
+	ctx, cancel := withDefaultTimeout(ctx, DefaultQueryTimeout)
+	defer cancel()
+	v, _, _, err := p.api.Query(ctx, q, at)
+	if err != nil {
+		return nil, fmt.Errorf("promtest: query %q at %s: %w", q, at.Format(time.RFC3339Nano), err)
+	}
+	return v, nil
+}
+
+// QueryVector is Query for expressions that return an instant vector.
+func (p *Prometheus) QueryVector(ctx context.Context, q string, at time.Time) (model.Vector, error) {
+	v, err := p.Query(ctx, q, at)
+	if err != nil {
+		return nil, err
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("promtest: query %q returned %s, want vector", q, v.Type())
+	}
+	return vec, nil
+}
+
+// WaitForSamples polls the instant query q (evaluated at the current time)
+// until it returns at least n series with a non-NaN value, e.g.
+//
+//	WaitForSamples(ctx, `count(up == 1) == 5`, 1)        // five targets up
+//	WaitForSamples(ctx, `count_over_time(up[15s]) >= 2`, 5) // rate over 15s works
+//
+// A scalar result counts as one sample, a matrix as its series. It returns
+// an error when ctx ends (or, without a deadline, after
+// DefaultWaitTimeout), naming the last result or error.
+func (p *Prometheus) WaitForSamples(ctx context.Context, q string, n int) error {
+	ctx, cancel := withDefaultTimeout(ctx, DefaultWaitTimeout)
+	defer cancel()
+	start := time.Now()
+	var (
+		got  int
+		last error
+	)
+	for {
+		v, err := p.Query(ctx, q, time.Now())
+		if err == nil {
+			got, last = countSamples(v), nil
+			if got >= n {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("promtest: %q returned %d samples, want >= %d, after %v (%w; last error: %v)",
+				q, got, n, time.Since(start).Round(time.Millisecond), ctx.Err(), last)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// WaitForScrapes waits until every target of the job has been scraped
+// successfully at least n times (counting from the creation of the data
+// directory, within the last hour), so that a rate over a window of
+// n-1 scrape intervals has n samples per series.
+func (p *Prometheus) WaitForScrapes(ctx context.Context, n int) error {
+	if len(p.targets) == 0 {
+		return errors.New("promtest: no targets to wait for")
+	}
+	q := fmt.Sprintf(`sum_over_time(up{job=%q}[1h]) >= %d`, p.job, n)
+	return p.WaitForSamples(ctx, q, len(p.targets))
+}
+
+func countSamples(v model.Value) int {
+	switch v := v.(type) {
+	case model.Vector:
+		n := 0
+		for _, s := range v {
+			if !math.IsNaN(float64(s.Value)) {
+				n++
+			}
+		}
+		return n
+	case *model.Scalar:
+		if !math.IsNaN(float64(v.Value)) {
+			return 1
+		}
+	case model.Matrix:
+		n := 0
+		for _, s := range v {
+			if len(s.Values) > 0 {
+				n++
+			}
+		}
+		return n
+	}
+	return 0
+}
+
+func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// freePort asks the kernel for a free loopback TCP port. Another process
+// may take it before Prometheus binds it; Start then tries again.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// logBuffer keeps the tail of a process's output; safe for concurrent use.
+type logBuffer struct {
+	mu      sync.Mutex
+	b       []byte
+	dropped int
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b = append(l.b, p...)
+	if over := len(l.b) - maxLog; over > 0 {
+		l.b = append(l.b[:0:0], l.b[over:]...)
+		l.dropped += over
+	}
+	return len(p), nil
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dropped > 0 {
+		return fmt.Sprintf("[%d earlier bytes dropped]\n%s", l.dropped, l.b)
+	}
+	return string(l.b)
+}
+
+// len is the number of bytes written so far, dropped ones included.
+func (l *logBuffer) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped + len(l.b)
+}
+
+// containsSince reports whether s was written after the first mark bytes
+// (as far as the kept tail reaches).
+func (l *logBuffer) containsSince(mark int, s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	from := min(max(mark-l.dropped, 0), len(l.b))
+	return strings.Contains(string(l.b[from:]), s)
+}

@@ -1,0 +1,707 @@
+package promsource
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/model"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmdiag/llmdiag/engine"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/ingest"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/sample"
+)
+
+// assembly collects the results of one refresh, as they arrive, into
+// per-node state, and turns that into observations. Its methods are safe
+// for concurrent use.
+type assembly struct {
+	cfg      Config
+	lifetime bool
+	window   string
+	seconds  float64 // window length; 0 for the lifetime
+	t        time.Time
+
+	mu         sync.Mutex
+	engines    []*engineState
+	firstErr   error
+	identityOK bool // some identity query succeeded
+	identities int  // identity queries failed or succeeded
+}
+
+// engineState is what the queries of one engine told.
+type engineState struct {
+	m          *engine.Mapping
+	modelNames []string // model labels, in order of preference
+	nodes      map[string]*nodeState
+	// errs and warns concern every node of the engine: a failed query, a
+	// Prometheus warning (text → the queries that returned it).
+	errs  []string
+	warns map[string][]string
+	// nconc bounds the concepts of m, for per-node arrays.
+	nconc int
+}
+
+// nodeState is what the queries told about one node of one engine.
+type nodeState struct {
+	id         string
+	live       bool    // in the identity result: has series now
+	vanished   bool    // had series within the lookback, has none now
+	lastScrape float64 // Unix seconds of its newest series; 0 unknown
+	model      string
+	modelRank  int // index in engineState.modelNames of model's label
+	dp, tp     []string
+	vals       []val
+	reps       []*replicas
+	hists      []*hist
+	created    float64
+	errs       []string
+}
+
+// val is one number of a node and the run of the concept it came from.
+type val struct {
+	v   float64
+	run int
+	ok  bool
+}
+
+// set keeps v when it comes from a better (lower) run than the value held.
+func (x *val) set(run int, v float64) {
+	if !x.ok || run < x.run {
+		*x = val{v: v, run: run, ok: true}
+	}
+}
+
+type keyed struct {
+	key   string
+	v     float64
+	ranks []string // for shapeRanked: the rank label values
+}
+
+// replicas are the per-replica values of a KV or info concept.
+type replicas struct {
+	run int
+	agg engine.Agg
+	vs  []keyed
+}
+
+type bucket struct {
+	le, v float64
+}
+
+// hist is a histogram concept of a node: buckets (of one run), sum, count.
+type hist struct {
+	run        int
+	buckets    []bucket
+	sum, count val
+	bad        bool
+}
+
+func newAssembly(cfg Config, lifetime bool, window string, dur time.Duration, t time.Time) *assembly {
+	a := &assembly{cfg: cfg, lifetime: lifetime, window: window, t: t}
+	if !lifetime {
+		a.seconds = dur.Seconds()
+	}
+	return a
+}
+
+// engine registers m; call before any query of m runs.
+func (a *assembly) engine(m *engine.Mapping) *engineState {
+	es := &engineState{m: m, nodes: map[string]*nodeState{}, warns: map[string][]string{}}
+	es.modelNames = uniq(slices.Concat([]string{m.ModelLabel}, m.ModelLabelFallbacks, a.cfg.ModelLabels)...)
+	for c := range m.Concepts {
+		es.nconc = max(es.nconc, int(c)+1)
+	}
+	a.engines = append(a.engines, es)
+	return es
+}
+
+func (a *assembly) engineOf(e llmdiagv1.Engine) *engineState {
+	for _, es := range a.engines {
+		if es.m.Engine == e {
+			return es
+		}
+	}
+	return nil
+}
+
+func (es *engineState) nodeOf(id string) *nodeState {
+	ns := es.nodes[id]
+	if ns == nil {
+		ns = &nodeState{
+			id:        id,
+			modelRank: len(es.modelNames),
+			vals:      make([]val, es.nconc),
+			reps:      make([]*replicas, es.nconc),
+			hists:     make([]*hist, es.nconc),
+		}
+		es.nodes[id] = ns
+	}
+	return ns
+}
+
+// fail records that q failed: its concept stays absent on every node of the
+// engine.
+func (a *assembly) fail(q query, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.firstErr == nil {
+		a.firstErr = err
+	}
+	if q.shape == shapeIdentity {
+		a.identities++
+	}
+	es := a.engineOf(q.engine)
+	es.errs = append(es.errs, fmt.Sprintf("%s: %v", q.what(), err))
+}
+
+// add reads the result of q.
+func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	es := a.engineOf(q.engine)
+	if q.shape == shapeIdentity {
+		a.identities++
+		a.identityOK = true
+	}
+	for _, w := range warnings {
+		es.warns[w] = append(es.warns[w], q.what())
+	}
+	m := es.m
+	at := func(name string) int {
+		if name == "" {
+			return -1
+		}
+		return slices.Index(q.want, name)
+	}
+	ats := func(names []string) []int {
+		out := make([]int, len(names))
+		for i, n := range names {
+			out[i] = at(n)
+		}
+		return out
+	}
+	var (
+		dpAt, tpAt, leAt = at(m.DPLabel), at(m.TPLabel), at(model.BucketLabel)
+		modelAt          = ats(es.modelNames)
+		replicaAt        = ats(m.ReplicaLabels)
+		rankAt           = ats(m.RankLabels)
+		infoAt           = ats(q.info)
+		les              = map[string]float64{}
+		lastID           string
+		ns               *nodeState
+	)
+	for i := range vec.len() {
+		ls := vec.labels(i)
+		id := ls[0]
+		if id == "" {
+			continue
+		}
+		if ns == nil || id != lastID {
+			ns, lastID = es.nodeOf(id), id
+		}
+		v := vec.vs[i]
+		switch q.shape {
+		case shapeIdentity:
+			ns.live = true
+			ns.lastScrape = max(ns.lastScrape, v)
+			ns.dp = addDistinct(ns.dp, ls, dpAt)
+			ns.tp = addDistinct(ns.tp, ls, tpAt)
+			ns.readModel(ls, modelAt)
+		case shapeVanished:
+			ns.vanished = true
+			ns.readModel(ls, modelAt)
+		case shapeNode, shapeHistSum, shapeHistCount:
+			if !finite(v) {
+				ns.errs = append(ns.errs, fmt.Sprintf("%s: value is %v", q.what(), v))
+				continue
+			}
+			if q.shape == shapeNode {
+				ns.vals[q.concept].set(q.run, v)
+				continue
+			}
+			h := ns.hist(q.concept)
+			if q.shape == shapeHistSum {
+				h.sum.set(q.run, v)
+			} else {
+				h.count.set(q.run, v)
+			}
+		case shapeReplica, shapeInfo, shapeRanked:
+			if q.shape == shapeInfo {
+				var err error
+				if v, err = infoValue(ls, infoAt, q.info); err != nil {
+					ns.errs = append(ns.errs, fmt.Sprintf("%s: %v", q.what(), err))
+					continue
+				}
+			}
+			if !finite(v) {
+				ns.errs = append(ns.errs, fmt.Sprintf("%s: value is %v", q.what(), v))
+				continue
+			}
+			r := ns.reps[q.concept]
+			switch {
+			case r == nil || q.run < r.run:
+				r = &replicas{run: q.run, agg: q.agg}
+				ns.reps[q.concept] = r
+			case q.run > r.run:
+				continue
+			}
+			k := keyed{key: replicaKey(ls, replicaAt), v: v}
+			if q.shape == shapeRanked {
+				k.ranks = pick(ls, rankAt)
+				if i := slices.IndexFunc(r.vs, func(x keyed) bool { return x.key == k.key }); i >= 0 {
+					// Another rank of a replica already read: keep the lowest.
+					if compareRanks(k.ranks, r.vs[i].ranks) < 0 {
+						r.vs[i] = k
+					}
+					continue
+				}
+			}
+			r.vs = append(r.vs, k)
+		case shapeBuckets:
+			h := ns.hist(q.concept)
+			switch {
+			case h.buckets == nil:
+				h.run, h.buckets = q.run, make([]bucket, 0, 24) // most layouts have fewer
+			case q.run < h.run:
+				h.run, h.buckets, h.bad = q.run, h.buckets[:0], false
+			case q.run > h.run:
+				continue
+			}
+			le, ok := les[ls[leAt]]
+			if !ok {
+				var err error
+				if le, err = strconv.ParseFloat(ls[leAt], 64); err != nil {
+					le = math.NaN()
+				}
+				les[ls[leAt]] = le
+			}
+			if math.IsNaN(le) || !finite(v) || v < 0 {
+				if !h.bad {
+					ns.errs = append(ns.errs, fmt.Sprintf("%s: bucket le=%q has value %v", q.what(), ls[leAt], v))
+				}
+				h.bad = true
+				continue
+			}
+			h.buckets = append(h.buckets, bucket{le: le, v: v})
+		case shapeCreated:
+			if v > 0 {
+				ns.created = v
+			}
+		}
+	}
+}
+
+func (ns *nodeState) hist(c engine.Concept) *hist {
+	if ns.hists[c] == nil {
+		ns.hists[c] = &hist{}
+	}
+	return ns.hists[c]
+}
+
+// readModel takes the model from the best model label the sample carries
+// (at: the positions of engineState.models in its labels).
+func (ns *nodeState) readModel(ls []string, at []int) {
+	for i, j := range at[:ns.modelRank] {
+		if j >= 0 && ls[j] != "" {
+			ns.model, ns.modelRank = ls[j], i
+			return
+		}
+	}
+}
+
+func addDistinct(seen []string, ls []string, at int) []string {
+	if at < 0 || ls[at] == "" || slices.Contains(seen, ls[at]) {
+		return seen
+	}
+	return append(seen, ls[at])
+}
+
+// infoValue is the product of the numeric values of the info labels.
+func infoValue(ls []string, at []int, names []string) (float64, error) {
+	v := 1.0
+	for i, j := range at {
+		s := ""
+		if j >= 0 {
+			s = ls[j]
+		}
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, fmt.Errorf("label %s=%q is not a number", names[i], s)
+		}
+		v *= f
+	}
+	return v, nil
+}
+
+// pick returns the labels at the positions at ("" where absent).
+func pick(ls []string, at []int) []string {
+	out := make([]string, len(at))
+	for i, j := range at {
+		if j >= 0 {
+			out[i] = ls[j]
+		}
+	}
+	return out
+}
+
+// compareRanks orders rank label values as engine.Extract does: in label
+// order, numerically where both are integers.
+func compareRanks(a, b []string) int {
+	for i := range a {
+		x, errX := strconv.ParseInt(a[i], 10, 64)
+		y, errY := strconv.ParseInt(b[i], 10, 64)
+		c := cmp.Compare(a[i], b[i])
+		if errX == nil && errY == nil {
+			c = cmp.Compare(x, y)
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+func replicaKey(ls []string, at []int) string {
+	if len(at) == 1 && at[0] >= 0 {
+		return ls[at[0]]
+	}
+	parts := make([]string, len(at))
+	for i, j := range at {
+		if j >= 0 {
+			parts[i] = ls[j]
+		}
+	}
+	return strings.Join(parts, "\xff")
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// score is how much of m's data a node has: the concepts with a value.
+func (ns *nodeState) score() int {
+	n := 0
+	for i := range ns.vals {
+		if ns.vals[i].ok || (ns.reps[i] != nil && len(ns.reps[i].vs) > 0) || (ns.hists[i] != nil && len(ns.hists[i].buckets) > 0) {
+			n++
+		}
+	}
+	if ns.live {
+		n++
+	}
+	return n
+}
+
+// observations turns the collected state into one observation per node,
+// sorted by id. A node seen by several engines (an endpoint exposing the
+// families of two) is read as the engine that gave most of its concepts,
+// the first in table order on a tie.
+func (a *assembly) observations() []ingest.Observation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	type pick struct {
+		es    *engineState
+		ns    *nodeState
+		score int
+	}
+	best := map[string]pick{}
+	for _, es := range a.engines {
+		// Queries finish in any order: keep the output deterministic.
+		slices.Sort(es.errs)
+		for id, ns := range es.nodes {
+			slices.Sort(ns.errs)
+			sc := ns.score()
+			if p, ok := best[id]; !ok || sc > p.score {
+				best[id] = pick{es, ns, sc}
+			}
+		}
+	}
+	ids := slices.Sorted(maps.Keys(best))
+	obs := make([]ingest.Observation, len(ids))
+	for i, id := range ids {
+		p := best[id]
+		nm, smp := a.finish(p.es, p.ns)
+		obs[i] = ingest.Observation{
+			Node:    fleet.Node{ID: id, Model: nm.Model, Engine: fleet.EngineName(p.es.m.Engine)},
+			Engine:  p.es.m.Engine,
+			Sample:  smp,
+			Metrics: nm,
+		}
+	}
+	return obs
+}
+
+// finish computes one node's indicators.
+func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetrics, *sample.Sample) {
+	up := ns.live || !ns.vanished
+	observed := a.t
+	if ns.live && ns.lastScrape > 0 {
+		sec, frac := math.Modf(ns.lastScrape)
+		observed = time.Unix(int64(sec), int64(math.Round(frac*1e3))*1e6).UTC()
+	}
+	staleness := max(a.t.Sub(observed), 0)
+	nm := &llmdiagv1.NodeMetrics{
+		Node:       ns.id,
+		Model:      ns.model,
+		Engine:     es.m.Engine,
+		Window:     a.window,
+		ObservedAt: timestamppb.New(observed),
+		Staleness:  durationpb.New(staleness),
+		Stale:      staleness > a.cfg.StaleAfter,
+		Up:         up,
+		Warnings:   es.warnings(),
+	}
+	if !a.lifetime && up {
+		nm.Covered = durationpb.New(time.Duration(a.seconds * float64(time.Second)))
+	}
+	get := func(c engine.Concept) *float64 {
+		if c < 0 || int(c) >= len(ns.vals) {
+			return nil
+		}
+		if ns.vals[c].ok {
+			return sample.F(ns.vals[c].v)
+		}
+		if r := ns.reps[c]; r != nil && len(r.vs) > 0 && !isKV(c) {
+			return finiteOrNil(aggregate(r))
+		}
+		return nil
+	}
+	nm.Queue = get(engine.Queue)
+	nm.Running = get(engine.Running)
+	nm.QueueRunningRatio = ratio(nm.Queue, nm.Running)
+	nm.KvPressure, nm.KvCapacityTokens = ns.kv()
+	rate := func(c engine.Concept) *float64 {
+		v := get(c)
+		if v == nil || !a.lifetime {
+			return v
+		}
+		// Lifetime: the counter over the time since the counters started.
+		if secs := float64(a.t.UnixMilli())/1e3 - ns.created; ns.created > 0 && secs > 0 {
+			return sample.F(*v / secs)
+		}
+		return nil
+	}
+	nm.PromptTokensPerSecond = rate(engine.PromptTokens)
+	nm.GenerationTokensPerSecond = rate(engine.GenerationTokens)
+	nm.PreemptionsPerSecond = rate(engine.Preemptions)
+	nm.RequestsPerSecond = rate(engine.RequestsFinished)
+	if g, run := nm.GenerationTokensPerSecond, nm.Running; g != nil && run != nil && *run > 0 {
+		nm.DecodeTokensPerSecondPerRequest = sample.F(*g / *run)
+	}
+	dist := func(c engine.Concept, sum, count engine.Concept) *llmdiagv1.Distribution {
+		if d := a.distribution(ns, c); d != nil {
+			return d
+		}
+		return a.total(get(sum), get(count))
+	}
+	nm.Ttft = dist(engine.TTFT, -1, -1)
+	nm.E2E = dist(engine.E2E, engine.E2ESum, engine.E2ECount)
+	nm.InterToken = dist(engine.ITL, -1, -1)
+	nm.TimePerOutputToken = dist(engine.TPOT, -1, -1)
+	nm.QueueTime = dist(engine.QueueTime, engine.QueueTimeSum, engine.QueueTimeCount)
+	nm.Errors = slices.Concat(es.errs, ns.errs)
+	if !up {
+		nm.Errors = append(nm.Errors, fmt.Sprintf("no series at %s: target down or no longer exporting", a.t.UTC().Format(time.RFC3339)))
+	}
+
+	smp := &sample.Sample{
+		At:               observed,
+		Up:               up,
+		Engine:           es.m.Engine,
+		Model:            ns.model,
+		Queue:            nm.Queue,
+		Running:          nm.Running,
+		KVUsage:          nm.KvPressure,
+		KVCapacityTokens: nm.KvCapacityTokens,
+		DataParallel:     len(ns.dp),
+		TensorParallel:   len(ns.tp),
+		Errors:           nm.Errors,
+	}
+	return nm, smp
+}
+
+// warnings are the engine's Prometheus warnings, each with the queries that
+// returned it.
+func (es *engineState) warnings() []string {
+	if len(es.warns) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(es.warns))
+	for _, w := range slices.Sorted(maps.Keys(es.warns)) {
+		qs := slices.Compact(slices.Sorted(slices.Values(es.warns[w])))
+		out = append(out, fmt.Sprintf("prometheus: %s (%s)", w, strings.Join(qs, ", ")))
+	}
+	return out
+}
+
+// ratio is queue / running as metrics.Compute gives it: 0 when both are 0,
+// queue itself when nothing runs.
+func ratio(queue, running *float64) *float64 {
+	switch {
+	case queue == nil || running == nil:
+		return nil
+	case *running > 0:
+		return sample.F(*queue / *running)
+	}
+	return sample.F(*queue)
+}
+
+// kv returns KV usage and capacity in tokens as engine.Extract combines
+// them: tokens used / capacity summed over replicas when both are exposed;
+// otherwise the usage gauge, weighted by each replica's capacity when every
+// replica's is known and the source says CapacityWeighted, else its mean
+// over replicas.
+func (ns *nodeState) kv() (usage, capacity *float64) {
+	rep := func(c engine.Concept) *replicas {
+		if int(c) < len(ns.reps) && ns.reps[c] != nil && len(ns.reps[c].vs) > 0 {
+			return ns.reps[c]
+		}
+		return nil
+	}
+	caps := rep(engine.KVCapacityTokens)
+	if caps != nil {
+		capacity = finiteOrNil(sumOf(caps.vs))
+	}
+	if used := rep(engine.KVUsedTokens); used != nil && capacity != nil && *capacity > 0 {
+		return finiteOrNil(sumOf(used.vs) / *capacity), capacity
+	}
+	us := rep(engine.KVUsage)
+	if us == nil {
+		return nil, capacity
+	}
+	if us.agg == engine.CapacityWeighted && caps != nil {
+		if w, ok := weighted(us.vs, caps.vs); ok {
+			return finiteOrNil(w), capacity
+		}
+	}
+	return finiteOrNil(sumOf(us.vs) / float64(len(us.vs))), capacity
+}
+
+// aggregate combines the replicas of a concept as their Source.Agg says.
+func aggregate(r *replicas) float64 {
+	switch r.agg {
+	case engine.Mean, engine.CapacityWeighted:
+		return sumOf(r.vs) / float64(len(r.vs))
+	case engine.Max:
+		m := r.vs[0].v
+		for _, v := range r.vs[1:] {
+			m = max(m, v.v)
+		}
+		return m
+	}
+	return sumOf(r.vs)
+}
+
+func finiteOrNil(v float64) *float64 {
+	if !finite(v) {
+		return nil
+	}
+	return sample.F(v)
+}
+
+func sumOf(vs []keyed) float64 {
+	var t float64
+	for _, v := range vs {
+		t += v.v
+	}
+	return t
+}
+
+// weighted is the mean of vals weighted by the weight of the same key;
+// false when a key has no weight or the weights add to 0.
+func weighted(vals, weights []keyed) (float64, bool) {
+	w := make(map[string]float64, len(weights))
+	for _, k := range weights {
+		w[k.key] += k.v
+	}
+	var num, den float64
+	for _, v := range vals {
+		c, ok := w[v.key]
+		if !ok {
+			return 0, false
+		}
+		num += v.v * c
+		den += c
+	}
+	if den <= 0 {
+		return 0, false
+	}
+	return num / den, true
+}
+
+// distribution is histogram concept c of a node over the window; nil when
+// the node has no buckets for it. Quantiles are computed on the values as
+// Prometheus returned them (bucket rates, or cumulative counts for the
+// lifetime), as histogram_quantile would; counts and sums are then scaled
+// to the window.
+func (a *assembly) distribution(ns *nodeState, c engine.Concept) *llmdiagv1.Distribution {
+	if int(c) >= len(ns.hists) || ns.hists[c] == nil {
+		return nil
+	}
+	hs := ns.hists[c]
+	if hs.bad || len(hs.buckets) == 0 {
+		return nil
+	}
+	bs := hs.buckets
+	slices.SortFunc(bs, func(x, y bucket) int { return cmp.Compare(x.le, y.le) })
+	h := &sample.Histogram{Bounds: make([]float64, 0, len(bs)), Counts: make([]float64, 0, len(bs))}
+	for _, b := range bs {
+		// Bounds spelled differently ("1" and "1.0") are one bucket, as in
+		// histogram_quantile.
+		if n := len(h.Bounds); n > 0 && h.Bounds[n-1] == b.le {
+			h.Counts[n-1] += b.v
+			continue
+		}
+		h.Bounds = append(h.Bounds, b.le)
+		h.Counts = append(h.Counts, b.v)
+	}
+	if !math.IsInf(h.Bounds[len(h.Bounds)-1], +1) {
+		ns.errs = append(ns.errs, fmt.Sprintf("%s: no +Inf bucket", c))
+		return nil
+	}
+	h.Count = h.Counts[len(h.Counts)-1]
+	if hs.count.ok {
+		h.Count = hs.count.v
+	}
+	h.Sum = hs.sum.v
+	d := metrics.Distribution(h, a.cfg.Quantiles)
+	if !hs.sum.ok {
+		d.Mean = nil
+	}
+	if !a.lifetime {
+		d.Count *= a.seconds
+		d.Sum *= a.seconds
+		for i := range d.BucketCounts {
+			d.BucketCounts[i] *= a.seconds
+		}
+	}
+	return d
+}
+
+// total is a latency exposed only as a sum and a count (rates, or
+// cumulative for the lifetime): a mean, no percentile.
+func (a *assembly) total(sum, count *float64) *llmdiagv1.Distribution {
+	if sum == nil || count == nil {
+		return nil
+	}
+	d := &llmdiagv1.Distribution{Count: *count, Sum: *sum}
+	if *count > 0 {
+		d.Mean = sample.F(*sum / *count)
+	}
+	if !a.lifetime {
+		d.Count *= a.seconds
+		d.Sum *= a.seconds
+	}
+	return d
+}

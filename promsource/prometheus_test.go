@@ -1,0 +1,138 @@
+package promsource
+
+import (
+	"bytes"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/llmdiag/llmdiag/engine"
+	"github.com/llmdiag/llmdiag/internal/promtest"
+	"github.com/llmdiag/llmdiag/sample"
+)
+
+// TestRealPrometheus runs every query of every engine on a real Prometheus
+// scraping engine/testdata expositions of nodes with several series (data-
+// parallel engine cores, SGLang tensor × pipeline ranks), and checks that a
+// refresh reads each node as engine.Extract reads its scrape: gauges, KV
+// pressure, capacity, model, parallelism, cumulative histograms and sums —
+// for every engine of the table (aliases, OpenTelemetry names, products,
+// differences, matched series, scaled microseconds).
+func TestRealPrometheus(t *testing.T) {
+	// promtest.Start fails the test, saying how to install prometheus, when
+	// the binary is missing: this test is never skipped.
+	files := []string{
+		"vllm-dp2.prom", "sglang-dp2-tp2.prom", "sglang-tp2-pp2.prom", "vllm-otel.prom", "vllm-v0.prom",
+		"vllm-v1-dynamo-metrics_examples.prom", "sglang-dynamo-metrics_examples.prom", "sglang-2024-name.prom",
+		"trtllm-dynamo.prom", "triton-trtllm.prom", "tgi.prom", "dynamo-frontend.prom", "dynamo-frontend-active.prom",
+	}
+	want := map[string]*sample.Sample{}
+	var targets []string
+	for _, f := range files {
+		body, err := os.ReadFile(filepath.Join("..", "engine", "testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fams, err := engine.Parse(bytesReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			w.Write(body)
+		})}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		targets = append(targets, ln.Addr().String())
+		want[ln.Addr().String()] = engine.Extract(0, fams, time.Now())
+		t.Logf("%s serves %s", ln.Addr(), f)
+	}
+	p := promtest.Start(t, promtest.Options{Targets: targets})
+	if err := p.WaitForScrapes(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	src := newTestSource(t, p.URL(), nil)
+	src.now = time.Now
+
+	// Every query of every engine, for every window, for all nodes and for
+	// one: no error from Prometheus.
+	w := newWorker().(*worker)
+	for _, lifetime := range []bool{false, true} {
+		b := src.builder(time.Minute, lifetime)
+		for _, node := range []string{"", targets[0]} {
+			if node != "" {
+				b, _ = b.forNode(node)
+			}
+			for _, q := range plan(t, b, engine.Engines()...) {
+				if _, err := src.query(t.Context(), w, q, time.Now()); err != nil {
+					t.Errorf("%s %s: %v\n%s", q.engine, q.what(), err, q.expr)
+				}
+			}
+		}
+	}
+
+	obs, err := src.Refresh(t.Context(), "lifetime")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(obs) != len(targets) {
+		t.Fatalf("got %v, want %v", ids(obs), targets)
+	}
+	for _, o := range obs {
+		x := want[o.Node.ID]
+		m := o.Metrics
+		t.Run(files[slices.Index(targets, o.Node.ID)], func(t *testing.T) {
+			if len(m.GetErrors()) > 0 {
+				t.Errorf("errors %q", m.GetErrors())
+			}
+			if o.Engine != x.Engine || m.GetModel() != x.Model || o.Sample.DataParallel != x.DataParallel || o.Sample.TensorParallel != x.TensorParallel {
+				t.Errorf("engine %v model %q dp %d tp %d, scrape says %v %q %d %d", o.Engine, m.GetModel(),
+					o.Sample.DataParallel, o.Sample.TensorParallel, x.Engine, x.Model, x.DataParallel, x.TensorParallel)
+			}
+			for _, c := range []struct {
+				name      string
+				got, want *float64
+			}{
+				{"queue", m.Queue, x.Queue}, {"running", m.Running, x.Running},
+				{"kv", m.KvPressure, x.KVUsage}, {"kv capacity", m.KvCapacityTokens, x.KVCapacityTokens},
+			} {
+				if !nearPtr(c.got, c.want) {
+					t.Errorf("%s = %s, scrape says %s", c.name, show(c.got), show(c.want))
+				}
+			}
+			for h, d := range []interface {
+				GetCount() float64
+				GetSum() float64
+				GetBucketCounts() []float64
+			}{m.GetTtft(), m.GetE2E(), m.GetInterToken(), m.GetTimePerOutputToken(), m.GetQueueTime()} {
+				xh := x.Hists[h]
+				if xt := x.Totals[h]; xh == nil && xt != nil {
+					// A mean only (Triton): cumulative sum and count.
+					if !near(d.GetCount(), xt.Count) || !near(d.GetSum(), xt.Sum) || len(d.GetBucketCounts()) != 0 {
+						t.Errorf("%s: %v, scrape says sum %v count %v", sample.Hist(h), d, xt.Sum, xt.Count)
+					}
+					continue
+				}
+				if xh == nil {
+					if d.GetCount() != 0 || len(d.GetBucketCounts()) != 0 {
+						t.Errorf("%s: %v, scrape has none", sample.Hist(h), d)
+					}
+					continue
+				}
+				if d.GetCount() != xh.Count || !slices.Equal(d.GetBucketCounts(), xh.Counts) {
+					t.Errorf("%s: count %v buckets %v, scrape says %v %v", sample.Hist(h), d.GetCount(), d.GetBucketCounts(), xh.Count, xh.Counts)
+				}
+			}
+		})
+	}
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,615 @@
+package promsource
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/llmdiag/llmdiag/engine"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// ErrInvalidValue marks a node id or label value that may not reach PromQL.
+var ErrInvalidValue = errors.New("invalid label value")
+
+// maxValueLen bounds a label value put into a query, in bytes.
+const maxValueLen = 1024
+
+var (
+	labelNameRE  = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	metricNameRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+)
+
+// validLabelName reports whether name is a label name PromQL accepts
+// unquoted in a matcher, by (…) or without (…).
+func validLabelName(name string) bool { return labelNameRE.MatchString(name) }
+
+// checkValue tells why value may not be put into a query: it must be valid
+// UTF-8 of at most maxValueLen bytes without control characters. Errors
+// wrap ErrInvalidValue.
+func checkValue(value string) error {
+	switch {
+	case len(value) > maxValueLen:
+		return fmt.Errorf("%w: longer than %d bytes", ErrInvalidValue, maxValueLen)
+	case !utf8.ValidString(value):
+		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidValue)
+	case strings.ContainsFunc(value, unicode.IsControl):
+		return fmt.Errorf("%w: contains a control character", ErrInvalidValue)
+	}
+	return nil
+}
+
+// labelMatcher is the one place a value from outside the query builder
+// (node ids, label values and family names of the mapping table) enters
+// PromQL: it validates name and value and returns name op "value", the value
+// quoted as a PromQL string literal (Go escapes, which PromQL's lexer reads
+// back to the same string). op is = or =~.
+func labelMatcher(name, op, value string) (string, error) {
+	if name != "__name__" && !validLabelName(name) {
+		return "", fmt.Errorf("invalid label name %q", name)
+	}
+	if op != "=" && op != "=~" {
+		return "", fmt.Errorf("invalid matcher operator %q", op)
+	}
+	if err := checkValue(value); err != nil {
+		return "", fmt.Errorf("label %s: %w", name, err)
+	}
+	return name + op + strconv.Quote(value), nil
+}
+
+// shape says what a query returns and how its result is read.
+type shape int
+
+const (
+	// shapeIdentity: last scrape time per node and combination of the DP,
+	// TP and model labels.
+	shapeIdentity shape = iota
+	// shapeVanished: nodes that stopped reporting, with their model labels.
+	shapeVanished
+	// shapeNode: one value per node.
+	shapeNode
+	// shapeReplica: one value per node and replica (Mapping.ReplicaLabels).
+	shapeReplica
+	// shapeInfo: per node, replica and info labels; the value is the
+	// product of the info labels (Source.Labels).
+	shapeInfo
+	// shapeBuckets: one value per node and le.
+	shapeBuckets
+	// shapeHistSum and shapeHistCount: a histogram's _sum and _count, one
+	// value per node.
+	shapeHistSum
+	shapeHistCount
+	// shapeCreated: when each node's counters started, Unix seconds.
+	shapeCreated
+	// shapeRanked: a gauge per node, replica and rank (Mapping.RankLabels):
+	// per replica the lowest ranks are kept, as engine.Extract does, then
+	// the replicas are aggregated (or kept, for the KV concepts).
+	shapeRanked
+)
+
+var shapeNames = [...]string{"identity", "vanished", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked"}
+
+func (s shape) String() string { return shapeNames[s] }
+
+// query is one PromQL instant query of a refresh.
+type query struct {
+	engine  llmdiagv1.Engine
+	shape   shape
+	concept engine.Concept // for the concept shapes
+	// run orders the alternatives of one concept when its sources need
+	// more than one query: per node, the lowest run with a value wins.
+	run int
+	// agg of the sources, for shapeReplica.
+	agg engine.Agg
+	// info are the labels multiplied, for shapeInfo.
+	info []string
+	// want are the labels of the result the query reads, the node label
+	// first.
+	want []string
+	expr string
+}
+
+// what names the query in errors and warnings.
+func (q query) what() string {
+	switch q.shape {
+	case shapeIdentity, shapeVanished, shapeCreated:
+		return q.shape.String()
+	case shapeBuckets, shapeHistSum, shapeHistCount:
+		return q.concept.String() + " " + q.shape.String()
+	}
+	return q.concept.String()
+}
+
+// builder writes the queries of one refresh or one on-demand window.
+type builder struct {
+	// node is the label that identifies a node (Config.NodeLabel).
+	node string
+	// models are the labels that may carry the model, in order of
+	// preference, beyond the mapping's own.
+	models []string
+	// rng is the rate range ("5m"); "" reads counters cumulative (lifetime).
+	rng string
+	// lookback is how far back vanished nodes are looked for ("10m"); ""
+	// sends no vanished query.
+	lookback string
+	// match is an escaped node matcher added to every selector, or "".
+	match string
+}
+
+// forNode returns b restricted to the series whose node label is node,
+// which must not be empty.
+func (b builder) forNode(node string) (builder, error) {
+	if node == "" {
+		return b, fmt.Errorf("%w: empty node id", ErrInvalidValue)
+	}
+	m, err := labelMatcher(b.node, "=", node)
+	if err != nil {
+		return b, err
+	}
+	b.match = m
+	return b, nil
+}
+
+// sel is the selector of family's series that have the labels of match (and
+// b's node matcher).
+func (b builder) sel(family string, match map[string]string) (string, error) {
+	var ms []string
+	name := family
+	if !metricNameRE.MatchString(family) {
+		m, err := labelMatcher("__name__", "=", family)
+		if err != nil {
+			return "", fmt.Errorf("family %q: %w", family, err)
+		}
+		ms, name = append(ms, m), ""
+	}
+	for _, k := range slices.Sorted(maps.Keys(match)) {
+		m, err := labelMatcher(k, "=", match[k])
+		if err != nil {
+			return "", fmt.Errorf("family %s: %w", family, err)
+		}
+		ms = append(ms, m)
+	}
+	if b.match != "" {
+		ms = append(ms, b.match)
+	}
+	if len(ms) == 0 {
+		return name, nil
+	}
+	return name + "{" + strings.Join(ms, ", ") + "}", nil
+}
+
+// counter reads a counter selector: its rate over the window, or its
+// cumulative value for the lifetime.
+func (b builder) counter(sel string) string {
+	if b.rng == "" {
+		return sel
+	}
+	return "rate(" + sel + "[" + b.rng + "])"
+}
+
+// labelList joins label names for by (…) and without (…), validating them.
+func labelList(names ...string) (string, error) {
+	for _, n := range names {
+		if !validLabelName(n) {
+			return "", fmt.Errorf("invalid label name %q", n)
+		}
+	}
+	return strings.Join(names, ", "), nil
+}
+
+// uniq returns names without "" and repeats, in order.
+func uniq(names ...string) []string {
+	var out []string
+	for _, n := range names {
+		if n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// dedupe collapses the ranks of one replica (Mapping.RankLabels), which
+// report the same value: each replica then counts once.
+func dedupe(m *engine.Mapping, expr string) (string, error) {
+	if len(m.RankLabels) == 0 {
+		return expr, nil
+	}
+	ranks, err := labelList(m.RankLabels...)
+	if err != nil {
+		return "", err
+	}
+	return "max without (" + ranks + ") (" + expr + ")", nil
+}
+
+// aggregator is the PromQL aggregation of agg.
+func aggregator(agg engine.Agg) string {
+	switch agg {
+	case engine.Mean, engine.CapacityWeighted:
+		return "avg"
+	case engine.Max:
+		return "max"
+	}
+	return "sum"
+}
+
+// series is the PromQL of src's per-series values, before any
+// aggregation: gauges as they are, counters (and a histogram's part, suffix
+// _bucket, _sum or _count) as rates or cumulative, products of operands,
+// each scaled by Source.Scale.
+func (b builder) series(src engine.Source, suffix string) (string, error) {
+	var expr string
+	switch src.Kind {
+	case engine.Gauge:
+		s, err := b.sel(src.Family, src.Match)
+		if err != nil {
+			return "", err
+		}
+		expr = s
+	case engine.Counter, engine.HistogramSum, engine.HistogramCount, engine.Histogram:
+		switch src.Kind {
+		case engine.HistogramSum:
+			suffix = "_sum"
+		case engine.HistogramCount:
+			suffix = "_count"
+		case engine.Counter:
+			suffix = ""
+		}
+		s, err := b.sel(src.Family+suffix, src.Match)
+		if err != nil {
+			return "", err
+		}
+		expr = b.counter(s)
+	case engine.Product:
+		if len(src.Operands) < 2 {
+			return "", fmt.Errorf("product of %d operands", len(src.Operands))
+		}
+		var parts, ignoring []string
+		for _, o := range src.Operands {
+			p, err := b.series(o, "")
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, "("+p+")")
+			ignoring = append(ignoring, slices.Sorted(maps.Keys(o.Match))...)
+		}
+		op := " * "
+		if ig := uniq(ignoring...); len(ig) > 0 {
+			l, err := labelList(ig...)
+			if err != nil {
+				return "", err
+			}
+			op = " * ignoring (" + l + ") "
+		}
+		expr = strings.Join(parts, op)
+	default:
+		return "", fmt.Errorf("source kind %d has no per-series value", src.Kind)
+	}
+	if src.Scale != 0 && src.Scale != 1 {
+		expr = "(" + expr + ") * " + strconv.FormatFloat(src.Scale, 'g', -1, 64)
+	}
+	return expr, nil
+}
+
+// aggregate is src's values aggregated by labels after collapsing ranks.
+// A Difference is the sum of its first operand minus the sums of the
+// others, clamped at 0, by labels.
+func (b builder) aggregate(m *engine.Mapping, src engine.Source, agg string, suffix string, labels ...string) (string, error) {
+	by, err := labelList(labels...)
+	if err != nil {
+		return "", err
+	}
+	if src.Kind == engine.Difference {
+		if len(src.Operands) < 2 {
+			return "", fmt.Errorf("difference of %d operands", len(src.Operands))
+		}
+		parts := make([]string, len(src.Operands))
+		for i, o := range src.Operands {
+			if parts[i], err = b.aggregate(m, o, "sum", "", labels...); err != nil {
+				return "", err
+			}
+		}
+		return "clamp_min(" + strings.Join(parts, " - ") + ", 0)", nil
+	}
+	s, err := b.series(src, suffix)
+	if err != nil {
+		return "", err
+	}
+	if s, err = dedupe(m, s); err != nil {
+		return "", err
+	}
+	return agg + " by (" + by + ") (" + s + ")", nil
+}
+
+// or joins alternatives: per node, the first that has series.
+func (b builder) or(exprs []string) string {
+	if len(exprs) == 1 {
+		return exprs[0]
+	}
+	return strings.Join(exprs, " or on ("+b.node+") ")
+}
+
+// modelLabels are the labels that may carry m's model, in order.
+func (b builder) modelLabels(m *engine.Mapping) []string {
+	return uniq(slices.Concat([]string{m.ModelLabel}, m.ModelLabelFallbacks, b.models)...)
+}
+
+// gaugeSources are the sources whose series tell that a node of m exists:
+// those of Kind Gauge (operands included), else counters, else histograms'
+// _count.
+func gaugeSources(m *engine.Mapping, concepts []engine.Concept) []engine.Source {
+	var gauges, counters, hists []engine.Source
+	var walk func(src engine.Source)
+	walk = func(src engine.Source) {
+		switch src.Kind {
+		case engine.Gauge:
+			gauges = append(gauges, src)
+		case engine.Counter:
+			counters = append(counters, src)
+		case engine.Histogram, engine.HistogramCount:
+			hists = append(hists, engine.Source{Family: src.Family + "_count", Match: src.Match})
+		case engine.Product, engine.Difference:
+			for _, o := range src.Operands {
+				walk(o)
+			}
+		}
+	}
+	for _, c := range concepts {
+		for _, src := range m.Concepts[c] {
+			walk(src)
+		}
+	}
+	switch {
+	case len(gauges) > 0:
+		return gauges
+	case len(counters) > 0:
+		return counters
+	}
+	return hists
+}
+
+// selectors returns the distinct selectors of srcs.
+func (b builder) selectors(srcs []engine.Source) ([]string, error) {
+	var out []string
+	for _, src := range srcs {
+		s, err := b.sel(src.Family, src.Match)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// concepts returns m's concepts in order.
+func concepts(m *engine.Mapping) []engine.Concept {
+	return slices.Sorted(maps.Keys(m.Concepts))
+}
+
+// identity returns the queries that find m's nodes: identity and, with a
+// lookback, vanished.
+func (b builder) identity(m *engine.Mapping) ([]query, error) {
+	all := concepts(m)
+	sels, err := b.selectors(gaugeSources(m, all))
+	if err != nil {
+		return nil, err
+	}
+	if len(sels) == 0 {
+		return nil, fmt.Errorf("engine %s: no family to find nodes by", m.Engine)
+	}
+	by, err := labelList(uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel}, b.modelLabels(m))...)...)
+	if err != nil {
+		return nil, err
+	}
+	ts := make([]string, len(sels))
+	for i, s := range sels {
+		ts[i] = "timestamp(" + s + ")"
+	}
+	qs := []query{{
+		engine: m.Engine,
+		shape:  shapeIdentity,
+		want:   uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel}, b.modelLabels(m))...),
+		expr:   "max by (" + by + ") (" + strings.Join(ts, " or ") + ")",
+	}}
+	if b.lookback == "" {
+		return qs, nil
+	}
+	// The queue gauge (else the first family found) is enough to tell that
+	// a node stopped reporting: every family of a target goes stale at once.
+	vs := gaugeSources(m, []engine.Concept{engine.Queue})
+	if len(vs) == 0 {
+		vs = gaugeSources(m, all)
+	}
+	if sels, err = b.selectors(vs); err != nil {
+		return nil, err
+	}
+	by, err = labelList(uniq(slices.Concat([]string{b.node}, b.modelLabels(m))...)...)
+	if err != nil {
+		return nil, err
+	}
+	last := make([]string, len(sels))
+	for i, s := range sels {
+		last[i] = "last_over_time(" + s + "[" + b.lookback + "])"
+	}
+	return append(qs, query{
+		engine: m.Engine,
+		shape:  shapeVanished,
+		want:   uniq(slices.Concat([]string{b.node}, b.modelLabels(m))...),
+		expr: "group by (" + by + ") (" + strings.Join(last, " or ") + ") unless on (" + b.node + ") (" +
+			strings.Join(sels, " or ") + ")",
+	}), nil
+}
+
+// isKV reports whether c is read per replica: the KV concepts, combined as
+// engine.Extract does.
+func isKV(c engine.Concept) bool {
+	return c == engine.KVUsage || c == engine.KVCapacityTokens || c == engine.KVUsedTokens
+}
+
+// sourceShape is how src of concept c of m is queried. Gauges of an engine
+// with ranks are read per rank, so that the lowest can be chosen here:
+// pipeline stages may report different values, and PromQL cannot order
+// label values. (A gauge has one series per rank; counters and histograms,
+// which would multiply the answer by the ranks, are deduplicated in PromQL
+// with max without (ranks).)
+func sourceShape(m *engine.Mapping, c engine.Concept, src engine.Source) shape {
+	switch {
+	case src.Kind == engine.Info:
+		return shapeInfo
+	case src.Kind == engine.Histogram:
+		return shapeBuckets
+	case src.Kind == engine.Gauge && len(m.RankLabels) > 0:
+		return shapeRanked
+	case isKV(c):
+		return shapeReplica
+	}
+	return shapeNode
+}
+
+// data returns the queries that read m's concepts from its nodes.
+func (b builder) data(m *engine.Mapping) ([]query, error) {
+	var qs []query
+	for _, c := range concepts(m) {
+		srcs := m.Concepts[c]
+		// Consecutive sources of the same shape (and aggregation, and info
+		// labels) make one query, joined with or.
+		for run, start := 0, 0; start < len(srcs); run++ {
+			sh := sourceShape(m, c, srcs[start])
+			end := start + 1
+			for end < len(srcs) && sourceShape(m, c, srcs[end]) == sh && srcs[end].Agg == srcs[start].Agg &&
+				slices.Equal(srcs[end].Labels, srcs[start].Labels) {
+				end++
+			}
+			group := srcs[start:end]
+			start = end
+			more, err := b.group(m, c, run, sh, group)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", c, err)
+			}
+			qs = append(qs, more...)
+		}
+	}
+	if b.rng == "" && len(m.Created) > 0 {
+		q, err := b.created(m)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+// group returns the queries of one run of sources of concept c.
+func (b builder) group(m *engine.Mapping, c engine.Concept, run int, sh shape, srcs []engine.Source) ([]query, error) {
+	q := query{engine: m.Engine, shape: sh, concept: c, run: run, agg: srcs[0].Agg, want: []string{b.node}}
+	exprs := make([]string, len(srcs))
+	var err error
+	switch sh {
+	case shapeInfo:
+		q.info = srcs[0].Labels
+		by := uniq(slices.Concat([]string{b.node}, m.ReplicaLabels, q.info)...)
+		q.want = by
+		for i, src := range srcs {
+			s, err := b.sel(src.Family, src.Match)
+			if err != nil {
+				return nil, err
+			}
+			l, err := labelList(by...)
+			if err != nil {
+				return nil, err
+			}
+			exprs[i] = "max by (" + l + ") (" + s + ")"
+		}
+	case shapeReplica:
+		// Usage fractions average within a replica; tokens add up.
+		agg := "sum"
+		if c == engine.KVUsage {
+			agg = "avg"
+		}
+		by := uniq(slices.Concat([]string{b.node}, m.ReplicaLabels)...)
+		q.want = by
+		for i, src := range srcs {
+			if exprs[i], err = b.aggregate(m, src, agg, "", by...); err != nil {
+				return nil, err
+			}
+		}
+	case shapeRanked:
+		by := uniq(slices.Concat([]string{b.node}, m.ReplicaLabels, m.RankLabels)...)
+		q.want = by
+		l, err := labelList(by...)
+		if err != nil {
+			return nil, err
+		}
+		for i, src := range srcs {
+			s, err := b.series(src, "")
+			if err != nil {
+				return nil, err
+			}
+			exprs[i] = "sum by (" + l + ") (" + s + ")"
+		}
+	case shapeNode:
+		for i, src := range srcs {
+			if exprs[i], err = b.aggregate(m, src, aggregator(src.Agg), "", b.node); err != nil {
+				return nil, err
+			}
+		}
+	case shapeBuckets:
+		var qs []query
+		for _, part := range []struct {
+			sh     shape
+			suffix string
+			by     []string
+		}{
+			{shapeBuckets, "_bucket", []string{b.node, "le"}},
+			{shapeHistSum, "_sum", []string{b.node}},
+			{shapeHistCount, "_count", []string{b.node}},
+		} {
+			for i, src := range srcs {
+				// Buckets, sums and counts of replicas add up.
+				if exprs[i], err = b.aggregate(m, src, "sum", part.suffix, part.by...); err != nil {
+					return nil, err
+				}
+			}
+			p := q
+			p.shape, p.expr, p.want = part.sh, b.or(exprs), part.by
+			qs = append(qs, p)
+		}
+		return qs, nil
+	}
+	q.expr = b.or(exprs)
+	return []query{q}, nil
+}
+
+// created is the query for the earliest start of each node's counters
+// (Mapping.Created), for lifetime rates.
+func (b builder) created(m *engine.Mapping) (query, error) {
+	names := make([]string, len(m.Created))
+	for i, n := range m.Created {
+		names[i] = regexp.QuoteMeta(n)
+	}
+	nm, err := labelMatcher("__name__", "=~", strings.Join(names, "|"))
+	if err != nil {
+		return query{}, err
+	}
+	ms := []string{nm}
+	if b.match != "" {
+		ms = append(ms, b.match)
+	}
+	by, err := labelList(b.node)
+	if err != nil {
+		return query{}, err
+	}
+	return query{
+		engine: m.Engine,
+		shape:  shapeCreated,
+		want:   []string{b.node},
+		expr:   "min by (" + by + ") ({" + strings.Join(ms, ", ") + "} > 0)",
+	}, nil
+}
