@@ -93,6 +93,11 @@ func Diagnose(in Input, t Thresholds, lang llmdiagv1.Language) *llmdiagv1.Diagno
 	d.Confidence = round3(v.confidence)
 	d.Summary = v.summary
 	d.Evidence = v.evidence
+	// Warnings (for example a Prometheus query warning or partial result)
+	// do not change the verdict, but the reader must see them.
+	for _, w := range m.GetWarnings() {
+		d.Evidence = append(d.Evidence, p.f(evSourceWarning, quote(w)))
+	}
 	d.RuledOut = v.ruledOut
 	d.Recommendations = v.recs
 	d.Routable = routable(v.status, v.cause)

@@ -47,6 +47,7 @@ const (
 	evUnreadable
 	evDown
 	evScrapeError
+	evSourceWarning
 	recNoData
 	recNoDataRouting
 	recDown
@@ -231,8 +232,9 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	evUnreadable: {
 		"none of KV pressure, queue, queue/running, prompt rate, generation rate, E2E P99 could be read",
 		"KV 压力、排队、排队比、Prompt 速率、生成速率、E2E P99 均无法读取"},
-	evDown:        {"the last scrape did not reach the node (up = 0)", "最近一次采集未能连上节点（up = 0）"},
-	evScrapeError: {"error: %s", "错误：%s"},
+	evDown:          {"the last scrape did not reach the node (up = 0)", "最近一次采集未能连上节点（up = 0）"},
+	evScrapeError:   {"error: %s", "错误：%s"},
+	evSourceWarning: {"source warning: %s", "数据源警告：%s"},
 	recNoData: {
 		"Check the metrics pipeline: the node's /metrics endpoint, Prometheus, and llmdiag's refresh.",
 		"检查指标链路：节点的 /metrics 端点、Prometheus 以及 llmdiag 的刷新。"},
