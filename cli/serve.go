@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/llmdiag/llmdiag/combine"
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/ingest"
@@ -129,14 +130,28 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 				}
 				from string
 			)
-			if *prom.url != "" {
-				if src, err = promsource.New(prom.config(*staleAfter), log, time.Now); err != nil {
+			var scraped []fleet.Node
+			for _, n := range f.Nodes {
+				if n.URL != "" {
+					scraped = append(scraped, n)
+				}
+			}
+			scraper := ingest.New(scraped, nil, log, time.Now, ingest.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter})
+			switch {
+			case *prom.url == "":
+				src, from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
+			default:
+				ps, err := promsource.New(prom.config(*staleAfter), log, time.Now)
+				if err != nil {
 					return usageError{fmt.Errorf("--prometheus: %w", err)}
 				}
-				from = "prometheus " + *prom.url
-			} else {
-				src = ingest.New(f.Nodes, nil, log, time.Now, ingest.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter})
-				from = fmt.Sprintf("direct scrape of %d nodes", len(f.Nodes))
+				src, from = ps, "prometheus "+*prom.url
+				if len(scraped) > 0 {
+					// Fleet nodes with a url: gauges fresh from their
+					// endpoints, everything else from Prometheus.
+					src = combine.Combined{History: ps, Gauges: scraper}
+					from += fmt.Sprintf(" with gauges scraped from %d nodes", len(scraped))
+				}
 			}
 			byID := make(map[string]fleet.Node, len(f.Nodes))
 			for _, n := range f.Nodes {
