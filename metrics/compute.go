@@ -53,7 +53,7 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 
 		Queue:             clone(newest.Queue),
 		Running:           clone(newest.Running),
-		QueueRunningRatio: ratio(newest.Queue, newest.Running),
+		QueueRunningRatio: QueueRunningRatio(newest.Queue, newest.Running),
 		KvPressure:        clone(newest.KVUsage),
 		KvCapacityTokens:  clone(newest.KVCapacityTokens),
 	}
@@ -93,10 +93,11 @@ func clone(p *float64) *float64 {
 	return sample.F(*p)
 }
 
-// ratio is queue / running, 0 when both are 0. With requests queued and none
-// running (a stalled or just-started engine) it is queue itself, as if one
-// request were running: finite, and still growing with the queue.
-func ratio(queue, running *float64) *float64 {
+// QueueRunningRatio is queue / running, 0 when both are 0. With requests
+// queued and none running (a stalled or just-started engine) it is queue
+// itself, as if one request were running: finite, and still growing with the
+// queue. Absent when either is.
+func QueueRunningRatio(queue, running *float64) *float64 {
 	switch {
 	case queue == nil || running == nil:
 		return nil

@@ -479,7 +479,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	}
 	nm.Queue = get(engine.Queue)
 	nm.Running = get(engine.Running)
-	nm.QueueRunningRatio = ratio(nm.Queue, nm.Running)
+	nm.QueueRunningRatio = metrics.QueueRunningRatio(nm.Queue, nm.Running)
 	nm.KvPressure, nm.KvCapacityTokens = ns.kv()
 	rate := func(c engine.Concept) *float64 {
 		v := get(c)
@@ -543,18 +543,6 @@ func (es *engineState) warnings() []string {
 		out = append(out, fmt.Sprintf("prometheus: %s (%s)", w, strings.Join(qs, ", ")))
 	}
 	return out
-}
-
-// ratio is queue / running as metrics.Compute gives it: 0 when both are 0,
-// queue itself when nothing runs.
-func ratio(queue, running *float64) *float64 {
-	switch {
-	case queue == nil || running == nil:
-		return nil
-	case *running > 0:
-		return sample.F(*queue / *running)
-	}
-	return sample.F(*queue)
 }
 
 // kv returns KV usage and capacity in tokens as engine.Extract combines
