@@ -24,6 +24,22 @@ import (
 // llmdiag's and Prometheus's quantile.
 const relTolerance = 1e-9
 
+// histogramFamilies are the latency histograms the simulated engines expose.
+var histogramFamilies = []struct {
+	engine sim.Engine
+	name   string
+}{
+	{sim.VLLM, "vllm:time_to_first_token_seconds"},
+	{sim.VLLM, "vllm:e2e_request_latency_seconds"},
+	{sim.VLLM, "vllm:inter_token_latency_seconds"},
+	{sim.VLLM, "vllm:request_time_per_output_token_seconds"},
+	{sim.VLLM, "vllm:request_queue_time_seconds"},
+	{sim.SGLang, "sglang:time_to_first_token_seconds"},
+	{sim.SGLang, "sglang:e2e_request_latency_seconds"},
+	{sim.SGLang, "sglang:inter_token_latency_seconds"},
+	{sim.SGLang, "sglang:queue_time_seconds"},
+}
+
 var exactQuantiles = []float64{0.5, 0.9, 0.95, 0.99, 0.999}
 
 // exactWindows turn a family into the per-instance bucket vector both sides
