@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,39 +17,42 @@ import (
 	"github.com/llmdiag/llmdiag/sim"
 )
 
-// distributionFields are the NodeMetrics distributions promsource fills
-// from each simulated histogram family.
-var distributionFields = []struct {
-	engine sim.Engine
-	family string
-	field  string
-	get    func(*llmdiagv1.NodeMetrics) *llmdiagv1.Distribution
-}{
-	{sim.VLLM, "vllm:time_to_first_token_seconds", "ttft", (*llmdiagv1.NodeMetrics).GetTtft},
-	{sim.VLLM, "vllm:e2e_request_latency_seconds", "e2e", (*llmdiagv1.NodeMetrics).GetE2E},
-	{sim.VLLM, "vllm:inter_token_latency_seconds", "inter_token", (*llmdiagv1.NodeMetrics).GetInterToken},
-	{sim.VLLM, "vllm:request_time_per_output_token_seconds", "time_per_output_token", (*llmdiagv1.NodeMetrics).GetTimePerOutputToken},
-	{sim.VLLM, "vllm:request_queue_time_seconds", "queue_time", (*llmdiagv1.NodeMetrics).GetQueueTime},
-	{sim.SGLang, "sglang:time_to_first_token_seconds", "ttft", (*llmdiagv1.NodeMetrics).GetTtft},
-	{sim.SGLang, "sglang:e2e_request_latency_seconds", "e2e", (*llmdiagv1.NodeMetrics).GetE2E},
-	{sim.SGLang, "sglang:inter_token_latency_seconds", "inter_token", (*llmdiagv1.NodeMetrics).GetInterToken},
-	{sim.SGLang, "sglang:queue_time_seconds", "queue_time", (*llmdiagv1.NodeMetrics).GetQueueTime},
-}
-
 // sameBound compares bucket bounds, NaN equal to NaN.
 func sameBound(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
 
+// promsourceWindows are the windows promsource is read over, each with the
+// PromQL of the bucket vector per node it must agree with, and the rate (or
+// cumulative value) of a counter.
+var promsourceWindows = []struct {
+	name    string
+	vector  func(family string) string
+	counter func(family string) string
+}{
+	{"15s",
+		func(f string) string { return fmt.Sprintf("sum by (node, le) (rate(%s_bucket[15s]))", f) },
+		func(f string) string { return fmt.Sprintf("rate(%s[15s])", f) }},
+	{"lifetime",
+		func(f string) string { return fmt.Sprintf("sum by (node, le) (%s_bucket)", f) },
+		func(f string) string { return f }},
+}
+
+// promsourcePaths are the two ways promsource computes a node's metrics:
+// Refresh (every node at once) and Window (one node's series only).
+var promsourcePaths = []string{"refresh", "window"}
+
 // testPromsourceExactness checks that the percentiles promsource reports,
-// through Refresh (every node at once) and Window (one node), are
-// Prometheus's histogram_quantile at the same evaluation time, and that
-// their bucket bounds are those of that quantile.
-func testPromsourceExactness(t *testing.T, sf *seedFleet, at time.Time) {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+// through Refresh and Window, are Prometheus's histogram_quantile at the
+// same evaluation time, with that quantile's bucket bounds; that every
+// distribution no family of exactFamilies feeds is absent, never zero
+// (Triton's E2E and queue time: a mean, no percentile, equal to
+// Prometheus's rate(sum) / rate(count)).
+func testPromsourceExactness(t *testing.T, sf *simFleet, at time.Time, report *exactReport) {
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 	src, err := promsource.New(promsource.Config{
 		URL:       sf.prom.URL(),
-		NodeLabel: "node", // the target label startSeedFleet sets
+		NodeLabel: "node", // the target label startFleet sets
 		Quantiles: exactQuantiles,
 		Timeout:   10 * time.Second,
 	}, log, func() time.Time { return at })
@@ -55,52 +60,21 @@ func testPromsourceExactness(t *testing.T, sf *seedFleet, at time.Time) {
 		t.Fatal(err)
 	}
 
-	windows := []struct {
-		name   string
-		vector func(f string) string
-	}{
-		{"15s", func(f string) string { return fmt.Sprintf("sum by (node, le) (rate(%s_bucket[15s]))", f) }},
-		{"lifetime", func(f string) string { return fmt.Sprintf("sum by (node, le) (%s_bucket)", f) }},
-	}
-	type path struct {
-		engine sim.Engine
-		via    string
-	}
-	stats := map[path]*exactStats{}
-	for _, w := range windows {
-		// What promsource says, both ways.
-		obs, err := src.Refresh(ctx, w.name)
-		if err != nil {
-			t.Fatalf("Refresh(%s): %v", w.name, err)
-		}
-		got := map[string]map[string]*llmdiagv1.NodeMetrics{"refresh": {}, "window": {}}
-		for _, o := range obs {
-			got["refresh"][o.Node.ID] = o.Metrics
-		}
-		for id := range sf.instance {
-			if got["refresh"][id] == nil {
-				t.Fatalf("Refresh(%s) has no node %s (got %d observations)", w.name, id, len(obs))
-			}
-			nm, err := src.Window(ctx, id, w.name, 0)
-			if err != nil {
-				t.Fatalf("Window(%s, %s): %v", id, w.name, err)
-			}
-			got["window"][id] = nm
-			if len(nm.GetErrors()) > 0 {
-				t.Logf("Window(%s, %s) errors: %q", id, w.name, nm.GetErrors())
-			}
-		}
+	for _, w := range promsourceWindows {
+		// What promsource says, both ways: by path, then node.
+		got := readBothPaths(t, ctx, src, sf, w.name)
 
-		for _, f := range distributionFields {
+		for _, f := range exactFamilies {
 			vector := w.vector(f.family)
 			vec, err := sf.prom.QueryVector(ctx, vector, at)
 			if err != nil {
 				t.Fatal(err)
 			}
 			input := bucketsBy(t, vec, "node")
-			if want := sf.instancesOf(f.engine); len(input) != want {
+			if want := sf.instancesOf(f.engines...); len(input) != want {
 				t.Fatalf("%s: %d nodes, want %d", vector, len(input), want)
 			}
+			get := distributionOf(f.concept)
 			for _, q := range exactQuantiles {
 				name := fmt.Sprintf("%s/%s/q=%g", f.family, w.name, q)
 				t.Run(name, func(t *testing.T) {
@@ -115,11 +89,12 @@ func testPromsourceExactness(t *testing.T, sf *seedFleet, at time.Time) {
 						if !ok {
 							t.Fatalf("no histogram_quantile for node %s", node)
 						}
+						e := sf.engine[sf.instance[node]]
 						bounds := histogram.Quantile(q, bs)
-						for _, via := range []string{"refresh", "window"} {
-							d := f.get(got[via][node])
+						for _, via := range promsourcePaths {
+							d := get(got[via][node])
 							if d == nil {
-								t.Errorf("%s %s: no %s distribution", via, node, f.field)
+								t.Errorf("%s %s: no %s distribution", via, node, f.concept)
 								continue
 							}
 							var p *llmdiagv1.Percentile
@@ -129,21 +104,17 @@ func testPromsourceExactness(t *testing.T, sf *seedFleet, at time.Time) {
 								}
 							}
 							if p == nil {
-								t.Errorf("%s %s %s: no percentile %g in %v", via, node, f.field, q, d.GetPercentiles())
+								t.Errorf("%s %s %s: no percentile %g in %v", via, node, f.concept, q, d.GetPercentiles())
 								continue
 							}
 							ours := histogram.Estimate{Value: p.GetValue(), Lower: p.GetLowerBound(), Upper: p.GetUpperBound()}
-							key := path{f.engine, via}
-							if stats[key] == nil {
-								stats[key] = &exactStats{}
-							}
-							stats[key].add(name+" "+node, ours, want, false)
+							report.add(e, via, name+" "+node, ours, want, false)
 							if rel := relErr(ours.Value, want); rel > relTolerance {
 								t.Errorf("%s %s %s: promsource %v, prometheus %v: relative error %.3g > %g",
-									via, node, f.field, ours.Value, want, rel, relTolerance)
+									via, node, f.concept, ours.Value, want, rel, relTolerance)
 							}
 							if !sameBound(ours.Lower, bounds.Lower) || !sameBound(ours.Upper, bounds.Upper) {
-								t.Errorf("%s %s %s: bucket %v..%v, want %v..%v", via, node, f.field,
+								t.Errorf("%s %s %s: bucket %v..%v, want %v..%v", via, node, f.concept,
 									ours.Lower, ours.Upper, bounds.Lower, bounds.Upper)
 							}
 						}
@@ -151,16 +122,141 @@ func testPromsourceExactness(t *testing.T, sf *seedFleet, at time.Time) {
 				})
 			}
 		}
+
+		t.Run("means/"+w.name, func(t *testing.T) { testMeans(t, ctx, sf, at, w.counter, got, report) })
+		t.Run("absent/"+w.name, func(t *testing.T) { testAbsent(t, sf, got) })
 	}
-	for _, e := range []sim.Engine{sim.VLLM, sim.SGLang} {
-		for _, via := range []string{"refresh", "window"} {
-			s := stats[path{e, via}]
-			if s == nil || s.comparisons == 0 {
-				t.Errorf("promsource %s via %s: no comparisons", e, via)
-				continue
+
+	for _, e := range sim.Engines() {
+		for _, via := range promsourcePaths {
+			path := via
+			if !feeds(exactFamilies, e, -1) {
+				path += " mean"
 			}
-			t.Logf("promsource exactness %s via %s: %v", e, via, s)
+			if s := report.get(e, path); s == nil || s.comparisons == 0 {
+				t.Errorf("promsource %s via %s: no comparisons", e, path)
+			}
 		}
 	}
 	t.Logf("promsource sent %d queries (last Refresh: %d)", src.QueriesTotal(), src.QueriesLastRefresh())
+}
+
+// readBothPaths reads every node over window with Refresh and, node by
+// node, with Window, and checks that each reports the node's engine.
+func readBothPaths(t *testing.T, ctx context.Context, src *promsource.Source, sf *simFleet, window string) map[string]map[string]*llmdiagv1.NodeMetrics {
+	t.Helper()
+	got := map[string]map[string]*llmdiagv1.NodeMetrics{"refresh": {}, "window": {}}
+	obs, err := src.Refresh(ctx, window)
+	if err != nil {
+		t.Fatalf("Refresh(%s): %v", window, err)
+	}
+	for _, o := range obs {
+		got["refresh"][o.Node.ID] = o.Metrics
+	}
+	// The Window calls are independent: run them side by side.
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	for id := range sf.instance {
+		if got["refresh"][id] == nil {
+			t.Fatalf("Refresh(%s) has no node %s (got %d observations)", window, id, len(obs))
+		}
+		wg.Go(func() {
+			nm, err := src.Window(ctx, id, window, 0)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("Window(%s, %s): %w", id, window, err))
+				return
+			}
+			got["window"][id] = nm
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for id, inst := range sf.instance {
+		want := mappingOf(t, sf.engine[inst]).Engine
+		for _, via := range promsourcePaths {
+			nm := got[via][id]
+			if nm.GetEngine() != want || !nm.GetUp() {
+				t.Errorf("%s %s (%s): engine %s up %v, want %s up", via, id, sf.engine[inst], nm.GetEngine(), nm.GetUp(), want)
+			}
+			if len(nm.GetErrors()) > 0 {
+				t.Errorf("%s %s (%s) errors: %q", via, id, window, nm.GetErrors())
+			}
+		}
+	}
+	return got
+}
+
+// testMeans checks the means of meanFamilies: promsource's mean is
+// Prometheus's rate(sum) / rate(count) (cumulative sum / count for the
+// lifetime), and absent where that is NaN.
+func testMeans(t *testing.T, ctx context.Context, sf *simFleet, at time.Time, counter func(string) string,
+	got map[string]map[string]*llmdiagv1.NodeMetrics, report *exactReport) {
+	for _, f := range meanFamilies {
+		expr := fmt.Sprintf("%s / %s * %s", counter(f.sumFamily), counter(f.countFam), strconv.FormatFloat(f.scale, 'g', -1, 64))
+		res, err := sf.prom.QueryVector(ctx, expr, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs := valuesBy(t, res, "node")
+		if want := sf.instancesOf(f.engines...); len(theirs) != want {
+			t.Fatalf("%s: %d nodes, want %d (%v)", expr, len(theirs), want, res)
+		}
+		get := distributionOf(f.concept)
+		for node, want := range theirs {
+			e := sf.engine[sf.instance[node]]
+			if !slices.Contains(f.engines, e) {
+				t.Fatalf("%s: node %s is %s, not one of %v", expr, node, e, f.engines)
+			}
+			for _, via := range promsourcePaths {
+				d := get(got[via][node])
+				if d == nil {
+					t.Errorf("%s %s: no %s distribution, want its mean", via, node, f.concept)
+					continue
+				}
+				if len(d.GetPercentiles()) > 0 || len(d.GetBucketBounds()) > 0 || len(d.GetBucketCounts()) > 0 {
+					t.Errorf("%s %s %s: percentiles %v, buckets %v: want none, %s exposes no histogram",
+						via, node, f.concept, d.GetPercentiles(), d.GetBucketBounds(), e)
+				}
+				ours := math.NaN()
+				if d.Mean != nil {
+					ours = d.GetMean()
+				}
+				nan := math.NaN()
+				report.add(e, via+" mean", fmt.Sprintf("%s mean %s", f.concept, node), histogram.Estimate{Value: ours, Lower: nan, Upper: nan}, want, false)
+				if rel := relErr(ours, want); rel > relTolerance {
+					t.Errorf("%s %s %s: promsource mean %v (absent: %v), prometheus %s = %v: relative error %.3g > %g",
+						via, node, f.concept, ours, d.Mean == nil, expr, want, rel, relTolerance)
+				}
+			}
+		}
+	}
+}
+
+// testAbsent checks that promsource reports, on every node, exactly the
+// distributions exactFamilies and meanFamilies feed for its schema: the
+// others are absent (UNKNOWN), never a zero distribution.
+func testAbsent(t *testing.T, sf *simFleet, got map[string]map[string]*llmdiagv1.NodeMetrics) {
+	for id, inst := range sf.instance {
+		e := sf.engine[inst]
+		for _, lc := range latencyConcepts {
+			fed := feeds(exactFamilies, e, lc.concept) || feeds(meanFamilies, e, lc.concept)
+			for _, via := range promsourcePaths {
+				d := lc.get(got[via][id])
+				switch {
+				case fed && d == nil:
+					t.Errorf("%s %s (%s): no %s distribution", via, id, e, lc.concept)
+				case !fed && d != nil:
+					t.Errorf("%s %s (%s): %s distribution (%d percentiles, %d buckets, count %v), but no family of exactFamilies or meanFamilies feeds it: want it absent (or the family in the table)",
+						via, id, e, lc.concept, len(d.GetPercentiles()), len(d.GetBucketBounds()), d.GetCount())
+				}
+			}
+		}
+	}
 }
