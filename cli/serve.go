@@ -65,7 +65,7 @@ func serveCommand(env Env) *ffcli.Command {
 	staleAfter := fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
 	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape")
 	retention := fs.Duration("retention", time.Hour, "how far back samples are kept for on-demand windows")
-	historyLen := fs.Int("history", 360, "refreshes kept per node for spike-vs-sustained reasoning")
+	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
 	prom := promFlags(fs)
 	newLog := logFlags(fs)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"testing"
 	"time"
 
@@ -151,6 +152,37 @@ func TestPointOfTakesMeansOnlyFromCoveredWindows(t *testing.T) {
 	}
 	// No E2E histogram at all (a target serving junk) must not panic.
 	_ = refresh.PointOf(&llmdiagv1.NodeMetrics{Window: "5m", Covered: durationpb.New(5 * time.Minute)})
+}
+
+func TestPointOfRoundsToMillisecondsAndFloat32(t *testing.T) {
+	tests := []struct {
+		name string
+		in   *float64
+		want *float64 // nil: want nil
+	}{
+		{"unknown stays unknown", nil, nil},
+		{"whole number kept", sample.F(7), sample.F(7)},
+		{"rounded to float32", sample.F(0.1), sample.F(float64(float32(0.1)))},
+		{"beyond float32 kept", sample.F(1e300), sample.F(1e300)},
+		{"NaN kept", sample.F(math.NaN()), sample.F(math.NaN())},
+	}
+	at := time.Date(2026, 11, 30, 12, 0, 5, 123_456_789, time.UTC)
+	for _, tc := range tests {
+		m := &llmdiagv1.NodeMetrics{ObservedAt: timestamppb.New(at), Window: "1m", Covered: durationpb.New(time.Minute),
+			Queue: tc.in, Running: tc.in, KvPressure: tc.in, GenerationTokensPerSecond: tc.in, E2E: &llmdiagv1.Distribution{Mean: tc.in}}
+		p := refresh.PointOf(m)
+		if want := at.Truncate(time.Millisecond); !p.At.Equal(want) {
+			t.Errorf("%s: At = %v, want %v", tc.name, p.At, want)
+		}
+		for i, got := range []*float64{p.Queue, p.Running, p.KVPressure, p.GenerationRate, p.E2EMean} {
+			switch {
+			case tc.want == nil && got != nil:
+				t.Errorf("%s: gauge %d = %v, want unknown", tc.name, i, *got)
+			case tc.want != nil && (got == nil || math.Float64bits(*got) != math.Float64bits(*tc.want) && !(math.IsNaN(*got) && math.IsNaN(*tc.want))):
+				t.Errorf("%s: gauge %d = %v, want %v", tc.name, i, got, *tc.want)
+			}
+		}
+	}
 }
 
 func TestFleetFileCompletesSourceNodes(t *testing.T) {
