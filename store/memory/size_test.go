@@ -18,48 +18,29 @@ import (
 // BenchmarkStoreMemoryPerNode fills a store with 10,000 vLLM nodes as
 // refresh.Loop leaves them after running a while (storetest.Fleet: all five
 // latency distributions on vLLM's 22/19/21-bucket layouts, the English
-// Diagnosis of them, HistoryLen 360 points of history) and reports, per node:
+// Diagnosis of them, a full history of DefaultHistoryLen points made by
+// refresh.PointOf) and reports, per node:
 //
 //   - heap-B/node: live heap the store holds (HeapAlloc after GC, minus
 //     before);
 //   - hist-heap-B/node: the history's share of heap-B/node: heap-B/node
 //     minus what a store holding the same records with a one-point history
 //     takes;
+//   - plain/compact: the baseline, measured in the same run (the same nodes
+//     as proto.Clone copies and []diagnose.Point, as the store once kept
+//     them), over heap-B/node;
 //   - proto-B/node: the node's data serialised plainly: proto.Size of the
 //     Node, NodeMetrics and Diagnosis Get returns, plus the history at 8
 //     bytes per time and value (10 + 8 per known gauge, per point);
 //   - proto-hist-B/node: the history's part of proto-B/node;
-//   - enc-B/node, enc-hist-B/node: the bytes the store keeps encoded (what
-//     a serialising store, Redis, would keep), and the history's part.
+//   - enc-B/node, enc-hist-B/node: the bytes the store keeps encoded, and
+//     the history's part.
 //
-// Medians of -benchmem -count 5 (AMD EPYC, 2 cores, Go 1.26):
-//
-//	                                     heap-B  hist-heap-B  enc-B  enc-hist-B
-//	before: proto.Clone records,          65190        56536      -           -
-//	  []diagnose.Point history
-//	records as protobuf less what can     14247        11565  12817       10651
-//	  be rebuilt (bounds interned, percentiles, mean and count derived,
-//	  counts as varint differences, repeated fields and ids dropped);
-//	  history as delta/XOR-encoded chunks (bit-level Gorilla)
-//	+ Diagnosis text as phrases of a      12904        11565  11549       10651
-//	  dictionary and packed digits
-//	+ history tail grown in small steps   12348        11009  11549       10651
-//	+ byte-aligned history (decodes 30%   12754        11430  11764       10866
-//	  faster, 2% larger): as committed
-//
-// proto-B/node is 22563 (history 17992, record 4571) throughout: the store
-// gives back exactly what it was given. The record is now 898 B encoded
-// (4571 plain); the history, 360 points of 29 B, is what keeps a node above
-// 4 KiB: three of its five gauges (KV pressure, mean E2E, generation rate)
-// take a new full-precision value every refresh (7 B each, about their
-// entropy) and the time has nanosecond jitter (4 B).
-//
-// Intermediate rows are single runs (heap figures vary by < 20 B between
-// runs). The price is CPU, medians on the same machine, before → after:
-// BenchmarkStoreRefreshCycle 83 → 132 µs/op, BenchmarkStoreList (500 nodes)
-// 8.9 → 11.2 ms, BenchmarkStoreRefreshPass (Get, History, Put over 10,000
-// nodes, garbage collection of the whole store included) 92–100 → 108
-// µs/node.
+// Medians of -benchtime 1x -count 3 (AMD EPYC, 2 cores, Go 1.26), 120
+// points: heap 3723 B/node (history 2404), 6.18× less than plain; encoded
+// 3228 B (record 893, history 2335: 19.5 B a point). With 360 points the
+// history alone is 6536 B encoded: a longer --history costs about 20 B a
+// point and refresh.
 func BenchmarkStoreMemoryPerNode(b *testing.B) {
 	const nodes = 10_000
 	const historyLen = memory.DefaultHistoryLen
