@@ -179,21 +179,25 @@ const (
 	Cause_CAUSE_NODE_OUTLIER Cause = 8
 	// Nothing to explain.
 	Cause_CAUSE_HEALTHY Cause = 9
+	// Some indicator is off and no cause above explains it; the evidence says
+	// which.
+	Cause_CAUSE_UNEXPLAINED Cause = 10
 )
 
 // Enum value maps for Cause.
 var (
 	Cause_name = map[int32]string{
-		0: "CAUSE_UNSPECIFIED",
-		1: "CAUSE_NO_DATA",
-		2: "CAUSE_TARGET_DOWN",
-		3: "CAUSE_KV_EXHAUSTED",
-		4: "CAUSE_OVERLOADED",
-		5: "CAUSE_BURST",
-		6: "CAUSE_PREFILL_BOUND",
-		7: "CAUSE_DECODE_BOUND",
-		8: "CAUSE_NODE_OUTLIER",
-		9: "CAUSE_HEALTHY",
+		0:  "CAUSE_UNSPECIFIED",
+		1:  "CAUSE_NO_DATA",
+		2:  "CAUSE_TARGET_DOWN",
+		3:  "CAUSE_KV_EXHAUSTED",
+		4:  "CAUSE_OVERLOADED",
+		5:  "CAUSE_BURST",
+		6:  "CAUSE_PREFILL_BOUND",
+		7:  "CAUSE_DECODE_BOUND",
+		8:  "CAUSE_NODE_OUTLIER",
+		9:  "CAUSE_HEALTHY",
+		10: "CAUSE_UNEXPLAINED",
 	}
 	Cause_value = map[string]int32{
 		"CAUSE_UNSPECIFIED":   0,
@@ -206,6 +210,7 @@ var (
 		"CAUSE_DECODE_BOUND":  7,
 		"CAUSE_NODE_OUTLIER":  8,
 		"CAUSE_HEALTHY":       9,
+		"CAUSE_UNEXPLAINED":   10,
 	}
 )
 
@@ -251,6 +256,22 @@ const (
 	Indicator_INDICATOR_PREEMPTIONS           Indicator = 8
 	Indicator_INDICATOR_SCRAPE                Indicator = 9
 	Indicator_INDICATOR_E2E_MEAN              Indicator = 10
+	// Decode speed one request sees: generation rate / running requests.
+	Indicator_INDICATOR_DECODE_SPEED Indicator = 11
+	// Prompt token rate / generation token rate.
+	Indicator_INDICATOR_PREFILL_DECODE_RATIO Indicator = 12
+	// Time queued before scheduling, the part of TTFT that is not prefill.
+	Indicator_INDICATOR_QUEUE_TIME Indicator = 13
+	// Gap between consecutive output tokens.
+	Indicator_INDICATOR_INTER_TOKEN Indicator = 14
+	// Requests aborted or failed per second.
+	Indicator_INDICATOR_ABORTS Indicator = 15
+	// Age of the data.
+	Indicator_INDICATOR_STALENESS Indicator = 16
+	// The node against the other nodes serving its model.
+	Indicator_INDICATOR_PEERS Indicator = 17
+	// Mean E2E latency over the history: rising, falling or flat.
+	Indicator_INDICATOR_E2E_TREND Indicator = 18
 )
 
 // Enum value maps for Indicator.
@@ -267,6 +288,14 @@ var (
 		8:  "INDICATOR_PREEMPTIONS",
 		9:  "INDICATOR_SCRAPE",
 		10: "INDICATOR_E2E_MEAN",
+		11: "INDICATOR_DECODE_SPEED",
+		12: "INDICATOR_PREFILL_DECODE_RATIO",
+		13: "INDICATOR_QUEUE_TIME",
+		14: "INDICATOR_INTER_TOKEN",
+		15: "INDICATOR_ABORTS",
+		16: "INDICATOR_STALENESS",
+		17: "INDICATOR_PEERS",
+		18: "INDICATOR_E2E_TREND",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":           0,
@@ -280,6 +309,14 @@ var (
 		"INDICATOR_PREEMPTIONS":           8,
 		"INDICATOR_SCRAPE":                9,
 		"INDICATOR_E2E_MEAN":              10,
+		"INDICATOR_DECODE_SPEED":          11,
+		"INDICATOR_PREFILL_DECODE_RATIO":  12,
+		"INDICATOR_QUEUE_TIME":            13,
+		"INDICATOR_INTER_TOKEN":           14,
+		"INDICATOR_ABORTS":                15,
+		"INDICATOR_STALENESS":             16,
+		"INDICATOR_PEERS":                 17,
+		"INDICATOR_E2E_TREND":             18,
 	}
 )
 
@@ -385,6 +422,9 @@ const (
 	GroupBy_GROUP_BY_MODEL GroupBy = 2
 	// One row per engine; histograms summed by bucket across its nodes.
 	GroupBy_GROUP_BY_ENGINE GroupBy = 3
+	// One row per value of the node label ComparePercentilesRequest.label;
+	// histograms summed by bucket across its nodes.
+	GroupBy_GROUP_BY_LABEL GroupBy = 4
 )
 
 // Enum value maps for GroupBy.
@@ -394,12 +434,14 @@ var (
 		1: "GROUP_BY_NODE",
 		2: "GROUP_BY_MODEL",
 		3: "GROUP_BY_ENGINE",
+		4: "GROUP_BY_LABEL",
 	}
 	GroupBy_value = map[string]int32{
 		"GROUP_BY_UNSPECIFIED": 0,
 		"GROUP_BY_NODE":        1,
 		"GROUP_BY_MODEL":       2,
 		"GROUP_BY_ENGINE":      3,
+		"GROUP_BY_LABEL":       4,
 	}
 )
 
@@ -710,7 +752,10 @@ type Node struct {
 	// Age of the data the status is based on.
 	Staleness *durationpb.Duration `protobuf:"bytes,10,opt,name=staleness,proto3" json:"staleness,omitempty"`
 	// The metrics URL it is scraped from, when scraped directly.
-	Url           string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
+	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
+	// Labels from the fleet file (team, region, gpu pool, …): what
+	// ComparePercentiles can group by and StreamHealth can select on.
+	Labels        map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -820,6 +865,13 @@ func (x *Node) GetUrl() string {
 		return x.Url
 	}
 	return ""
+}
+
+func (x *Node) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // Percentile is one quantile of a histogram, with the bucket it falls in, as
@@ -1036,6 +1088,9 @@ type NodeMetrics struct {
 	PreemptionsPerSecond *float64 `protobuf:"fixed64,28,opt,name=preemptions_per_second,json=preemptionsPerSecond,proto3,oneof" json:"preemptions_per_second,omitempty"`
 	// Finished requests per second.
 	RequestsPerSecond *float64 `protobuf:"fixed64,29,opt,name=requests_per_second,json=requestsPerSecond,proto3,oneof" json:"requests_per_second,omitempty"`
+	// Requests that ended aborted or in error, per second; unset when the
+	// engine does not tell them apart.
+	AbortedRequestsPerSecond *float64 `protobuf:"fixed64,30,opt,name=aborted_requests_per_second,json=abortedRequestsPerSecond,proto3,oneof" json:"aborted_requests_per_second,omitempty"`
 	// Problems reading the node: scrape or parse errors, missing families.
 	Errors []string `protobuf:"bytes,40,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Warnings and partial-result notes from the source (for example
@@ -1239,6 +1294,13 @@ func (x *NodeMetrics) GetPreemptionsPerSecond() float64 {
 func (x *NodeMetrics) GetRequestsPerSecond() float64 {
 	if x != nil && x.RequestsPerSecond != nil {
 		return *x.RequestsPerSecond
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetAbortedRequestsPerSecond() float64 {
+	if x != nil && x.AbortedRequestsPerSecond != nil {
+		return *x.AbortedRequestsPerSecond
 	}
 	return 0
 }
@@ -1751,9 +1813,14 @@ type ComparePercentilesRequest struct {
 	// As in GetNodeMetricsRequest.
 	Window string `protobuf:"bytes,5,opt,name=window,proto3" json:"window,omitempty"`
 	// As in GetNodeMetricsRequest.
-	Offset        *durationpb.Duration `protobuf:"bytes,6,opt,name=offset,proto3" json:"offset,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Offset *durationpb.Duration `protobuf:"bytes,6,opt,name=offset,proto3" json:"offset,omitempty"`
+	// With GROUP_BY_LABEL: the node label to group by. Required then.
+	Label string `protobuf:"bytes,7,opt,name=label,proto3" json:"label,omitempty"`
+	// When set, every subject is also compared with itself this long before
+	// offset: its rows come in pairs, now and then (CompareRow.offset).
+	BaselineOffset *durationpb.Duration `protobuf:"bytes,8,opt,name=baseline_offset,json=baselineOffset,proto3" json:"baseline_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ComparePercentilesRequest) Reset() {
@@ -1828,6 +1895,20 @@ func (x *ComparePercentilesRequest) GetOffset() *durationpb.Duration {
 	return nil
 }
 
+func (x *ComparePercentilesRequest) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *ComparePercentilesRequest) GetBaselineOffset() *durationpb.Duration {
+	if x != nil {
+		return x.BaselineOffset
+	}
+	return nil
+}
+
 // CompareValue is one subject's value at one quantile.
 type CompareValue struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1836,8 +1917,12 @@ type CompareValue struct {
 	Rank uint32 `protobuf:"varint,2,opt,name=rank,proto3" json:"rank,omitempty"`
 	// value / median of all subjects' values at this quantile.
 	RatioToMedian float64 `protobuf:"fixed64,3,opt,name=ratio_to_median,json=ratioToMedian,proto3" json:"ratio_to_median,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The value lies in the same bucket as the median subject's, so the
+	// histograms cannot tell the two apart: its rank and ratio are within
+	// bucket resolution, not a measured difference.
+	WithinResolution bool `protobuf:"varint,4,opt,name=within_resolution,json=withinResolution,proto3" json:"within_resolution,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *CompareValue) Reset() {
@@ -1891,6 +1976,13 @@ func (x *CompareValue) GetRatioToMedian() float64 {
 	return 0
 }
 
+func (x *CompareValue) GetWithinResolution() bool {
+	if x != nil {
+		return x.WithinResolution
+	}
+	return false
+}
+
 // CompareRow is one subject of a comparison: a node or a group.
 type CompareRow struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1907,9 +1999,15 @@ type CompareRow struct {
 	// Observations in the window.
 	Count float64 `protobuf:"fixed64,6,opt,name=count,proto3" json:"count,omitempty"`
 	// Why a subject has no values, when it has none.
-	Note          string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Note string `protobuf:"bytes,7,opt,name=note,proto3" json:"note,omitempty"`
+	// How long before the request's offset this row's window ends: zero for
+	// the subjects now, baseline_offset for their baseline rows.
+	Offset *durationpb.Duration `protobuf:"bytes,8,opt,name=offset,proto3" json:"offset,omitempty"`
+	// For a baseline comparison: this row's value over the same subject's
+	// other row at the highest requested quantile (now / then).
+	RatioToBaseline float64 `protobuf:"fixed64,9,opt,name=ratio_to_baseline,json=ratioToBaseline,proto3" json:"ratio_to_baseline,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CompareRow) Reset() {
@@ -1989,6 +2087,20 @@ func (x *CompareRow) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *CompareRow) GetOffset() *durationpb.Duration {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
+func (x *CompareRow) GetRatioToBaseline() float64 {
+	if x != nil {
+		return x.RatioToBaseline
+	}
+	return 0
 }
 
 // ComparePercentilesResponse ranks the subjects.
@@ -2459,7 +2571,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11pipeline_parallel\x18\x04 \x01(\rR\x10pipelineParallel\x12\x10\n" +
 	"\x03gpu\x18\x05 \x01(\tR\x03gpu\x124\n" +
 	"\x16active_params_billions\x18\x06 \x01(\x01R\x14activeParamsBillions\x122\n" +
-	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\"\xa4\x03\n" +
+	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\"\x95\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2474,7 +2586,11 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"load_score\x18\t \x01(\x01R\tloadScore\x127\n" +
 	"\tstaleness\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x10\n" +
-	"\x03url\x18\v \x01(\tR\x03url\"\x80\x01\n" +
+	"\x03url\x18\v \x01(\tR\x03url\x124\n" +
+	"\x06labels\x18\f \x03(\v2\x1c.llmdiag.v1.Node.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x01\n" +
 	"\n" +
 	"Percentile\x12\x1a\n" +
 	"\bquantile\x18\x01 \x01(\x01R\bquantile\x12\x14\n" +
@@ -2490,7 +2606,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\x9a\v\n" +
+	"\x05_mean\"\xfe\v\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2520,7 +2636,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1cgeneration_tokens_per_second\x18\x1a \x01(\x01H\x06R\x19generationTokensPerSecond\x88\x01\x01\x12R\n" +
 	"$decode_tokens_per_second_per_request\x18\x1b \x01(\x01H\aR\x1fdecodeTokensPerSecondPerRequest\x88\x01\x01\x129\n" +
 	"\x16preemptions_per_second\x18\x1c \x01(\x01H\bR\x14preemptionsPerSecond\x88\x01\x01\x123\n" +
-	"\x13requests_per_second\x18\x1d \x01(\x01H\tR\x11requestsPerSecond\x88\x01\x01\x12\x16\n" +
+	"\x13requests_per_second\x18\x1d \x01(\x01H\tR\x11requestsPerSecond\x88\x01\x01\x12B\n" +
+	"\x1baborted_requests_per_second\x18\x1e \x01(\x01H\n" +
+	"R\x18abortedRequestsPerSecond\x88\x01\x01\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
 	"\bwarnings\x18) \x03(\tR\bwarningsB\b\n" +
 	"\x06_queueB\n" +
@@ -2533,7 +2651,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1d_generation_tokens_per_secondB'\n" +
 	"%_decode_tokens_per_second_per_requestB\x19\n" +
 	"\x17_preemptions_per_secondB\x16\n" +
-	"\x14_requests_per_second\"\xd0\x01\n" +
+	"\x14_requests_per_secondB\x1e\n" +
+	"\x1c_aborted_requests_per_second\"\xd0\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2578,20 +2697,23 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x121\n" +
 	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"K\n" +
 	"\x16GetNodeMetricsResponse\x121\n" +
-	"\ametrics\x18\x01 \x01(\v2\x17.llmdiag.v1.NodeMetricsR\ametrics\"\xfd\x01\n" +
+	"\ametrics\x18\x01 \x01(\v2\x17.llmdiag.v1.NodeMetricsR\ametrics\"\xd7\x02\n" +
 	"\x19ComparePercentilesRequest\x121\n" +
 	"\x06metric\x18\x01 \x01(\x0e2\x19.llmdiag.v1.LatencyMetricR\x06metric\x12\x1c\n" +
 	"\tquantiles\x18\x02 \x03(\x01R\tquantiles\x12\x14\n" +
 	"\x05nodes\x18\x03 \x03(\tR\x05nodes\x12.\n" +
 	"\bgroup_by\x18\x04 \x01(\x0e2\x13.llmdiag.v1.GroupByR\agroupBy\x12\x16\n" +
 	"\x06window\x18\x05 \x01(\tR\x06window\x121\n" +
-	"\x06offset\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"\x82\x01\n" +
+	"\x06offset\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12\x14\n" +
+	"\x05label\x18\a \x01(\tR\x05label\x12B\n" +
+	"\x0fbaseline_offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0ebaselineOffset\"\xaf\x01\n" +
 	"\fCompareValue\x126\n" +
 	"\n" +
 	"percentile\x18\x01 \x01(\v2\x16.llmdiag.v1.PercentileR\n" +
 	"percentile\x12\x12\n" +
 	"\x04rank\x18\x02 \x01(\rR\x04rank\x12&\n" +
-	"\x0fratio_to_median\x18\x03 \x01(\x01R\rratioToMedian\"\xd1\x01\n" +
+	"\x0fratio_to_median\x18\x03 \x01(\x01R\rratioToMedian\x12+\n" +
+	"\x11within_resolution\x18\x04 \x01(\bR\x10withinResolution\"\xb0\x02\n" +
 	"\n" +
 	"CompareRow\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\tR\asubject\x12\x14\n" +
@@ -2601,7 +2723,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"tail_ratio\x18\x04 \x01(\x01R\ttailRatio\x12\x18\n" +
 	"\aoutlier\x18\x05 \x01(\bR\aoutlier\x12\x14\n" +
 	"\x05count\x18\x06 \x01(\x01R\x05count\x12\x12\n" +
-	"\x04note\x18\a \x01(\tR\x04note\"\xa7\x02\n" +
+	"\x04note\x18\a \x01(\tR\x04note\x121\n" +
+	"\x06offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12*\n" +
+	"\x11ratio_to_baseline\x18\t \x01(\x01R\x0fratioToBaseline\"\xa7\x02\n" +
 	"\x1aComparePercentilesResponse\x121\n" +
 	"\x06metric\x18\x01 \x01(\x0e2\x19.llmdiag.v1.LatencyMetricR\x06metric\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x12\x1c\n" +
@@ -2656,7 +2780,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\vSTATUS_WARN\x10\x02\x12\x0f\n" +
 	"\vSTATUS_CRIT\x10\x03\x12\x12\n" +
 	"\x0eSTATUS_UNKNOWN\x10\x04\x12\x0f\n" +
-	"\vSTATUS_DOWN\x10\x05*\xe3\x01\n" +
+	"\vSTATUS_DOWN\x10\x05*\xfa\x01\n" +
 	"\x05Cause\x12\x15\n" +
 	"\x11CAUSE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCAUSE_NO_DATA\x10\x01\x12\x15\n" +
@@ -2667,7 +2791,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x13CAUSE_PREFILL_BOUND\x10\x06\x12\x16\n" +
 	"\x12CAUSE_DECODE_BOUND\x10\a\x12\x16\n" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
-	"\rCAUSE_HEALTHY\x10\t*\xb7\x02\n" +
+	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
+	"\x11CAUSE_UNEXPLAINED\x10\n" +
+	"*\x89\x04\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -2680,19 +2806,28 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x15INDICATOR_PREEMPTIONS\x10\b\x12\x14\n" +
 	"\x10INDICATOR_SCRAPE\x10\t\x12\x16\n" +
 	"\x12INDICATOR_E2E_MEAN\x10\n" +
-	"*\xc9\x01\n" +
+	"\x12\x1a\n" +
+	"\x16INDICATOR_DECODE_SPEED\x10\v\x12\"\n" +
+	"\x1eINDICATOR_PREFILL_DECODE_RATIO\x10\f\x12\x18\n" +
+	"\x14INDICATOR_QUEUE_TIME\x10\r\x12\x19\n" +
+	"\x15INDICATOR_INTER_TOKEN\x10\x0e\x12\x14\n" +
+	"\x10INDICATOR_ABORTS\x10\x0f\x12\x17\n" +
+	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
+	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
+	"\x13INDICATOR_E2E_TREND\x10\x12*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
 	"\x12LATENCY_METRIC_E2E\x10\x02\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_INTER_TOKEN\x10\x03\x12(\n" +
 	"$LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN\x10\x04\x12\x1d\n" +
-	"\x19LATENCY_METRIC_QUEUE_TIME\x10\x05*_\n" +
+	"\x19LATENCY_METRIC_QUEUE_TIME\x10\x05*s\n" +
 	"\aGroupBy\x12\x18\n" +
 	"\x14GROUP_BY_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rGROUP_BY_NODE\x10\x01\x12\x12\n" +
 	"\x0eGROUP_BY_MODEL\x10\x02\x12\x13\n" +
-	"\x0fGROUP_BY_ENGINE\x10\x03*F\n" +
+	"\x0fGROUP_BY_ENGINE\x10\x03\x12\x12\n" +
+	"\x0eGROUP_BY_LABEL\x10\x04*F\n" +
 	"\bLanguage\x12\x18\n" +
 	"\x14LANGUAGE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vLANGUAGE_EN\x10\x01\x12\x0f\n" +
@@ -2727,7 +2862,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Status)(0),                        // 1: llmdiag.v1.Status
@@ -2758,74 +2893,78 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*StreamHealthRequest)(nil),        // 26: llmdiag.v1.StreamHealthRequest
 	(*NodeHealth)(nil),                 // 27: llmdiag.v1.NodeHealth
 	(*StreamHealthResponse)(nil),       // 28: llmdiag.v1.StreamHealthResponse
-	(*timestamppb.Timestamp)(nil),      // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 30: google.protobuf.Duration
+	nil,                                // 29: llmdiag.v1.Node.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 30: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 31: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	29, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	30, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	30, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	11, // 6: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
-	0,  // 7: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	29, // 8: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	30, // 9: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	30, // 10: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	12, // 11: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
-	12, // 12: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
-	12, // 13: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
-	12, // 14: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
-	12, // 15: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	3,  // 16: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 17: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 18: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 19: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 20: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 21: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	29, // 22: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	30, // 23: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 24: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 25: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	10, // 26: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	30, // 27: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 28: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	4,  // 29: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 30: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	30, // 31: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	11, // 32: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	21, // 33: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	4,  // 34: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	22, // 35: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	29, // 36: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	30, // 37: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	6,  // 38: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 39: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 40: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	30, // 41: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	1,  // 42: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 43: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	30, // 44: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	29, // 45: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	8,  // 46: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	27, // 47: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	29, // 48: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 49: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	18, // 50: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	20, // 51: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	24, // 52: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	26, // 53: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 54: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	19, // 55: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	23, // 56: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	25, // 57: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	28, // 58: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	54, // [54:59] is the sub-list for method output_type
-	49, // [49:54] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	31, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	29, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
+	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
+	30, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	31, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	31, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	12, // 12: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
+	12, // 13: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
+	12, // 14: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
+	12, // 15: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
+	12, // 16: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
+	3,  // 17: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	1,  // 18: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	0,  // 19: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 20: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 21: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	14, // 22: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	30, // 23: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	31, // 24: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 25: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 26: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	10, // 27: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	31, // 28: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 29: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	4,  // 30: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 31: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	31, // 32: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	31, // 33: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 34: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	21, // 35: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	31, // 36: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 37: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	22, // 38: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	30, // 39: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	31, // 40: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	6,  // 41: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 42: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	15, // 43: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	31, // 44: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	1,  // 45: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 46: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	31, // 47: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	30, // 48: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	8,  // 49: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	27, // 50: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	30, // 51: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 52: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	18, // 53: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	20, // 54: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	24, // 55: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	26, // 56: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 57: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	19, // 58: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	23, // 59: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	25, // 60: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	28, // 61: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	57, // [57:62] is the sub-list for method output_type
+	52, // [52:57] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -2841,7 +2980,7 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
