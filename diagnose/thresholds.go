@@ -54,6 +54,17 @@ type Thresholds struct {
 	// E2EMeanRise is the relative rise of the mean E2E latency over the
 	// history (0.5 = +50%) that is reported as "rising".
 	E2EMeanRise float64 `yaml:"e2e_mean_rise"`
+	// ITLP99Warn and ITLP99Crit grade the P99 gap between output tokens.
+	ITLP99Warn time.Duration `yaml:"itl_p99_warn"`
+	ITLP99Crit time.Duration `yaml:"itl_p99_crit"`
+	// QueueTimeShareWarn is the share of mean TTFT spent queued (mean
+	// queue time / mean TTFT) from which TTFT counts as mostly waiting
+	// rather than prefill.
+	QueueTimeShareWarn float64 `yaml:"queue_time_share_warn"`
+	// AbortFractionWarn and AbortFractionCrit grade the share of finished
+	// requests that ended aborted or in error.
+	AbortFractionWarn float64 `yaml:"abort_fraction_warn"`
+	AbortFractionCrit float64 `yaml:"abort_fraction_crit"`
 
 	// DecodeTokensPerRequestLow is the per-request decode speed (tok/s)
 	// below which decode counts as slow.
@@ -111,6 +122,14 @@ type Thresholds struct {
 //     past any interactive use. The seed's 13.3 min P99 is WARN, as the seed
 //     reads it: a long tail, not an outage.
 //   - E2EMeanRise 0.5: llmdiag's choice; a mean 50% above its earlier level.
+//   - ITLP99Warn 200ms, ITLP99Crit 1s: llmdiag's choice; streaming text
+//     reads as smooth below ~5 tokens/s of gaps, and a one-second stall
+//     between tokens is visible to every reader.
+//   - QueueTimeShareWarn 0.5: llmdiag's choice; more of the first token's
+//     wait spent queued than prefilling.
+//   - AbortFractionWarn 0.05, AbortFractionCrit 0.25: llmdiag's choice; one
+//     request in twenty given up on is a symptom, one in four an outage as
+//     clients see it.
 //   - DecodeTokensPerRequestLow 10 tok/s: llmdiag's choice; 100 ms per output
 //     token, about the pace people read at. The seed's node decodes ~3 tok/s
 //     per request (121 tok/s over ~40 running requests).
@@ -146,6 +165,12 @@ func DefaultThresholds() Thresholds {
 		E2EP99Warn:  60 * time.Second,
 		E2EP99Crit:  30 * time.Minute,
 		E2EMeanRise: 0.5,
+		ITLP99Warn:  200 * time.Millisecond,
+		ITLP99Crit:  time.Second,
+
+		QueueTimeShareWarn: 0.5,
+		AbortFractionWarn:  0.05,
+		AbortFractionCrit:  0.25,
 
 		DecodeTokensPerRequestLow:      10,
 		LargeModelActiveParamsBillions: 30,
@@ -188,6 +213,11 @@ func (t Thresholds) Validate() error {
 	check(t.E2EP99Warn > 0, "e2e_p99_warn", "must be positive, got %v", t.E2EP99Warn)
 	check(t.E2EP99Warn < t.E2EP99Crit, "e2e_p99_warn", "must be below e2e_p99_crit (%v), got %v", t.E2EP99Crit, t.E2EP99Warn)
 	check(t.E2EMeanRise > 0, "e2e_mean_rise", "must be positive, got %v", t.E2EMeanRise)
+	check(t.ITLP99Warn > 0, "itl_p99_warn", "must be positive, got %v", t.ITLP99Warn)
+	check(t.ITLP99Warn < t.ITLP99Crit, "itl_p99_warn", "must be below itl_p99_crit (%v), got %v", t.ITLP99Crit, t.ITLP99Warn)
+	check(t.QueueTimeShareWarn > 0 && t.QueueTimeShareWarn <= 1, "queue_time_share_warn", "must be in (0, 1], got %v", t.QueueTimeShareWarn)
+	check(t.AbortFractionWarn > 0 && t.AbortFractionWarn <= 1, "abort_fraction_warn", "must be in (0, 1], got %v", t.AbortFractionWarn)
+	check(t.AbortFractionWarn < t.AbortFractionCrit && t.AbortFractionCrit <= 1, "abort_fraction_warn", "must be below abort_fraction_crit (%v, at most 1), got %v", t.AbortFractionCrit, t.AbortFractionWarn)
 
 	check(t.DecodeTokensPerRequestLow > 0, "decode_tokens_per_request_low", "must be positive, got %v", t.DecodeTokensPerRequestLow)
 	check(t.LargeModelActiveParamsBillions > 0, "large_model_active_params_billions", "must be positive, got %v", t.LargeModelActiveParamsBillions)
