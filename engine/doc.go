@@ -29,7 +29,10 @@
 // histograms are summed bucket by bucket (replicas must share one bucket
 // layout); Triton's per-model request counters take the largest model (the
 // ensemble or BLS model encloses the ones it calls, so a sum would count a
-// request several times). "—" is not exposed: UNKNOWN.
+// request several times; a model's series, one per failure reason, are
+// summed first). "—" is not exposed: UNKNOWN. A counter that an engine
+// creates with its first event (an abort) is UNKNOWN until then, as
+// llmdiag cannot tell "none yet" from "not counted".
 //
 //	| concept | vLLM | SGLang | TRT-LLM | Triton (TRT-LLM backend) | TGI | Dynamo frontend |
 //	|---|---|---|---|---|---|---|
@@ -41,6 +44,7 @@
 //	| generation tokens | Σ generation_tokens counter | generation_tokens_total | — | — | tgi_request_generated_tokens histogram _sum | output_tokens_total |
 //	| preemptions | Σ num_preemptions counter | num_retracted_requests_total (else num_retractions _sum) | — | — | — | — |
 //	| requests finished | Σ request_success over finished_reason | num_requests_total (else E2E _count) | Σ request_success over finished_reason | nv_inference_request_success, largest model | tgi_request_success | Σ requests_total over status |
+//	| requests aborted or failed | Σ request_success{finished_reason=~"abort|error"} | num_aborted_requests_total (appears with the first abort) | Σ request_success{finished_reason=~"abort|cancelled|error"} (a reason appears with its first request) | nv_inference_request_failure, Σ over reason, largest model | Σ tgi_request_failure over err (appears with the first failure) | requests_total{status="error"} |
 //	| TTFT | histogram, Σ by bucket over engine cores | histogram, Σ by bucket | histogram | — | — | histogram |
 //	| E2E | histogram, Σ by bucket | histogram, Σ by bucket | histogram | mean only: nv_inference_request_duration_us / request_success, largest model each | histogram | histogram |
 //	| inter-token | histogram, Σ by bucket | histogram, Σ by bucket | — | — | — | histogram |

@@ -46,6 +46,7 @@ func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at 
 	s.GenerationTokens = x.value(GenerationTokens)
 	s.Preemptions = x.value(Preemptions)
 	s.RequestsFinished = x.value(RequestsFinished)
+	s.RequestsAborted = x.value(RequestsAborted)
 	for c := TTFT; c <= QueueTime; c++ {
 		h, _ := c.Hist()
 		s.Hists[h] = x.histogram(c)
@@ -106,7 +107,8 @@ func (x *extractor) find(c Concept) (src Source, ok bool) {
 }
 
 // present reports whether src has a series to read: one of its family that
-// has src.Match, or, for Product and Difference, one of every operand.
+// src keeps (Match and MatchAny), or, for Product and Difference, one of
+// every operand.
 func (x *extractor) present(src Source) bool {
 	if len(src.Operands) > 0 {
 		for _, o := range src.Operands {
@@ -117,25 +119,39 @@ func (x *extractor) present(src Source) bool {
 		return true
 	}
 	for _, m := range x.families[src.Family].GetMetric() {
-		if matches(m, src.Match) {
+		if src.keeps(m) {
 			return true
 		}
 	}
 	return false
 }
 
-// matches reports whether m has every label value of match.
-func matches(m *dto.Metric, match map[string]string) bool {
-	n := 0
+// keeps reports whether src reads series m: m has every label value of
+// src.Match and, for every label of src.MatchAny, one of its values.
+func (src Source) keeps(m *dto.Metric) bool {
+	n, k := 0, 0
 	for _, l := range m.GetLabel() {
-		if v, ok := match[l.GetName()]; ok {
+		if v, ok := src.Match[l.GetName()]; ok {
 			if v != l.GetValue() {
 				return false
 			}
 			n++
 		}
+		if vs, ok := src.MatchAny[l.GetName()]; ok {
+			if !slices.Contains(vs, l.GetValue()) {
+				return false
+			}
+			k++
+		}
 	}
-	return n == len(match)
+	return n == len(src.Match) && k == len(src.MatchAny)
+}
+
+// matchLabels reports whether src restricts label (Match or MatchAny).
+func (src Source) matchLabels(label string) bool {
+	_, a := src.Match[label]
+	_, b := src.MatchAny[label]
+	return a || b
 }
 
 // checkTypes checks the type of every family src reads.
@@ -166,13 +182,13 @@ func checkType(k Kind, t dto.MetricType) error {
 	return nil
 }
 
-// collapse returns the series of src's family that have src.Match, keeping
+// collapse returns the series of src's family that src keeps, keeping
 // per replica only the series with the lowest Mapping.RankLabels.
 func (x *extractor) collapse(src Source) []series {
 	var out []series
 	index := map[string]int{}
 	for _, m := range x.families[src.Family].GetMetric() {
-		if !matches(m, src.Match) {
+		if !src.keeps(m) {
 			continue
 		}
 		s := series{labels: labelMap(m), metric: m}
@@ -309,11 +325,7 @@ func (x *extractor) product(src Source) ([]keyed, error) {
 // partner returns the series of ss (operand o) that goes with s (operand
 // first).
 func partner(s series, first Source, ss []series, o Source) (series, error) {
-	ignore := func(name string) bool {
-		_, a := first.Match[name]
-		_, b := o.Match[name]
-		return a || b
-	}
+	ignore := func(name string) bool { return first.matchLabels(name) || o.matchLabels(name) }
 	same := func(a, b map[string]string) bool {
 		for n, v := range a {
 			if !ignore(n) && b[n] != v {
@@ -418,9 +430,14 @@ func (x *extractor) value(c Concept) *float64 {
 	case Sum:
 		return x.finite(c, src, sum(vals))
 	case Max:
-		m := vals[0].v
-		for _, v := range vals[1:] {
-			m = max(m, v.v)
+		// Sum per replica, then the largest replica.
+		per := map[string]float64{}
+		for _, v := range vals {
+			per[v.key] += v.v
+		}
+		m := math.Inf(-1)
+		for _, v := range per {
+			m = max(m, v)
 		}
 		return x.finite(c, src, m)
 	}

@@ -63,11 +63,14 @@ type want struct {
 	model                          string
 	queue, running, kv, kvCap      *float64
 	prompt, gen, preempt, finished *float64
-	created                        time.Time
-	dp, tp                         int
-	hists                          [sample.NumHists]*sample.Histogram
-	totals                         [sample.NumHists]*sample.Total
-	errs                           []string // each a substring of one error, in order
+	// aborted: requests aborted or failed; nil where the engine does not
+	// count them apart (or, lazily created, has not seen one yet).
+	aborted *float64
+	created time.Time
+	dp, tp  int
+	hists   [sample.NumHists]*sample.Histogram
+	totals  [sample.NumHists]*sample.Total
+	errs    []string // each a substring of one error, in order
 }
 
 func f(v float64) *float64 { return &v }
@@ -93,8 +96,9 @@ func TestExtract(t *testing.T) {
 				// prompt_tokens_total 66, generation_tokens_total 600,
 				// num_preemptions_total 0.
 				prompt: f(66), gen: f(600), preempt: f(0),
-				// request_success_total: stop 0 + length 2 + abort 0 + error 0.
-				finished: f(2),
+				// request_success_total: stop 0 + length 2 + abort 0 + error 0;
+				// aborted: abort 0 + error 0 (V1 creates every reason).
+				finished: f(2), aborted: f(0),
 				// min(prompt_tokens_created 1.768264339889982e+09,
 				//     generation_tokens_created 1.7682643398899963e+09).
 				created: time.Unix(1768264339, 889982000),
@@ -129,7 +133,8 @@ func TestExtract(t *testing.T) {
 				prompt: f(33), gen: f(300),
 				// No num_retracted_requests_total: num_retractions_sum 0.0.
 				preempt: f(0),
-				// num_requests_total 1.0.
+				// num_requests_total 1.0. No num_aborted_requests_total
+				// (created with the first abort): aborted UNKNOWN.
 				finished: f(1),
 				// no dp_rank label; one tp_rank ("0").
 				dp: 0, tp: 1,
@@ -160,6 +165,8 @@ func TestExtract(t *testing.T) {
 				prompt: f(3500), gen: f(1000), preempt: f(5),
 				// (10+2+1+0) + (20+0+0+1).
 				finished: f(34),
+				// abort 1 (engine 0) + error 1 (engine 1).
+				aborted: f(2),
 				// min of 1700000100.5, 1700000050.25, 1700000100.75, 1700000060.
 				created: time.Unix(1700000050, 250000000),
 				dp:      2,
@@ -260,6 +267,7 @@ func TestExtract(t *testing.T) {
 				prompt: f(20000), gen: f(7500), preempt: f(1),
 				// vllm_request_success: 2+40 + 3+30.
 				finished: f(75),
+				// finished_reason length and stop only: aborted UNKNOWN.
 				// engine "0" and "1".
 				dp: 2,
 				hists: [sample.NumHists]*sample.Histogram{
@@ -316,6 +324,8 @@ func TestExtract(t *testing.T) {
 				// No token counters, no preemptions: UNKNOWN.
 				// request_success_total: length 8 + stop 12.
 				finished: f(20),
+				// finished_reason length and stop only: no abort seen,
+				// aborted UNKNOWN.
 				// min(request_success_created 1.7682648369328544e+09,
 				//     1.7682650001e+09).
 				created: time.Unix(1768264836, 932854400),
@@ -347,6 +357,9 @@ func TestExtract(t *testing.T) {
 				// nv_inference_request_success, largest model:
 				// preprocessing 122 (two requests still downstream).
 				finished: f(122),
+				// nv_inference_request_failure: ensemble 1, tensorrt_llm 1,
+				// the others 0: the largest model.
+				aborted: f(1),
 				// No histograms at all: every percentile UNKNOWN.
 				totals: [sample.NumHists]*sample.Total{
 					// Sum and count each from the largest model:
@@ -374,6 +387,8 @@ func TestExtract(t *testing.T) {
 				prompt: f(98765), gen: f(31000),
 				// tgi_request_success (not tgi_request_count 130).
 				finished: f(128),
+				// tgi_request_failure{err="validation"} 2.
+				aborted: f(2),
 				hists: [sample.NumHists]*sample.Histogram{
 					// Buckets k=24 (1.68 s) 10, k=25 40, k=26 90, k=27 120,
 					// k=28 (8.52 s) and up 128.
@@ -402,6 +417,8 @@ func TestExtract(t *testing.T) {
 				prompt: f(21000), gen: f(12050),
 				// requests_total: error 2 + success 44.
 				finished: f(46),
+				// requests_total{status="error"} 2.
+				aborted: f(2),
 				hists: [sample.NumHists]*sample.Histogram{
 					// le=0.1 3, 0.22 12, 0.47 30, 1 48, 2.2 55, 4.7 and up 56.
 					sample.TTFT: hist(30.8, 56, dynTTFTBounds, rep(6, 0), []float64{3, 12, 30, 48, 55}, rep(8, 56)),
@@ -470,6 +487,7 @@ func TestExtract(t *testing.T) {
 				{"generation tokens", got.GenerationTokens, w.gen},
 				{"preemptions", got.Preemptions, w.preempt},
 				{"requests finished", got.RequestsFinished, w.finished},
+				{"requests aborted", got.RequestsAborted, w.aborted},
 			} {
 				if !samePtr(c.got, c.want) {
 					t.Errorf("%s = %s, want %s", c.name, show(c.got), show(c.want))
@@ -685,6 +703,91 @@ func TestCombinedSources(t *testing.T) {
 			},
 		},
 		{
+			// vLLM through OpenTelemetry (no _total): abort and error are
+			// aborted; other reasons, near misses and series without the
+			// label are not.
+			name:   "vllm otel aborted",
+			engine: llmdiagv1.Engine_ENGINE_VLLM,
+			body: "# TYPE vllm_request_success counter\n" +
+				"vllm_request_success{engine=\"0\",finished_reason=\"abort\"} 3\n" +
+				"vllm_request_success{engine=\"1\",finished_reason=\"error\"} 1\n" +
+				"vllm_request_success{engine=\"0\",finished_reason=\"stop\"} 10\n" +
+				"vllm_request_success{engine=\"0\",finished_reason=\"aborted\"} 100\n" +
+				"vllm_request_success{engine=\"0\"} 1000\n",
+			check: func(t *testing.T, s *sample.Sample) {
+				if !samePtr(s.RequestsAborted, f(4)) || !samePtr(s.RequestsFinished, f(1114)) || len(s.Errors) != 0 {
+					t.Errorf("aborted %s finished %s errors %q, want 4 1114 none", show(s.RequestsAborted), show(s.RequestsFinished), s.Errors)
+				}
+			},
+		},
+		{
+			// vLLM V0 creates a reason's series with its first request: no
+			// abort yet reads as UNKNOWN, not 0.
+			name:   "vllm v0 no abort yet",
+			engine: llmdiagv1.Engine_ENGINE_VLLM,
+			body:   "# TYPE vllm:request_success_total counter\nvllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} 7\n",
+			check: func(t *testing.T, s *sample.Sample) {
+				if s.RequestsAborted != nil || !samePtr(s.RequestsFinished, f(7)) {
+					t.Errorf("aborted %s finished %s, want nil 7", show(s.RequestsAborted), show(s.RequestsFinished))
+				}
+			},
+		},
+		{
+			// Triton failures by reason: summed per model, then the
+			// largest model (the ensemble counts its stages' failures
+			// again).
+			name:   "triton failures by reason",
+			engine: llmdiagv1.Engine_ENGINE_TRITON,
+			body: "# TYPE nv_inference_request_failure counter\n" +
+				"nv_inference_request_failure{model=\"ensemble\",reason=\"REJECTED\",version=\"1\"} 2\n" +
+				"nv_inference_request_failure{model=\"ensemble\",reason=\"BACKEND\",version=\"1\"} 1\n" +
+				"nv_inference_request_failure{model=\"tensorrt_llm\",reason=\"REJECTED\",version=\"1\"} 0\n" +
+				"nv_inference_request_failure{model=\"tensorrt_llm\",reason=\"BACKEND\",version=\"1\"} 1\n" +
+				"nv_inference_request_failure{model=\"preprocessing\",reason=\"CANCELED\",version=\"1\"} 2\n",
+			check: func(t *testing.T, s *sample.Sample) {
+				if !samePtr(s.RequestsAborted, f(3)) {
+					t.Errorf("aborted %s, want 3 (ensemble: 2 + 1)", show(s.RequestsAborted))
+				}
+			},
+		},
+		{
+			// SGLang's tokenizer-side abort counter.
+			name:   "sglang aborted",
+			engine: llmdiagv1.Engine_ENGINE_SGLANG,
+			body:   "# TYPE sglang:num_aborted_requests_total counter\nsglang:num_aborted_requests_total{model_name=\"m\"} 5\n",
+			check: func(t *testing.T, s *sample.Sample) {
+				if !samePtr(s.RequestsAborted, f(5)) {
+					t.Errorf("aborted %s, want 5", show(s.RequestsAborted))
+				}
+			},
+		},
+		{
+			// TRT-LLM: cancelled requests are aborted; timeouts are not.
+			name:   "trtllm cancelled",
+			engine: llmdiagv1.Engine_ENGINE_TRTLLM,
+			body: "# TYPE trtllm_request_success_total counter\n" +
+				"trtllm_request_success_total{engine_type=\"trtllm\",finished_reason=\"cancelled\",model_name=\"m\"} 2\n" +
+				"trtllm_request_success_total{engine_type=\"trtllm\",finished_reason=\"timeout\",model_name=\"m\"} 4\n" +
+				"trtllm_request_success_total{engine_type=\"trtllm\",finished_reason=\"stop\",model_name=\"m\"} 5\n",
+			check: func(t *testing.T, s *sample.Sample) {
+				if !samePtr(s.RequestsAborted, f(2)) || !samePtr(s.RequestsFinished, f(11)) {
+					t.Errorf("aborted %s finished %s, want 2 11", show(s.RequestsAborted), show(s.RequestsFinished))
+				}
+			},
+		},
+		{
+			// Dynamo before its first error: no status="error" series,
+			// aborted UNKNOWN.
+			name:   "dynamo no error yet",
+			engine: llmdiagv1.Engine_ENGINE_DYNAMO,
+			body:   "# TYPE dynamo_frontend_requests_total counter\ndynamo_frontend_requests_total{model=\"m\",status=\"success\"} 9\n",
+			check: func(t *testing.T, s *sample.Sample) {
+				if s.RequestsAborted != nil || !samePtr(s.RequestsFinished, f(9)) {
+					t.Errorf("aborted %s finished %s, want nil 9", show(s.RequestsAborted), show(s.RequestsFinished))
+				}
+			},
+		},
+		{
 			// SGLang: model_name wins over the old name label.
 			name:   "sglang model label preference",
 			engine: llmdiagv1.Engine_ENGINE_SGLANG,
@@ -735,6 +838,11 @@ func TestTableConsistent(t *testing.T) {
 				for _, o := range s.Operands {
 					if o.Kind != Gauge && o.Kind != Counter && o.Kind != Info {
 						t.Errorf("%v %v: operand %q has kind %d", e, c, o.Family, o.Kind)
+					}
+				}
+				for label, values := range s.MatchAny {
+					if len(values) == 0 {
+						t.Errorf("%v %v: family %q matches label %s against no value", e, c, s.Family, label)
 					}
 				}
 				for _, name := range s.Families() {

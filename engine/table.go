@@ -34,6 +34,10 @@ const (
 	E2ECount       // requests E2ESum adds over (counter)
 	QueueTimeSum   // time queued, cumulative seconds (counter)
 	QueueTimeCount // requests QueueTimeSum adds over (counter)
+	// RequestsAborted counts requests that ended aborted (the client went
+	// away, the engine gave up on them) or failed (counter). Only engines
+	// that tell such requests apart expose it.
+	RequestsAborted
 	numConcepts
 )
 
@@ -42,6 +46,7 @@ var conceptNames = [numConcepts]string{
 	"prompt_tokens", "generation_tokens", "preemptions", "requests_finished",
 	"ttft", "e2e", "inter_token", "time_per_output_token", "queue_time",
 	"e2e_sum", "e2e_count", "queue_time_sum", "queue_time_count",
+	"requests_aborted",
 }
 
 // String returns the concept's short name.
@@ -119,15 +124,17 @@ const (
 	// KV capacity (KVCapacityTokens joined on Mapping.ReplicaLabels), and
 	// falls back to Mean when the capacity of any replica is unknown.
 	CapacityWeighted
-	// Max takes the largest sub-series. Triton reports request counters
-	// per model, and an ensemble or BLS model counts again every request
-	// of the models it calls (preprocessing, tensorrt_llm,
-	// postprocessing): summing would count each request several times,
-	// and the outermost model, whose cumulative time is the largest, is
-	// the one a client sees. The sum and the count of a latency are each
-	// maximised on their own, so the count may come from a stage the
-	// in-flight requests have already left: mean = sum/count is low by
-	// (requests between stages) / count. PromQL: max by (node).
+	// Max sums the sub-series of each replica (Mapping.ReplicaLabels:
+	// Triton's failure counter has one series per reason) and takes the
+	// largest replica. Triton reports request counters per model, and an
+	// ensemble or BLS model counts again every request of the models it
+	// calls (preprocessing, tensorrt_llm, postprocessing): summing would
+	// count each request several times, and the outermost model, whose
+	// cumulative time is the largest, is the one a client sees. The sum
+	// and the count of a latency are each maximised on their own, so the
+	// count may come from a stage the in-flight requests have already
+	// left: mean = sum/count is low by (requests between stages) / count.
+	// PromQL: max by (node) (sum by (node, replica labels) (…)).
 	Max
 )
 
@@ -145,6 +152,12 @@ type Source struct {
 	// values (Triton: request_type="waiting"); a family without such a
 	// series counts as absent. PromQL: family{k="v",…}.
 	Match map[string]string
+	// MatchAny, when set, keeps only the series whose label has one of
+	// the listed values, for every label listed (vLLM:
+	// finished_reason abort or error); it applies together with Match,
+	// and a family without such a series counts as absent. PromQL:
+	// family{k=~"v1|v2",…}, each value quoted with regexp.QuoteMeta.
+	MatchAny map[string][]string
 	// Scale multiplies every value read, before aggregation (Triton's
 	// microseconds → seconds: 1e-6); 0 means 1.
 	Scale float64
@@ -236,6 +249,17 @@ func vllm(name string, kind Kind, agg Agg) []Source {
 	return srcs
 }
 
+// anyOf returns srcs, each restricted to the series whose label has one of
+// values (Source.MatchAny).
+func anyOf(srcs []Source, label string, values ...string) []Source {
+	out := make([]Source, len(srcs))
+	for i, src := range srcs {
+		src.MatchAny = map[string][]string{label: values}
+		out[i] = src
+	}
+	return out
+}
+
 // gauge is a Gauge source of family restricted to the series whose label
 // equals value.
 func gauge(family, label, value string) Source {
@@ -275,8 +299,12 @@ var table = []Mapping{
 			Preemptions:      vllm("num_preemptions_total", Counter, Sum),
 			// Summed over finished_reason (stop, length, abort, error).
 			RequestsFinished: vllm("request_success_total", Counter, Sum),
-			TTFT:             vllm("time_to_first_token_seconds", Histogram, Sum),
-			E2E:              vllm("e2e_request_latency_seconds", Histogram, Sum),
+			// V1 creates every finished_reason series at start; V0 a
+			// reason's series on its first request, so there the concept
+			// stays unknown until the first abort.
+			RequestsAborted: anyOf(vllm("request_success_total", Counter, Sum), "finished_reason", "abort", "error"),
+			TTFT:            vllm("time_to_first_token_seconds", Histogram, Sum),
+			E2E:             vllm("e2e_request_latency_seconds", Histogram, Sum),
 			ITL: append(
 				vllm("inter_token_latency_seconds", Histogram, Sum),
 				// Deprecated name of the same per-token gap histogram (V0, V1 < 0.11).
@@ -338,9 +366,13 @@ var table = []Mapping{
 				{Family: "sglang:num_requests_total", Kind: Counter},
 				{Family: "sglang:e2e_request_latency_seconds", Kind: HistogramCount},
 			},
-			TTFT: {{Family: "sglang:time_to_first_token_seconds", Kind: Histogram}},
-			E2E:  {{Family: "sglang:e2e_request_latency_seconds", Kind: Histogram}},
-			ITL:  {{Family: "sglang:inter_token_latency_seconds", Kind: Histogram}},
+			// Tokenizer-side (model_name only), from SGLang 0.5; like every
+			// labelled prometheus_client counter it appears with the first
+			// abort.
+			RequestsAborted: {{Family: "sglang:num_aborted_requests_total", Kind: Counter}},
+			TTFT:            {{Family: "sglang:time_to_first_token_seconds", Kind: Histogram}},
+			E2E:             {{Family: "sglang:e2e_request_latency_seconds", Kind: Histogram}},
+			ITL:             {{Family: "sglang:inter_token_latency_seconds", Kind: Histogram}},
 			// Older SGLang observed per-request time per output token.
 			TPOT: {{Family: "sglang:time_per_output_token_seconds", Kind: Histogram}},
 			QueueTime: {
@@ -373,6 +405,10 @@ var table = []Mapping{
 				{Family: "trtllm_request_success_total", Kind: Counter},
 				{Family: "trtllm_e2e_request_latency_seconds", Kind: HistogramCount},
 			},
+			// finished_reason takes the request output's finish reason;
+			// a reason's series appears with its first request.
+			RequestsAborted: anyOf([]Source{{Family: "trtllm_request_success_total", Kind: Counter}},
+				"finished_reason", "abort", "cancelled", "error"),
 			TTFT: {{Family: "trtllm_time_to_first_token_seconds", Kind: Histogram}},
 			E2E:  {{Family: "trtllm_e2e_request_latency_seconds", Kind: Histogram}},
 			// One observation per request: (e2e − TTFT) / (output tokens − 1).
@@ -412,6 +448,9 @@ var table = []Mapping{
 			E2ECount:         {{Family: "nv_inference_request_success", Kind: Counter, Agg: Max}},
 			QueueTimeSum:     {{Family: "nv_inference_queue_duration_us", Kind: Counter, Agg: Max, Scale: 1e-6}},
 			QueueTimeCount:   {{Family: "nv_inference_request_success", Kind: Counter, Agg: Max}},
+			// Summed over reason (REJECTED, CANCELED, BACKEND, OTHER) per
+			// model, largest model.
+			RequestsAborted: {{Family: "nv_inference_request_failure", Kind: Counter, Agg: Max}},
 		},
 	},
 	{
@@ -432,9 +471,12 @@ var table = []Mapping{
 				{Family: "tgi_request_success", Kind: Counter},
 				{Family: "tgi_request_duration", Kind: HistogramCount},
 			},
-			E2E:       {{Family: "tgi_request_duration", Kind: Histogram}},
-			TPOT:      {{Family: "tgi_request_mean_time_per_token_duration", Kind: Histogram}},
-			QueueTime: {{Family: "tgi_request_queue_duration", Kind: Histogram}},
+			// Summed over err (validation, overloaded, generation, …); the
+			// family appears with the first failure.
+			RequestsAborted: {{Family: "tgi_request_failure", Kind: Counter}},
+			E2E:             {{Family: "tgi_request_duration", Kind: Histogram}},
+			TPOT:            {{Family: "tgi_request_mean_time_per_token_duration", Kind: Histogram}},
+			QueueTime:       {{Family: "tgi_request_queue_duration", Kind: Histogram}},
 		},
 	},
 	{
@@ -475,6 +517,8 @@ var table = []Mapping{
 				{Family: "dynamo_frontend_requests_total", Kind: Counter},
 				{Family: "dynamo_frontend_request_duration_seconds", Kind: HistogramCount},
 			},
+			RequestsAborted: {{Family: "dynamo_frontend_requests_total", Kind: Counter,
+				Match: map[string]string{"status": "error"}}},
 			TTFT: {{Family: "dynamo_frontend_time_to_first_token_seconds", Kind: Histogram}},
 			E2E:  {{Family: "dynamo_frontend_request_duration_seconds", Kind: Histogram}},
 			ITL:  {{Family: "dynamo_frontend_inter_token_latency_seconds", Kind: Histogram}},

@@ -66,6 +66,7 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 	nm.GenerationTokensPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.GenerationTokens })
 	nm.PreemptionsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.Preemptions })
 	nm.RequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsFinished })
+	nm.AbortedRequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsAborted })
 	if g, run := nm.GenerationTokensPerSecond, newest.Running; g != nil && run != nil && *run > 0 {
 		nm.DecodeTokensPerSecondPerRequest = sample.F(*g / *run)
 	}

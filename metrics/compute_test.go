@@ -36,6 +36,7 @@ type wantMetrics struct {
 	staleness                               time.Duration
 	queue, running, ratio, kv, kvCap        *float64
 	prompt, gen, decodePerReq, preempt, rps *float64
+	aborted                                 *float64 // aborted_requests_per_second
 	ttft, e2e, itl, tpot, queueTime         *dist
 	errors                                  []string
 }
@@ -47,6 +48,7 @@ func TestCompute(t *testing.T) {
 	base := &sample.Sample{
 		At: t0, Up: true, Engine: llmdiagv1.Engine_ENGINE_VLLM, Model: "m",
 		PromptTokens: f(1000), GenerationTokens: f(500), Preemptions: f(2), RequestsFinished: f(10),
+		RequestsAborted: f(3),
 		Hists: [sample.NumHists]*sample.Histogram{
 			sample.TTFT: {Bounds: ttftBounds, Counts: []float64{2, 5, 6}, Sum: 3, Count: 6},
 			sample.E2E:  {Bounds: ttftBounds, Counts: []float64{1, 1, 1}, Sum: 0.05, Count: 1},
@@ -56,6 +58,7 @@ func TestCompute(t *testing.T) {
 		At: t0.Add(time.Minute), Up: true, Engine: llmdiagv1.Engine_ENGINE_VLLM, Model: "m",
 		Queue: f(3), Running: f(12), KVUsage: f(0.4), KVCapacityTokens: f(1000),
 		PromptTokens: f(4000), GenerationTokens: f(2300), Preemptions: f(2), RequestsFinished: f(40),
+		RequestsAborted: f(9),
 		Hists: [sample.NumHists]*sample.Histogram{
 			sample.TTFT: {Bounds: ttftBounds, Counts: []float64{2, 25, 36}, Sum: 30, Count: 36},
 			// Same as base: no observations in the window.
@@ -69,6 +72,7 @@ func TestCompute(t *testing.T) {
 		At: t0.Add(time.Minute), Up: true,
 		Queue: f(4), Running: f(0),
 		PromptTokens: f(300), GenerationTokens: f(600), Preemptions: f(2), RequestsFinished: f(4),
+		RequestsAborted: f(1),
 		Hists: [sample.NumHists]*sample.Histogram{
 			sample.TTFT: {Bounds: ttftBounds, Counts: []float64{1, 3, 4}, Sum: 2, Count: 4},
 		},
@@ -95,6 +99,8 @@ func TestCompute(t *testing.T) {
 				queue: f(3), running: f(12), ratio: f(0.25), kv: f(0.4), kvCap: f(1000),
 				// (4000−1000)/60, (2300−500)/60, 0/60, (40−10)/60; 30 tok/s / 12 running.
 				prompt: f(50), gen: f(30), decodePerReq: f(2.5), preempt: f(0), rps: f(0.5),
+				// aborted (9−3)/60.
+				aborted: f(0.1),
 				// TTFT delta: counts 0, 20, 30; sum 27, count 30.
 				ttft: &dist{
 					pcts: []pct{
@@ -125,6 +131,8 @@ func TestCompute(t *testing.T) {
 				// prompt fell 1000 → 300: delta 300; generation 500 → 600: 100;
 				// requests 10 → 4: delta 4. No per-request speed without running.
 				prompt: f(5), gen: f(100.0 / 60), preempt: f(0), rps: f(4.0 / 60),
+				// aborted fell 3 → 1: delta 1.
+				aborted: f(1.0 / 60),
 				// TTFT count fell 6 → 4: the whole newest histogram. rank 2 in
 				// le=1 (3 ≥ 2): 0.1 + 0.9·(2−1)/(3−1).
 				ttft: &dist{
@@ -248,6 +256,8 @@ func TestComputeLifetimeScrape(t *testing.T) {
 		// 66 and 600 tokens, 0 preemptions, 2 requests over 100 s; running 0:
 		// no per-request decode speed.
 		prompt: f(0.66), gen: f(6), preempt: f(0), rps: f(0.02),
+		// finished_reason abort 0 + error 0.
+		aborted: f(0),
 		ttft: &dist{
 			// Counts 0 to le=0.01, 1 to le=0.25, 2 from le=0.5.
 			pcts: []pct{
@@ -305,6 +315,7 @@ func checkMetrics(t *testing.T, got *llmdiagv1.NodeMetrics, w wantMetrics) {
 		{"decode_tokens_per_second_per_request", got.DecodeTokensPerSecondPerRequest, w.decodePerReq},
 		{"preemptions_per_second", got.PreemptionsPerSecond, w.preempt},
 		{"requests_per_second", got.RequestsPerSecond, w.rps},
+		{"aborted_requests_per_second", got.AbortedRequestsPerSecond, w.aborted},
 	} {
 		if (c.got == nil) != (c.want == nil) || (c.got != nil && !near(*c.got, *c.want)) {
 			t.Errorf("%s = %s, want %s", c.name, showF(c.got), showF(c.want))

@@ -496,6 +496,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.GenerationTokensPerSecond = rate(engine.GenerationTokens)
 	nm.PreemptionsPerSecond = rate(engine.Preemptions)
 	nm.RequestsPerSecond = rate(engine.RequestsFinished)
+	nm.AbortedRequestsPerSecond = rate(engine.RequestsAborted)
 	if g, run := nm.GenerationTokensPerSecond, nm.Running; g != nil && run != nil && *run > 0 {
 		nm.DecodeTokensPerSecondPerRequest = sample.F(*g / *run)
 	}

@@ -21,7 +21,8 @@ import (
 // refresh reads each node as engine.Extract reads its scrape: gauges, KV
 // pressure, capacity, model, parallelism, cumulative histograms and sums —
 // for every engine of the table (aliases, OpenTelemetry names, products,
-// differences, matched series, scaled microseconds).
+// differences, matched series, scaled microseconds) — and, where the scrape
+// counts aborted requests, their rate, absent where it does not.
 func TestRealPrometheus(t *testing.T) {
 	// promtest.Start fails the test, saying how to install prometheus, when
 	// the binary is missing: this test is never skipped.
@@ -79,6 +80,21 @@ func TestRealPrometheus(t *testing.T) {
 		}
 	}
 
+	// Aborted requests over a window: the fixtures do not change, so the
+	// rate is 0 exactly where the scrape has the aborted series, and
+	// absent (UNKNOWN) where it has none (TRT-LLM and vLLM OTel without an
+	// abort yet, SGLang without num_aborted_requests_total, vLLM V0).
+	windowed, err := src.Refresh(t.Context(), "1m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range windowed {
+		x, got := want[o.Node.ID], o.Metrics.AbortedRequestsPerSecond
+		if (got != nil) != (x.RequestsAborted != nil) || got != nil && *got != 0 {
+			t.Errorf("%s: 1m aborted rate %s, scrape has aborted count %s", files[slices.Index(targets, o.Node.ID)], show(got), show(x.RequestsAborted))
+		}
+	}
+
 	obs, err := src.Refresh(t.Context(), "lifetime")
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +122,21 @@ func TestRealPrometheus(t *testing.T) {
 			} {
 				if !nearPtr(c.got, c.want) {
 					t.Errorf("%s = %s, scrape says %s", c.name, show(c.got), show(c.want))
+				}
+			}
+			// Lifetime rates share one duration (since the counters
+			// started): aborted / finished is the scrape's ratio of counts.
+			// Without that start (Triton, TGI, …) both are absent.
+			switch ab, rps := m.AbortedRequestsPerSecond, m.RequestsPerSecond; {
+			case x.RequestsAborted == nil || rps == nil:
+				if ab != nil {
+					t.Errorf("lifetime aborted rate %s, scrape has aborted %s and the requests rate is %s", show(ab), show(x.RequestsAborted), show(rps))
+				}
+			case ab == nil:
+				t.Errorf("no lifetime aborted rate, scrape has aborted %s", show(x.RequestsAborted))
+			case x.RequestsFinished != nil && *x.RequestsFinished > 0:
+				if !near(*ab / *rps, *x.RequestsAborted / *x.RequestsFinished) {
+					t.Errorf("aborted/finished rates %v/%v, scrape says %v/%v", *ab, *rps, *x.RequestsAborted, *x.RequestsFinished)
 				}
 			}
 			for h, d := range []interface {

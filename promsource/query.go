@@ -159,6 +159,19 @@ func (b builder) forNode(node string) (builder, error) {
 // sel is the selector of family's series that have the labels of match (and
 // b's node matcher).
 func (b builder) sel(family string, match map[string]string) (string, error) {
+	return b.selAny(family, match, nil)
+}
+
+// srcSel is the selector of the series of family that src keeps: its Match
+// and MatchAny (family is src.Family, or a part of a histogram).
+func (b builder) srcSel(family string, src engine.Source) (string, error) {
+	return b.selAny(family, src.Match, src.MatchAny)
+}
+
+// selAny is sel with, per label of any, a regular-expression matcher that
+// accepts exactly one of its values (each quoted with regexp.QuoteMeta;
+// PromQL anchors the expression).
+func (b builder) selAny(family string, match map[string]string, any map[string][]string) (string, error) {
 	var ms []string
 	name := family
 	if !metricNameRE.MatchString(family) {
@@ -170,6 +183,20 @@ func (b builder) sel(family string, match map[string]string) (string, error) {
 	}
 	for _, k := range slices.Sorted(maps.Keys(match)) {
 		m, err := labelMatcher(k, "=", match[k])
+		if err != nil {
+			return "", fmt.Errorf("family %s: %w", family, err)
+		}
+		ms = append(ms, m)
+	}
+	for _, k := range slices.Sorted(maps.Keys(any)) {
+		if len(any[k]) == 0 {
+			return "", fmt.Errorf("family %s: label %s: no value to match", family, k)
+		}
+		alts := make([]string, len(any[k]))
+		for i, v := range any[k] {
+			alts[i] = regexp.QuoteMeta(v)
+		}
+		m, err := labelMatcher(k, "=~", strings.Join(alts, "|"))
 		if err != nil {
 			return "", fmt.Errorf("family %s: %w", family, err)
 		}
@@ -246,7 +273,7 @@ func (b builder) series(src engine.Source, suffix string) (string, error) {
 	var expr string
 	switch src.Kind {
 	case engine.Gauge:
-		s, err := b.sel(src.Family, src.Match)
+		s, err := b.srcSel(src.Family, src)
 		if err != nil {
 			return "", err
 		}
@@ -260,7 +287,7 @@ func (b builder) series(src engine.Source, suffix string) (string, error) {
 		case engine.Counter:
 			suffix = ""
 		}
-		s, err := b.sel(src.Family+suffix, src.Match)
+		s, err := b.srcSel(src.Family+suffix, src)
 		if err != nil {
 			return "", err
 		}
@@ -277,6 +304,7 @@ func (b builder) series(src engine.Source, suffix string) (string, error) {
 			}
 			parts = append(parts, "("+p+")")
 			ignoring = append(ignoring, slices.Sorted(maps.Keys(o.Match))...)
+			ignoring = append(ignoring, slices.Sorted(maps.Keys(o.MatchAny))...)
 		}
 		op := " * "
 		if ig := uniq(ignoring...); len(ig) > 0 {
@@ -323,6 +351,14 @@ func (b builder) aggregate(m *engine.Mapping, src engine.Source, agg string, suf
 	if s, err = dedupe(m, s); err != nil {
 		return "", err
 	}
+	if agg == "max" {
+		// engine.Max: the sum of each replica, then the largest.
+		inner, err := labelList(uniq(slices.Concat(labels, m.ReplicaLabels)...)...)
+		if err != nil {
+			return "", err
+		}
+		s = "sum by (" + inner + ") (" + s + ")"
+	}
 	return agg + " by (" + by + ") (" + s + ")", nil
 }
 
@@ -352,7 +388,7 @@ func gaugeSources(m *engine.Mapping, concepts []engine.Concept) []engine.Source 
 		case engine.Counter:
 			counters = append(counters, src)
 		case engine.Histogram, engine.HistogramCount:
-			hists = append(hists, engine.Source{Family: src.Family + "_count", Match: src.Match})
+			hists = append(hists, engine.Source{Family: src.Family + "_count", Match: src.Match, MatchAny: src.MatchAny})
 		case engine.Product, engine.Difference:
 			for _, o := range src.Operands {
 				walk(o)
@@ -377,7 +413,7 @@ func gaugeSources(m *engine.Mapping, concepts []engine.Concept) []engine.Source 
 func (b builder) selectors(srcs []engine.Source) ([]string, error) {
 	var out []string
 	for _, src := range srcs {
-		s, err := b.sel(src.Family, src.Match)
+		s, err := b.srcSel(src.Family, src)
 		if err != nil {
 			return nil, err
 		}
@@ -517,7 +553,7 @@ func (b builder) group(m *engine.Mapping, c engine.Concept, run int, sh shape, s
 		by := uniq(slices.Concat([]string{b.node}, m.ReplicaLabels, q.info)...)
 		q.want = by
 		for i, src := range srcs {
-			s, err := b.sel(src.Family, src.Match)
+			s, err := b.srcSel(src.Family, src)
 			if err != nil {
 				return nil, err
 			}

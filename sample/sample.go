@@ -77,6 +77,10 @@ type Sample struct {
 	GenerationTokens *float64
 	Preemptions      *float64
 	RequestsFinished *float64
+	// RequestsAborted counts the requests that ended aborted or failed,
+	// where the engine tells them apart (vLLM's finished_reason abort and
+	// error, Triton's and TGI's failure counters, …).
+	RequestsAborted *float64
 	// CountersCreated is when the counters started (the earliest _created
 	// timestamp exposed); zero when unknown. It lets one sample give lifetime
 	// rates.

@@ -21,27 +21,31 @@ type exposes struct {
 	kv, tokens, preemptions     bool
 	ttft, e2e, itl, tpot, queue bool
 	e2eTotal                    bool // E2E as cumulative sum and count only
+	// aborts: requests aborted or failed are counted apart. lazyAborts:
+	// the counter appears with the first abort (TGI), UNKNOWN before.
+	aborts, lazyAborts bool
 }
 
 // engineSees is, per schema, what package engine must read off the
 // simulator's exposition. Every schema the simulator speaks is listed:
 // engine.Detect and engine.Extract handle all of them.
 var engineSees = map[sim.Engine]exposes{
-	sim.VLLM:         {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, tpot: true, queue: true},
-	sim.VLLMOTel:     {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, tpot: true, queue: true},
-	sim.SGLang:       {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, queue: true},
-	sim.SGLangLegacy: {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, queue: true},
-	sim.TRTLLM:       {kv: true, ttft: true, e2e: true, tpot: true, queue: true},
-	sim.Triton:       {kv: true, e2eTotal: true},
-	sim.TGI:          {tokens: true, e2e: true, tpot: true, queue: true},
-	sim.Dynamo:       {tokens: true, ttft: true, e2e: true, itl: true},
+	sim.VLLM:         {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, tpot: true, queue: true, aborts: true},
+	sim.VLLMOTel:     {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, tpot: true, queue: true, aborts: true},
+	sim.SGLang:       {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, queue: true, aborts: true},
+	sim.SGLangLegacy: {kv: true, tokens: true, preemptions: true, ttft: true, e2e: true, itl: true, queue: true, aborts: true},
+	sim.TRTLLM:       {kv: true, ttft: true, e2e: true, tpot: true, queue: true, aborts: true},
+	sim.Triton:       {kv: true, e2eTotal: true, aborts: true},
+	sim.TGI:          {tokens: true, e2e: true, tpot: true, queue: true, aborts: true, lazyAborts: true},
+	sim.Dynamo:       {tokens: true, ttft: true, e2e: true, itl: true, aborts: true},
 }
 
 // TestEngineCrossCheck reads every schema's exposition with package engine,
 // as llmdiag does: the engine is detected, each concept the schema has is
 // read and agrees with the simulated state, and each it lacks is UNKNOWN.
 // It runs the schemas scenario as it is and with more traffic than the
-// nodes' 4 batch slots serve, so that the queues are not empty.
+// nodes' 4 batch slots serve, so that the queues are not empty, and the
+// loaded one also with a queue timeout, so that requests are abandoned.
 func TestEngineCrossCheck(t *testing.T) {
 	t.Parallel()
 	healthy, err := sim.Scenario("schemas", 1)
@@ -55,7 +59,12 @@ func TestEngineCrossCheck(t *testing.T) {
 		n.Perf.MaxNumSeqs = 4
 		n.Workload.Rate = 4
 	}
-	for _, cfg := range []sim.Config{healthy, loaded} {
+	aborting := loaded
+	aborting.Nodes = slices.Clone(loaded.Nodes)
+	for i := range aborting.Nodes {
+		aborting.Nodes[i].Workload.QueueTimeout = 3 * time.Second
+	}
+	for _, cfg := range []sim.Config{healthy, loaded, aborting} {
 		f, err := sim.New(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -77,6 +86,9 @@ func TestEngineCrossCheck(t *testing.T) {
 			}
 			st, _ := f.Stats(n.ID)
 			crossCheckEngine(t, n, want, mfs, st)
+			if cfg.Nodes[0].Workload.QueueTimeout == 3*time.Second && st.Aborted == 0 {
+				t.Errorf("%s with a queue timeout: no request abandoned", n.ID)
+			}
 		}
 		if s, _ := f.Stats("triton-0"); cfg.Nodes[0].Perf.MaxNumSeqs == 4 && s.Waiting < 5 {
 			t.Errorf("loaded triton-0: queue %d, want a queue", s.Waiting)
@@ -157,6 +169,11 @@ func crossCheckEngine(t *testing.T, n sim.Node, want exposes, mfs map[string]*dt
 	// Dynamo's status=error).
 	if known("requests finished", s.RequestsFinished, true) {
 		in("requests finished", s.RequestsFinished, fin, fin+float64(st.Aborted))
+	}
+	// Abandoned requests, where the schema counts them apart; UNKNOWN
+	// where it does not, or (lazyAborts) before the first one.
+	if known("requests aborted", s.RequestsAborted, want.aborts && (!want.lazyAborts || st.Aborted > 0)) {
+		eq("requests aborted", s.RequestsAborted, float64(st.Aborted))
 	}
 	hists := []struct {
 		h   sample.Hist

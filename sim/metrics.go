@@ -217,7 +217,7 @@ func (m *vllmMetrics) finished(c int, r *request, now float64) {
 type sglangMetrics struct {
 	queueReqs, runningReqs, usage, used, genTput []*series
 	retracted, queue                             []*series
-	prompt, gen, requests                        *series
+	prompt, gen, requests, aborts                *series
 	ttft, itl, e2e                               *series
 
 	// gen_throughput is reported per window of tputWindow simulated seconds.
@@ -244,9 +244,12 @@ func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
 		prompt:   m.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", model).with(n.Model),
 		gen:      m.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", model).with(n.Model),
 		requests: m.counter("sglang:num_requests_total", "Number of requests processed.", model).with(n.Model),
-		ttft:     m.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", sglangTTFTBuckets, model).with(n.Model),
-		itl:      m.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", sglangITLBuckets, model).with(n.Model),
-		e2e:      m.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", sglangE2EBuckets, model).with(n.Model),
+		// SGLang creates the series with the first abort; here it is there
+		// from the start, at 0.
+		aborts: m.counter("sglang:num_aborted_requests_total", "Number of requests aborted.", model).with(n.Model),
+		ttft:   m.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", sglangTTFTBuckets, model).with(n.Model),
+		itl:    m.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", sglangITLBuckets, model).with(n.Model),
+		e2e:    m.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", sglangE2EBuckets, model).with(n.Model),
 	}
 	tp := max(int(n.Profile.TensorParallel), 1)
 	for i := range n.cores() {
@@ -302,6 +305,6 @@ func (m *sglangMetrics) finished(_ int, r *request, now float64) {
 	m.e2e.observe(now - r.arrival)
 }
 
-func (m *sglangMetrics) aborted(int) {}
+func (m *sglangMetrics) aborted(int) { m.aborts.inc(1) }
 
 func (m *sglangMetrics) preempted(c int) { m.retracted[c].inc(1) }

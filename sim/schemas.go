@@ -121,7 +121,8 @@ type tritonMetrics struct {
 	waiting, inBatch, active, context *series
 	fraction, free, used              *series
 	duration, queue                   *series
-	count, success, failure           *series
+	count, success                    *series
+	rejected, backend                 *series // nv_inference_request_failure by reason
 	bs, blocks                        int
 }
 
@@ -139,11 +140,16 @@ func newTritonMetrics(m *metricSet, n Node) *tritonMetrics {
 		bs:        n.blockSize(),
 		blocks:    n.cores() * n.kvBlocks(),
 		success:   counter("nv_inference_request_success", "Number of successful inference requests, all batch sizes"),
-		failure:   counter("nv_inference_request_failure", "Number of failed inference requests, all batch sizes"),
 		count:     counter("nv_inference_count", "Number of inferences performed (does not include cached requests)"),
 		duration:  counter("nv_inference_request_duration_us", "Cumulative inference request duration in microseconds (includes cached requests)"),
 		queue:     counter("nv_inference_queue_duration_us", "Cumulative inference queuing duration in microseconds (includes cached requests)"),
 	}
+	// Triton creates a failure series per reason when it loads the model.
+	failure := m.counter("nv_inference_request_failure", "Number of failed inference requests, all batch sizes", "model", "reason", "version")
+	t.rejected = failure.with(n.Model, "REJECTED", version)
+	failure.with(n.Model, "CANCELED", version)
+	t.backend = failure.with(n.Model, "BACKEND", version)
+	failure.with(n.Model, "OTHER", version)
 	t.waiting = reqs.with(n.Model, version, "waiting")
 	t.inBatch = reqs.with(n.Model, version, "scheduled")
 	t.active = reqs.with(n.Model, version, "active")
@@ -173,12 +179,12 @@ func (m *tritonMetrics) scheduled(int, float64, int, int) {}
 func (m *tritonMetrics) firstToken(int, float64, int)     {}
 func (m *tritonMetrics) interToken(int, float64)          {}
 func (m *tritonMetrics) generated(int, int, float64)      {}
-func (m *tritonMetrics) aborted(int)                      { m.failure.inc(1) }
+func (m *tritonMetrics) aborted(int)                      { m.rejected.inc(1) } // queue timeout
 func (m *tritonMetrics) preempted(int)                    {}
 
 func (m *tritonMetrics) finished(_ int, r *request, now float64) {
 	if !succeeded(r) {
-		m.failure.inc(1)
+		m.backend.inc(1)
 		return
 	}
 	m.success.inc(1)
@@ -198,6 +204,23 @@ type tgiMetrics struct {
 	duration, queue, perToken    *series
 	inputLength, generatedTokens *series
 	success                      *series
+	failure                      *tgiFailures
+}
+
+// tgiFailures is tgi_request_failure by err. The Rust metrics crate
+// creates a series, and so the family, with its first failure.
+type tgiFailures struct {
+	family *family
+	byErr  map[string]*series
+}
+
+func (f *tgiFailures) inc(err string) {
+	s, ok := f.byErr[err]
+	if !ok {
+		s = f.family.with(err)
+		f.byErr[err] = s
+	}
+	s.inc(1)
 }
 
 var _ recorder = (*tgiMetrics)(nil)
@@ -214,6 +237,10 @@ func newTGIMetrics(m *metricSet, n Node) *tgiMetrics {
 		inputLength:     m.histogram("tgi_request_input_length", "Input tokens per request", linearBuckets(maxLen-1)).with(),
 		generatedTokens: m.histogram("tgi_request_generated_tokens", "Generated tokens per request", linearBuckets(maxLen)).with(),
 		success:         m.counter("tgi_request_success", "Number of successful requests").with(),
+		failure: &tgiFailures{
+			family: m.counter("tgi_request_failure", "Number of failed requests", "err"),
+			byErr:  map[string]*series{},
+		},
 	}
 }
 
@@ -227,11 +254,12 @@ func (m *tgiMetrics) scheduled(int, float64, int, int)        {}
 func (m *tgiMetrics) firstToken(_ int, _ float64, prompt int) { m.inputLength.observe(float64(prompt)) }
 func (m *tgiMetrics) interToken(int, float64)                 {}
 func (m *tgiMetrics) generated(int, int, float64)             {}
-func (m *tgiMetrics) aborted(int)                             {}
+func (m *tgiMetrics) aborted(int)                             { m.failure.inc("overloaded") }
 func (m *tgiMetrics) preempted(int)                           {}
 
 func (m *tgiMetrics) finished(_ int, r *request, now float64) {
 	if !succeeded(r) {
+		m.failure.inc("generation")
 		return
 	}
 	m.success.inc(1)

@@ -68,6 +68,7 @@ type family struct {
 	buckets []float64 // for histograms
 	model   string    // value of the model label (model_name, name or model)
 	approx  bool      // buckets compared with a relative tolerance
+	lazy    bool      // appears with its first event: may be missing
 }
 
 // families is every family a node of engine e exposes, keyed by name.
@@ -121,7 +122,7 @@ func families(e sim.Engine, n sim.Node) map[string]family {
 		}
 		add("sglang:num_retracted_requests_total", C, nil, n.Model, sched...)
 		add("sglang:queue_time_seconds", H, refSGLangQueue, n.Model, sched...)
-		for _, c := range []string{"prompt_tokens_total", "generation_tokens_total", "num_requests_total"} {
+		for _, c := range []string{"prompt_tokens_total", "generation_tokens_total", "num_requests_total", "num_aborted_requests_total"} {
 			add("sglang:"+c, C, nil, n.Model, m)
 		}
 		add("sglang:time_to_first_token_seconds", H, refSGLangTTFT, n.Model, m)
@@ -141,14 +142,19 @@ func families(e sim.Engine, n sim.Node) map[string]family {
 	case sim.Triton:
 		add("nv_trt_llm_request_metrics", G, nil, n.Model, "model", "version", "request_type")
 		add("nv_trt_llm_kv_cache_block_metrics", G, nil, n.Model, "model", "version", "kv_cache_block_type")
-		for _, c := range []string{"nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
+		for _, c := range []string{"nv_inference_request_success", "nv_inference_count",
 			"nv_inference_request_duration_us", "nv_inference_queue_duration_us"} {
 			add(c, C, nil, n.Model, "model", "version")
 		}
+		add("nv_inference_request_failure", C, nil, n.Model, "model", "reason", "version")
 	case sim.TGI:
 		add("tgi_queue_size", G, nil, "")
 		add("tgi_batch_current_size", G, nil, "")
 		add("tgi_request_success", C, nil, "")
+		add("tgi_request_failure", C, nil, "", "err")
+		f := out["tgi_request_failure"]
+		f.lazy = true
+		out["tgi_request_failure"] = f
 		for _, h := range []string{"tgi_request_duration", "tgi_request_queue_duration", "tgi_request_mean_time_per_token_duration"} {
 			add(h, H, refTGIDuration(), "")
 		}
@@ -192,7 +198,9 @@ func checkSchema(t *testing.T, e sim.Engine, n sim.Node, mfs map[string]*dto.Met
 	for _, name := range sortedKeys(want) {
 		w, mf := want[name], mfs[name]
 		if mf == nil {
-			t.Errorf("%s: %s missing", e, name)
+			if !w.lazy {
+				t.Errorf("%s: %s missing", e, name)
+			}
 			continue
 		}
 		if mf.GetType() != w.typ {
@@ -318,6 +326,7 @@ func checkValues(t *testing.T, e sim.Engine, n sim.Node, mfs map[string]*dto.Met
 		eq("generation tokens", value(mfs, "sglang:generation_tokens_total"), float64(st.GenerationTokens))
 		eq("retractions", value(mfs, "sglang:num_retracted_requests_total"), float64(st.Preemptions))
 		eq("requests", value(mfs, "sglang:num_requests_total"), fin)
+		eq("aborted", value(mfs, "sglang:num_aborted_requests_total"), float64(st.Aborted))
 		eq("E2E count", h("sglang:e2e_request_latency_seconds").count, fin)
 		firstTokens("TTFT count", h("sglang:time_to_first_token_seconds").count)
 	case sim.TRTLLM:
@@ -358,6 +367,7 @@ func checkValues(t *testing.T, e sim.Engine, n sim.Node, mfs map[string]*dto.Met
 		eq("queue size", value(mfs, "tgi_queue_size"), wait)
 		eq("batch size", value(mfs, "tgi_batch_current_size"), run)
 		eq("success", value(mfs, "tgi_request_success"), fin)
+		eq("failure", value(mfs, "tgi_request_failure"), float64(st.Aborted))
 		for _, name := range []string{"tgi_request_duration", "tgi_request_queue_duration",
 			"tgi_request_mean_time_per_token_duration", "tgi_request_generated_tokens"} {
 			eq(name+" count", h(name).count, fin)

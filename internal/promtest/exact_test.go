@@ -484,15 +484,34 @@ func idleScenario(t *testing.T) sim.Config {
 	return cfg
 }
 
+// abortingScenario is the schemas fleet with more traffic than its 4 batch
+// slots serve and a 3 s queue timeout: every node abandons requests.
+func abortingScenario(t *testing.T) sim.Config {
+	t.Helper()
+	cfg := scenario(t, "schemas")
+	cfg.Name = "aborting"
+	cfg.Nodes = slices.Clone(cfg.Nodes)
+	for i := range cfg.Nodes {
+		n := &cfg.Nodes[i]
+		n.ID = "aborting-" + n.ID
+		n.Perf.MaxNumSeqs = 4
+		n.Workload.Rate = 4
+		n.Workload.QueueTimeout = 3 * time.Second
+	}
+	return cfg
+}
+
 // TestExactness runs the seed fleet (vLLM, SGLang), the schemas fleet (one
-// node per schema) and its idle twin behind one Prometheus and compares, at
-// one evaluation time, histogram.Quantile and promsource's percentiles with
-// histogram_quantile for every histogram family of every schema.
+// node per schema), its idle twin and its aborting twin behind one
+// Prometheus and compares, at one evaluation time, histogram.Quantile and
+// promsource's percentiles with histogram_quantile for every histogram
+// family of every schema, and promsource's aborted-request rates with
+// Prometheus's rate.
 func TestExactness(t *testing.T) {
 	t.Parallel()
 	checkFamilyTable(t)
 	// 16 scrapes at 1 s: a full 15 s window before evalTime.
-	sf := startFleet(t, 16, scenario(t, "seed"), scenario(t, "schemas"), idleScenario(t))
+	sf := startFleet(t, 16, scenario(t, "seed"), scenario(t, "schemas"), idleScenario(t), abortingScenario(t))
 	at := sf.evalTime(t)
 	t.Logf("evaluation time %s, %d nodes", at.Format(time.RFC3339Nano), len(sf.instance))
 

@@ -124,6 +124,9 @@ func testPromsourceExactness(t *testing.T, sf *simFleet, at time.Time, report *e
 		}
 
 		t.Run("means/"+w.name, func(t *testing.T) { testMeans(t, ctx, sf, at, w.counter, got, report) })
+		if w.name != "lifetime" {
+			t.Run("aborted/"+w.name, func(t *testing.T) { testAborted(t, ctx, sf, at, w.counter, got) })
+		}
 		t.Run("absent/"+w.name, func(t *testing.T) { testAbsent(t, sf, got) })
 	}
 
@@ -257,6 +260,69 @@ func testAbsent(t *testing.T, sf *simFleet, got map[string]map[string]*llmdiagv1
 						via, id, e, lc.concept, len(d.GetPercentiles()), len(d.GetBucketBounds()), d.GetCount())
 				}
 			}
+		}
+	}
+}
+
+// abortedSeries are, per schema, the requests aborted or failed as
+// Prometheus sums them per node, written here apart from engine/table.go:
+// the counters (PromQL selectors) and the aggregation.
+var abortedSeries = map[sim.Engine]struct{ selector, agg string }{
+	sim.VLLM:         {`vllm:request_success_total{finished_reason=~"abort|error"}`, "sum by (node) (%s)"},
+	sim.VLLMOTel:     {`vllm_request_success{finished_reason=~"abort|error"}`, "sum by (node) (%s)"},
+	sim.SGLang:       {`sglang:num_aborted_requests_total`, "sum by (node) (%s)"},
+	sim.SGLangLegacy: {`sglang:num_aborted_requests_total`, "sum by (node) (%s)"},
+	sim.TRTLLM:       {`trtllm_request_success_total{finished_reason=~"abort|cancelled|error"}`, "sum by (node) (%s)"},
+	// Per model over reasons, then the largest model.
+	sim.Triton: {`nv_inference_request_failure`, "max by (node) (sum by (node, model, version) (%s))"},
+	sim.TGI:    {`tgi_request_failure`, "sum by (node) (%s)"},
+	sim.Dynamo: {`dynamo_frontend_requests_total{status="error"}`, "sum by (node) (%s)"},
+}
+
+// testAborted checks aborted_requests_per_second: on every node, through
+// Refresh and Window, it is Prometheus's rate of the schema's aborted
+// counters, and absent exactly where the node has no such series (TGI
+// before its first failure). Every schema must show aborts on some node
+// (the aborting fleet).
+func testAborted(t *testing.T, ctx context.Context, sf *simFleet, at time.Time, counter func(string) string,
+	got map[string]map[string]*llmdiagv1.NodeMetrics) {
+	nonzero := map[sim.Engine]int{}
+	for _, e := range sim.Engines() {
+		a, ok := abortedSeries[e]
+		if !ok {
+			t.Errorf("schema %s: no entry in abortedSeries", e)
+			continue
+		}
+		expr := fmt.Sprintf(a.agg, counter(a.selector))
+		res, err := sf.prom.QueryVector(ctx, expr, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		theirs := valuesBy(t, res, "node")
+		for id, inst := range sf.instance {
+			if sf.engine[inst] != e {
+				continue
+			}
+			want, has := theirs[id]
+			for _, via := range promsourcePaths {
+				ours := got[via][id].AbortedRequestsPerSecond
+				switch {
+				case !has && ours != nil:
+					t.Errorf("%s %s (%s): aborted %v/s, but %s has no series", via, id, e, *ours, expr)
+				case has && ours == nil:
+					t.Errorf("%s %s (%s): no aborted rate, %s = %v", via, id, e, expr, want)
+				case has && relErr(*ours, want) > relTolerance:
+					t.Errorf("%s %s (%s): aborted %v/s, %s = %v", via, id, e, *ours, expr, want)
+				}
+			}
+			if has && want > 0 {
+				nonzero[e]++
+			}
+		}
+	}
+	for _, e := range sim.Engines() {
+		if nonzero[e] == 0 {
+			t.Errorf("schema %s: no node with aborted requests in the window", e)
 		}
 	}
 }
