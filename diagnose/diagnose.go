@@ -145,15 +145,17 @@ func noData(p printer, summary, evidence string) verdict {
 	}
 }
 
-// stale is the verdict, and the six UNKNOWN findings, for data that is no
+// stale is the verdict, the six UNKNOWN findings and the data's age, for
+// data that is no
 // longer fresh: older than StaleAfter, or flagged stale by its source.
 func stale(p printer, m *llmdiagv1.NodeMetrics, t Thresholds) (verdict, []*llmdiagv1.Finding) {
 	if s := m.GetStaleness(); s != nil && s.AsDuration() > t.StaleAfter {
 		age := p.seconds(s.AsDuration().Seconds())
 		return noData(p, p.f(summaryStale, age, p.seconds(t.StaleAfter.Seconds())), p.f(evStale, age)),
-			unknownFindings(p, p.f(unknownStale, age))
+			append(unknownFindings(p, p.f(unknownStale, age)), staleFinding(p, m, t))
 	}
-	return noData(p, p.f(summaryStaleFlagged), p.f(evStaleFlagged)), unknownFindings(p, p.f(unknownStaleFlagged))
+	return noData(p, p.f(summaryStaleFlagged), p.f(evStaleFlagged)),
+		append(unknownFindings(p, p.f(unknownStaleFlagged)), staleFinding(p, m, t))
 }
 
 // errorEvidence quotes every error met reading m.

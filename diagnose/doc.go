@@ -11,14 +11,30 @@
 //  1. no fresh data → UNKNOWN / NO_DATA; target down → DOWN / TARGET_DOWN
 //  2. KV pressure ≥ crit, or preemptions → KV_EXHAUSTED (CRIT)
 //  3. queue high now and over most of the history → OVERLOADED (CRIT)
-//  4. queue high now but not sustained, or spikes that drained and nothing
-//     else to explain → BURST (WARN or OK)
+//  4. queue high now but not sustained → BURST (WARN); spikes that drained
+//     (or TTFT mostly queue time with an empty queue) → BURST too, but only
+//     after rules 5–7 and only when the bursts explain every finding off
+//     (TTFT and E2E tails, queue time, inter-token latency, the E2E trend)
 //  5. TTFT tail high, low queue, heavy prompts → PREFILL_BOUND
 //  6. low queue, normal KV, long E2E tail, slow per-request decode →
 //     DECODE_BOUND, explained by model size and parallel strategy
 //  7. latency several × the median of peers serving the same model under
 //     similar load → NODE_OUTLIER
-//  8. otherwise HEALTHY
+//  8. nothing off → HEALTHY; a WARN or CRIT finding no cause explains →
+//     UNEXPLAINED, naming the findings
+//
+// After a cause is found it is weighed against every finding: each further
+// finding it explains raises the confidence, each it leaves unexplained
+// lowers it, is named in the evidence and can raise the status, and each
+// unknown indicator lowers it. Ruled-out lists every cause weighed before the
+// winner with why it does not hold, or which figure was missing to check it.
+//
+// Findings: the seed's six rows first, in its order; then per-request decode
+// speed, prefill/decode ratio, queue time in TTFT, inter-token latency P99,
+// aborts, the mean E2E trend (Theil–Sen over the history) and the data's
+// age, each UNKNOWN when it cannot be read (never 0); and, only when they
+// carry information, TTFT P99 (WARN or CRIT), preemptions (above 0), the
+// peer group (enough fresh peers serving the model) and scrape errors.
 //
 // Rules 5 and 6 explain slowness by the workload or the model; when peers
 // serving the same model are several times faster under similar load, that

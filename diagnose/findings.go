@@ -1,7 +1,9 @@
 package diagnose
 
 import (
+	"math"
 	"strings"
+	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
@@ -69,9 +71,12 @@ func worse(a, b llmdiagv1.Status) llmdiagv1.Status {
 	return a
 }
 
-// findings returns the seed's six rows, then the extra rows that carry
-// information: TTFT P99 when WARN or CRIT, preemptions when above 0, scrape
-// errors, a rising mean E2E latency.
+// findings returns the seed's six rows, then the further indicators in a
+// fixed order, each UNKNOWN when it cannot be read (per-request decode
+// speed, prefill/decode ratio, queue time, inter-token latency, aborts, the
+// E2E trend, the data's age), with rows that appear only when they carry
+// information in between: TTFT P99 when WARN or CRIT, preemptions when above
+// 0, the peer comparison when there are enough peers, scrape errors.
 func (f *facts) findings(p printer) []*llmdiagv1.Finding {
 	out := []*llmdiagv1.Finding{
 		f.kvFinding(p),
@@ -84,14 +89,23 @@ func (f *facts) findings(p printer) []*llmdiagv1.Finding {
 	if elevated(f.ttftStatus()) {
 		out = append(out, f.ttftFinding(p))
 	}
+	out = append(out,
+		f.decodeSpeedFinding(p),
+		f.prefillDecodeFinding(p),
+		f.queueTimeFinding(p),
+		f.interTokenFinding(p),
+		f.abortsFinding(p),
+	)
 	if f.preempt.ok && f.preempt.v > 0 {
 		out = append(out, f.preemptionFinding(p))
 	}
+	out = append(out, f.trendFinding(p))
+	if f.peer.peers > 0 {
+		out = append(out, f.peersFinding(p))
+	}
+	out = append(out, f.stalenessFinding(p))
 	if len(f.m.GetErrors()) > 0 {
 		out = append(out, scrapeFinding(p, f.m, statusWarn, scrapeErrors))
-	}
-	if f.hist.meanRising {
-		out = append(out, f.meanFinding(p))
 	}
 	return out
 }
@@ -137,6 +151,9 @@ func (f *facts) kvFinding(p printer) *llmdiagv1.Finding {
 	if f.kvCapacity.ok {
 		ev = append(ev, p.f(evKVCapacity, tokens(f.kvCapacity.v)))
 	}
+	if f.hist.kv.known > 1 {
+		ev = append(ev, f.episodeEvidence(p, f.hist.kv, p.f(condKV, exactPercent(t.KVWarn))))
+	}
 	return finding(p, ind, name, percent(f.kv.v), s, p.f(c), ev...)
 }
 
@@ -156,6 +173,9 @@ func (f *facts) queueFinding(p printer) *llmdiagv1.Finding {
 	ev := []string{
 		p.f(evQueueRunning, count(f.queue.v), f.runningText()),
 		p.f(evQueueLimits, count(t.QueueSaturated), count(t.QueueCrit), p.seconds(t.QueueCritFor.Seconds())),
+	}
+	if !f.hist.noHistory() {
+		ev = append(ev, f.historyEvidence(p))
 	}
 	return finding(p, ind, name, count(f.queue.v), s, p.f(c), ev...)
 }
@@ -187,16 +207,31 @@ func (f *facts) ratioFinding(p printer) *llmdiagv1.Finding {
 		c = ratioOKSpikes
 	}
 	ev := []string{p.f(evRatio, ratio(f.ratio.v), ratio(t.QueueRunningRatioWarn), ratio(t.QueueRunningRatioCrit))}
-	if !h.noHistory() {
-		ev = append(ev, f.historyEvidence(p))
+	if h.ratio.known > 1 {
+		ev = append(ev, f.episodeEvidence(p, h.ratio, p.f(condRatio, ratio(t.QueueRunningRatioWarn))))
 	}
 	return finding(p, ind, name, ratio(f.ratio.v), s, p.f(c), ev...)
 }
 
-// historyEvidence says how often the queue was high and how often it drained.
+// historyEvidence says how often the node was queueing and how often it
+// drained.
 func (f *facts) historyEvidence(p printer) string {
-	h := f.hist
-	return p.f(evHistory, h.queueing, h.points, p.seconds(h.span.Seconds()), h.spikes)
+	return f.episodeEvidence(p, f.hist.queue, p.f(condQueue, count(f.t.QueueSaturated), ratio(f.t.QueueRunningRatioCrit)))
+}
+
+// episodeEvidence quotes how one condition held over the history: "queue >
+// 5 (or …) in 3 of the last 60 refreshes over 5 min: 2 episode(s), longest
+// 20 s, 1 drained".
+func (f *facts) episodeEvidence(p printer, e episodes, cond string) string {
+	span := p.seconds(e.span().Seconds())
+	if e.above == 0 {
+		return p.f(evEpisodesNone, cond, e.known, span)
+	}
+	longest := p.seconds((time.Duration(e.longest) * f.hist.step).Seconds())
+	if e.now {
+		return p.f(evEpisodesNow, cond, e.above, e.known, span, e.runs, longest, e.drained)
+	}
+	return p.f(evEpisodes, cond, e.above, e.known, span, e.runs, longest, e.drained)
 }
 
 // heavyPrompts reports whether prompts dominate the work: the prompt token
@@ -214,8 +249,26 @@ func (f *facts) heavyPrompts() bool {
 
 // prefillBound reports whether the evidence fits rule 5 (peers aside): a high
 // TTFT tail with little queueing and heavy prompts.
+//
+// Queueing is read three ways: not queueing now; not mostly queue time when
+// the engine splits TTFT (QueueTimeShareWarn); and, when it does not, no
+// queue spikes in the history, which would account for the tail instead.
 func (f *facts) prefillBound() bool {
-	return elevated(f.ttftStatus()) && !f.hist.now && f.heavyPrompts()
+	if !elevated(f.ttftStatus()) || f.hist.now || !f.heavyPrompts() {
+		return false
+	}
+	if share := f.queueTimeShare(); share.ok {
+		return share.v < f.t.QueueTimeShareWarn
+	}
+	return f.hist.spikes == 0
+}
+
+// queueTimeShare is the share of the mean TTFT spent queued.
+func (f *facts) queueTimeShare() opt {
+	if !f.queueTimeMean.ok || !f.ttftMean.ok || f.ttftMean.v <= 0 {
+		return opt{}
+	}
+	return opt{v: math.Min(f.queueTimeMean.v/f.ttftMean.v, 1), ok: true}
 }
 
 func (f *facts) promptFinding(p printer) *llmdiagv1.Finding {
@@ -315,6 +368,15 @@ func (f *facts) profileEvidence(p printer) []string {
 	if ep := pr.GetExpertParallel(); ep > 1 {
 		ev = append(ev, p.f(evExpertParallel, ep))
 	}
+	if pp := pr.GetPipelineParallel(); pp > 1 {
+		ev = append(ev, p.f(evPipelineParallel, pp))
+	}
+	if tot, a := pr.GetTotalParamsBillions(), pr.GetActiveParamsBillions(); tot > 0 && a > 0 && tot > a {
+		ev = append(ev, p.f(evMoE, billions(a), billions(tot)))
+	}
+	if g := pr.GetGpu(); g != "" {
+		ev = append(ev, p.f(evGPU, quote(g)))
+	}
 	if len(ev) == 0 {
 		ev = append(ev, p.f(evNoProfile))
 	}
@@ -389,12 +451,6 @@ func (f *facts) preemptionFinding(p printer) *llmdiagv1.Finding {
 // scrapeFinding reports problems reading the node, quoting each error.
 func scrapeFinding(p printer, m *llmdiagv1.NodeMetrics, s llmdiagv1.Status, c msg) *llmdiagv1.Finding {
 	return finding(p, llmdiagv1.Indicator_INDICATOR_SCRAPE, nameScrape, p.f(valueErrors, len(m.GetErrors())), s, p.f(c), errorEvidence(p, m)...)
-}
-
-func (f *facts) meanFinding(p printer) *llmdiagv1.Finding {
-	h := f.hist
-	ev := []string{p.f(evMeanRising, p.seconds(h.meanFrom), p.seconds(h.meanTo), h.meanPoints, p.seconds(h.meanSpan.Seconds()), exactPercent(f.t.E2EMeanRise))}
-	return finding(p, llmdiagv1.Indicator_INDICATOR_E2E_MEAN, nameE2EMean, p.seconds(h.meanTo), statusWarn, p.f(meanRising), ev...)
 }
 
 // maxQuoted bounds one quoted error; errors come from outside.

@@ -186,3 +186,15 @@ func sentence(s string) string {
 	}
 	return string(unicode.ToUpper(r)) + s[n:]
 }
+
+// signedPercent formats a relative change: "+25%", "-10%", "0%".
+func signedPercent(v float64) string {
+	r := math.Round(v * 100)
+	switch {
+	case r > 0:
+		return "+" + strconv.FormatFloat(r, 'f', 0, 64) + "%"
+	case r < 0:
+		return strconv.FormatFloat(r, 'f', 0, 64) + "%"
+	}
+	return "0%"
+}

@@ -93,10 +93,29 @@ func TestSeedGolden(t *testing.T) {
 				t.Errorf("verdict = %v / %v / routable %v, want STATUS_WARN / CAUSE_DECODE_BOUND / routable true",
 					d.GetStatus(), d.GetRootCause(), d.GetRoutable())
 			}
-			if len(d.GetFindings()) != len(wantIndicators) {
-				t.Fatalf("got %d findings, want exactly the seed's six", len(d.GetFindings()))
+			// The seed's six first, in its order; then the further
+			// indicators, which the seed's figures partly leave unknown.
+			wantExtra := []struct {
+				ind    llmdiagv1.Indicator
+				status llmdiagv1.Status
+			}{
+				{llmdiagv1.Indicator_INDICATOR_DECODE_SPEED, warn},
+				{llmdiagv1.Indicator_INDICATOR_PREFILL_DECODE_RATIO, ok},
+				{llmdiagv1.Indicator_INDICATOR_QUEUE_TIME, llmdiagv1.Status_STATUS_UNKNOWN},
+				{llmdiagv1.Indicator_INDICATOR_INTER_TOKEN, llmdiagv1.Status_STATUS_UNKNOWN},
+				{llmdiagv1.Indicator_INDICATOR_ABORTS, llmdiagv1.Status_STATUS_UNKNOWN},
+				{llmdiagv1.Indicator_INDICATOR_E2E_TREND, ok},
+				{llmdiagv1.Indicator_INDICATOR_STALENESS, ok},
 			}
-			for i, f := range d.GetFindings() {
+			if len(d.GetFindings()) != len(wantIndicators)+len(wantExtra) {
+				t.Fatalf("got %d findings, want the seed's six and %d more", len(d.GetFindings()), len(wantExtra))
+			}
+			for i, w := range wantExtra {
+				if f := d.GetFindings()[len(wantIndicators)+i]; f.GetIndicator() != w.ind || f.GetStatus() != w.status {
+					t.Errorf("finding %d = %v %v, want %v %v", len(wantIndicators)+i, f.GetIndicator(), f.GetStatus(), w.ind, w.status)
+				}
+			}
+			for i, f := range d.GetFindings()[:len(wantIndicators)] {
 				if f.GetIndicator() != wantIndicators[i] || f.GetStatus() != wantStatuses[i] || f.GetConclusion() != tc.conclusion[i] {
 					t.Errorf("finding %d = %v %v %q, want %v %v %q", i,
 						f.GetIndicator(), f.GetStatus(), f.GetConclusion(), wantIndicators[i], wantStatuses[i], tc.conclusion[i])

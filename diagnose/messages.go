@@ -28,7 +28,6 @@ const (
 	nameTTFTP99
 	namePreemptions
 	nameScrape
-	nameE2EMean
 
 	unknownNoMetrics
 	unknownStale
@@ -72,7 +71,6 @@ const (
 	ratioNoHistory
 	ratioSustained
 	evRatio
-	evHistory
 
 	promptOK
 	promptIdle
@@ -114,9 +112,6 @@ const (
 	scrapeErrors
 	scrapeDown
 	valueErrors
-
-	meanRising
-	evMeanRising
 
 	roMemory
 	roMemoryNoPreempt
@@ -188,6 +183,123 @@ const (
 	recNone
 	recWatch
 
+	nameDecodeSpeed
+	namePrefillDecode
+	nameQueueTime
+	nameInterToken
+	nameAborts
+	nameTrend
+	namePeers
+	nameStaleness
+
+	condQueue
+	condRatio
+	condKV
+	evEpisodes
+	evEpisodesNow
+	evEpisodesNone
+	evPipelineParallel
+	evMoE
+	evGPU
+
+	decodeIdle
+	decodeUnknown
+	valuePerRequest
+	decodeOK
+	decodeSlow
+	decodeSlowModel
+	decodeSlowDP
+	decodeSlowModelDP
+
+	pdIdle
+	pdPhysics
+	pdHeavy
+	pdHeavyTTFT
+
+	queueTimeNotExposed
+	queueTimeNoData
+	valueShareOfTTFT
+	evQueueTimeSplit
+	evQueueTimeP99
+	queueTimeOK
+	queueTimeShort
+	queueTimeWarn
+
+	itlNotExposed
+	itlNoData
+	itlOK
+	itlWarn
+	itlCrit
+	evITLTail
+	evITLPrefill
+
+	abortsNotExposed
+	abortsNoRate
+	abortsNoRequests
+	abortsOK
+	abortsWarn
+	abortsCrit
+	evAborts
+
+	trendUnknown
+	trendFlat
+	trendRising
+	trendFalling
+	evTrend
+	valueTrend
+
+	peersInLine
+	peersOutlier
+	peersGroupSlow
+	peersFaster
+	evPeerMetric
+	valuePeers
+	evGroupSlow
+
+	stalenessUnknown
+	stalenessOK
+	stalenessCrit
+	stalenessFlagged
+	valueStaleFlagged
+	evStalenessLimit
+
+	roMemoryNearFull
+	roMemoryUnknown
+	roQueueUnknown
+	roBurstMinor
+	restNothing
+	roNoBurst
+	roBurstNoHistory
+	roPrefillUnknown
+	roPrefillQueue
+	roPrefillLight
+	roPrefillSpikes
+	roPrefillPeers
+	roDecodeUnknown
+	roDecodeTail
+	roDecodeNoTail
+	roDecodeOther
+	roNoPeers
+	evUnexplainedAlso
+	evReadingWhy
+
+	summaryBurstTail
+	summaryBurstShort
+	recBurstHeadroom
+	recOverloadTP
+	factorSizeMoE
+	decodeGroup
+	recTPAlready
+	summaryGroupSlow
+	recKVWatch
+	recGroupSlow
+	recLatency
+	recITL
+	recAborts
+	recTrend
+	recQueueTime
+	recScrape
+
 	numMsgs
 )
 
@@ -203,7 +315,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	nameTTFTP99:     {"TTFT P99", "TTFT P99"},
 	namePreemptions: {"Preemptions", "抢占"},
 	nameScrape:      {"Scrape", "指标采集"},
-	nameE2EMean:     {"Mean E2E latency", "平均 E2E 延迟"},
 
 	unknownNoMetrics:    {"No metrics for this node yet", "尚无该节点的指标"},
 	unknownStale:        {"No fresh data: the last read is %s old", "没有新数据：最近一次读取在 %s 前"},
@@ -267,9 +378,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	ratioNoHistory: {"Backlog now; no history to tell a burst from overload", "当前有积压；缺少历史数据，无法区分尖刺与过载"},
 	ratioSustained: {"Sustained backlog: the node is overloaded", "排队比持续偏高，系统长期过载"},
 	evRatio:        {"queue/running %s (warn %s, crit %s)", "排队比 %s（警告 %s，严重 %s）"},
-	evHistory: {
-		"history: queueing in %d of %d refreshes over %s, %d spike(s) drained",
-		"历史：%[3]s内 %[2]d 次刷新中有 %[1]d 次积压，%[4]d 次尖刺已消化"},
 
 	promptOK:    {"Prefill is normal", "Prefill 阶段正常"},
 	promptIdle:  {"No prompts in the window", "窗口内没有新的 Prompt"},
@@ -332,11 +440,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	scrapeDown:   {"The metrics endpoint does not answer", "指标端点无响应"},
 	valueErrors:  {"%d error(s)", "%d 个错误"},
 
-	meanRising: {"Mean latency is rising: the node is getting strained", "平均延迟持续上涨，系统开始吃力"},
-	evMeanRising: {
-		"mean E2E from %s to %s over %d refreshes in %s (rising at ≥ +%s)",
-		"平均 E2E 延迟在 %[4]s内（%[3]d 次刷新）从 %[1]s 升至 %[2]s（上涨 ≥ %[5]s 为上升）"},
-
 	roMemory:          {"not memory: KV pressure %s < %s", "不是显存不够：KV 压力 %s < %s"},
 	roMemoryNoPreempt: {"not memory: KV pressure %s < %s, no preemptions", "不是显存不够：KV 压力 %s < %s，无抢占"},
 	roQueueing:        {"not queueing: queue %s, queue/running %s", "不是请求排队：排队 %s，排队比 %s"},
@@ -388,8 +491,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Shift traffic to other replicas; do not route here until the queue drains.",
 		"把流量转到其他副本；队列消化之前不要再向该节点路由。"},
 	recAddCapacity: {
-		"Add replicas or GPUs for this model: at this load the fleet is short of capacity.",
-		"为该模型增加副本或 GPU：当前负载下容量不足。"},
+		"Add replicas (data parallel) for this model: more replicas raise throughput, which is what an overloaded node lacks; more tensor parallel per replica would not.",
+		"为该模型增加副本（数据并行）：副本越多整体吞吐越高，正是过载所缺的；单副本加张量并行并不能解决。"},
 	recAdmission: {
 		"Apply admission control upstream (rate limits, concurrent requests per tenant) so queues cannot grow without bound.",
 		"在上游做准入控制（限流、按租户限制并发），避免队列无限增长。"},
@@ -472,10 +575,196 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"对比它与同伴的引擎版本、启动参数和部署 profile。"},
 
 	summaryHealthy:     {"Healthy: every indicator is within bounds; nothing needs explaining.", "系统健康：各项指标均在正常范围内。"},
-	summaryUnexplained: {"No known fault pattern explains the readings; watch %s.", "没有匹配的已知故障模式；请关注：%s。"},
+	summaryUnexplained: {"No known cause explains %s; it needs a closer look.", "没有已知原因能解释：%s；需要进一步排查。"},
 	evReading:          {"%s: %s", "%s：%s"},
 	recNone:            {"No action needed.", "无需处理。"},
 	recWatch: {
 		"Keep watching these indicators; if they persist, compare the node with its peers and check the engine logs.",
 		"持续关注这些指标；若持续存在，与同伴节点对比并检查引擎日志。"},
+	nameDecodeSpeed:   {"Per-request decode speed", "单请求 Decode 速度"},
+	namePrefillDecode: {"Prefill/decode ratio", "Prefill/Decode 速度比"},
+	nameQueueTime:     {"TTFT spent queued", "TTFT 中的排队时间"},
+	nameInterToken:    {"Inter-token latency P99", "Token 间隔 P99"},
+	nameAborts:        {"Aborted requests", "中止请求"},
+	nameTrend:         {"Mean E2E trend", "平均 E2E 延迟趋势"},
+	namePeers:         {"Peers (same model)", "同模型同伴"},
+	nameStaleness:     {"Data age", "数据时效"},
+
+	condQueue: {"queueing (queue > %s or queue/running ≥ %s)", "积压（排队 > %s 或排队比 ≥ %s）"},
+	condRatio: {"queue/running ≥ %s", "排队比 ≥ %s"},
+	condKV:    {"KV ≥ %s", "KV ≥ %s"},
+	evEpisodes: {
+		"%s in %d of the last %d refreshes over %s: %d episode(s), longest %s, %d drained",
+		"最近 %[3]d 次刷新（%[4]s）中 %[2]d 次%[1]s：%[5]d 段，最长 %[6]s，%[7]d 段已消化"},
+	evEpisodesNow: {
+		"%s in %d of the last %d refreshes over %s: %d episode(s), longest %s, %d drained, one ongoing now",
+		"最近 %[3]d 次刷新（%[4]s）中 %[2]d 次%[1]s：%[5]d 段，最长 %[6]s，%[7]d 段已消化，当前仍在持续"},
+	evEpisodesNone: {
+		"%s in none of the last %d refreshes over %s",
+		"最近 %[2]d 次刷新（%[3]s）中从未%[1]s"},
+	evPipelineParallel: {
+		"pipeline parallel ×%d: fits a larger model across GPUs, but every token passes each stage, so it does not speed a single request",
+		"流水线并行 ×%d：让更大的模型跨卡放下，但每个 Token 都要依次经过各级，不加速单个请求"},
+	evMoE: {
+		"MoE: %s of %s parameters active per token; decode cost follows the active parameters, memory the total",
+		"MoE：每 Token 激活 %s / 共 %s 参数；Decode 开销取决于激活参数，显存占用取决于总参数"},
+	evGPU: {"GPU %s", "GPU %s"},
+
+	decodeIdle:      {"Nothing decoding in the window", "窗口内没有请求在 Decode"},
+	decodeUnknown:   {"Unknown: needs the generation rate and running requests, or a time-per-output-token histogram", "未知：需要生成速率与运行中请求数，或每输出 Token 耗时直方图"},
+	valuePerRequest: {"%s per request", "每请求 %s"},
+	decodeOK:        {"Each request decodes at a readable pace", "单请求 Decode 速度正常"},
+	decodeSlow:      {"Each request decodes slowly", "单请求 Decode 慢"},
+	decodeSlowModel: {"Slow per request, as a large model's decode is", "单请求慢，符合大模型的 Decode 特性"},
+	decodeSlowDP:    {"Slow per request: data parallel adds throughput, not single-request speed", "单请求慢：数据并行只提升吞吐，不加速单个请求"},
+	decodeSlowModelDP: {
+		"Slow per request: a large model served data-parallel, which adds throughput, not single-request speed",
+		"单请求慢：大模型 + 数据并行，只提升吞吐，不加速单个请求"},
+
+	pdIdle:      {"No prompts in the window", "窗口内没有新的 Prompt"},
+	pdPhysics:   {"A gap of this size is physics, not a fault: prefill is parallel, decode serial", "这种差距是物理特性而非故障：Prefill 并行，Decode 串行"},
+	pdHeavy:     {"Prompts dominate the work, but the first token is not late", "Prompt 占了主要工作量，但首 Token 并不慢"},
+	pdHeavyTTFT: {"Prompts dominate the work and hold back the first token", "Prompt 占了主要工作量，拖慢首 Token"},
+
+	queueTimeNotExposed: {"Unknown: the engine exposes no queue-time histogram, so TTFT cannot be split", "未知：引擎未暴露排队时间直方图，无法拆分 TTFT"},
+	queueTimeNoData:     {"Unknown: no mean TTFT or queue time in the window", "未知：窗口内没有 TTFT 或排队时间的均值"},
+	valueShareOfTTFT:    {"%s of TTFT", "占 TTFT %s"},
+	evQueueTimeSplit: {
+		"mean queue time %s of mean TTFT %s; prefill and the rest %s (mostly waiting at ≥ %s)",
+		"平均排队 %s，平均 TTFT %s；Prefill 及其余 %s（≥ %s 视为主要在等）"},
+	evQueueTimeP99: {"queue time P99 %s", "排队时间 P99 %s"},
+	queueTimeOK:    {"The first token waits on prefill, not the queue", "首 Token 主要花在 Prefill，而不是排队"},
+	queueTimeShort: {"Mostly queue time, but TTFT is short", "主要是排队时间，但 TTFT 很短"},
+	queueTimeWarn:  {"The first token is late because requests wait in the queue", "首 Token 慢是因为请求在排队"},
+
+	itlNotExposed: {"Unknown: the engine exposes no inter-token latency histogram", "未知：引擎未暴露 Token 间隔直方图"},
+	itlNoData:     {"Unknown: no tokens in the window", "未知：窗口内没有输出 Token"},
+	itlOK:         {"Streaming is smooth", "流式输出顺畅"},
+	itlWarn:       {"Readers see pauses between tokens", "用户能感到 Token 之间的停顿"},
+	itlCrit:       {"Output stalls for a second or more between tokens", "Token 之间卡顿一秒以上"},
+	evITLTail:     {"P50 %s: P99 is %s the median", "P50 %s：P99 是中位数的 %s"},
+	evITLPrefill: {
+		"heavy prompts: long prefills scheduled with decode steps stall the tokens of running requests",
+		"Prompt 偏重：长 Prefill 与 Decode 同批调度，会卡住运行中请求的 Token"},
+
+	abortsNotExposed: {"Unknown: the engine does not tell aborted requests apart", "未知：引擎未区分中止的请求"},
+	abortsNoRate:     {"Unknown: finished requests per second not known, so no share", "未知：缺少完成请求速率，无法得出占比"},
+	abortsNoRequests: {"Unknown: no requests finished in the window", "未知：窗口内没有完成的请求"},
+	abortsOK:         {"Few requests are given up on", "极少请求被中止"},
+	abortsWarn:       {"A noticeable share of requests end aborted or in error", "相当比例的请求被中止或出错"},
+	abortsCrit:       {"Many requests end aborted or in error: as clients see it, an outage", "大量请求被中止或出错：在客户端看来等同于故障"},
+	evAborts: {
+		"%s aborted of %s finished: %s (warn ≥ %s, crit ≥ %s)",
+		"完成 %[2]s 中中止 %[1]s：%[3]s（警告 ≥ %[4]s，严重 ≥ %[5]s）"},
+
+	trendUnknown: {"Unknown: %d refresh(es) with a mean E2E latency, %d needed for a trend", "未知：仅 %d 次刷新有平均 E2E 延迟，趋势至少需要 %d 次"},
+	trendFlat:    {"Mean latency is steady", "平均延迟平稳"},
+	trendRising:  {"Mean latency is rising: the node is getting strained", "平均延迟持续上涨，系统开始吃力"},
+	trendFalling: {"Mean latency is falling: the node is recovering", "平均延迟在下降，系统在恢复"},
+	evTrend: {
+		"fitted mean E2E %s → %s (%s) over %d refreshes in %s, Theil–Sen slope (rising at ≥ +%s)",
+		"拟合平均 E2E 延迟 %[1]s → %[2]s（%[3]s），%[5]s内 %[4]d 次刷新，Theil–Sen 斜率（上涨 ≥ +%[6]s 为上升）"},
+	valueTrend: {"%s over %s", "%[2]s内 %[1]s"},
+
+	peersInLine:    {"In line with the other nodes serving the model", "与同模型的其他节点相当"},
+	peersOutlier:   {"Markedly worse than its peers under similar load", "负载相近，却明显差于同伴"},
+	peersGroupSlow: {"The whole group is slow: a characteristic of the model or deployment, not of this node", "整组都慢：是模型或部署的特性，而不是该节点的问题"},
+	peersFaster:    {"Faster than its peers", "快于同伴"},
+	evPeerMetric: {
+		"%s: this node %s vs peer median %s (%s, %d peers); group median %s over %d nodes",
+		"%[1]s：本节点 %[2]s，同伴中位数 %[3]s（%[4]s，%[5]d 个同伴）；全组 %[7]d 个节点中位数 %[6]s"},
+	valuePeers: {"%s the median of %d", "%[2]d 个同伴中位数的 %[1]s"},
+	evGroupSlow: {
+		"all %d nodes serving %s are slow: median %s %s (warn ≥ %s)",
+		"服务 %[2]s 的 %[1]d 个节点都慢：%[3]s 中位数 %[4]s（警告 ≥ %[5]s）"},
+
+	stalenessUnknown:  {"Unknown: the source does not report the data's age", "未知：数据源未报告数据时效"},
+	stalenessOK:       {"Fresh", "数据新鲜"},
+	stalenessCrit:     {"Too old to judge the node", "数据过旧，无法判断节点"},
+	stalenessFlagged:  {"Marked stale by its source", "数据源标记为过期"},
+	valueStaleFlagged: {"stale", "过期"},
+	evStalenessLimit:  {"stale after %s", "超过 %s 视为过期"},
+
+	roMemoryNearFull: {"not memory yet: KV pressure %s < %s, no preemptions above the limit", "还不是显存耗尽：KV 压力 %s < %s，抢占未超限"},
+	roMemoryUnknown:  {"memory not checked: KV pressure unknown", "无法检查显存：KV 压力未知"},
+	roQueueUnknown:   {"queueing not checked: queue unknown", "无法检查排队：排队数未知"},
+	roBurstMinor: {
+		"not bursts: queueing in %d of %d refreshes, drained; bursts do not explain %s",
+		"不是突发流量：%[2]d 次刷新中 %[1]d 次积压且已消化；突发解释不了 %[3]s"},
+	restNothing:      {"the verdict's figures", "当前结论所依据的指标"},
+	roNoBurst:        {"not bursts: no queueing in %d refreshes over %s", "不是突发流量：%[2]s内 %[1]d 次刷新均无积压"},
+	roBurstNoHistory: {"not bursts: no queueing now, and no history to show earlier spikes", "不是突发流量：当前无积压，也没有历史数据显示尖刺"},
+	roPrefillUnknown: {"prefill not checked: TTFT unknown", "无法检查 Prefill：TTFT 未知"},
+	roPrefillQueue: {
+		"not prefill: TTFT P99 %s is high, but %s of TTFT is queue time",
+		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但其中 %s 是排队时间"},
+	roPrefillLight: {
+		"not prefill: TTFT P99 %s is high, but prompts are not heavy",
+		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但 Prompt 并不重"},
+	roPrefillSpikes: {
+		"not prefill: TTFT P99 %s is high, but the queue spiked in the window",
+		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但窗口内排队出现尖刺"},
+	roPrefillPeers:  {"not prefill: peers serving the same model are several times faster", "不是 Prefill 瓶颈：同模型的同伴快数倍"},
+	roDecodeUnknown: {"decode speed not checked: per-request decode speed unknown", "无法检查 Decode 速度：单请求 Decode 速度未知"},
+	roDecodeTail: {
+		"not decode-bound: %s per request is slow, but E2E P99 %s is within bounds",
+		"不是 Decode 瓶颈：每请求 %s 偏慢，但 E2E P99 %s 在正常范围内"},
+	roDecodeNoTail: {
+		"decode-bound not checked: %s per request is slow, but E2E P99 unknown",
+		"无法判断 Decode 瓶颈：每请求 %s 偏慢，但 E2E P99 未知"},
+	roDecodeOther: {
+		"not decode-bound alone: %s per request is slow, but queueing, KV or peers say otherwise",
+		"不只是 Decode 瓶颈：每请求 %s 偏慢，但排队、KV 或同伴另有说明"},
+	roNoPeers: {
+		"not compared with peers: fewer than %d other fresh nodes serve %s",
+		"未与同伴比较：服务 %[2]s 的其他新鲜节点少于 %[1]d 个"},
+	evUnexplainedAlso: {"not explained by this cause: %s", "该原因解释不了：%s"},
+	evReadingWhy:      {"%s: %s — %s", "%s：%s — %s"},
+
+	summaryBurstTail: {
+		"Bursts: %d queue spike(s) in %d refreshes over %s drained, and they explain the tail (%s); nothing else needs explaining. The node keeps taking traffic.",
+		"突发流量：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化，长尾（%[4]s）由此而来，没有其他异常。节点仍可接收流量。"},
+	summaryBurstShort: {
+		"Bursts too short for the queue gauge: %s of TTFT is queue time while the queue reads low, which explains %s. The node keeps taking traffic.",
+		"突发短于刷新间隔：排队数很低，但 TTFT 中 %[1]s 是排队时间，这解释了 %[2]s。节点仍可接收流量。"},
+	recBurstHeadroom: {
+		"If the tail during bursts matters, keep headroom: add a replica, or let the router steer away while the queue is above its saturation point.",
+		"若突发期间的长尾不可接受，预留余量：增加副本，或让路由在排队超过饱和点时绕开该节点。"},
+	recOverloadTP: {
+		"With tensor parallel ×%d per replica, consider more, smaller replicas (data parallel): that raises throughput, which is what an overloaded node lacks.",
+		"当前每副本张量并行 ×%d，可考虑更多、更小的副本（数据并行）：提升整体吞吐，正是过载节点所缺的。"},
+	factorSizeMoE: {"%s's size (MoE, %s of %s parameters active per token)", "%s 体量大（MoE，每 Token 激活 %s / 共 %s 参数）"},
+	decodeGroup: {
+		" All %d nodes serving %s show it (median %s %s): a characteristic of the model and deployment, not of this node.",
+		"服务 %[2]s 的 %[1]d 个节点都如此（%[3]s 中位数 %[4]s）：这是模型与部署的特性，而不是该节点的问题。"},
+	recTPAlready: {
+		"It already runs tensor parallel ×%d: for more single-request speed use faster GPUs or speculative decoding; add replicas for throughput.",
+		"已使用张量并行 ×%d：要进一步加快单请求，换更快的 GPU 或用投机解码；要提升吞吐则增加副本。"},
+	summaryGroupSlow: {
+		" All %d nodes serving %s are slow (median %s %s): a characteristic of the model or deployment rather than this node.",
+		"服务 %[2]s 的 %[1]d 个节点都慢（%[3]s 中位数 %[4]s）：这是模型或部署的特性，而不是该节点的问题。"},
+	recKVWatch: {
+		"The KV cache is close to preempting: lower max_num_seqs, or enable prefix caching, before it does.",
+		"KV Cache 接近触发抢占：在此之前调低 max_num_seqs 或开启前缀缓存。"},
+	recGroupSlow: {
+		"Change the deployment, not this node: tensor parallel for single-request latency, more replicas for throughput.",
+		"调整部署而不是该节点：要单请求延迟用张量并行，要吞吐则增加副本。"},
+	recLatency: {
+		"Compare this node with its peers and check the engine logs for what holds requests back.",
+		"与同伴节点对比，并查看引擎日志，找出拖慢请求的原因。"},
+	recITL: {
+		"Long gaps between tokens: enable chunked prefill so prompts do not stall decode, or lower max_num_seqs.",
+		"Token 间隔过长：开启 Chunked Prefill 避免 Prompt 卡住 Decode，或调低 max_num_seqs。"},
+	recAborts: {
+		"Find why requests abort: client timeouts below the E2E P99, engine errors in the logs, prompts over max_model_len.",
+		"查明请求被中止的原因：客户端超时低于 E2E P99、引擎日志中的错误、Prompt 超过 max_model_len。"},
+	recTrend: {
+		"Latency is climbing: watch queue and KV pressure, and add a replica before it turns into overload.",
+		"延迟在攀升：关注排队与 KV 压力，在演变成过载之前增加副本。"},
+	recQueueTime: {
+		"Requests wait before they are scheduled: add a replica, or raise max_num_seqs if the KV cache has room.",
+		"请求在调度前等待：增加副本，或在 KV Cache 有余量时调高 max_num_seqs。"},
+	recScrape: {
+		"Fix the scrape errors so the indicators they feed can be read.",
+		"修复指标采集错误，让受影响的指标可以读取。"},
 }

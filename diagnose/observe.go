@@ -43,16 +43,27 @@ type facts struct {
 
 	kv, kvCapacity, queue, running, ratio opt
 	prompt, gen, perRequest, preempt, rps opt
+	aborted                               opt
 	perRequestFrom                        perRequestSource
+	// staleness is the data's age in seconds.
+	staleness opt
+	// ttftMean and queueTimeMean are the window's means in seconds.
+	ttftMean, queueTimeMean opt
 
 	e2eP50, e2eP95, e2eP99 *llmdiagv1.Percentile // nil when unknown
 	ttftP99                *llmdiagv1.Percentile
+	itlP50, itlP99         *llmdiagv1.Percentile
+	queueTimeP99           *llmdiagv1.Percentile
 
 	hist history
-	peer peerComparison
+	// peer is the peer comparison reported (the larger ratio); peers holds
+	// one per latency metric with enough peers, E2E first.
+	peer  peerComparison
+	peers []peerComparison
 }
 
-// history is what the refresh history says about the queue and the mean.
+// history is what the refresh history says about the queue, the
+// queue/running ratio, KV pressure and the mean E2E latency.
 type history struct {
 	points   int           // refreshes with a known queue, the current one included
 	queueing int           // of which queueing
@@ -63,10 +74,116 @@ type history struct {
 	// or is above it now with no history to say otherwise.
 	queueCritHeld bool
 
-	meanRising       bool
-	meanFrom, meanTo float64 // seconds
-	meanPoints       int
-	meanSpan         time.Duration
+	// step is the usual gap between refreshes (the median gap).
+	step time.Duration
+	// queue counts refreshes queueing (as t.queueing says), ratio those
+	// with queue/running at QueueRunningRatioWarn or above, kv those with KV
+	// pressure at KVWarn or above.
+	queue, ratio, kv episodes
+
+	trend trend
+}
+
+// episodes is how one condition held over the history: in how many
+// refreshes, in how many separate runs, the longest run, and how many runs
+// ended (drained) before the current window.
+type episodes struct {
+	known, above  int
+	runs, drained int
+	longest, cur  int // refreshes
+	now           bool
+	first         time.Time
+	firstSet      bool
+	last          time.Time
+}
+
+// add records one refresh; an unknown reading neither extends nor ends a run.
+func (e *episodes) add(at time.Time, known, above bool) {
+	if !known {
+		return
+	}
+	if !e.firstSet {
+		e.first, e.firstSet = at, true
+	}
+	e.last = at
+	e.known++
+	e.now = above
+	if !above {
+		if e.cur > 0 {
+			e.drained++
+		}
+		e.cur = 0
+		return
+	}
+	e.above++
+	if e.cur == 0 {
+		e.runs++
+	}
+	e.cur++
+	e.longest = max(e.longest, e.cur)
+}
+
+// span is the time the known refreshes cover.
+func (e episodes) span() time.Duration { return e.last.Sub(e.first) }
+
+// trend is the mean E2E latency's drift over the history, fitted with the
+// Theil–Sen estimator (the median of pairwise slopes), robust to the odd
+// outlying refresh.
+type trend struct {
+	points   int
+	span     time.Duration
+	from, to float64 // fitted mean at the oldest point and now, seconds
+	change   float64 // (to - from) / from
+	ok       bool    // enough points to fit
+}
+
+// minTrendPoints is the number of refreshes with a known mean E2E latency a
+// trend needs. Three points fit any line badly; five give the Theil–Sen
+// median ten pairwise slopes.
+const minTrendPoints = 5
+
+// rising reports a rise of at least E2EMeanRise over the span.
+func (tr trend) rising(t Thresholds) bool { return tr.ok && tr.change >= t.E2EMeanRise }
+
+// falling reports the mirror of rising: a fall to 1/(1+E2EMeanRise) of the
+// starting level or below (−33% for a 50% rise).
+func (tr trend) falling(t Thresholds) bool {
+	return tr.ok && t.E2EMeanRise > 0 && tr.change <= -t.E2EMeanRise/(1+t.E2EMeanRise)
+}
+
+// theilSen fits v against x (seconds since the first point) and returns
+// the fitted values at x[0] and x[n-1] and the relative change between them.
+func theilSen(x, v []float64) (from, to, change float64, ok bool) {
+	n := len(x)
+	if n < 2 {
+		return 0, 0, 0, false
+	}
+	slopes := make([]float64, 0, n*(n-1)/2)
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			if dx := x[j] - x[i]; dx > 0 {
+				slopes = append(slopes, (v[j]-v[i])/dx)
+			}
+		}
+	}
+	if len(slopes) == 0 {
+		return 0, 0, 0, false
+	}
+	slope := median(slopes)
+	res := make([]float64, n)
+	for i := range n {
+		res[i] = v[i] - slope*x[i]
+	}
+	from = median(res) + slope*x[0]
+	to = from + slope*(x[n-1]-x[0])
+	base := from
+	if base <= 0 {
+		base = median(v)
+	}
+	if base <= 0 {
+		return 0, 0, 0, false
+	}
+	return from, to, (to - from) / base, true
 }
 
 // noHistory reports whether only the current window is known.
@@ -96,6 +213,10 @@ type peerComparison struct {
 	ownLoad  float64
 	peerLoad float64 // median load score of the peers
 	outlier  bool
+	// groupMedian is the median over the whole group, the node included,
+	// of groupN nodes.
+	groupMedian float64
+	groupN      int
 }
 
 func observe(in Input, t Thresholds) *facts {
@@ -113,17 +234,43 @@ func observe(in Input, t Thresholds) *facts {
 	f.gen = known(m.GenerationTokensPerSecond)
 	f.preempt = known(m.PreemptionsPerSecond)
 	f.rps = known(m.RequestsPerSecond)
+	f.aborted = known(m.AbortedRequestsPerSecond)
+	if st := m.GetStaleness(); st != nil {
+		f.staleness = opt{v: st.AsDuration().Seconds(), ok: st.AsDuration() >= 0}
+	}
+	f.ttftMean = distMean(m.GetTtft())
+	f.queueTimeMean = distMean(m.GetQueueTime())
 	f.perRequest, f.perRequestFrom = perRequestDecode(m, f.gen, f.running)
 
 	f.e2eP50 = percentile(m.GetE2E(), 0.50)
 	f.e2eP95 = percentile(m.GetE2E(), 0.95)
 	f.e2eP99 = percentile(m.GetE2E(), 0.99)
 	f.ttftP99 = percentile(m.GetTtft(), 0.99)
+	f.itlP50 = percentile(m.GetInterToken(), 0.50)
+	f.itlP99 = percentile(m.GetInterToken(), 0.99)
+	f.queueTimeP99 = percentile(m.GetQueueTime(), 0.99)
 
 	f.hist = f.readHistory(in.History)
-	f.peer = comparePeers(m, in.Peers, t)
+	f.peer, f.peers = comparePeers(m, in.Peers, t)
 	return f
 }
+
+// distMean is d's mean: as reported, else sum ÷ count; unknown without
+// observations.
+func distMean(d *llmdiagv1.Distribution) opt {
+	if d == nil {
+		return opt{}
+	}
+	if v := known(d.Mean); v.ok {
+		return v
+	}
+	if d.GetCount() > 0 {
+		return known(ptr(d.GetSum() / d.GetCount()))
+	}
+	return opt{}
+}
+
+func ptr(v float64) *float64 { return &v }
 
 // queueRatio is queue ÷ running from the gauges when both are known (0 when
 // both are 0, +Inf when only running is 0), else the reported ratio.
@@ -194,9 +341,9 @@ func (f *facts) readHistory(points []Point) history {
 		now = points[len(points)-1].At.Add(time.Nanosecond)
 	}
 	type step struct {
-		at           time.Time
-		queue, ratio opt
-		mean         opt
+		at               time.Time
+		queue, ratio, kv opt
+		mean             opt
 	}
 	var steps []step
 	for _, pt := range points {
@@ -204,40 +351,31 @@ func (f *facts) readHistory(points []Point) history {
 			continue
 		}
 		q, r := known(pt.Queue), known(pt.Running)
-		steps = append(steps, step{at: pt.At, queue: q, ratio: queueRatio(q, r, opt{}), mean: known(pt.E2EMean)})
+		steps = append(steps, step{at: pt.At, queue: q, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
 	}
 	var mean opt
 	if e := f.m.GetE2E(); e != nil {
 		mean = known(e.Mean)
 	}
-	steps = append(steps, step{at: now, queue: f.queue, ratio: f.ratio, mean: mean})
+	steps = append(steps, step{at: now, queue: f.queue, ratio: f.ratio, kv: f.kv, mean: mean})
 
 	var h history
-	var first, meanFirst time.Time
-	wasQueueing := false
 	critSince, critRun := time.Time{}, false
-	var means []float64
+	var xs, means, gaps []float64
 	for i, s := range steps {
+		if i > 0 {
+			gaps = append(gaps, s.at.Sub(steps[i-1].at).Seconds())
+		}
 		if s.mean.ok {
-			if len(means) == 0 {
-				meanFirst = s.at
-			}
+			xs = append(xs, s.at.Sub(steps[0].at).Seconds())
 			means = append(means, s.mean.v)
 		}
+		h.ratio.add(s.at, s.ratio.ok, s.ratio.ok && s.ratio.v >= t.QueueRunningRatioWarn)
+		h.kv.add(s.at, s.kv.ok, s.kv.ok && s.kv.v >= t.KVWarn)
 		if !s.queue.ok && !s.ratio.ok {
 			continue
 		}
-		if h.points == 0 {
-			first = s.at
-		}
-		h.points++
-		q := t.queueing(s.queue, s.ratio)
-		if q {
-			h.queueing++
-		} else if wasQueueing {
-			h.spikes++
-		}
-		wasQueueing = q
+		h.queue.add(s.at, true, t.queueing(s.queue, s.ratio))
 		if s.queue.ok && s.queue.v > t.QueueCrit {
 			if !critRun {
 				critSince, critRun = s.at, true
@@ -245,29 +383,29 @@ func (f *facts) readHistory(points []Point) history {
 		} else {
 			critRun = false
 		}
-		if i == len(steps)-1 {
-			h.now = q
-		}
 	}
+	h.step = time.Duration(median(gaps) * float64(time.Second))
+	h.points, h.queueing, h.spikes = h.queue.known, h.queue.above, h.queue.drained
+	h.now = h.queue.now && h.queue.last.Equal(now)
 	if h.points > 0 {
-		h.span = now.Sub(first)
+		h.span = now.Sub(h.queue.first)
 	}
 	h.queueCritHeld = f.queue.ok && f.queue.v > t.QueueCrit &&
 		(h.noHistory() || (critRun && now.Sub(critSince) >= t.QueueCritFor))
 
-	h.meanPoints = len(means)
-	if len(means) >= 3 {
-		base := median(means[:len(means)/2])
-		last := means[len(means)-1]
-		h.meanFrom, h.meanTo, h.meanSpan = base, last, now.Sub(meanFirst)
-		h.meanRising = base > 0 && last >= base*(1+t.E2EMeanRise)
+	h.trend.points = len(means)
+	if len(means) >= minTrendPoints {
+		h.trend.span = time.Duration((xs[len(xs)-1] - xs[0]) * float64(time.Second))
+		h.trend.from, h.trend.to, h.trend.change, h.trend.ok = theilSen(xs, means)
+		h.trend.ok = h.trend.ok && h.trend.span > 0
 	}
 	return h
 }
 
 // comparePeers compares the node's E2E and TTFT P99 with the median of its
-// usable peers and keeps the comparison with the larger ratio.
-func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Thresholds) peerComparison {
+// usable peers: every comparison with enough peers, E2E first, and the one to
+// report (an outlier first, else the larger ratio).
+func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Thresholds) (peerComparison, []peerComparison) {
 	var usable []*llmdiagv1.NodeMetrics
 	for _, p := range peers {
 		if p == nil || !p.GetUp() || isStale(p, t) || p.GetNode() == m.GetNode() {
@@ -280,6 +418,7 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 	}
 	ownLoad := LoadScore(m, t)
 	var best peerComparison
+	var all []peerComparison
 	for _, c := range []struct {
 		ind  llmdiagv1.Indicator
 		dist func(*llmdiagv1.NodeMetrics) *llmdiagv1.Distribution
@@ -309,15 +448,17 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 			peers: len(vals), metric: c.ind,
 			own: own.GetValue(), median: med, ratio: own.GetValue() / med,
 			ownLoad: ownLoad, peerLoad: median(loads),
+			groupMedian: median(append(slices.Clone(vals), own.GetValue())), groupN: len(vals) + 1,
 		}
 		pc.outlier = pc.ratio >= t.OutlierRatio &&
 			pc.own >= t.OutlierMinLatency.Seconds() &&
 			pc.ownLoad <= pc.peerLoad+t.OutlierLoadMargin
+		all = append(all, pc)
 		if best.peers == 0 || (pc.outlier && !best.outlier) || (pc.outlier == best.outlier && pc.ratio > best.ratio) {
 			best = pc
 		}
 	}
-	return best
+	return best, all
 }
 
 // median of vs; vs is not modified. 0 for none.

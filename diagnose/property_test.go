@@ -52,6 +52,8 @@ func randomInput(r *rand.Rand) diagnose.Input {
 			Ttft:                            latency(60),
 			E2E:                             latency(3600),
 			TimePerOutputToken:              latency(1),
+			InterToken:                      latency(2),
+			QueueTime:                       latency(30),
 			Queue:                           maybe(100),
 			Running:                         maybe(200),
 			QueueRunningRatio:               maybe(3),
@@ -62,6 +64,12 @@ func randomInput(r *rand.Rand) diagnose.Input {
 			DecodeTokensPerSecondPerRequest: maybe(60),
 			PreemptionsPerSecond:            maybe(0.05),
 			RequestsPerSecond:               maybe(20),
+			AbortedRequestsPerSecond:        maybe(5),
+		}
+		for _, d := range []*llmdiagv1.Distribution{m.Ttft, m.QueueTime} {
+			if d != nil && r.IntN(2) == 0 {
+				d.Mean = f64(r.Float64() * 20)
+			}
 		}
 		if r.IntN(4) != 0 {
 			m.Staleness = durationpb.New(time.Duration(r.Int64N(int64(6 * time.Minute))))
@@ -181,10 +189,33 @@ func TestProperties(t *testing.T) {
 				fail("finding %d is %v, want %v", j, en.GetFindings()[j].GetIndicator(), ind)
 			}
 		}
+		// The rows that appear only when they carry information.
 		for _, f := range en.GetFindings()[len(core):] {
-			if s := f.GetStatus(); s != warn && s != crit {
-				fail("extra finding %v is %v: extras only when WARN or CRIT", f.GetIndicator(), s)
+			switch f.GetIndicator() {
+			case llmdiagv1.Indicator_INDICATOR_TTFT_P99, llmdiagv1.Indicator_INDICATOR_PREEMPTIONS, llmdiagv1.Indicator_INDICATOR_SCRAPE:
+				if s := f.GetStatus(); s != warn && s != crit {
+					fail("extra finding %v is %v: only when WARN or CRIT", f.GetIndicator(), s)
+				}
+			case llmdiagv1.Indicator_INDICATOR_ABORTS:
+				// An unknown abort rate is UNKNOWN, never 0.
+				if m.AbortedRequestsPerSecond == nil && f.GetStatus() != unknown {
+					fail("aborts %v without an abort rate", f.GetStatus())
+				}
 			}
+		}
+		// HEALTHY only when nothing is off; anything off and unexplained
+		// is UNEXPLAINED.
+		offFindings := 0
+		for _, f := range en.GetFindings() {
+			if s := f.GetStatus(); s == warn || s == crit {
+				offFindings++
+			}
+		}
+		if en.GetRootCause() == llmdiagv1.Cause_CAUSE_HEALTHY && (offFindings > 0 || en.GetStatus() != ok) {
+			fail("HEALTHY with %d findings off, status %v", offFindings, en.GetStatus())
+		}
+		if en.GetRootCause() == llmdiagv1.Cause_CAUSE_UNEXPLAINED && offFindings == 0 {
+			fail("UNEXPLAINED with nothing off")
 		}
 		switch en.GetRootCause() {
 		case llmdiagv1.Cause_CAUSE_PREFILL_BOUND:
@@ -242,7 +273,7 @@ func TestProperties(t *testing.T) {
 	}
 	// The generator must reach every cause, or the properties prove little.
 	t.Logf("causes reached: %v", causes)
-	for c := llmdiagv1.Cause_CAUSE_NO_DATA; c <= llmdiagv1.Cause_CAUSE_HEALTHY; c++ {
+	for c := llmdiagv1.Cause_CAUSE_NO_DATA; c <= llmdiagv1.Cause_CAUSE_UNEXPLAINED; c++ {
 		if causes[c] == 0 {
 			t.Errorf("random inputs never reached %v (reached: %v)", c, causes)
 		}

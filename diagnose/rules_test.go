@@ -72,6 +72,47 @@ func peer(node string, e2eP99 float64) *llmdiagv1.NodeMetrics {
 	return m
 }
 
+// burstMetrics is the simulator's burst scenario between bursts: a node
+// with 20 batch slots, queue empty now, TTFT P99 19 s from the last burst's
+// wait, E2E P99 49 s, KV 14%.
+func burstMetrics() *llmdiagv1.NodeMetrics {
+	m := healthyMetrics()
+	m.Model = "kimi-k2.6"
+	m.Ttft = dist(0.33, 19)
+	m.Ttft.Mean = f64(1.5)
+	m.E2E = dist(10, 49)
+	m.Running = f64(7)
+	m.KvPressure = f64(0.14)
+	m.PromptTokensPerSecond = f64(5500)
+	m.GenerationTokensPerSecond = f64(582)
+	return m
+}
+
+// burstHistory is n refreshes 5 s apart with a 10 s burst every 2 minutes:
+// the queue jumps to 37 and drains over the next 30 s. With stuck set it
+// never drains below 10.
+func burstHistory(n int, stuck bool) []diagnose.Point {
+	h := make([]diagnose.Point, n)
+	for i := range h {
+		q := 0.0
+		switch phase := (i + 10) % 24; {
+		case phase < 2:
+			q = 37
+		case phase < 8:
+			q = float64(37 - 6*(phase-1))
+		}
+		if stuck {
+			q = max(q, 10)
+		}
+		running := 7.0
+		if q > 0 {
+			running = 20
+		}
+		h[i] = diagnose.Point{At: observed.Add(-time.Duration(n-i) * 5 * time.Second), Up: true, Queue: f64(q), Running: f64(running), KVPressure: f64(0.14)}
+	}
+	return h
+}
+
 func TestRules(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -245,16 +286,134 @@ func TestRules(t *testing.T) {
 				stale.Stale, dn.Up, other.Model = true, false, "other"
 				return diagnose.Input{Metrics: m, Peers: []*llmdiagv1.NodeMetrics{stale, dn, other, m}}
 			},
-			status: warn, cause: llmdiagv1.Cause_CAUSE_HEALTHY, routable: true,
+			status: warn, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, routable: true,
 		},
 		{
-			name: "healthy cause, unexplained WARN: KV between warn and crit",
+			name: "unexplained WARN: KV between warn and crit",
 			in: func() diagnose.Input {
 				m := healthyMetrics()
 				m.KvPressure = f64(0.92)
 				return diagnose.Input{Metrics: m}
 			},
-			status: warn, cause: llmdiagv1.Cause_CAUSE_HEALTHY, routable: true,
+			status: warn, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, routable: true,
+		},
+		{
+			name: "burst: simulator shape, spikes drained, TTFT tail explained",
+			in: func() diagnose.Input {
+				m := burstMetrics()
+				return diagnose.Input{Metrics: m, History: burstHistory(120, false)}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_BURST, routable: true,
+		},
+		{
+			name: "burst: simulator shape, queueing now",
+			in: func() diagnose.Input {
+				m := burstMetrics()
+				m.Queue = f64(30)
+				return diagnose.Input{Metrics: m, History: burstHistory(120, false)}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_BURST, routable: true,
+		},
+		{
+			name: "burst: heavy prompts, but the queue spiked: not prefill",
+			in: func() diagnose.Input {
+				m := burstMetrics()
+				m.RequestsPerSecond = f64(0.3) // ~18k prompt tokens per request
+				return diagnose.Input{Metrics: m, History: burstHistory(120, false)}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_BURST, routable: true,
+		},
+		{
+			name: "burst: TTFT mostly queue time, waits shorter than a refresh",
+			in: func() diagnose.Input {
+				m := burstMetrics()
+				m.Ttft.Mean, m.QueueTime = f64(4), dist(2, 15)
+				m.QueueTime.Mean = f64(3)
+				return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 7)}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_BURST, routable: true,
+		},
+		{
+			name: "overloaded: the queue never drains between bursts",
+			in: func() diagnose.Input {
+				m := burstMetrics()
+				m.Queue = f64(30)
+				return diagnose.Input{Metrics: m, History: burstHistory(120, true)}
+			},
+			status: crit, cause: llmdiagv1.Cause_CAUSE_OVERLOADED,
+		},
+		{
+			name: "prefill bound: queue-time split says prefill",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.Ttft = dist(3, 25)
+				m.Ttft.Mean = f64(5)
+				m.QueueTime = dist(0.1, 0.5)
+				m.QueueTime.Mean = f64(0.2)
+				m.PromptTokensPerSecond = f64(500000)
+				return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_PREFILL_BOUND, routable: true,
+		},
+		{
+			name: "unexplained CRIT: aborts",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.AbortedRequestsPerSecond = f64(0.4)
+				return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}
+			},
+			status: crit, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, routable: true,
+		},
+		{
+			name: "unexplained: inter-token stalls",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.InterToken = dist(0.05, 0.5)
+				return diagnose.Input{Metrics: m}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, routable: true,
+		},
+		{
+			name: "unexplained: mean E2E rising over the history",
+			in: func() diagnose.Input {
+				h := flatHistory(20, 0, 10)
+				for i := range h {
+					h[i].E2EMean = f64(5 + float64(i)*0.5)
+				}
+				return diagnose.Input{Metrics: healthyMetrics(), History: h}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, routable: true,
+		},
+		{
+			name: "healthy: mean E2E falling",
+			in: func() diagnose.Input {
+				h := flatHistory(20, 0, 10)
+				for i := range h {
+					h[i].E2EMean = f64(20 - float64(i)*0.7)
+				}
+				return diagnose.Input{Metrics: healthyMetrics(), History: h}
+			},
+			status: ok, cause: llmdiagv1.Cause_CAUSE_HEALTHY, routable: true,
+		},
+		{
+			name: "decode bound with a slow peer group: a model characteristic",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.GenerationTokensPerSecond = f64(30)
+				m.E2E = dist(60, 300)
+				return diagnose.Input{Metrics: m, Peers: []*llmdiagv1.NodeMetrics{peer("b", 280), peer("c", 320)},
+					Profile: &llmdiagv1.Profile{DataParallel: 8, TensorParallel: 1, ActiveParamsBillions: 37, TotalParamsBillions: 671}}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_DECODE_BOUND, routable: true,
+		},
+		{
+			name: "unexplained: slow E2E shared by the whole group",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.E2E = dist(20, 90)
+				return diagnose.Input{Metrics: m, Peers: []*llmdiagv1.NodeMetrics{peer("b", 80), peer("c", 100)}}
+			},
+			status: warn, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, routable: true,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -308,8 +467,12 @@ func TestFindingDetails(t *testing.T) {
 
 	t.Run("extra findings only when they carry information", func(t *testing.T) {
 		d := diagnose.Diagnose(diagnose.Input{Metrics: healthyMetrics()}, th, llmdiagv1.Language_LANGUAGE_EN)
-		if n := len(d.GetFindings()); n != 6 {
-			t.Errorf("healthy node: %d findings, want the six core ones", n)
+		for _, f := range d.GetFindings() {
+			switch f.GetIndicator() {
+			case llmdiagv1.Indicator_INDICATOR_TTFT_P99, llmdiagv1.Indicator_INDICATOR_PREEMPTIONS,
+				llmdiagv1.Indicator_INDICATOR_SCRAPE, llmdiagv1.Indicator_INDICATOR_PEERS:
+				t.Errorf("healthy node: %v row without information", f.GetIndicator())
+			}
 		}
 		m := healthyMetrics()
 		m.Ttft = dist(5, 40)
@@ -329,8 +492,8 @@ func TestFindingDetails(t *testing.T) {
 		}
 		// The window's own mean (absent here) does not count; the history's
 		// does: 5 s → 20 s.
-		if f := find(d, llmdiagv1.Indicator_INDICATOR_E2E_MEAN); f.GetStatus() != warn {
-			t.Errorf("E2E mean = %v, want WARN (rising)", f)
+		if f := find(d, llmdiagv1.Indicator_INDICATOR_E2E_TREND); f.GetStatus() != warn || !strings.HasPrefix(f.GetValue(), "+300% over 5 min") {
+			t.Errorf("E2E trend = %v, want WARN +300%% over 5 min (rising)", f)
 		}
 	})
 
@@ -390,5 +553,123 @@ func TestLoadScore(t *testing.T) {
 	th.MaxRunning = 50
 	if got := diagnose.LoadScore(&llmdiagv1.NodeMetrics{Running: f64(40), KvPressure: f64(0.3)}, th); got != 0.8 {
 		t.Errorf("with max_running 50, 40 running: %v, want 0.8", got)
+	}
+}
+
+func TestNewFindings(t *testing.T) {
+	th := diagnose.DefaultThresholds()
+	en := llmdiagv1.Language_LANGUAGE_EN
+	find := func(d *llmdiagv1.Diagnosis, ind llmdiagv1.Indicator) *llmdiagv1.Finding {
+		for _, f := range d.GetFindings() {
+			if f.GetIndicator() == ind {
+				return f
+			}
+		}
+		t.Fatalf("no %v finding", ind)
+		return nil
+	}
+	for _, tc := range []struct {
+		name   string
+		in     func() diagnose.Input
+		ind    llmdiagv1.Indicator
+		status llmdiagv1.Status
+		value  string // prefix; "" for none
+		evid   string // substring of some evidence line; "" for none
+	}{
+		{"aborts unset: UNKNOWN, never 0", func() diagnose.Input { return diagnose.Input{Metrics: healthyMetrics()} },
+			llmdiagv1.Indicator_INDICATOR_ABORTS, unknown, "", ""},
+		{"aborts 2% of finished", func() diagnose.Input {
+			m := healthyMetrics()
+			m.AbortedRequestsPerSecond = f64(0.02)
+			return diagnose.Input{Metrics: m}
+		}, llmdiagv1.Indicator_INDICATOR_ABORTS, ok, "~2%", "aborted of"},
+		{"aborts 10%: WARN", func() diagnose.Input {
+			m := healthyMetrics()
+			m.AbortedRequestsPerSecond = f64(0.1)
+			return diagnose.Input{Metrics: m}
+		}, llmdiagv1.Indicator_INDICATOR_ABORTS, warn, "~10%", ""},
+		{"inter-token P99 1.5 s: CRIT", func() diagnose.Input {
+			m := healthyMetrics()
+			m.InterToken = dist(0.05, 1.5)
+			return diagnose.Input{Metrics: m}
+		}, llmdiagv1.Indicator_INDICATOR_INTER_TOKEN, crit, "1.5 s", "P50 50 ms"},
+		{"inter-token absent: UNKNOWN", func() diagnose.Input { return diagnose.Input{Metrics: healthyMetrics()} },
+			llmdiagv1.Indicator_INDICATOR_INTER_TOKEN, unknown, "", ""},
+		{"queue time 75% of a late TTFT: WARN", func() diagnose.Input {
+			m := healthyMetrics()
+			m.Ttft = dist(2, 20)
+			m.Ttft.Mean = f64(4)
+			m.QueueTime = dist(2, 15)
+			m.QueueTime.Mean = f64(3)
+			return diagnose.Input{Metrics: m}
+		}, llmdiagv1.Indicator_INDICATOR_QUEUE_TIME, warn, "~75% of TTFT", "mean queue time 3 s of mean TTFT 4 s"},
+		{"decode speed per request", func() diagnose.Input { return diagnose.Input{Metrics: healthyMetrics()} },
+			llmdiagv1.Indicator_INDICATOR_DECODE_SPEED, ok, "40 tok/s per request", "400 tok/s ÷ 10 running"},
+		{"decode slow, MoE profile", func() diagnose.Input {
+			m := healthyMetrics()
+			m.GenerationTokensPerSecond = f64(30)
+			return diagnose.Input{Metrics: m, Profile: &llmdiagv1.Profile{DataParallel: 8, TensorParallel: 1, PipelineParallel: 2, ActiveParamsBillions: 37, TotalParamsBillions: 671, Gpu: "H20"}}
+		}, llmdiagv1.Indicator_INDICATOR_DECODE_SPEED, warn, "3 tok/s per request", "37B of 671B parameters active"},
+		{"prefill/decode ratio is physics", func() diagnose.Input { return diagnose.Input{Metrics: healthyMetrics()} },
+			llmdiagv1.Indicator_INDICATOR_PREFILL_DECODE_RATIO, ok, "5×", ""},
+		{"trend needs history", func() diagnose.Input { return diagnose.Input{Metrics: healthyMetrics()} },
+			llmdiagv1.Indicator_INDICATOR_E2E_TREND, unknown, "", ""},
+		{"trend robust to one outlying refresh", func() diagnose.Input {
+			h := flatHistory(20, 0, 10)
+			for i := range h {
+				h[i].E2EMean = f64(8)
+			}
+			h[17].E2EMean = f64(80)
+			return diagnose.Input{Metrics: healthyMetrics(), History: h}
+		}, llmdiagv1.Indicator_INDICATOR_E2E_TREND, ok, "0% over", "Theil–Sen"},
+		{"queue history quoted", func() diagnose.Input {
+			return diagnose.Input{Metrics: burstMetrics(), History: burstHistory(120, false)}
+		}, llmdiagv1.Indicator_INDICATOR_QUEUE, ok, "0", "in 35 of the last 121 refreshes over 10 min: 5 episode(s), longest 35 s, 5 drained"},
+		{"peers: the whole group is slow", func() diagnose.Input {
+			m := healthyMetrics()
+			m.E2E = dist(20, 90)
+			return diagnose.Input{Metrics: m, Peers: []*llmdiagv1.NodeMetrics{peer("b", 80), peer("c", 100)}}
+		}, llmdiagv1.Indicator_INDICATOR_PEERS, ok, "1×", "all 3 nodes serving m are slow: median E2E P99 1.5 min"},
+		{"peers: outlier", func() diagnose.Input {
+			m := healthyMetrics()
+			m.E2E = dist(20, 90)
+			return diagnose.Input{Metrics: m, Peers: []*llmdiagv1.NodeMetrics{peer("b", 20), peer("c", 25)}}
+		}, llmdiagv1.Indicator_INDICATOR_PEERS, warn, "4×", "this node 1.5 min vs peer median 22.5 s"},
+		{"data age", func() diagnose.Input { return diagnose.Input{Metrics: healthyMetrics()} },
+			llmdiagv1.Indicator_INDICATOR_STALENESS, ok, "10 s", "stale after 5 min"},
+		{"stale data: the age row is CRIT", func() diagnose.Input {
+			m := healthyMetrics()
+			m.Staleness = durationpb.New(10 * time.Minute)
+			return diagnose.Input{Metrics: m}
+		}, llmdiagv1.Indicator_INDICATOR_STALENESS, crit, "10 min", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := diagnose.Diagnose(tc.in(), th, en)
+			f := find(d, tc.ind)
+			if f.GetStatus() != tc.status || !strings.HasPrefix(f.GetValue(), tc.value) || (tc.value == "" && f.GetValue() != "") {
+				t.Errorf("%v = %v %q, want %v %q", tc.ind, f.GetStatus(), f.GetValue(), tc.status, tc.value)
+			}
+			if tc.evid != "" && !strings.Contains(strings.Join(f.GetEvidence(), "\n"), tc.evid) {
+				t.Errorf("evidence lacks %q: %q", tc.evid, f.GetEvidence())
+			}
+			if f.GetConclusion() == "" {
+				t.Error("no conclusion")
+			}
+		})
+	}
+}
+
+// Every verdict from fresh data says, for each cause weighed before the
+// winner, why it does not hold.
+func TestRuledOutEveryCauseConsidered(t *testing.T) {
+	d := diagnose.Diagnose(diagnose.Input{Metrics: healthyMetrics(), History: flatHistory(10, 0, 10)}, diagnose.DefaultThresholds(), llmdiagv1.Language_LANGUAGE_EN)
+	want := []string{"not memory", "not queueing", "not bursts", "not prefill", "not decode", "not compared with peers"}
+	if len(d.GetRuledOut()) != len(want) {
+		t.Fatalf("ruled out %q, want one line for each of %q", d.GetRuledOut(), want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(d.GetRuledOut()[i], w) {
+			t.Errorf("ruled out %d = %q, want it to start %q", i, d.GetRuledOut()[i], w)
+		}
 	}
 }

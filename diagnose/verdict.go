@@ -2,31 +2,162 @@ package diagnose
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
-// verdict applies rules 2–8 to fresh data from a node that answers.
+// verdict applies rules 2–8 to fresh data from a node that answers, then
+// weighs the cause against every finding: what it explains, what it leaves
+// unexplained, and how much is unknown.
 func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 	t, h := f.t, f.hist
+	var v verdict
 	switch {
 	case (f.kv.ok && f.kv.v >= t.KVCrit) || (f.preempt.ok && f.preempt.v > t.PreemptionsPerSecond):
-		return f.kvExhausted(p)
+		v = f.kvExhausted(p)
 	case h.sustained(t):
-		return f.overloaded(p)
+		v = f.overloaded(p)
 	case h.now:
-		return f.burst(p)
-	case h.spikes > 0 && worst(findings) == statusOK:
-		return f.burst(p)
+		v = f.burst(p, findings)
 	case f.prefillBound() && !f.peer.outlier:
-		return f.prefill(p)
+		v = f.prefill(p)
 	case f.decodeBound() && !f.peer.outlier:
-		return f.decode(p)
+		v = f.decode(p)
 	case f.peer.outlier:
-		return f.outlier(p)
+		v = f.outlier(p)
+	case f.burstDrained(findings):
+		v = f.burst(p, findings)
+	default:
+		return f.healthy(p, findings)
 	}
-	return f.healthy(p, findings)
+	v.ruledOut = f.ruledOut(p, v.cause, findings)
+	f.weigh(p, &v, findings)
+	return v
+}
+
+// burstDrained reports whether the evidence fits rule 4's second shape:
+// queue spikes that drained (or TTFT mostly queue time with no queue now:
+// waits shorter than a refresh), and nothing the bursts cannot explain.
+func (f *facts) burstDrained(findings []*llmdiagv1.Finding) bool {
+	share := f.queueTimeShare()
+	waited := share.ok && share.v >= f.t.QueueTimeShareWarn && elevated(f.ttftStatus())
+	if f.hist.spikes == 0 && !waited {
+		return false
+	}
+	for _, x := range findings {
+		if elevated(x.GetStatus()) && !explains(llmdiagv1.Cause_CAUSE_BURST, x) {
+			return false
+		}
+	}
+	return true
+}
+
+// explains reports whether cause c accounts for finding x being WARN or
+// CRIT. Scrape errors are never explained by a load pattern; memory
+// exhaustion and overload explain every other symptom.
+func explains(c llmdiagv1.Cause, x *llmdiagv1.Finding) bool {
+	ind, crit := x.GetIndicator(), x.GetStatus() == statusCrit
+	if ind == llmdiagv1.Indicator_INDICATOR_SCRAPE {
+		return false
+	}
+	latency := ind == llmdiagv1.Indicator_INDICATOR_E2E_P99 || ind == llmdiagv1.Indicator_INDICATOR_INTER_TOKEN ||
+		ind == llmdiagv1.Indicator_INDICATOR_E2E_TREND
+	switch c {
+	case llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_OVERLOADED:
+		return true
+	case llmdiagv1.Cause_CAUSE_BURST:
+		switch ind {
+		case llmdiagv1.Indicator_INDICATOR_QUEUE, llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO,
+			llmdiagv1.Indicator_INDICATOR_TTFT_P99, llmdiagv1.Indicator_INDICATOR_QUEUE_TIME:
+			return true
+		case llmdiagv1.Indicator_INDICATOR_KV_PRESSURE, llmdiagv1.Indicator_INDICATOR_ABORTS:
+			return !crit
+		}
+		return latency
+	case llmdiagv1.Cause_CAUSE_PREFILL_BOUND:
+		switch ind {
+		case llmdiagv1.Indicator_INDICATOR_PROMPT_TOKEN_RATE, llmdiagv1.Indicator_INDICATOR_PREFILL_DECODE_RATIO,
+			llmdiagv1.Indicator_INDICATOR_TTFT_P99:
+			return true
+		case llmdiagv1.Indicator_INDICATOR_ABORTS:
+			return !crit
+		}
+		return latency
+	case llmdiagv1.Cause_CAUSE_DECODE_BOUND:
+		switch ind {
+		case llmdiagv1.Indicator_INDICATOR_GENERATION_TOKEN_RATE, llmdiagv1.Indicator_INDICATOR_DECODE_SPEED:
+			return true
+		case llmdiagv1.Indicator_INDICATOR_ABORTS:
+			return !crit
+		}
+		return latency
+	case llmdiagv1.Cause_CAUSE_NODE_OUTLIER:
+		switch ind {
+		case llmdiagv1.Indicator_INDICATOR_PEERS, llmdiagv1.Indicator_INDICATOR_TTFT_P99,
+			llmdiagv1.Indicator_INDICATOR_GENERATION_TOKEN_RATE, llmdiagv1.Indicator_INDICATOR_DECODE_SPEED,
+			llmdiagv1.Indicator_INDICATOR_QUEUE_TIME, llmdiagv1.Indicator_INDICATOR_ABORTS:
+			return true
+		}
+		return latency
+	}
+	return false
+}
+
+// Confidence weights: each further indicator a cause explains adds
+// supportWeight (up to maxSupport of them); each WARN/CRIT finding it leaves
+// unexplained takes unexplainedWeight; each unknown core indicator takes
+// unknownCoreWeight, each unknown further indicator unknownExtraWeight.
+const (
+	supportWeight      = 0.02
+	maxSupport         = 5
+	unexplainedWeight  = 0.1
+	unknownCoreWeight  = 0.03
+	unknownExtraWeight = 0.01
+	minConfidence      = 0.05
+	maxConfidence      = 0.97
+)
+
+// weigh adjusts v for every finding: what the cause explains raises the
+// confidence, what it leaves unexplained lowers it, is named in the
+// evidence and can raise the status; unknown indicators lower it.
+func (f *facts) weigh(p printer, v *verdict, findings []*llmdiagv1.Finding) {
+	support := 0
+	var off []string
+	for _, x := range findings {
+		if !elevated(x.GetStatus()) {
+			continue
+		}
+		if explains(v.cause, x) {
+			support++
+			continue
+		}
+		off = append(off, p.f(evReading, x.GetName(), x.GetValue()))
+		v.status = worse(v.status, x.GetStatus())
+	}
+	if len(off) > 0 {
+		v.evidence = append(v.evidence, p.f(evUnexplainedAlso, p.join(off)))
+	}
+	c := v.confidence + supportWeight*float64(min(max(support-1, 0), maxSupport)) -
+		unexplainedWeight*float64(len(off)) - f.unknownPenalty(findings)
+	v.confidence = math.Max(minConfidence, math.Min(maxConfidence, c))
+}
+
+// unknownPenalty is how much the unknown indicators take off a confidence.
+func (f *facts) unknownPenalty(findings []*llmdiagv1.Finding) float64 {
+	pen := 0.0
+	for i, x := range findings {
+		if x.GetStatus() != statusUnknown {
+			continue
+		}
+		if i < len(coreIndicators) {
+			pen += unknownCoreWeight
+		} else {
+			pen += unknownExtraWeight
+		}
+	}
+	return pen
 }
 
 // worst is the most severe OK/WARN/CRIT status among findings; UNKNOWN
@@ -46,39 +177,120 @@ func (f *facts) decodeBound() bool {
 	return !f.hist.now && !kvHigh && elevated(f.e2eStatus()) && f.slowDecode()
 }
 
-// ruledOut lists, for the given causes, the ones the evidence positively
-// excludes, each with why. A cause without the figures to exclude it is not
-// listed.
-func (f *facts) ruledOut(p printer, causes ...llmdiagv1.Cause) []string {
-	t := f.t
+// causeOrder is the order the rules consider causes in.
+var causeOrder = []llmdiagv1.Cause{
+	llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
+	llmdiagv1.Cause_CAUSE_OVERLOADED,
+	llmdiagv1.Cause_CAUSE_BURST,
+	llmdiagv1.Cause_CAUSE_PREFILL_BOUND,
+	llmdiagv1.Cause_CAUSE_DECODE_BOUND,
+	llmdiagv1.Cause_CAUSE_NODE_OUTLIER,
+}
+
+// considered lists the causes the rules weighed before settling on won:
+// those before it in order and, for the causes that give way to peers, the
+// peer comparison. For HEALTHY and UNEXPLAINED, every cause.
+func considered(won llmdiagv1.Cause) []llmdiagv1.Cause {
+	var out []llmdiagv1.Cause
+	for _, c := range causeOrder {
+		if c == won {
+			if won == llmdiagv1.Cause_CAUSE_PREFILL_BOUND || won == llmdiagv1.Cause_CAUSE_DECODE_BOUND {
+				out = append(out, llmdiagv1.Cause_CAUSE_NODE_OUTLIER)
+			}
+			return out
+		}
+		if won == llmdiagv1.Cause_CAUSE_BURST && c == llmdiagv1.Cause_CAUSE_BURST {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ruledOut says, for each cause considered before won, why it does not
+// hold, or which figure was missing to check it.
+func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.Finding) []string {
+	t, h := f.t, f.hist
 	var out []string
-	for _, c := range causes {
+	add := func(id msg, args ...any) { out = append(out, p.f(id, args...)) }
+	for _, c := range considered(won) {
 		switch c {
 		case llmdiagv1.Cause_CAUSE_KV_EXHAUSTED:
-			if f.kv.below(t.KVWarn) {
-				m := roMemory
-				if f.preempt.ok && f.preempt.v == 0 {
-					m = roMemoryNoPreempt
-				}
-				out = append(out, p.f(m, percent(f.kv.v), exactPercent(t.KVWarn)))
+			noPreempt := f.preempt.ok && f.preempt.v == 0
+			switch {
+			case f.kv.below(t.KVWarn) && noPreempt:
+				add(roMemoryNoPreempt, percent(f.kv.v), exactPercent(t.KVWarn))
+			case f.kv.below(t.KVWarn):
+				add(roMemory, percent(f.kv.v), exactPercent(t.KVWarn))
+			case f.kv.below(t.KVCrit):
+				add(roMemoryNearFull, percent(f.kv.v), exactPercent(t.KVCrit))
+			default:
+				add(roMemoryUnknown)
 			}
 		case llmdiagv1.Cause_CAUSE_OVERLOADED:
-			if f.hist.now && !f.hist.noHistory() {
-				out = append(out, p.f(roOverload, f.hist.queueing, f.hist.points, exactPercent(t.SustainedFraction)))
-			} else if f.queue.ok && !f.hist.now {
-				out = append(out, p.f(roQueueing, count(f.queue.v), f.ratioText()))
+			switch {
+			case h.now && !h.noHistory():
+				add(roOverload, h.queueing, h.points, exactPercent(t.SustainedFraction))
+			case f.queue.ok && !h.now:
+				add(roQueueing, count(f.queue.v), f.ratioText())
+			case !h.now:
+				add(roQueueUnknown)
+			}
+		case llmdiagv1.Cause_CAUSE_BURST:
+			switch {
+			case h.spikes > 0:
+				var rest []string
+				for _, x := range findings {
+					if elevated(x.GetStatus()) && !explains(llmdiagv1.Cause_CAUSE_BURST, x) {
+						rest = append(rest, x.GetName())
+					}
+				}
+				if len(rest) == 0 {
+					rest = append(rest, p.f(restNothing))
+				}
+				add(roBurstMinor, h.queueing, h.points, p.join(rest))
+			case f.queue.ok && !h.noHistory():
+				add(roNoBurst, h.points, p.seconds(h.span.Seconds()))
+			case f.queue.ok || f.ratio.ok:
+				add(roBurstNoHistory)
+			default:
+				add(roQueueUnknown)
 			}
 		case llmdiagv1.Cause_CAUSE_PREFILL_BOUND:
-			if f.ttftStatus() == statusOK {
-				out = append(out, p.f(roPrefill, p.seconds(f.ttftP99.GetValue()), p.seconds(t.TTFTP99Warn.Seconds())))
+			share := f.queueTimeShare()
+			switch {
+			case f.ttftP99 == nil:
+				add(roPrefillUnknown)
+			case f.ttftStatus() == statusOK:
+				add(roPrefill, p.seconds(f.ttftP99.GetValue()), p.seconds(t.TTFTP99Warn.Seconds()))
+			case share.ok && share.v >= t.QueueTimeShareWarn:
+				add(roPrefillQueue, p.seconds(f.ttftP99.GetValue()), percent(share.v))
+			case !f.heavyPrompts():
+				add(roPrefillLight, p.seconds(f.ttftP99.GetValue()))
+			case h.now || h.spikes > 0:
+				add(roPrefillSpikes, p.seconds(f.ttftP99.GetValue()))
+			default:
+				add(roPrefillPeers)
 			}
 		case llmdiagv1.Cause_CAUSE_DECODE_BOUND:
-			if f.perRequest.ok && !f.slowDecode() {
-				out = append(out, p.f(roDecode, rate(f.perRequest.v), rate(t.DecodeTokensPerRequestLow)))
+			switch {
+			case !f.perRequest.ok:
+				add(roDecodeUnknown)
+			case !f.slowDecode():
+				add(roDecode, rate(f.perRequest.v), rate(t.DecodeTokensPerRequestLow))
+			case f.e2eP99 != nil && !elevated(f.e2eStatus()):
+				add(roDecodeTail, rate(f.perRequest.v), p.seconds(f.e2eP99.GetValue()))
+			case f.e2eP99 == nil:
+				add(roDecodeNoTail, rate(f.perRequest.v))
+			default:
+				add(roDecodeOther, rate(f.perRequest.v))
 			}
 		case llmdiagv1.Cause_CAUSE_NODE_OUTLIER:
-			if f.peer.peers > 0 && !f.peer.outlier {
-				out = append(out, p.f(roOutlier, f.metricName(p), times(f.peer.ratio), f.peer.peers))
+			switch {
+			case f.peer.peers > 0 && !f.peer.outlier:
+				add(roOutlier, f.metricName(p), times(f.peer.ratio), f.peer.peers)
+			case f.peer.peers == 0:
+				add(roNoPeers, t.MinPeers, f.modelName(p))
 			}
 		}
 	}
@@ -185,15 +397,18 @@ func (f *facts) overloaded(p printer) verdict {
 		v.evidence = append(v.evidence, f.historyEvidence(p))
 	}
 	v.evidence = append(v.evidence, f.latencyEvidence(p)...)
-	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED)
-	v.recs = []string{p.f(recShed), p.f(recAddCapacity), p.f(recAdmission)}
+	v.recs = []string{p.f(recShed), p.f(recAddCapacity)}
+	if f.profile.GetTensorParallel() > 1 {
+		v.recs = append(v.recs, p.f(recOverloadTP, f.profile.GetTensorParallel()))
+	}
+	v.recs = append(v.recs, p.f(recAdmission))
 	return v
 }
 
 // burst covers both shapes of rule 4: queueing now that history says
 // drains (WARN), and earlier spikes that drained with nothing else to
-// explain (OK).
-func (f *facts) burst(p printer) verdict {
+// explain (OK, or the status of the tail the bursts explain).
+func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 	h := f.hist
 	v := verdict{cause: llmdiagv1.Cause_CAUSE_BURST}
 	if h.now {
@@ -202,14 +417,38 @@ func (f *facts) burst(p printer) verdict {
 		v.confidence = 0.5 + 0.4*(1-h.fraction())
 		v.evidence = append(v.evidence, p.f(evQueueHigh, count(f.queue.v), count(f.t.QueueSaturated), f.ratioText(), f.runningText()))
 	} else {
-		v.status = statusOK
-		v.summary = p.f(summaryBurstDrained, h.spikes, h.points, p.seconds(h.span.Seconds()))
-		v.confidence = 0.8
+		v.status = worst(findings)
+		var tail []string
+		for _, x := range findings {
+			if elevated(x.GetStatus()) {
+				tail = append(tail, p.f(evReading, x.GetName(), x.GetValue()))
+			}
+		}
+		switch {
+		case h.spikes == 0:
+			v.summary = p.f(summaryBurstShort, percent(f.queueTimeShare().v), p.join(tail))
+			v.confidence = 0.55
+		case len(tail) > 0:
+			v.summary = p.f(summaryBurstTail, h.spikes, h.points, p.seconds(h.span.Seconds()), p.join(tail))
+			v.confidence = 0.7
+		default:
+			v.summary = p.f(summaryBurstDrained, h.spikes, h.points, p.seconds(h.span.Seconds()))
+			v.confidence = 0.8
+		}
 		v.evidence = append(v.evidence, p.f(evQueueRunning, count(f.queue.v), f.runningText()))
 	}
-	v.evidence = append(v.evidence, f.historyEvidence(p))
-	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_OVERLOADED)
+	if !h.noHistory() {
+		v.evidence = append(v.evidence, f.historyEvidence(p))
+	}
+	if share := f.queueTimeShare(); share.ok && share.v >= f.t.QueueTimeShareWarn {
+		v.evidence = append(v.evidence, p.f(evQueueTimeSplit, p.seconds(f.queueTimeMean.v), p.seconds(f.ttftMean.v),
+			p.seconds(math.Max(f.ttftMean.v-f.queueTimeMean.v, 0)), exactPercent(f.t.QueueTimeShareWarn)))
+	}
+	v.evidence = append(v.evidence, f.latencyEvidence(p)...)
 	v.recs = []string{p.f(recBurstKeep), p.f(recBurstSmooth)}
+	if elevated(f.ttftStatus()) || elevated(f.e2eStatus()) {
+		v.recs = append(v.recs, p.f(recBurstHeadroom))
+	}
 	return v
 }
 
@@ -245,7 +484,6 @@ func (f *facts) prefill(p printer) verdict {
 	if !f.hist.noHistory() {
 		v.confidence += 0.1
 	}
-	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_OVERLOADED, llmdiagv1.Cause_CAUSE_NODE_OUTLIER)
 	v.recs = []string{p.f(recChunkedPrefill), p.f(recPrefixCache), p.f(recDisaggregate)}
 	return v
 }
@@ -262,6 +500,8 @@ func (f *facts) decodeFactors(p printer) []string {
 	switch a := f.profile.GetActiveParamsBillions(); {
 	case a <= 0:
 		fs = append(fs, p.f(factorCost, model))
+	case f.largeModel() && f.profile.GetTotalParamsBillions() > a:
+		fs = append(fs, p.f(factorSizeMoE, model, billions(a), billions(f.profile.GetTotalParamsBillions())))
 	case f.largeModel():
 		fs = append(fs, p.f(factorSize, model, billions(a)))
 	}
@@ -288,6 +528,10 @@ func (f *facts) decode(p printer) verdict {
 	}
 	v.summary = f.not(p, p.f(causeDecode, factors, rate(f.perRequest.v))) +
 		p.f(decodeConcurrency, running, p.seconds(f.e2eP99.GetValue()))
+	g, groupSlow := f.groupSlow()
+	if groupSlow {
+		v.summary += p.f(decodeGroup, g.groupN, f.modelName(p), comparisonName(p, g), p.seconds(g.groupMedian))
+	}
 
 	if f.queue.ok {
 		v.evidence = append(v.evidence, p.f(evQueueRatio, count(f.queue.v), f.ratioText()))
@@ -304,6 +548,9 @@ func (f *facts) decode(p printer) verdict {
 		v.evidence = append(v.evidence, p.f(evPrefillGap, rate(f.prompt.v), rate(f.gen.v), times(f.prompt.v/f.gen.v), times(t.PrefillDecodeRatioHigh)))
 	}
 	v.evidence = append(v.evidence, f.profileEvidence(p)...)
+	if groupSlow {
+		v.evidence = append(v.evidence, f.groupEvidence(p, g))
+	}
 	if !f.hist.noHistory() {
 		v.evidence = append(v.evidence, f.historyEvidence(p))
 	}
@@ -321,13 +568,15 @@ func (f *facts) decode(p printer) verdict {
 	if !f.hist.noHistory() {
 		v.confidence += 0.1
 	}
+	if groupSlow {
+		v.confidence += 0.05
+	}
 
-	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_OVERLOADED,
-		llmdiagv1.Cause_CAUSE_PREFILL_BOUND, llmdiagv1.Cause_CAUSE_NODE_OUTLIER)
-
-	if f.dataParallelOnly() {
-		dp := pr.GetDataParallel()
-		v.recs = append(v.recs, p.f(recTensorParallel, dp))
+	switch tp := pr.GetTensorParallel(); {
+	case f.dataParallelOnly():
+		v.recs = append(v.recs, p.f(recTensorParallel, pr.GetDataParallel()))
+	case tp > 1:
+		v.recs = append(v.recs, p.f(recTPAlready, tp))
 	}
 	v.recs = append(v.recs, p.f(recConcurrency), p.f(recSpeculative), p.f(recClientTimeout, p.seconds(f.e2eP99.GetValue())))
 	if pr.GetActiveParamsBillions() <= 0 && pr.GetDataParallel() == 0 && pr.GetTensorParallel() == 0 {
@@ -357,40 +606,88 @@ func (f *facts) outlier(p printer) verdict {
 	if c.ratio >= 2*t.OutlierRatio {
 		v.confidence += 0.1
 	}
-	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_OVERLOADED,
-		llmdiagv1.Cause_CAUSE_PREFILL_BOUND, llmdiagv1.Cause_CAUSE_DECODE_BOUND)
 	v.recs = []string{p.f(recOutlierDrain), p.f(recOutlierCompare)}
 	return v
 }
 
-// healthy is rule 8. When some finding is WARN or CRIT but no rule explains
-// it, the cause stays HEALTHY (no fault pattern matches), the status is the
-// worst finding's and the summary names what to watch.
+// healthy is rule 8: HEALTHY when every finding is OK or UNKNOWN. When
+// some finding is WARN or CRIT and no cause explains it, the cause is
+// UNEXPLAINED: the status is the worst finding's, the evidence names each
+// one, and the recommendations follow from them.
 func (f *facts) healthy(p printer, findings []*llmdiagv1.Finding) verdict {
 	v := verdict{cause: llmdiagv1.Cause_CAUSE_HEALTHY, status: worst(findings)}
-	var watch []string
+	var off []string
+	var recs []msg
+	addRec := func(m msg) {
+		if !slices.Contains(recs, m) {
+			recs = append(recs, m)
+		}
+	}
+	_, groupSlow := f.groupSlow()
 	for _, x := range findings {
-		if x.GetStatus() == statusOK || x.GetStatus() == statusUnknown {
+		if !elevated(x.GetStatus()) {
 			continue
 		}
-		watch = append(watch, p.f(evReading, x.GetName(), x.GetValue()))
-	}
-	for _, x := range findings[:len(coreIndicators)] {
-		if x.GetStatus() != statusUnknown {
-			v.evidence = append(v.evidence, p.f(evReading, x.GetName(), x.GetValue()))
-		}
+		off = append(off, p.f(evReading, x.GetName(), x.GetValue()))
+		v.evidence = append(v.evidence, p.f(evReadingWhy, x.GetName(), x.GetValue(), x.GetConclusion()))
+		addRec(recFor(x.GetIndicator(), groupSlow))
 	}
 	known := float64(f.coreKnown())
-	if len(watch) == 0 {
+	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_UNEXPLAINED, findings)
+	if len(off) == 0 {
+		for _, x := range findings[:len(coreIndicators)] {
+			if x.GetStatus() != statusUnknown {
+				v.evidence = append(v.evidence, p.f(evReading, x.GetName(), x.GetValue()))
+			}
+		}
 		v.summary = p.f(summaryHealthy)
-		v.confidence = math.Min(0.35+0.1*known, 0.95)
+		v.confidence = math.Max(minConfidence, math.Min(0.35+0.1*known, 0.95)-f.unknownPenalty(findings[len(coreIndicators):]))
 		v.recs = []string{p.f(recNone)}
-	} else {
-		v.summary = p.f(summaryUnexplained, p.join(watch))
-		v.confidence = 0.2 + 0.03*known
-		v.recs = []string{p.f(recWatch)}
+		return v
 	}
-	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_OVERLOADED,
-		llmdiagv1.Cause_CAUSE_PREFILL_BOUND, llmdiagv1.Cause_CAUSE_DECODE_BOUND, llmdiagv1.Cause_CAUSE_NODE_OUTLIER)
+	v.cause = llmdiagv1.Cause_CAUSE_UNEXPLAINED
+	v.summary = p.f(summaryUnexplained, p.join(off))
+	if g, ok := f.groupSlow(); ok {
+		v.summary += p.f(summaryGroupSlow, g.groupN, f.modelName(p), comparisonName(p, g), p.seconds(g.groupMedian))
+		v.evidence = append(v.evidence, f.groupEvidence(p, g))
+	}
+	if !f.hist.noHistory() {
+		v.evidence = append(v.evidence, f.historyEvidence(p))
+	}
+	v.confidence = math.Max(minConfidence, 0.2+0.03*known-0.02*float64(len(off)-1))
+	addRec(recWatch)
+	for _, r := range recs {
+		v.recs = append(v.recs, p.f(r))
+	}
 	return v
+}
+
+// recFor is the recommendation for an indicator no cause explains.
+func recFor(ind llmdiagv1.Indicator, groupSlow bool) msg {
+	switch ind {
+	case llmdiagv1.Indicator_INDICATOR_KV_PRESSURE, llmdiagv1.Indicator_INDICATOR_PREEMPTIONS:
+		return recKVWatch
+	case llmdiagv1.Indicator_INDICATOR_E2E_P99, llmdiagv1.Indicator_INDICATOR_TTFT_P99:
+		if groupSlow {
+			return recGroupSlow
+		}
+		return recLatency
+	case llmdiagv1.Indicator_INDICATOR_INTER_TOKEN:
+		return recITL
+	case llmdiagv1.Indicator_INDICATOR_ABORTS:
+		return recAborts
+	case llmdiagv1.Indicator_INDICATOR_E2E_TREND:
+		return recTrend
+	case llmdiagv1.Indicator_INDICATOR_QUEUE_TIME, llmdiagv1.Indicator_INDICATOR_QUEUE, llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO:
+		return recQueueTime
+	case llmdiagv1.Indicator_INDICATOR_SCRAPE:
+		return recScrape
+	case llmdiagv1.Indicator_INDICATOR_DECODE_SPEED, llmdiagv1.Indicator_INDICATOR_GENERATION_TOKEN_RATE:
+		return recConcurrency
+	case llmdiagv1.Indicator_INDICATOR_PROMPT_TOKEN_RATE, llmdiagv1.Indicator_INDICATOR_PREFILL_DECODE_RATIO:
+		return recChunkedPrefill
+	case llmdiagv1.Indicator_INDICATOR_PEERS:
+		return recOutlierCompare
+	}
+	return recWatch
 }
