@@ -65,6 +65,8 @@ capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090).`),
 			diagnoseCommand(env),
 			compareCommand(env),
 			watchCommand(env),
+			thresholdsCommand(env),
+			rulesCommand(env),
 		},
 		Exec: func(_ context.Context, args []string) error {
 			if len(args) > 0 {

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/llmdiag/llmdiag/combine"
-	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
@@ -66,6 +65,7 @@ func serveCommand(env Env) *ffcli.Command {
 	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape")
 	retention := fs.Duration("retention", time.Hour, "how far back samples are kept for on-demand windows")
 	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
+	thresholdsFile := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); keys it leaves out keep their defaults; --stale-after, when given, overrides its stale_after")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
 	prom := promFlags(fs)
 	newLog := logFlags(fs)
@@ -86,6 +86,15 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 			log, err := newLog(env.Stderr)
 			if err != nil {
 				return err
+			}
+			th, thKeys, err := loadThresholdsKeys(*thresholdsFile)
+			if err != nil {
+				return err
+			}
+			staleGiven := false
+			fs.Visit(func(f *flag.Flag) { staleGiven = staleGiven || f.Name == "stale-after" })
+			if thKeys["stale_after"] && !staleGiven {
+				*staleAfter = th.StaleAfter
 			}
 			if _, _, err := metrics.ParseWindow(*window); err != nil {
 				return usageError{fmt.Errorf("--window: %w", err)}
@@ -120,7 +129,6 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 			if err != nil {
 				return err
 			}
-			th := diagnose.DefaultThresholds()
 			th.StaleAfter = *staleAfter
 			st := memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
 			var (

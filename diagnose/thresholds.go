@@ -3,7 +3,13 @@ package diagnose
 import (
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Thresholds are the limits the verdict rules compare indicators against. The
@@ -98,52 +104,9 @@ type Thresholds struct {
 	MaxRunning float64 `yaml:"max_running"`
 }
 
-// DefaultThresholds returns the defaults. Where each comes from:
-//
-//   - StaleAfter 5m: Prometheus's default lookback delta; PromQL itself
-//     treats an older sample as gone.
-//   - KVSaturated 0.80, QueueSaturated 5: request routers in the field treat
-//     KV > 0.8 or queue > 5 as saturated (DESIGN.md, anchored defaults).
-//   - KVWarn 0.90, KVCrit 0.95: common alert rules (DESIGN.md).
-//   - QueueCrit 50 for QueueCritFor 5m: common alert rule "queue > 50 for 5
-//     min" (DESIGN.md).
-//   - TTFTP99Warn 10s, TTFTP99Crit 30s: common alert rules (DESIGN.md); the
-//     seed calls a 40 s P99 "as good as frozen".
-//   - PreemptionsPerSecond 0.01: llmdiag's choice; about three preemptions
-//     in a 5-minute window, more than a one-off. Every preemption means
-//     recomputed work, so any rate above 0 is at least WARN.
-//   - QueueRunningRatioWarn 0.1, QueueRunningRatioCrit 1.0: llmdiag's choice;
-//     the seed calls a ratio near 0 healthy; 0.1 is one request waiting for
-//     every ten running, 1.0 as many waiting as running.
-//   - SustainedFraction 0.5: "over most of the history" (DESIGN.md rule 3).
-//   - E2EP99Warn 60s: llmdiag's choice; 60 s is the default read timeout of
-//     common reverse proxies (nginx proxy_read_timeout), beyond which
-//     non-streaming clients start to fail. E2EP99Crit 30m: llmdiag's choice;
-//     past any interactive use. The seed's 13.3 min P99 is WARN, as the seed
-//     reads it: a long tail, not an outage.
-//   - E2EMeanRise 0.5: llmdiag's choice; a mean 50% above its earlier level.
-//   - ITLP99Warn 200ms, ITLP99Crit 1s: llmdiag's choice; streaming text
-//     reads as smooth below ~5 tokens/s of gaps, and a one-second stall
-//     between tokens is visible to every reader.
-//   - QueueTimeShareWarn 0.5: llmdiag's choice; more of the first token's
-//     wait spent queued than prefilling.
-//   - AbortFractionWarn 0.05, AbortFractionCrit 0.25: llmdiag's choice; one
-//     request in twenty given up on is a symptom, one in four an outage as
-//     clients see it.
-//   - DecodeTokensPerRequestLow 10 tok/s: llmdiag's choice; 100 ms per output
-//     token, about the pace people read at. The seed's node decodes ~3 tok/s
-//     per request (121 tok/s over ~40 running requests).
-//   - LargeModelActiveParamsBillions 30: llmdiag's choice; the seed's
-//     DeepSeek v4 (MoE, 37B active per token) is "a large model".
-//   - PrefillDecodeRatioHigh 1000: the seed calls a ~100× prompt/generation
-//     gap physics, not a fault (~165× in its figures); ten times that means
-//     prompts dominate. HeavyPromptTokens 8192: llmdiag's choice; an 8k
-//     prompt takes seconds of prefill on a busy node.
-//   - OutlierRatio 3: "several ×" the peer median (DESIGN.md rule 7);
-//     OutlierMinLatency 1s, OutlierLoadMargin 0.25, MinPeers 2: llmdiag's
-//     choice.
-//   - MaxRunning 0: engines do not expose their concurrency limit, so running
-//     counts in the load score only when configured.
+// DefaultThresholds returns the defaults. Where each comes from is said
+// once, in thresholdDocs below, which `llmdiag thresholds` prints as the
+// comments of the YAML file (WriteThresholds).
 func DefaultThresholds() Thresholds {
 	return Thresholds{
 		StaleAfter: 5 * time.Minute,
@@ -234,4 +197,249 @@ func (t Thresholds) Validate() error {
 		return fmt.Errorf("invalid thresholds: %w", err)
 	}
 	return nil
+}
+
+// thresholdDocs says, for every yaml key of Thresholds in field order, what
+// the threshold does and where its default comes from. It is the one copy of
+// that text: WriteThresholds prints it as comments, and a test holds it to
+// the fields.
+var thresholdDocs = []struct{ key, doc string }{
+	{"stale_after", "Data older than this is no longer fresh: the verdict is UNKNOWN. " +
+		"Default 5m: Prometheus's default lookback delta; PromQL itself treats an older sample as gone. " +
+		"`llmdiag serve` uses its --stale-after (30s) unless this file sets the key."},
+	{"kv_saturated", "KV pressure (0..1) at which the load score reaches 1. " +
+		"Default 0.80: request routers in the field treat KV > 0.8 as saturated (DESIGN.md, anchored defaults)."},
+	{"kv_warn", "KV pressure at which the KV finding turns WARN. Default 0.90: common alert rules (DESIGN.md)."},
+	{"kv_crit", "KV pressure at which the node is KV_EXHAUSTED (CRIT). Default 0.95: common alert rules (DESIGN.md)."},
+	{"preemptions_per_second", "Preemption rate above which the node is KV_EXHAUSTED (CRIT); any rate above 0 is WARN. " +
+		"Default 0.01: llmdiag's choice, about three preemptions in a 5-minute window, more than a one-off; " +
+		"every preemption means recomputed work."},
+	{"queue_saturated", "Waiting requests above which the node counts as queueing (queue finding WARN), and at which the load score reaches 1. " +
+		"Default 5: request routers in the field treat queue > 5 as saturated (DESIGN.md)."},
+	{"queue_crit", "Waiting requests that, held for queue_crit_for, make the queue finding CRIT. " +
+		"Default 50: common alert rule \"queue > 50 for 5 min\" (DESIGN.md)."},
+	{"queue_crit_for", "How long the queue must stay above queue_crit. Default 5m: the same common alert rule (DESIGN.md)."},
+	{"queue_running_ratio_warn", "Queue/running ratio at which the ratio finding turns WARN. " +
+		"Default 0.1: llmdiag's choice; the seed calls a ratio near 0 healthy, 0.1 is one request waiting for every ten running."},
+	{"queue_running_ratio_crit", "Queue/running ratio from which the node counts as queueing whatever the queue length " +
+		"(CRIT when sustained). Default 1.0: llmdiag's choice, as many waiting as running."},
+	{"sustained_fraction", "Share of the history that must be queueing for the queue to count as sustained: OVERLOADED rather than BURST. " +
+		"Default 0.5: \"over most of the history\" (DESIGN.md rule 3)."},
+	{"ttft_p99_warn", "P99 time to first token at which TTFT turns WARN. Default 10s: common alert rules (DESIGN.md)."},
+	{"ttft_p99_crit", "P99 time to first token at which TTFT turns CRIT. " +
+		"Default 30s: common alert rules (DESIGN.md); the seed calls a 40 s P99 \"as good as frozen\"."},
+	{"e2e_p99_warn", "P99 end-to-end latency at which E2E turns WARN. " +
+		"Default 60s: llmdiag's choice; the default read timeout of common reverse proxies (nginx proxy_read_timeout), " +
+		"beyond which non-streaming clients start to fail."},
+	{"e2e_p99_crit", "P99 end-to-end latency at which E2E turns CRIT. " +
+		"Default 30m: llmdiag's choice, past any interactive use; the seed's 13.3 min P99 is WARN, as the seed reads it: a long tail, not an outage."},
+	{"e2e_mean_rise", "Relative rise of the mean E2E latency over the history reported as \"rising\" (0.5 = +50%). " +
+		"Default 0.5: llmdiag's choice."},
+	{"itl_p99_warn", "P99 gap between output tokens graded WARN. " +
+		"Default 200ms: llmdiag's choice; streaming text reads as smooth below ~5 tokens/s of gaps."},
+	{"itl_p99_crit", "P99 gap between output tokens graded CRIT. " +
+		"Default 1s: llmdiag's choice; a one-second stall between tokens is visible to every reader."},
+	{"queue_time_share_warn", "Share of mean TTFT spent queued from which TTFT counts as mostly waiting rather than prefill. " +
+		"Default 0.5: llmdiag's choice, more of the first token's wait spent queued than prefilling."},
+	{"abort_fraction_warn", "Share of finished requests aborted or in error graded WARN. " +
+		"Default 0.05: llmdiag's choice, one request in twenty given up on is a symptom."},
+	{"abort_fraction_crit", "Share of finished requests aborted or in error graded CRIT. " +
+		"Default 0.25: llmdiag's choice, one in four is an outage as clients see it."},
+	{"decode_tokens_per_request_low", "Per-request decode speed (tok/s) below which decode counts as slow. " +
+		"Default 10: llmdiag's choice, 100 ms per output token, about the pace people read at; " +
+		"the seed's node decodes ~3 tok/s per request (121 tok/s over ~40 running requests)."},
+	{"large_model_active_params_billions", "Parameters active per token (billions) from which a model is large enough to explain slow decode by itself. " +
+		"Default 30: llmdiag's choice; the seed's DeepSeek v4 (MoE, 37B active per token) is \"a large model\"."},
+	{"prefill_decode_ratio_high", "Prompt/generation token-rate ratio from which prompts count as heavy. " +
+		"Default 1000: the seed calls a ~100x gap physics, not a fault (~165x in its figures); ten times that means prompts dominate."},
+	{"heavy_prompt_tokens", "Prompt tokens per finished request from which prompts count as heavy. " +
+		"Default 8192: llmdiag's choice; an 8k prompt takes seconds of prefill on a busy node."},
+	{"outlier_ratio", "How many times the peer median a node's P99 (E2E or TTFT) must be for the node to be a NODE_OUTLIER. " +
+		"Default 3: \"several x\" the peer median (DESIGN.md rule 7)."},
+	{"outlier_min_latency", "P99 below which a node is never an outlier: sub-second differences need no verdict. Default 1s: llmdiag's choice."},
+	{"outlier_load_margin", "How much higher than the peer median a node's load score may be for the load to count as similar. " +
+		"Default 0.25: llmdiag's choice."},
+	{"min_peers", "Usable peers a comparison needs. Default 2: llmdiag's choice."},
+	{"max_running", "Requests the node can run at once (max_num_seqs x data-parallel ranks); 0 leaves running out of the load score. " +
+		"Default 0: engines do not expose their concurrency limit, so running counts only when configured."},
+}
+
+// thresholdFields maps each yaml key of Thresholds to its field index.
+func thresholdFields() map[string]int {
+	rt := reflect.TypeFor[Thresholds]()
+	out := make(map[string]int, rt.NumField())
+	for i := range rt.NumField() {
+		if k, _, _ := strings.Cut(rt.Field(i).Tag.Get("yaml"), ","); k != "" && k != "-" {
+			out[k] = i
+		}
+	}
+	return out
+}
+
+// LoadThresholds reads thresholds from YAML: a mapping of the keys
+// WriteThresholds prints. Keys left out keep their defaults
+// (DefaultThresholds); durations are strings such as "5m" or "200ms". An
+// unknown or repeated key, a value of the wrong type, or a result Validate
+// rejects is an error naming the key (and its line). An empty document is
+// the defaults.
+func LoadThresholds(r io.Reader) (Thresholds, error) {
+	th := DefaultThresholds()
+	var doc yaml.Node
+	if err := yaml.NewDecoder(r).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return th, nil
+		}
+		return th, fmt.Errorf("thresholds: %w", err)
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return th, nil
+	}
+	if root.Kind != yaml.MappingNode {
+		return th, fmt.Errorf("thresholds: line %d: want a mapping of threshold keys", root.Line)
+	}
+	fields := thresholdFields()
+	v := reflect.ValueOf(&th).Elem()
+	seen := map[string]int{}
+	var errs []error
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, val := root.Content[i], root.Content[i+1]
+		key := k.Value
+		idx, ok := fields[key]
+		switch {
+		case k.Kind != yaml.ScalarNode:
+			errs = append(errs, fmt.Errorf("line %d: a key must be a plain name", k.Line))
+			continue
+		case !ok:
+			errs = append(errs, fmt.Errorf("line %d: unknown key %q", k.Line, key))
+			continue
+		case seen[key] > 0:
+			errs = append(errs, fmt.Errorf("line %d: %s: repeated (first on line %d)", k.Line, key, seen[key]))
+			continue
+		}
+		seen[key] = k.Line
+		if val.Kind != yaml.ScalarNode || val.Tag == "!!null" {
+			errs = append(errs, fmt.Errorf("line %d: %s: want a single value", val.Line, key))
+			continue
+		}
+		if err := decodeThreshold(val, v.Field(idx)); err != nil {
+			errs = append(errs, fmt.Errorf("line %d: %s: %w", val.Line, key, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return th, fmt.Errorf("thresholds: %w", err)
+	}
+	if err := th.Validate(); err != nil {
+		return th, err
+	}
+	return th, nil
+}
+
+// decodeThreshold sets field from a scalar: a duration string for
+// time.Duration fields, a number otherwise.
+func decodeThreshold(n *yaml.Node, field reflect.Value) error {
+	switch field.Interface().(type) {
+	case time.Duration:
+		if n.Tag != "!!str" {
+			return fmt.Errorf("want a duration such as \"5m\" or \"200ms\", got %q", n.Value)
+		}
+		d, err := time.ParseDuration(n.Value)
+		if err != nil {
+			return fmt.Errorf("want a duration such as \"5m\" or \"200ms\", got %q", n.Value)
+		}
+		field.SetInt(int64(d))
+	case float64:
+		var f float64
+		if n.Tag != "!!int" && n.Tag != "!!float" {
+			return fmt.Errorf("want a number, got %q", n.Value)
+		}
+		if err := n.Decode(&f); err != nil {
+			return fmt.Errorf("want a number, got %q", n.Value)
+		}
+		field.SetFloat(f)
+	case int:
+		var i int
+		if n.Tag != "!!int" {
+			return fmt.Errorf("want a whole number, got %q", n.Value)
+		}
+		if err := n.Decode(&i); err != nil {
+			return fmt.Errorf("want a whole number, got %q", n.Value)
+		}
+		field.SetInt(int64(i))
+	default:
+		return fmt.Errorf("unsupported field type %s", field.Type())
+	}
+	return nil
+}
+
+// WriteThresholds writes t as the YAML LoadThresholds reads, every key
+// preceded by what it does and where its default comes from.
+func WriteThresholds(w io.Writer, t Thresholds) error {
+	var b strings.Builder
+	b.WriteString("# llmdiag thresholds. Every key is optional: a key left out keeps the default\n" +
+		"# shown here. Durations are strings such as \"5m\" or \"200ms\".\n" +
+		"#   llmdiag serve --thresholds FILE    verdicts\n" +
+		"#   llmdiag rules --thresholds FILE    the same limits as Prometheus alerting rules\n")
+	fields := thresholdFields()
+	v := reflect.ValueOf(t)
+	for _, d := range thresholdDocs {
+		idx, ok := fields[d.key]
+		if !ok {
+			return fmt.Errorf("thresholds: documented key %q has no field", d.key)
+		}
+		b.WriteString("\n")
+		for _, line := range wrap(d.doc, 76) {
+			b.WriteString("# " + line + "\n")
+		}
+		var val string
+		switch x := v.Field(idx).Interface().(type) {
+		case time.Duration:
+			val = strconv.Quote(ShortDuration(x))
+		case float64:
+			val = strconv.FormatFloat(x, 'g', -1, 64)
+		case int:
+			val = strconv.Itoa(x)
+		default:
+			return fmt.Errorf("thresholds: unsupported field type %T", x)
+		}
+		b.WriteString(d.key + ": " + val + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ShortDuration writes d as time.Duration.String does, without zero units:
+// "5m", "1h30m", "200ms".
+func ShortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// wrap splits text into lines of at most width bytes, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }

@@ -1,0 +1,347 @@
+package promrules
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/engine"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/promsource"
+)
+
+// Config says what to write. Zero values take the defaults shown.
+type Config struct {
+	// Thresholds are the limits the alerts compare against; they must pass
+	// Validate.
+	Thresholds diagnose.Thresholds
+	// Engines to write rules for (default every engine of the mapping
+	// table, in its order).
+	Engines []llmdiagv1.Engine
+	// NodeLabel identifies a node (default "instance", as serve's
+	// --node-label).
+	NodeLabel string
+	// ModelLabels may carry the model after the engine's own label
+	// (default model_name, model, name, as serve's --model-label).
+	ModelLabels []string
+	// Window is the rate range of counters and histograms (default 5m, as
+	// serve's --window).
+	Window time.Duration
+	// History is the span over which the sustained-queue alert measures the
+	// share of time queueing (default 10m: serve keeps --history 120
+	// refreshes at --interval 5s).
+	History time.Duration
+	// Lookback is how long a node that stopped reporting counts as down
+	// (default 10m, as promsource).
+	Lookback time.Duration
+	// GroupName is the rule group's name (default "llmdiag").
+	GroupName string
+}
+
+// The recording rules. Per-engine records carry the label engine.
+const (
+	RecordModelInfo    = "llmdiag:node_model_info"
+	RecordQueue        = "llmdiag:queue"
+	RecordRunning      = "llmdiag:running"
+	RecordKVPressure   = "llmdiag:kv_pressure"
+	RecordTTFTP99      = "llmdiag:ttft_seconds:p99"
+	RecordE2EP99       = "llmdiag:e2e_seconds:p99"
+	RecordITLP99       = "llmdiag:inter_token_seconds:p99"
+	RecordNodeDown     = "llmdiag:node_down"
+	RecordRatio        = "llmdiag:queue_running_ratio"
+	RecordQueueing     = "llmdiag:queueing"
+	recordPreemptsBase = "llmdiag:preemptions:rate" // + window, e.g. rate5m
+)
+
+// RecordPreemptions is the name of the preemption-rate record over window.
+func RecordPreemptions(window time.Duration) string {
+	return recordPreemptsBase + model.Duration(window).String()
+}
+
+// File is a Prometheus rule file.
+type File struct {
+	Groups []Group `yaml:"groups"`
+}
+
+// Group is a rule group.
+type Group struct {
+	Name  string `yaml:"name"`
+	Rules []Rule `yaml:"rules"`
+}
+
+// Rule is a recording (Record) or alerting (Alert) rule.
+type Rule struct {
+	Record      string            `yaml:"record,omitempty"`
+	Alert       string            `yaml:"alert,omitempty"`
+	Expr        string            `yaml:"expr"`
+	For         string            `yaml:"for,omitempty"`
+	Labels      map[string]string `yaml:"labels,omitempty"`
+	Annotations map[string]string `yaml:"annotations,omitempty"`
+}
+
+func (c *Config) defaults() {
+	if len(c.Engines) == 0 {
+		c.Engines = engine.Engines()
+	}
+	if c.NodeLabel == "" {
+		c.NodeLabel = "instance"
+	}
+	if c.Window <= 0 {
+		c.Window = 5 * time.Minute
+	}
+	if c.History <= 0 {
+		c.History = 10 * time.Minute
+	}
+	if c.Lookback <= 0 {
+		c.Lookback = 10 * time.Minute
+	}
+	if c.GroupName == "" {
+		c.GroupName = "llmdiag"
+	}
+}
+
+// Build returns the rule file of cfg and the notes on where its PromQL
+// approximates a refresh.
+func Build(cfg Config) (*File, []string, error) {
+	cfg.defaults()
+	t := cfg.Thresholds
+	if err := t.Validate(); err != nil {
+		return nil, nil, err
+	}
+	g := Group{Name: cfg.GroupName}
+	var notes []string
+	node := cfg.NodeLabel
+	for _, e := range cfg.Engines {
+		name := fleet.EngineName(e)
+		if name == "" {
+			return nil, nil, fmt.Errorf("engine %v: unknown", e)
+		}
+		x, err := promsource.RuleExpressions(e, promsource.RuleConfig{
+			NodeLabel: node, ModelLabels: cfg.ModelLabels, Window: cfg.Window, Lookback: cfg.Lookback,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, n := range x.Notes {
+			notes = append(notes, name+": "+n)
+		}
+		labels := map[string]string{"engine": name}
+		g.Rules = append(g.Rules, Rule{Record: RecordModelInfo, Expr: x.Model, Labels: labels})
+		info := RecordModelInfo + `{engine="` + name + `"}`
+		withModel := func(record, expr string) {
+			if expr == "" {
+				return
+			}
+			g.Rules = append(g.Rules, Rule{
+				Record: record,
+				Expr:   "(" + expr + ") * on (" + node + ") group_left (model) " + info,
+				Labels: labels,
+			})
+		}
+		p99 := func(buckets string) string {
+			if buckets == "" {
+				return ""
+			}
+			return "histogram_quantile(0.99, " + buckets + ")"
+		}
+		withModel(RecordQueue, x.Queue)
+		withModel(RecordRunning, x.Running)
+		withModel(RecordKVPressure, x.KVPressure)
+		withModel(RecordPreemptions(cfg.Window), x.Preemptions)
+		withModel(RecordTTFTP99, p99(x.TTFTBuckets))
+		withModel(RecordE2EP99, p99(x.E2EBuckets))
+		withModel(RecordITLP99, p99(x.ITLBuckets))
+		if x.Vanished != "" {
+			g.Rules = append(g.Rules, Rule{Record: RecordNodeDown, Expr: x.Vanished, Labels: labels})
+		}
+	}
+	g.Rules = append(g.Rules,
+		Rule{
+			Record: RecordRatio,
+			Expr: "(" + RecordQueue + " / " + RecordRunning + " unless " + RecordQueue + " == 0) or (" +
+				RecordQueue + " * 0 and " + RecordRunning + ")",
+		},
+		Rule{
+			Record: RecordQueueing,
+			Expr: "clamp_max((" + RecordQueue + " > bool " + num(t.QueueSaturated) + ") + (" +
+				RecordRatio + " >= bool " + num(t.QueueRunningRatioCrit) + ") * (" + RecordQueue + " >= bool 1), 1) or (" +
+				RecordQueue + " > bool " + num(t.QueueSaturated) + ")",
+		},
+	)
+	g.Rules = append(g.Rules, alerts(cfg)...)
+	return &File{Groups: []Group{g}}, notes, nil
+}
+
+// alert is one alerting rule and what it mirrors.
+type alert struct {
+	name, expr, forDur   string
+	severity             string
+	indicator            string // the llmdiag indicator (proto enum name, lower case)
+	thresholds           []string
+	cause                string // llmdiag root cause, or ""
+	summary, description string
+}
+
+// alerts are the alerting rules, each mirroring a finding of diagnose.
+func alerts(cfg Config) []Rule {
+	t, node := cfg.Thresholds, cfg.NodeLabel
+	secs := func(d time.Duration) string { return num(d.Seconds()) }
+	who := "{{ $labels." + node + " }} ({{ $labels.engine }}, {{ $labels.model }})"
+	pre := RecordPreemptions(cfg.Window)
+	as := []alert{
+		{
+			name: "LLMDiagKVExhausted", expr: RecordKVPressure + " >= " + num(t.KVCrit), severity: "critical",
+			indicator: "kv_pressure", thresholds: []string{"kv_crit"}, cause: "KV_EXHAUSTED",
+			summary:     "KV cache nearly full on " + who,
+			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_crit (" + percent(t.KVCrit) + "): requests get preempted and latency collapses. llmdiag's KV finding is CRIT.",
+		},
+		{
+			name: "LLMDiagKVPressureHigh", expr: RecordKVPressure + " >= " + num(t.KVWarn), severity: "warning",
+			indicator: "kv_pressure", thresholds: []string{"kv_warn"},
+			summary:     "KV cache pressure high on " + who,
+			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_warn (" + percent(t.KVWarn) + "). llmdiag's KV finding is WARN (CRIT from kv_crit).",
+		},
+		{
+			name: "LLMDiagPreemptionsHigh", expr: pre + " > " + num(t.PreemptionsPerSecond), severity: "critical",
+			indicator: "preemptions", thresholds: []string{"preemptions_per_second"}, cause: "KV_EXHAUSTED",
+			summary:     "Requests preempted on " + who,
+			description: "{{ $value | humanize }} preemptions/s over " + model.Duration(cfg.Window).String() + ", above preemptions_per_second (" + num(t.PreemptionsPerSecond) + "): the KV cache is exhausted. llmdiag's preemption finding is CRIT.",
+		},
+		{
+			name: "LLMDiagPreemptions", expr: pre + " > 0", severity: "warning",
+			indicator: "preemptions", thresholds: []string{"preemptions_per_second"},
+			summary:     "Some requests preempted on " + who,
+			description: "{{ $value | humanize }} preemptions/s over " + model.Duration(cfg.Window).String() + ": every preemption recomputes work. llmdiag's preemption finding is WARN (CRIT above preemptions_per_second, " + num(t.PreemptionsPerSecond) + ").",
+		},
+		{
+			name: "LLMDiagQueueHigh", expr: RecordQueue + " > " + num(t.QueueCrit), forDur: model.Duration(t.QueueCritFor).String(), severity: "critical",
+			indicator: "queue", thresholds: []string{"queue_crit", "queue_crit_for"},
+			summary:     "Long queue on " + who,
+			description: "{{ $value | humanize }} requests waiting, above queue_crit (" + num(t.QueueCrit) + ") for queue_crit_for (" + diagnose.ShortDuration(t.QueueCritFor) + "). llmdiag's queue finding is CRIT.",
+		},
+		{
+			name: "LLMDiagQueueing", expr: RecordQueue + " > " + num(t.QueueSaturated), severity: "warning",
+			indicator: "queue", thresholds: []string{"queue_saturated"},
+			summary:     "Requests queueing on " + who,
+			description: "{{ $value | humanize }} requests waiting, above queue_saturated (" + num(t.QueueSaturated) + "). llmdiag's queue finding is WARN.",
+		},
+		{
+			name:     "LLMDiagOverloaded",
+			expr:     RecordQueueing + " == 1 and avg_over_time(" + RecordQueueing + "[" + model.Duration(cfg.History).String() + "]) >= " + num(t.SustainedFraction),
+			severity: "critical", indicator: "queue_running_ratio",
+			thresholds: []string{"queue_running_ratio_crit", "queue_saturated", "sustained_fraction"}, cause: "OVERLOADED",
+			summary: "Sustained queueing on " + who,
+			description: "The node is queueing (queue above queue_saturated, " + num(t.QueueSaturated) + ", or queue/running at or above queue_running_ratio_crit, " +
+				num(t.QueueRunningRatioCrit) + ") now and for at least sustained_fraction (" + num(t.SustainedFraction) + ") of the last " +
+				model.Duration(cfg.History).String() + ". llmdiag's queue/running finding is CRIT: overloaded, not a burst.",
+		},
+		{
+			name:     "LLMDiagQueueRunningRatioHigh",
+			expr:     RecordRatio + " >= " + num(t.QueueRunningRatioWarn) + " or (" + RecordRatio + " and " + RecordQueueing + " == 1)",
+			severity: "warning", indicator: "queue_running_ratio",
+			thresholds:  []string{"queue_running_ratio_warn", "queue_running_ratio_crit", "queue_saturated"},
+			summary:     "Queue/running ratio high on " + who,
+			description: "Queue/running is {{ $value | humanize }}, at or above queue_running_ratio_warn (" + num(t.QueueRunningRatioWarn) + "), or the node is queueing. llmdiag's queue/running finding is WARN (a burst until it is sustained).",
+		},
+		{
+			name: "LLMDiagTTFTP99Critical", expr: RecordTTFTP99 + " >= " + secs(t.TTFTP99Crit), severity: "critical",
+			indicator: "ttft_p99", thresholds: []string{"ttft_p99_crit"},
+			summary:     "Time to first token P99 critical on " + who,
+			description: "TTFT P99 is {{ $value | humanizeDuration }}, at or above ttft_p99_crit (" + diagnose.ShortDuration(t.TTFTP99Crit) + "). llmdiag's TTFT finding is CRIT.",
+		},
+		{
+			name: "LLMDiagTTFTP99High", expr: RecordTTFTP99 + " >= " + secs(t.TTFTP99Warn), severity: "warning",
+			indicator: "ttft_p99", thresholds: []string{"ttft_p99_warn"},
+			summary:     "Time to first token P99 high on " + who,
+			description: "TTFT P99 is {{ $value | humanizeDuration }}, at or above ttft_p99_warn (" + diagnose.ShortDuration(t.TTFTP99Warn) + "). llmdiag's TTFT finding is WARN.",
+		},
+		{
+			name: "LLMDiagE2EP99Critical", expr: RecordE2EP99 + " >= " + secs(t.E2EP99Crit), severity: "critical",
+			indicator: "e2e_p99", thresholds: []string{"e2e_p99_crit"},
+			summary:     "End-to-end latency P99 critical on " + who,
+			description: "E2E P99 is {{ $value | humanizeDuration }}, at or above e2e_p99_crit (" + diagnose.ShortDuration(t.E2EP99Crit) + "). llmdiag's E2E finding is CRIT.",
+		},
+		{
+			name: "LLMDiagE2EP99High", expr: RecordE2EP99 + " >= " + secs(t.E2EP99Warn), severity: "warning",
+			indicator: "e2e_p99", thresholds: []string{"e2e_p99_warn"},
+			summary:     "End-to-end latency P99 high on " + who,
+			description: "E2E P99 is {{ $value | humanizeDuration }}, at or above e2e_p99_warn (" + diagnose.ShortDuration(t.E2EP99Warn) + "). llmdiag's E2E finding is WARN.",
+		},
+		{
+			name: "LLMDiagInterTokenP99Critical", expr: RecordITLP99 + " >= " + secs(t.ITLP99Crit), severity: "critical",
+			indicator: "inter_token", thresholds: []string{"itl_p99_crit"},
+			summary:     "Inter-token latency P99 critical on " + who,
+			description: "P99 gap between output tokens is {{ $value | humanizeDuration }}, at or above itl_p99_crit (" + diagnose.ShortDuration(t.ITLP99Crit) + "). llmdiag's inter-token finding is CRIT.",
+		},
+		{
+			name: "LLMDiagInterTokenP99High", expr: RecordITLP99 + " >= " + secs(t.ITLP99Warn), severity: "warning",
+			indicator: "inter_token", thresholds: []string{"itl_p99_warn"},
+			summary:     "Inter-token latency P99 high on " + who,
+			description: "P99 gap between output tokens is {{ $value | humanizeDuration }}, at or above itl_p99_warn (" + diagnose.ShortDuration(t.ITLP99Warn) + "). llmdiag's inter-token finding is WARN.",
+		},
+		{
+			name: "LLMDiagTargetDown", expr: RecordNodeDown, severity: "critical",
+			indicator: "scrape", cause: "TARGET_DOWN",
+			summary:     "Inference node {{ $labels." + node + " }} ({{ $labels.engine }}) is down",
+			description: "The node exported " + "{{ $labels.engine }} metrics within the last " + model.Duration(cfg.Lookback).String() + " and exports none now: target down (up == 0) or no longer exporting. llmdiag's verdict is DOWN. After " + model.Duration(cfg.Lookback).String() + " llmdiag forgets the node; keep a generic up == 0 alert for longer outages.",
+		},
+	}
+	out := make([]Rule, len(as))
+	for i, a := range as {
+		labels := map[string]string{"severity": a.severity, "llmdiag_indicator": a.indicator}
+		if len(a.thresholds) > 0 {
+			labels["llmdiag_threshold"] = strings.Join(a.thresholds, ",")
+		}
+		if a.cause != "" {
+			labels["llmdiag_cause"] = a.cause
+		}
+		out[i] = Rule{
+			Alert: a.name, Expr: a.expr, For: a.forDur, Labels: labels,
+			Annotations: map[string]string{"summary": a.summary, "description": a.description},
+		}
+	}
+	return out
+}
+
+// Write writes the rule file of cfg as YAML, after a comment header.
+func Write(w io.Writer, cfg Config) error {
+	f, notes, err := Build(cfg)
+	if err != nil {
+		return err
+	}
+	cfg.defaults()
+	var b strings.Builder
+	b.WriteString("# Prometheus rules generated by `llmdiag rules`: llmdiag's per-node indicators\n" +
+		"# (recording rules, the PromQL llmdiag itself runs) and its thresholds as alerts,\n" +
+		"# so that alerts and verdicts agree. Regenerate rather than edit.\n" +
+		"# Window " + model.Duration(cfg.Window).String() + ", node label " + cfg.NodeLabel + ".\n")
+	if len(notes) > 0 {
+		b.WriteString("# Where the PromQL approximates what llmdiag computes in Go:\n")
+		for _, n := range notes {
+			b.WriteString("#   - " + n + "\n")
+		}
+	}
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(f); err != nil {
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err = io.WriteString(w, b.String())
+	return err
+}
+
+// num writes a threshold as PromQL reads it.
+func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// percent writes a fraction as a percentage.
+func percent(v float64) string { return strconv.FormatFloat(v*100, 'g', -1, 64) + "%" }
