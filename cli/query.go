@@ -285,19 +285,25 @@ var metricNames = map[string]llmdiagv1.LatencyMetric{
 }
 
 func compareCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "compare", "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine] [--nodes a,b] [--quantiles 0.5,0.95,0.99]", "compare a latency metric across nodes or models", `
+	return clientCommand(env, "compare", "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine|label=KEY] [--nodes a,b] [--quantiles 0.5,0.95,0.99] [--baseline 1h]", "compare a latency metric across nodes, models, engines or labels", `
 Compare one latency metric at chosen percentiles across nodes, or across
-models or engines (their nodes' histograms summed by bucket). Each value comes
-with the bucket it lies in; rank 1 is the fastest; ×median is the ratio to the
-median subject; tail is the highest percentile over the lowest; ! marks an
-outlier.`,
+models, engines or the values of a fleet-file label (their nodes' histograms
+summed by bucket). Each value comes with the bucket it lies in; rank 1 is the
+fastest, and values in the same bucket share a rank; ×median is the ratio to
+the median subject, marked ≈ when the median lies in the value's bucket (the
+histograms cannot tell the two apart); tail is the highest percentile over
+the lowest; OUTLIER flags a subject at least twice the median at the highest
+percentile. With --baseline every subject gets a second row, the window
+ending that much earlier, and ×BASELINE is now / then at the highest
+percentile.`,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
 			metric := fs.String("metric", "ttft", "ttft, e2e, itl (inter_token), tpot (time_per_output_token) or queue_time")
-			by := fs.String("by", "node", "rows: node, model or engine")
+			by := fs.String("by", "node", "rows: node, model, engine or label=KEY (a fleet-file label)")
 			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
 			quantiles := fs.String("quantiles", "0.5,0.95,0.99", "comma-separated quantiles in (0,1)")
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
 			offset := fs.Duration("offset", 0, "compare the window ending this long ago (for example 1h)")
+			baseline := fs.Duration("baseline", 0, "also compare each subject with itself this long before (for example 1h, up to 168h)")
 			format := formatFlag(fs, "text", "text", "json")
 			return func(ctx context.Context, cl *client.Client, args []string) error {
 				f, err := format()
@@ -311,19 +317,18 @@ outlier.`,
 				if *offset != 0 {
 					req.Offset = durationpb.New(*offset)
 				}
+				switch {
+				case *baseline < 0:
+					return usageError{fmt.Errorf("--baseline %v: want a positive duration", *baseline)}
+				case *baseline > 0:
+					req.BaselineOffset = durationpb.New(*baseline)
+				}
 				var ok bool
 				if req.Metric, ok = metricNames[*metric]; !ok {
 					return usageError{fmt.Errorf("--metric %q: want ttft, e2e, itl, tpot or queue_time", *metric)}
 				}
-				switch *by {
-				case "node":
-					req.GroupBy = llmdiagv1.GroupBy_GROUP_BY_NODE
-				case "model":
-					req.GroupBy = llmdiagv1.GroupBy_GROUP_BY_MODEL
-				case "engine":
-					req.GroupBy = llmdiagv1.GroupBy_GROUP_BY_ENGINE
-				default:
-					return usageError{fmt.Errorf("--by %q: want node, model or engine", *by)}
+				if req.GroupBy, req.Label, err = parseBy(*by); err != nil {
+					return err
 				}
 				if *nodes != "" {
 					req.Nodes = strings.Split(*nodes, ",")
@@ -347,39 +352,115 @@ outlier.`,
 		})
 }
 
+// parseBy reads --by: node, model, engine or label=KEY.
+func parseBy(by string) (llmdiagv1.GroupBy, string, error) {
+	switch by {
+	case "node":
+		return llmdiagv1.GroupBy_GROUP_BY_NODE, "", nil
+	case "model":
+		return llmdiagv1.GroupBy_GROUP_BY_MODEL, "", nil
+	case "engine":
+		return llmdiagv1.GroupBy_GROUP_BY_ENGINE, "", nil
+	}
+	if key, ok := strings.CutPrefix(by, "label="); ok {
+		if !fleet.ValidLabelName(key) {
+			return 0, "", usageError{fmt.Errorf("--by %q: want label=KEY with KEY a label name (letters, digits and _)", by)}
+		}
+		return llmdiagv1.GroupBy_GROUP_BY_LABEL, key, nil
+	}
+	return 0, "", usageError{fmt.Errorf("--by %q: want node, model, engine or label=KEY", by)}
+}
+
+// withinMark follows a value whose difference from its reference (the
+// median subject, or for a baseline row the subject now) is within bucket
+// resolution.
+const withinMark = "≈"
+
+// printCompare writes the comparison as an aligned table: one row per
+// subject (and, with a baseline, one more per subject for then), every cell
+// non-empty and free of double spaces, so columns split on runs of two or
+// more spaces; notes follow the table.
 func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 	fmt.Fprintf(w, "%s over %s (age %s)\n\n", enumWord(r.GetMetric().String(), "LATENCY_METRIC_"), r.GetWindow(), dur(r.GetStaleness()))
+	hasBaseline := false
+	for _, row := range r.GetRows() {
+		if row.GetOffset().AsDuration() > 0 {
+			hasBaseline = true
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	head := []string{"SUBJECT", "COUNT"}
+	head := []string{"SUBJECT"}
+	if hasBaseline {
+		head = append(head, "WHEN")
+	}
+	head = append(head, "COUNT")
 	for _, q := range r.GetQuantiles() {
 		head = append(head, fmt.Sprintf("P%s (bucket) rank ×median", strconv.FormatFloat(q*100, 'f', -1, 64)))
 	}
-	fmt.Fprintln(tw, strings.Join(append(head, "TAIL"), "\t"))
+	head = append(head, "TAIL", "OUTLIER")
+	if hasBaseline {
+		head = append(head, "×BASELINE")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	var notes []string
+	within := false
 	for _, row := range r.GetRows() {
-		cells := []string{row.GetSubject(), fmt.Sprintf("%.0f", row.GetCount())}
-		if row.GetOutlier() {
-			cells[0] += " !"
+		then := row.GetOffset().AsDuration() > 0
+		cells := []string{row.GetSubject()}
+		if hasBaseline {
+			when := "now"
+			if then {
+				when = row.GetOffset().AsDuration().String() + " before"
+			}
+			cells = append(cells, when)
 		}
+		cells = append(cells, fmt.Sprintf("%.0f", row.GetCount()))
 		for _, v := range row.GetValues() {
-			if math.IsNaN(v.GetPercentile().GetValue()) {
+			p := v.GetPercentile()
+			if math.IsNaN(p.GetValue()) {
 				cells = append(cells, "-")
 				continue
 			}
-			cells = append(cells, fmt.Sprintf("%s #%d %.2f×", percentile(v.GetPercentile()), v.GetRank(), v.GetRatioToMedian()))
+			cell := fmt.Sprintf("%s (%s–%s)", seconds(p.GetValue()), seconds(p.GetLowerBound()), seconds(p.GetUpperBound()))
+			if !then {
+				cell += fmt.Sprintf(" #%d %.2f×", v.GetRank(), v.GetRatioToMedian())
+			}
+			if v.GetWithinResolution() {
+				cell += withinMark
+				within = true
+			}
+			cells = append(cells, cell)
 		}
 		tail := "-"
 		if row.GetTailRatio() > 0 {
 			tail = fmt.Sprintf("%.1f×", row.GetTailRatio())
 		}
-		cells = append(cells, tail)
+		outlier := "-"
+		if row.GetOutlier() {
+			outlier = "yes"
+		}
+		cells = append(cells, tail, outlier)
+		if hasBaseline {
+			ratio := "-"
+			if row.GetRatioToBaseline() > 0 && !then {
+				ratio = fmt.Sprintf("%.2f×", row.GetRatioToBaseline())
+			}
+			cells = append(cells, ratio)
+		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 		if row.GetNote() != "" {
-			notes = append(notes, row.GetSubject()+": "+row.GetNote())
+			subject := row.GetSubject()
+			if then {
+				subject += " (" + row.GetOffset().AsDuration().String() + " before)"
+			}
+			notes = append(notes, subject+": "+row.GetNote())
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if within {
+		fmt.Fprintln(w, "\n"+withinMark+" within bucket resolution: the median subject's value (on a baseline row: the subject's value now) lies in the same bucket, so the histograms cannot tell the two apart; the rank or ratio is not a measured difference.")
 	}
 	for _, n := range notes {
 		fmt.Fprintln(w, "note:", n)

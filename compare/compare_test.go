@@ -30,7 +30,7 @@ func TestCompare(t *testing.T) {
 	ttft := llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT
 
 	t.Run("by node", func(t *testing.T) {
-		r := compare.Compare(ttft, qs, llmdiagv1.GroupBy_GROUP_BY_NODE, nodes[:4])
+		r := compare.Compare(compare.Input{Metric: ttft, Quantiles: qs, GroupBy: llmdiagv1.GroupBy_GROUP_BY_NODE, Nodes: nodes[:4]})
 		// Hand-computed P50: a 0.5 (in [0,1]), b 1.5, c 3, d 4 (+Inf bucket → largest finite bound).
 		want := map[string]struct {
 			p50, lo, hi float64
@@ -54,7 +54,7 @@ func TestCompare(t *testing.T) {
 	})
 
 	t.Run("by model sums buckets", func(t *testing.T) {
-		r := compare.Compare(ttft, qs, llmdiagv1.GroupBy_GROUP_BY_MODEL, nodes[:4])
+		r := compare.Compare(compare.Input{Metric: ttft, Quantiles: qs, GroupBy: llmdiagv1.GroupBy_GROUP_BY_MODEL, Nodes: nodes[:4]})
 		if len(r.GetRows()) != 2 {
 			t.Fatalf("rows = %v", r.GetRows())
 		}
@@ -67,7 +67,7 @@ func TestCompare(t *testing.T) {
 
 	t.Run("mixed layouts and missing metric are notes, not numbers", func(t *testing.T) {
 		mixed := append([]*llmdiagv1.NodeMetrics{}, nodes[0], node("e2", "m1", []float64{1, 10, inf}, []float64{5, 5, 5}), nodes[5])
-		r := compare.Compare(ttft, qs, llmdiagv1.GroupBy_GROUP_BY_MODEL, mixed)
+		r := compare.Compare(compare.Input{Metric: ttft, Quantiles: qs, GroupBy: llmdiagv1.GroupBy_GROUP_BY_MODEL, Nodes: mixed})
 		for _, row := range r.GetRows() {
 			if row.GetNote() == "" || !math.IsNaN(row.GetValues()[0].GetPercentile().GetValue()) || row.GetValues()[0].GetRank() != 0 {
 				t.Errorf("%s: note %q value %v", row.GetSubject(), row.GetNote(), row.GetValues()[0])
@@ -76,7 +76,7 @@ func TestCompare(t *testing.T) {
 	})
 
 	t.Run("outlier", func(t *testing.T) {
-		r := compare.Compare(ttft, qs, llmdiagv1.GroupBy_GROUP_BY_NODE, []*llmdiagv1.NodeMetrics{nodes[0], node("a2", "m1", b, []float64{10, 10, 10, 10}), node("a3", "m1", b, []float64{10, 10, 10, 10}), nodes[3]})
+		r := compare.Compare(compare.Input{Metric: ttft, Quantiles: qs, GroupBy: llmdiagv1.GroupBy_GROUP_BY_NODE, Nodes: []*llmdiagv1.NodeMetrics{nodes[0], node("a2", "m1", b, []float64{10, 10, 10, 10}), node("a3", "m1", b, []float64{10, 10, 10, 10}), nodes[3]}})
 		var flagged []string
 		for _, row := range r.GetRows() {
 			if row.GetOutlier() {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -32,6 +34,10 @@ type Node struct {
 	// Engine: vllm, sglang, …; when empty, detected from metric names.
 	Engine  string  `yaml:"engine,omitempty"`
 	Profile Profile `yaml:"profile,omitempty"`
+	// Labels are free-form facts about the node (team, region, gpu pool,
+	// …): ListNodes shows them and ComparePercentiles can group by any of
+	// them. Keys are Prometheus label names; values are non-empty.
+	Labels map[string]string `yaml:"labels,omitempty"`
 }
 
 // Profile is how the node is deployed.
@@ -63,6 +69,35 @@ var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`)
 // ValidID reports whether id is an acceptable node id: 1–128 characters of
 // letters, digits and . _ : / -, starting with a letter or digit.
 func ValidID(id string) bool { return idPattern.MatchString(id) }
+
+var labelNamePattern = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// MaxLabelValue bounds a label value's length in bytes.
+const MaxLabelValue = 256
+
+// ValidLabelName reports whether name is a Prometheus label name that is not
+// reserved: letters, digits and underscores, not starting with a digit or
+// with "__".
+func ValidLabelName(name string) bool {
+	return labelNamePattern.MatchString(name) && !strings.HasPrefix(name, "__")
+}
+
+// validateLabels checks one node's labels, in key order so errors are stable.
+func validateLabels(i int, labels map[string]string) []error {
+	var errs []error
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		v := labels[k]
+		switch {
+		case !ValidLabelName(k):
+			errs = append(errs, fmt.Errorf("nodes[%d].labels %q: want a Prometheus label name (letters, digits and _, not starting with a digit or __)", i, k))
+		case v == "":
+			errs = append(errs, fmt.Errorf("nodes[%d].labels.%s: empty value", i, k))
+		case len(v) > MaxLabelValue || !utf8.ValidString(v):
+			errs = append(errs, fmt.Errorf("nodes[%d].labels.%s: want valid UTF-8 of at most %d bytes", i, k, MaxLabelValue))
+		}
+	}
+	return errs
+}
 
 // engines names each engine: as fleet files and flags spell it, and as
 // people write it.
@@ -117,7 +152,7 @@ func EngineDisplayName(e llmdiagv1.Engine) string {
 }
 
 // Validate checks every node: id syntax and uniqueness, an http(s) URL when
-// one is given, a known engine name.
+// one is given, a known engine name, label names and values.
 func (f *File) Validate() error {
 	var errs []error
 	seen := make(map[string]bool, len(f.Nodes))
@@ -138,6 +173,7 @@ func (f *File) Validate() error {
 		if _, err := ParseEngine(n.Engine); err != nil {
 			errs = append(errs, fmt.Errorf("nodes[%d].engine: %w", i, err))
 		}
+		errs = append(errs, validateLabels(i, n.Labels)...)
 	}
 	return errors.Join(errs...)
 }

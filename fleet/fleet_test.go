@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -26,7 +27,8 @@ func TestLoad(t *testing.T) {
 					t.Fatal(err)
 				}
 				n := f.Nodes[0]
-				if n.ID != "deepseek-v4-0" || n.Profile.DataParallel != 8 || n.Profile.ActiveParamsBillions != 37 || f.Nodes[1].Engine != "" {
+				if n.ID != "deepseek-v4-0" || n.Profile.DataParallel != 8 || n.Profile.ActiveParamsBillions != 37 || f.Nodes[1].Engine != "" ||
+					n.Labels["team"] != "search" || n.Labels["region"] != "eu_west" || f.Nodes[1].Labels != nil {
 					t.Fatalf("parsed %+v", f.Nodes)
 				}
 				// What Marshal writes, Parse reads back the same.
@@ -35,7 +37,7 @@ func TestLoad(t *testing.T) {
 					t.Fatal(err)
 				}
 				g, err := fleet.Parse(data)
-				if err != nil || len(g.Nodes) != 2 || g.Nodes[0].Profile != n.Profile {
+				if err != nil || len(g.Nodes) != 2 || g.Nodes[0].Profile != n.Profile || !maps.Equal(g.Nodes[0].Labels, n.Labels) {
 					t.Fatalf("round trip: %+v, %v", g, err)
 				}
 				return
@@ -80,5 +82,63 @@ func TestEngineNames(t *testing.T) {
 	}
 	if _, err := fleet.ParseEngine("ollama"); err == nil {
 		t.Error("unknown engine accepted")
+	}
+}
+
+func TestLabels(t *testing.T) {
+	tests := []struct {
+		name    string
+		labels  string // the node's labels: block, indented
+		wantErr []string
+	}{
+		{"valid", "team: search\n      gpu_pool: h20\n      _private: x", nil},
+		{"none", "", nil},
+		{"bad name", "\"gpu-pool\": h20", []string{`nodes[0].labels "gpu-pool"`, "Prometheus label name"}},
+		{"leading digit", "1team: a", []string{`nodes[0].labels "1team"`}},
+		{"reserved", "__name__: a", []string{`nodes[0].labels "__name__"`}},
+		{"empty value", "team: \"\"", []string{"nodes[0].labels.team: empty value"}},
+		{"null value", "team:", []string{"nodes[0].labels.team: empty value"}},
+		{"long value", "team: " + strings.Repeat("x", fleet.MaxLabelValue+1), []string{"nodes[0].labels.team", "at most 256 bytes"}},
+		{"several, all reported", "\"a b\": x\n      team: \"\"", []string{`"a b"`, "labels.team: empty value"}},
+		{"not a map", "[a, b]", []string{"parse fleet file"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := "nodes:\n  - id: n0\n    url: http://a/metrics\n"
+			if tc.labels != "" {
+				doc += "    labels:\n      " + tc.labels + "\n"
+			}
+			f, err := fleet.Parse([]byte(doc))
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				for k, v := range f.Nodes[0].Labels {
+					if !fleet.ValidLabelName(k) || v == "" {
+						t.Errorf("accepted label %q=%q", k, v)
+					}
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("accepted %q", doc)
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestValidLabelName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"team": true, "gpu_pool": true, "_x": true, "Region2": true,
+		"": false, "2x": false, "gpu-pool": false, "a.b": false, "__name__": false, "é": false,
+	} {
+		if got := fleet.ValidLabelName(name); got != want {
+			t.Errorf("ValidLabelName(%q) = %v, want %v", name, got, want)
+		}
 	}
 }

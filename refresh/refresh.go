@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"time"
 
@@ -45,7 +46,7 @@ type Config struct {
 	// Timeout bounds one whole refresh (default 2×Interval, at least 10s);
 	// the source's own per-target deadlines should be shorter.
 	Timeout time.Duration
-	// Fleet adds what the fleet file knows (profile, model) to nodes a
+	// Fleet adds what the fleet file knows (profile, model, labels) to nodes a
 	// source found by itself, by node id; a source's own fleet entry wins.
 	Fleet map[string]fleet.Node
 }
@@ -139,6 +140,9 @@ func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdia
 		if o.Node.Profile == (fleet.Profile{}) {
 			o.Node.Profile = f.Profile
 		}
+		if len(o.Node.Labels) == 0 {
+			o.Node.Labels = f.Labels
+		}
 		if o.Node.Model == "" && f.Model != "" {
 			o.Node.Model = f.Model
 			o.Metrics.Model = f.Model
@@ -175,6 +179,7 @@ func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdia
 		Staleness: m.GetStaleness(),
 		Url:       o.Node.URL,
 		LastSeen:  m.GetObservedAt(),
+		Labels:    maps.Clone(o.Node.Labels),
 	}
 	if !m.GetUp() && prev != nil {
 		node.LastSeen = prev.Node.GetLastSeen()

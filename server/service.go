@@ -165,6 +165,34 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 	if _, ok := llmdiagv1.GroupBy_name[int32(group)]; !ok {
 		return nil, invalid("group_by", fmt.Errorf("unknown value %d", group))
 	}
+	switch label := msg.GetLabel(); {
+	case group == llmdiagv1.GroupBy_GROUP_BY_LABEL && label == "":
+		return nil, invalid("label", errors.New("required with GROUP_BY_LABEL"))
+	case group == llmdiagv1.GroupBy_GROUP_BY_LABEL && !fleet.ValidLabelName(label):
+		return nil, invalid("label", fmt.Errorf("%q is not a label name (letters, digits and _, not starting with a digit or __)", label))
+	case group != llmdiagv1.GroupBy_GROUP_BY_LABEL && label != "":
+		return nil, invalid("label", errors.New("only with GROUP_BY_LABEL"))
+	}
+	var baseline time.Duration
+	if b := msg.GetBaselineOffset(); b != nil {
+		if err := b.CheckValid(); err != nil {
+			return nil, invalid("baseline_offset", err)
+		}
+		if baseline = b.AsDuration(); baseline <= 0 || baseline > MaxBaselineOffset {
+			return nil, invalid("baseline_offset", fmt.Errorf("%v is outside (0, %v]", baseline, MaxBaselineOffset))
+		}
+	}
+	if off := msg.GetOffset(); off != nil {
+		if err := off.CheckValid(); err != nil {
+			return nil, invalid("offset", err)
+		}
+		if d := off.AsDuration(); d < 0 || d > MaxOffset {
+			return nil, invalid("offset", fmt.Errorf("%v is outside [0, %v]", d, MaxOffset))
+		}
+		if d := off.AsDuration() + baseline; d > MaxOffset {
+			return nil, invalid("baseline_offset", fmt.Errorf("offset + baseline_offset = %v is beyond %v", d, MaxOffset))
+		}
+	}
 	if len(msg.GetNodes()) > s.cfg.MaxCompareSubjects {
 		return nil, invalid("nodes", fmt.Errorf("at most %d", s.cfg.MaxCompareSubjects))
 	}
@@ -184,25 +212,69 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 			ids = ids[:s.cfg.MaxCompareSubjects]
 		}
 	}
-	var subjects []*llmdiagv1.NodeMetrics
+	in := compare.Input{
+		Metric:         msg.GetMetric(),
+		Quantiles:      qs,
+		GroupBy:        group,
+		Label:          msg.GetLabel(),
+		Labels:         map[string]map[string]string{},
+		BaselineOffset: baseline,
+	}
+	if baseline > 0 {
+		in.Baseline, in.BaselineMissing = map[string]*llmdiagv1.NodeMetrics{}, map[string]string{}
+	}
 	seen := map[string]bool{}
 	for i, id := range ids {
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
-		m, _, err := s.metricsFor(ctx, id, msg.GetWindow(), msg.GetOffset())
+		m, rec, err := s.metricsFor(ctx, id, msg.GetWindow(), msg.GetOffset())
 		if err != nil {
 			if connect.CodeOf(err) == connect.CodeInvalidArgument {
 				return nil, invalid(fmt.Sprintf("nodes[%d]", i), err)
 			}
 			return nil, err
 		}
-		subjects = append(subjects, m)
+		in.Nodes = append(in.Nodes, m)
+		in.Labels[id] = rec.Node.GetLabels()
+		if baseline > 0 {
+			// The same node, the window ending baseline earlier. A source
+			// that cannot reach that far back (a scrape ring shorter than
+			// the offset, no history at all) leaves a note on the row, not
+			// a failed comparison.
+			b, _, err := s.metricsFor(ctx, id, msg.GetWindow(), durationpb.New(msg.GetOffset().AsDuration()+baseline))
+			switch {
+			case err == nil && b.GetWindow() != m.GetWindow():
+				// Too few samples then for the window: the source fell
+				// back to lifetime counts, which are no baseline for it.
+				in.BaselineMissing[id] = fmt.Sprintf("the source has a %s window then, not %s", b.GetWindow(), m.GetWindow())
+			case err == nil:
+				in.Baseline[id] = b
+			case ctx.Err() != nil:
+				return nil, storeErr(ctx.Err())
+			default:
+				in.BaselineMissing[id] = connectMessage(err)
+			}
+		}
 	}
-	resp := compare.Compare(msg.GetMetric(), qs, group, subjects)
+	resp := compare.Compare(in)
 	resp.Window = windowOr(msg.GetWindow(), s.cfg.DefaultWindow)
 	return connect.NewResponse(resp), nil
+}
+
+// MaxBaselineOffset bounds how far before the compared window a baseline
+// may lie.
+const MaxBaselineOffset = 7 * 24 * time.Hour
+
+// connectMessage is err's message without the code prefix a connect.Error
+// adds.
+func connectMessage(err error) string {
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
 }
 
 // MaxOffset bounds how far back a request may look.
