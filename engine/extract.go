@@ -60,6 +60,8 @@ func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at 
 	s.Model = x.model()
 	s.DataParallel = x.distinct(m.DPLabel)
 	s.TensorParallel = x.distinct(m.TPLabel)
+	s.PipelineParallel = x.distinct(m.PPLabel)
+	s.ExpertParallel = x.distinct(m.EPLabel)
 	s.Errors = x.errs
 	return s
 }

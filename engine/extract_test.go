@@ -68,6 +68,7 @@ type want struct {
 	aborted *float64
 	created time.Time
 	dp, tp  int
+	pp, ep  int
 	hists   [sample.NumHists]*sample.Histogram
 	totals  [sample.NumHists]*sample.Total
 	errs    []string // each a substring of one error, in order
@@ -137,7 +138,7 @@ func TestExtract(t *testing.T) {
 				// (created with the first abort): aborted UNKNOWN.
 				finished: f(1),
 				// no dp_rank label; one tp_rank ("0").
-				dp: 0, tp: 1,
+				dp: 0, tp: 1, pp: 1, ep: 1,
 				hists: [sample.NumHists]*sample.Histogram{
 					// TTFT 1.557 s: in le=2.0.
 					sample.TTFT: hist(1.5573770999908447, 1, sgTTFTBounds, rep(6, 0), rep(13, 1)),
@@ -229,8 +230,8 @@ func TestExtract(t *testing.T) {
 				preempt: f(7),
 				// No num_requests_total: e2e_request_latency_seconds_count 9.
 				finished: f(9),
-				// dp_rank 0,1; tp_rank 0..3.
-				dp: 2, tp: 4,
+				// dp_rank 0,1; tp_rank 0..3; moe_ep_rank 0..3; pp_rank 0.
+				dp: 2, tp: 4, pp: 1, ep: 4,
 				hists: [sample.NumHists]*sample.Histogram{
 					sample.E2E: hist(45, 9, []float64{1, 10, inf}, []float64{2, 8, 9}),
 					// dp0 (0: 1, 1: 3, +Inf: 4) + dp1 (0: 0, 1: 2, +Inf: 2).
@@ -247,7 +248,7 @@ func TestExtract(t *testing.T) {
 				queue:  f(5), running: f(8),
 				// token_usage of the one replica, capacity 4096.
 				kv: f(0.75), kvCap: f(4096),
-				tp: 2,
+				tp: 2, pp: 2, ep: 2,
 			},
 		},
 		{
@@ -496,8 +497,8 @@ func TestExtract(t *testing.T) {
 			if d := got.CountersCreated.Sub(w.created); d < -time.Microsecond || d > time.Microsecond || got.CountersCreated.IsZero() != w.created.IsZero() {
 				t.Errorf("CountersCreated = %v, want %v", got.CountersCreated, w.created)
 			}
-			if got.DataParallel != w.dp || got.TensorParallel != w.tp {
-				t.Errorf("DP %d TP %d, want %d %d", got.DataParallel, got.TensorParallel, w.dp, w.tp)
+			if got.DataParallel != w.dp || got.TensorParallel != w.tp || got.PipelineParallel != w.pp || got.ExpertParallel != w.ep {
+				t.Errorf("DP %d TP %d PP %d EP %d, want %d %d %d %d", got.DataParallel, got.TensorParallel, got.PipelineParallel, got.ExpertParallel, w.dp, w.tp, w.pp, w.ep)
 			}
 			for i := range sample.NumHists {
 				if !reflect.DeepEqual(got.Hists[i], w.hists[i]) {

@@ -213,6 +213,9 @@ type Mapping struct {
 	DPLabel string
 	// TPLabel's distinct values count tensor-parallel ranks ("" if none).
 	TPLabel string
+	// PPLabel's and EPLabel's distinct values count pipeline stages and
+	// expert-parallel ranks ("" if none).
+	PPLabel, EPLabel string
 	// RankLabels tell apart ranks of one replica that report the same
 	// scheduler state. Per replica (series equal in every other label) only
 	// the series with the lowest ranks, compared in this order, is read.
@@ -338,6 +341,8 @@ var table = []Mapping{
 		ModelLabelFallbacks: []string{"name"},
 		DPLabel:             "dp_rank",
 		TPLabel:             "tp_rank",
+		PPLabel:             "pp_rank",
+		EPLabel:             "moe_ep_rank",
 		RankLabels:          []string{"tp_rank", "pp_rank", "moe_ep_rank", "pid"},
 		ReplicaLabels:       []string{"dp_rank", "engine_type"},
 		Concepts: map[Concept][]Source{

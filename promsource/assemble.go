@@ -63,6 +63,7 @@ type nodeState struct {
 	model      string
 	modelRank  int // index in engineState.modelNames of model's label
 	dp, tp     []string
+	pp, ep     []string
 	vals       []val
 	reps       []*replicas
 	hists      []*hist
@@ -195,6 +196,7 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 	}
 	var (
 		dpAt, tpAt, leAt = at(m.DPLabel), at(m.TPLabel), at(model.BucketLabel)
+		ppAt, epAt       = at(m.PPLabel), at(m.EPLabel)
 		modelAt          = ats(es.modelNames)
 		replicaAt        = ats(m.ReplicaLabels)
 		rankAt           = ats(m.RankLabels)
@@ -219,6 +221,8 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 			ns.lastScrape = max(ns.lastScrape, v)
 			ns.dp = addDistinct(ns.dp, ls, dpAt)
 			ns.tp = addDistinct(ns.tp, ls, tpAt)
+			ns.pp = addDistinct(ns.pp, ls, ppAt)
+			ns.ep = addDistinct(ns.ep, ls, epAt)
 			ns.readModel(ls, modelAt)
 		case shapeVanished:
 			ns.vanished = true
@@ -527,6 +531,8 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		KVCapacityTokens: nm.KvCapacityTokens,
 		DataParallel:     len(ns.dp),
 		TensorParallel:   len(ns.tp),
+		PipelineParallel: len(ns.pp),
+		ExpertParallel:   len(ns.ep),
 		Errors:           nm.Errors,
 	}
 	return nm, smp

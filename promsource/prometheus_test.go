@@ -109,7 +109,8 @@ func TestRealPrometheus(t *testing.T) {
 			if len(m.GetErrors()) > 0 {
 				t.Errorf("errors %q", m.GetErrors())
 			}
-			if o.Engine != x.Engine || m.GetModel() != x.Model || o.Sample.DataParallel != x.DataParallel || o.Sample.TensorParallel != x.TensorParallel {
+			if o.Engine != x.Engine || m.GetModel() != x.Model || o.Sample.DataParallel != x.DataParallel || o.Sample.TensorParallel != x.TensorParallel ||
+				o.Sample.PipelineParallel != x.PipelineParallel || o.Sample.ExpertParallel != x.ExpertParallel {
 				t.Errorf("engine %v model %q dp %d tp %d, scrape says %v %q %d %d", o.Engine, m.GetModel(),
 					o.Sample.DataParallel, o.Sample.TensorParallel, x.Engine, x.Model, x.DataParallel, x.TensorParallel)
 			}

@@ -440,7 +440,7 @@ func (b builder) identity(m *engine.Mapping) ([]query, error) {
 	if len(sels) == 0 {
 		return nil, fmt.Errorf("engine %s: no family to find nodes by", m.Engine)
 	}
-	by, err := labelList(uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel}, b.modelLabels(m))...)...)
+	by, err := labelList(uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel, m.PPLabel, m.EPLabel}, b.modelLabels(m))...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -451,7 +451,7 @@ func (b builder) identity(m *engine.Mapping) ([]query, error) {
 	qs := []query{{
 		engine: m.Engine,
 		shape:  shapeIdentity,
-		want:   uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel}, b.modelLabels(m))...),
+		want:   uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel, m.PPLabel, m.EPLabel}, b.modelLabels(m))...),
 		expr:   "max by (" + by + ") (" + strings.Join(ts, " or ") + ")",
 	}}
 	if b.lookback == "" {

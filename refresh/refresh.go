@@ -234,8 +234,17 @@ func Profile(o ingest.Observation) *llmdiagv1.Profile {
 		if p.DataParallel == 0 && o.Sample.DataParallel > 0 {
 			p.DataParallel = uint32(o.Sample.DataParallel)
 		}
-		if p.TensorParallel == 0 && o.Sample.TensorParallel > 0 {
+		// One rank seen says little: SGLang exports from attention-TP rank
+		// 0 only unless told otherwise, so a single tp_rank, pp_rank or
+		// moe_ep_rank value is not taken as a degree of 1.
+		if p.TensorParallel == 0 && o.Sample.TensorParallel > 1 {
 			p.TensorParallel = uint32(o.Sample.TensorParallel)
+		}
+		if p.PipelineParallel == 0 && o.Sample.PipelineParallel > 1 {
+			p.PipelineParallel = uint32(o.Sample.PipelineParallel)
+		}
+		if p.ExpertParallel == 0 && o.Sample.ExpertParallel > 1 {
+			p.ExpertParallel = uint32(o.Sample.ExpertParallel)
 		}
 	}
 	return p

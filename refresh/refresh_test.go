@@ -204,3 +204,35 @@ func TestFleetFileCompletesSourceNodes(t *testing.T) {
 		t.Fatalf("node %v, metrics model %q", r.Node, r.Metrics.GetModel())
 	}
 }
+
+func TestProfileInfersDegreesFromRanks(t *testing.T) {
+	tests := []struct {
+		name    string
+		fleet   fleet.Profile
+		dp, tp  int
+		pp, ep  int
+		wantDP  uint32
+		wantTP  uint32
+		wantPP  uint32
+		wantEP  uint32
+		wantGPU string
+	}{
+		{name: "nothing seen"},
+		{name: "vLLM engine cores", dp: 4, wantDP: 4},
+		{name: "SGLang ranks", dp: 2, tp: 4, pp: 2, ep: 4, wantDP: 2, wantTP: 4, wantPP: 2, wantEP: 4},
+		// SGLang exports from rank 0 only by default: one rank is no degree.
+		{name: "one rank says nothing", tp: 1, pp: 1, ep: 1},
+		{name: "fleet file wins", fleet: fleet.Profile{TensorParallel: 8, GPU: "H100"}, tp: 2, ep: 8, wantTP: 8, wantEP: 8, wantGPU: "H100"},
+	}
+	for _, tc := range tests {
+		o := ingest.Observation{
+			Node:   fleet.Node{ID: "n", Profile: tc.fleet},
+			Sample: &sample.Sample{DataParallel: tc.dp, TensorParallel: tc.tp, PipelineParallel: tc.pp, ExpertParallel: tc.ep},
+		}
+		p := refresh.Profile(o)
+		if p.GetDataParallel() != tc.wantDP || p.GetTensorParallel() != tc.wantTP || p.GetPipelineParallel() != tc.wantPP ||
+			p.GetExpertParallel() != tc.wantEP || p.GetGpu() != tc.wantGPU {
+			t.Errorf("%s: profile %v, want DP %d TP %d PP %d EP %d GPU %q", tc.name, p, tc.wantDP, tc.wantTP, tc.wantPP, tc.wantEP, tc.wantGPU)
+		}
+	}
+}

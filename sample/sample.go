@@ -102,6 +102,10 @@ type Sample struct {
 	// TensorParallel is the number of tensor-parallel ranks seen (SGLang's
 	// tp_rank); 0 when the engine does not say.
 	TensorParallel int
+	// PipelineParallel and ExpertParallel are the numbers of pipeline stages
+	// and expert-parallel ranks seen (SGLang's pp_rank, moe_ep_rank); 0 when
+	// the engine does not say.
+	PipelineParallel, ExpertParallel int
 
 	// Errors are problems met while reading: transport, parse, truncated or
 	// inconsistent families. A concept touched by an error is left nil.
