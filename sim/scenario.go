@@ -49,9 +49,10 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     preemption point; glm-4.6-1 a healthy peer.
 //   - burst: kimi-k2.6-0 with 20 batch slots and 10 s bursts at 20× the
 //     rate every 2 minutes: queue spikes that drain within a minute.
-//   - prefill-heavy: kimi-k2.6-0 on H20 (prefill ~15k tok/s) with ~54k-token
-//     prompts and short answers: TTFT tail of tens of seconds, queue low;
-//     kimi-k2.6-1 a peer on H200 with chat traffic.
+//   - prefill-heavy: kimi-k2.6-0 on H20 (prefill ~15k tok/s) with ~68k-token
+//     prompts (median 64k) and short answers: TTFT tail of tens of seconds
+//     in every 5-minute window, queue low; kimi-k2.6-1 a peer on H200 with
+//     chat traffic.
 //   - down: glm-4.6-0 and kimi-k2.6-0 healthy, glm-4.6-1 down (listener
 //     closed) from the moment the fleet starts serving.
 //   - schemas: one small healthy node per engine schema (see Engines), in
@@ -78,7 +79,7 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //	kimi-k2.6-0 (kv-exh.)  0.98 [.98 .98] 0%       288 (max 362) 24       6.9k          1990       682          400/635 s      349/478 s       18 ms    12 ms
 //	glm-4.6-0 (overloaded) 0.62 [.63 .63] 0%       903 (max 970) 48       28.9k         2520       0            150/199 s      150/199 s       13 ms    -
 //	kimi-k2.6-0 (burst)    0.14 [.13 .13] 82%      2.7 (max 37)  6.9      5.5k          582        0            0.33/19 s      10/49 s         18 ms    12 ms
-//	kimi-k2.6-0 (prefill)  0.08 [.06 .08] 87%      0.23 (max 5)  1.4      6.3k          23         0            4.5/30 s       9.7/48 s        19 ms    45 ms
+//	kimi-k2.6-0 (prefill)  0.10 [.06 .10] 84%      0.27 (max 5)  1.4      7.0k          20         0            6.5/36 s       13/59 s         20 ms    49 ms
 //
 // The DeepSeek figures hold in every 5-minute window: over 60 node-hours
 // (seeds 1–5) each window had 38–43 running, KV 0.29–0.33 (peak 0.36, never
@@ -129,8 +130,8 @@ func Scenario(name string, seed int64) (Config, error) {
 		n.Perf.KVCapacityTokens = 12288 * 64
 		n.Perf.MaxModelLen = 131072
 		n.Perf.MaxBatchedTokens = 2048
-		n.Workload.Rate = 0.12
-		n.Workload.Prompt = LogNormal(48000, 0.5)
+		n.Workload.Rate = 0.1
+		n.Workload.Prompt = LogNormal(64000, 0.35)
 		n.Workload.Output = LogNormal(150, 0.7)
 		cfg.Nodes = []Node{n, kimi(1)}
 	case "down":

@@ -1,0 +1,349 @@
+package scenariotest
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/sim"
+)
+
+// Timeline of every run: the scenario's warm-up (sim.SeedWarmup, the
+// longest any scenario needs), then refreshes every 5 s for runFor. The
+// first refreshes answer from a window not yet covered (llmdiag has just
+// started); verdicts are judged once the 5-minute window is covered, from
+// judgeFrom on: 85 refreshes over 7 minutes, three and a half burst
+// periods.
+const (
+	runFor    = 12 * time.Minute
+	judgeFrom = 5 * time.Minute
+	// minShare is the share of judged refreshes that must read the expected
+	// cause. A steady scenario should read its cause at every refresh; 90%
+	// leaves room for a window edge (a long generation finishing just inside
+	// or outside a window) but not for a verdict that comes and goes.
+	minShare = 0.9
+)
+
+const (
+	healthy  = llmdiagv1.Cause_CAUSE_HEALTHY
+	decode   = llmdiagv1.Cause_CAUSE_DECODE_BOUND
+	kvExh    = llmdiagv1.Cause_CAUSE_KV_EXHAUSTED
+	overload = llmdiagv1.Cause_CAUSE_OVERLOADED
+	burst    = llmdiagv1.Cause_CAUSE_BURST
+	prefill  = llmdiagv1.Cause_CAUSE_PREFILL_BOUND
+	down     = llmdiagv1.Cause_CAUSE_TARGET_DOWN
+)
+
+type target struct {
+	node string
+	want llmdiagv1.Cause
+}
+
+// expected is each scenario's verdict per node, as an SRE reads the
+// scenario (sim.Scenario's doc comment): the same on every engine schema
+// unless deviations says otherwise.
+var expected = []struct {
+	scenario string
+	targets  []target
+}{
+	{"seed", []target{{"deepseek-v4-0", decode}, {"deepseek-v4-1", decode}, {"glm-4.6-0", healthy}, {"glm-4.6-1", healthy}, {"kimi-k2.6-0", healthy}}},
+	{"kv-exhausted", []target{{"kimi-k2.6-0", kvExh}, {"kimi-k2.6-1", healthy}}},
+	{"overloaded", []target{{"glm-4.6-0", overload}, {"glm-4.6-1", healthy}}},
+	// Bursts every 2 minutes that drain: the history window (10 minutes)
+	// always holds one, so the node reads BURST at every refresh, WARN while
+	// queueing and OK once drained.
+	{"burst", []target{{"kimi-k2.6-0", burst}}},
+	{"prefill-heavy", []target{{"kimi-k2.6-0", prefill}, {"kimi-k2.6-1", healthy}}},
+	{"down", []target{{"glm-4.6-0", healthy}, {"glm-4.6-1", down}, {"kimi-k2.6-0", healthy}}},
+}
+
+type caseKey struct {
+	scenario string
+	engine   sim.Engine
+	node     string
+}
+
+// deviation is an engine whose schema lacks what a cause needs, so the
+// cause is legitimately out of reach: the node reads want instead.
+type deviation struct {
+	want   llmdiagv1.Cause
+	reason string
+}
+
+var deviations = map[caseKey]deviation{
+	{"seed", sim.Triton, "deepseek-v4-0"}:        {healthy, tritonNoDecode},
+	{"seed", sim.Triton, "deepseek-v4-1"}:        {healthy, tritonNoDecode},
+	{"kv-exhausted", sim.TGI, "kimi-k2.6-0"}:     {overload, "TGI exposes neither KV usage nor a preemption counter: what shows is a queue held at ~240 (queue/running ~9), which is OVERLOADED"},
+	{"kv-exhausted", sim.Dynamo, "kimi-k2.6-0"}:  {overload, "the Dynamo frontend exposes neither KV usage nor preemptions: what shows is a sustained queue, which is OVERLOADED"},
+	{"prefill-heavy", sim.Triton, "kimi-k2.6-0"}: {healthy, "Triton's TRT-LLM backend has no TTFT histogram and no prompt-token counter: neither the TTFT tail nor heavy prompts are visible, and queue 0–2 with running 1–4 is a lightly loaded node"},
+	{"prefill-heavy", sim.TGI, "kimi-k2.6-0"}:    {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "the TGI schema has no TTFT histogram, so the TTFT tail PREFILL_BOUND needs is not visible; per-request decode (generation ÷ running, running counting requests still in prefill) reads 2–5 tok/s and no rule explains it"},
+	{"prefill-heavy", sim.TRTLLM, "kimi-k2.6-0"}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "trtllm-serve exposes no prompt-token counter, so heavy prompts cannot be shown; the 35 s TTFT P99 with a low queue is left unexplained"},
+}
+
+const tritonNoDecode = "Triton's TRT-LLM backend has no token counters and no latency histograms: neither per-request decode speed nor the E2E tail is visible, so DECODE_BOUND is out of reach; KV 0.3 and no queue read HEALTHY"
+
+// knownGaps are cases where the node does not read its expected cause
+// because of a verdict rule (package diagnose), not the data: each names
+// the rule and the change that would fix it. The test checks that they
+// still fail, so a rule fix shows up here as a failure telling to move the
+// case out of this table.
+var knownGaps = map[caseKey]string{
+	// Not a rule: extraction. The simulator exposes SGLang's DP-attention
+	// ranks as tp_rank 0..7 (moe_ep_rank 0..7) without a dp_rank label;
+	// engine/ sums replicas by dp_rank and reads only the lowest tp_rank,
+	// so running reads ~5 of ~40 and per-request decode ~23 tok/s.
+	{"seed", sim.SGLang, "deepseek-v4-0"}:       sglangDP,
+	{"seed", sim.SGLang, "deepseek-v4-1"}:       sglangDP,
+	{"seed", sim.SGLangLegacy, "deepseek-v4-0"}: sglangDP,
+	{"seed", sim.SGLangLegacy, "deepseek-v4-1"}: sglangDP,
+
+	// Rule: a queue of 1–4 on a node running 1–4 counts as queueing
+	// (ratio ≥ 1), so a healthy node or a prefill-bound one gets spikes.
+	{"kv-exhausted", sim.Dynamo, "kimi-k2.6-1"}:  ratioSpike,
+	{"prefill-heavy", sim.Dynamo, "kimi-k2.6-1"}: ratioSpike,
+	{"prefill-heavy", sim.Dynamo, "kimi-k2.6-0"}: ratioPrefill,
+	{"prefill-heavy", sim.Triton, "kimi-k2.6-0"}: ratioSpike,
+	{"prefill-heavy", sim.TGI, "kimi-k2.6-0"}:    ratioSpike,
+	{"prefill-heavy", sim.TRTLLM, "kimi-k2.6-0"}: ratioSpike,
+}
+
+const (
+	sglangDP     = "extraction, not a rule: SGLang DP-attention ranks (tp_rank 0..7, no dp_rank) are read as one replica, running ~5 of ~40"
+	ratioSpike   = "rule: queueing counts queue ≥ 1 with queue/running ≥ 1, so a blip of 1–2 waiting on a node running 1–2 is a 'spike', and drained spikes read BURST for the whole history (10 min)"
+	ratioPrefill = "rule: the Dynamo frontend counts requests still in prefill as queued, so queue/running is 2–4 on a prefill-bound node; 'queueing now' (BURST) takes precedence over PREFILL_BOUND"
+)
+
+type outcome struct {
+	key    caseKey
+	want   llmdiagv1.Cause
+	counts map[llmdiagv1.Cause]int
+	judged int
+	pass   bool
+	wall   time.Duration
+}
+
+func (o outcome) share() float64 {
+	if o.judged == 0 {
+		return 0
+	}
+	return float64(o.counts[o.want]) / float64(o.judged)
+}
+
+// TestMatrix runs every scenario on every engine schema through the real
+// pipeline and checks each node's verdict.
+func TestMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the scenario matrix takes a while")
+	}
+	start := time.Now()
+	var (
+		mu       sync.Mutex
+		outcomes = map[caseKey]outcome{}
+	)
+	t.Run("run", func(t *testing.T) {
+		for _, sc := range expected {
+			for _, eng := range sim.Engines() {
+				t.Run(sc.scenario+"/"+string(eng), func(t *testing.T) {
+					t.Parallel()
+					res, err := Run(context.Background(), Options{Scenario: sc.scenario, Engine: eng, Duration: runFor})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, tg := range sc.targets {
+						k := caseKey{sc.scenario, eng, tg.node}
+						want := tg.want
+						if d, ok := deviations[k]; ok {
+							want = d.want
+						}
+						o := judge(res, k, want)
+						mu.Lock()
+						outcomes[k] = o
+						mu.Unlock()
+						gap, isGap := knownGaps[k]
+						switch {
+						case o.pass && isGap:
+							t.Errorf("%s now reads %v at %d/%d refreshes: the known rule gap is fixed; move it out of knownGaps (%s)", tg.node, want, o.counts[want], o.judged, gap)
+						case !o.pass && !isGap:
+							t.Errorf("%s/%s: %s reads %v at %d/%d refreshes (want ≥ %.0f%%); causes %s\n%s", sc.scenario, eng, tg.node, want, o.counts[want], o.judged, 100*minShare, causeCounts(o.counts), evidence(res, tg.node, want, 4))
+						case !o.pass && testingVerbose():
+							t.Logf("known gap %s/%s: %s reads %v at %d/%d; causes %s\n%s", sc.scenario, eng, tg.node, want, o.counts[want], o.judged, causeCounts(o.counts), evidence(res, tg.node, want, 2))
+						}
+					}
+					t.Logf("wall %v", res.Wall.Round(time.Millisecond))
+				})
+			}
+		}
+	})
+	t.Logf("matrix: %d runs in %v", len(expected)*len(sim.Engines()), time.Since(start).Round(time.Millisecond))
+	t.Log("\n" + table(outcomes))
+}
+
+func testingVerbose() bool { return testing.Verbose() }
+
+// judge counts the causes a node read from judgeFrom on.
+func judge(res *Result, k caseKey, want llmdiagv1.Cause) outcome {
+	o := outcome{key: k, want: want, counts: map[llmdiagv1.Cause]int{}, wall: res.Wall}
+	for _, r := range res.Readings[k.node] {
+		if r.At < judgeFrom {
+			continue
+		}
+		o.judged++
+		o.counts[r.Cause]++
+	}
+	o.pass = o.judged > 0 && o.share() >= minShare
+	return o
+}
+
+func short(c llmdiagv1.Cause) string {
+	return strings.TrimPrefix(c.String(), "CAUSE_")
+}
+
+func causeCounts(m map[llmdiagv1.Cause]int) string {
+	type kv struct {
+		c llmdiagv1.Cause
+		n int
+	}
+	var s []kv
+	for c, n := range m {
+		s = append(s, kv{c, n})
+	}
+	sort.Slice(s, func(i, j int) bool { return s[i].n > s[j].n || s[i].n == s[j].n && s[i].c < s[j].c })
+	var parts []string
+	for _, x := range s {
+		parts = append(parts, fmt.Sprintf("%s %d", short(x.c), x.n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// table renders the scenario × engine matrix: per target node, the cause
+// read most often over the judged refreshes and how many read it; a mark
+// says whether that meets the expectation.
+func table(outcomes map[caseKey]outcome) string {
+	var b strings.Builder
+	engines := sim.Engines()
+	fmt.Fprintf(&b, "%-14s %-14s %-14s", "scenario", "node", "expected")
+	for _, e := range engines {
+		fmt.Fprintf(&b, " | %-22s", e)
+	}
+	b.WriteString("\n")
+	for _, sc := range expected {
+		for _, tg := range sc.targets {
+			fmt.Fprintf(&b, "%-14s %-14s %-14s", sc.scenario, tg.node, short(tg.want))
+			for _, e := range engines {
+				k := caseKey{sc.scenario, e, tg.node}
+				o, ok := outcomes[k]
+				if !ok {
+					fmt.Fprintf(&b, " | %-22s", "-")
+					continue
+				}
+				top, n := healthy, -1
+				for c, m := range o.counts {
+					if m > n || m == n && c < top {
+						top, n = c, m
+					}
+				}
+				mark := "ok"
+				_, isGap := knownGaps[k]
+				_, isDev := deviations[k]
+				switch {
+				case !o.pass && isGap:
+					mark = "GAP"
+				case !o.pass:
+					mark = "FAIL"
+				case isDev:
+					mark = "dev"
+				}
+				cell := fmt.Sprintf("%s %d/%d %s", short(top), n, o.judged, mark)
+				if top != o.want {
+					cell = fmt.Sprintf("%s %d/%d [%s %d] %s", short(top), n, o.judged, short(o.want), o.counts[o.want], mark)
+				}
+				fmt.Fprintf(&b, " | %-22s", cell)
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("cells: the cause read most often at the judged refreshes (from " + judgeFrom.String() + " on), how many read it;\n" +
+		"[expected n] when that is not the expected cause; ok / dev (an engine deviation, see deviations) / GAP (a known rule gap, see knownGaps) / FAIL\n")
+	return b.String()
+}
+
+// evidence shows, for up to n judged refreshes that did not read want, what
+// the rules saw: the indicators, the queue history and the verdict.
+func evidence(res *Result, node string, want llmdiagv1.Cause, n int) string {
+	var b strings.Builder
+	rs := res.Readings[node]
+	shown := 0
+	for i, r := range rs {
+		if r.At < judgeFrom || r.Cause == want {
+			continue
+		}
+		if shown == n {
+			break
+		}
+		shown++
+		fmt.Fprintf(&b, "    at %v: %s %s — %s\n      %s\n      %s\n", r.At, short(r.Cause), strings.TrimPrefix(r.Status.String(), "STATUS_"),
+			r.Diagnosis.GetSummary(), indicators(r.Metrics), historyOf(res, node, i))
+	}
+	return b.String()
+}
+
+func indicators(m *llmdiagv1.NodeMetrics) string {
+	f := func(p *float64) string {
+		if p == nil || math.IsNaN(*p) {
+			return "-"
+		}
+		return fmt.Sprintf("%.3g", *p)
+	}
+	p99 := func(d *llmdiagv1.Distribution) string {
+		for _, p := range d.GetPercentiles() {
+			if p.GetQuantile() == 0.99 {
+				return fmt.Sprintf("%.3gs", p.GetValue())
+			}
+		}
+		return "-"
+	}
+	mean := func(d *llmdiagv1.Distribution) string {
+		if d == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.3gs", d.GetMean())
+	}
+	return fmt.Sprintf("queue %s running %s KV %s preempt/s %s prompt %s tok/s gen %s tok/s req/s %s per-request %s tok/s TTFT P99 %s E2E P99 %s mean %s",
+		f(m.Queue), f(m.Running), f(m.KvPressure), f(m.PreemptionsPerSecond), f(m.PromptTokensPerSecond), f(m.GenerationTokensPerSecond),
+		f(m.RequestsPerSecond), f(m.DecodeTokensPerSecondPerRequest), p99(m.GetTtft()), p99(m.GetE2E()), mean(m.GetE2E()))
+}
+
+// historyOf summarises the queue history the rules read at reading i:
+// how many refreshes queued (queue > 5, or ≥ 1 waiting and queue/running
+// ≥ 1, the default thresholds) out of how many.
+func historyOf(res *Result, node string, i int) string {
+	h := res.History(node, i)
+	queueing, points := 0, 0
+	var qs []string
+	for _, p := range h {
+		if !p.Up || p.Queue == nil {
+			continue
+		}
+		points++
+		q, r := *p.Queue, 0.0
+		if p.Running != nil {
+			r = *p.Running
+		}
+		if q > 5 || (q >= 1 && (r == 0 || q/r >= 1)) {
+			queueing++
+		}
+		if q > 0 {
+			qs = append(qs, fmt.Sprintf("%.0f/%.0f", q, r))
+		}
+	}
+	if len(qs) > 12 {
+		qs = append(qs[:6], append([]string{"…"}, qs[len(qs)-6:]...)...)
+	}
+	return fmt.Sprintf("history: %d of %d refreshes queueing; non-zero queue/running: %s", queueing, points, strings.Join(qs, " "))
+}
