@@ -198,12 +198,14 @@ func (f *facts) ratioFinding(p printer) *llmdiagv1.Finding {
 	switch {
 	case h.sustained(t):
 		s, c = statusCrit, ratioSustained
-	case f.ratio.v >= t.QueueRunningRatioWarn || h.now:
+	case h.noHistory() && f.ratio.v >= t.QueueRunningRatioWarn:
+		s, c = statusWarn, ratioNoHistory
+	// A ratio above the limit for one refresh with a handful waiting is
+	// one of the occasional spikes the seed calls normal; a queue above
+	// QueueSaturated, or a ratio that outlasts a refresh, is not.
+	case h.surgeNow || (f.ratio.v >= t.QueueRunningRatioWarn && h.ratio.now && h.ratio.cur >= 2):
 		s, c = statusWarn, ratioBurst
-		if h.noHistory() {
-			c = ratioNoHistory
-		}
-	case h.spikes > 0:
+	case h.spikes > 0 || f.ratio.v >= t.QueueRunningRatioWarn:
 		c = ratioOKSpikes
 	}
 	ev := []string{p.f(evRatio, ratio(f.ratio.v), ratio(t.QueueRunningRatioWarn), ratio(t.QueueRunningRatioCrit))}
@@ -254,13 +256,13 @@ func (f *facts) heavyPrompts() bool {
 // the engine splits TTFT (QueueTimeShareWarn); and, when it does not, no
 // queue spikes in the history, which would account for the tail instead.
 func (f *facts) prefillBound() bool {
-	if !elevated(f.ttftStatus()) || f.hist.now || !f.heavyPrompts() {
+	if !elevated(f.ttftStatus()) || f.hist.surgeNow || !f.heavyPrompts() {
 		return false
 	}
 	if share := f.queueTimeShare(); share.ok {
 		return share.v < f.t.QueueTimeShareWarn
 	}
-	return f.hist.spikes == 0
+	return f.hist.surges == 0
 }
 
 // queueTimeShare is the share of the mean TTFT spent queued.

@@ -70,6 +70,12 @@ type history struct {
 	span     time.Duration // from the oldest such refresh to now
 	now      bool          // queueing in the current window
 	spikes   int           // queueing episodes that drained
+	// surgeNow and surges are now and spikes for the queue alone above
+	// QueueSaturated: what a burst is. A queue/running ratio at its limit
+	// with a handful waiting (2 behind 1 running) counts towards sustained
+	// queueing, but is too small a thing to call a burst.
+	surgeNow bool
+	surges   int
 	// queueCritHeld: the queue has stayed above QueueCrit for QueueCritFor,
 	// or is above it now with no history to say otherwise.
 	queueCritHeld bool
@@ -80,6 +86,8 @@ type history struct {
 	// with queue/running at QueueRunningRatioWarn or above, kv those with KV
 	// pressure at KVWarn or above.
 	queue, ratio, kv episodes
+	// surge counts refreshes with the queue above QueueSaturated.
+	surge episodes
 
 	trend trend
 }
@@ -376,6 +384,7 @@ func (f *facts) readHistory(points []Point) history {
 			continue
 		}
 		h.queue.add(s.at, true, t.queueing(s.queue, s.ratio))
+		h.surge.add(s.at, s.queue.ok, s.queue.ok && s.queue.v > t.QueueSaturated)
 		if s.queue.ok && s.queue.v > t.QueueCrit {
 			if !critRun {
 				critSince, critRun = s.at, true
@@ -387,6 +396,8 @@ func (f *facts) readHistory(points []Point) history {
 	h.step = time.Duration(median(gaps) * float64(time.Second))
 	h.points, h.queueing, h.spikes = h.queue.known, h.queue.above, h.queue.drained
 	h.now = h.queue.now && h.queue.last.Equal(now)
+	h.surges = h.surge.drained
+	h.surgeNow = h.surge.now && h.surge.last.Equal(now)
 	if h.points > 0 {
 		h.span = now.Sub(h.queue.first)
 	}

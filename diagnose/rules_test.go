@@ -334,6 +334,37 @@ func TestRules(t *testing.T) {
 			status: warn, cause: llmdiagv1.Cause_CAUSE_BURST, routable: true,
 		},
 		{
+			// A ratio blip (2 waiting behind 1 running) at a light load is
+			// not a burst, then or later.
+			name: "healthy: a small ratio blip long ago is no burst",
+			in: func() diagnose.Input {
+				h := flatHistory(60, 0, 1)
+				h[10].Queue, h[10].Running = f64(2), f64(1)
+				m := healthyMetrics()
+				m.Running = f64(1)
+				return diagnose.Input{Metrics: m, History: h}
+			},
+			status: ok, cause: llmdiagv1.Cause_CAUSE_HEALTHY, routable: true,
+		},
+		{
+			// Dynamo's frontend counts requests still in prefill as queued:
+			// a few of them with 70k-token prompts and a 35 s TTFT tail is
+			// prefill, not a burst.
+			name: "prefill bound: a small queue of prompts in prefill is no burst",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.Ttft = dist(6, 35)
+				m.Queue, m.Running = f64(4), f64(1)
+				m.PromptTokensPerSecond, m.RequestsPerSecond = f64(7000), f64(0.1)
+				h := flatHistory(60, 0, 1)
+				for i := 0; i < 60; i += 3 {
+					h[i].Queue = f64(4)
+				}
+				return diagnose.Input{Metrics: m, History: h}
+			},
+			status: crit, cause: llmdiagv1.Cause_CAUSE_PREFILL_BOUND, routable: true,
+		},
+		{
 			name: "overloaded: the queue never drains between bursts",
 			in: func() diagnose.Input {
 				m := burstMetrics()
@@ -576,6 +607,23 @@ func TestNewFindings(t *testing.T) {
 		value  string // prefix; "" for none
 		evid   string // substring of some evidence line; "" for none
 	}{
+		{"ratio above warn for one refresh, a handful waiting: OK", func() diagnose.Input {
+			m := healthyMetrics()
+			m.Queue, m.Running = f64(2), f64(3)
+			return diagnose.Input{Metrics: m, History: flatHistory(30, 0, 3)}
+		}, llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO, ok, "0.67", ""},
+		{"ratio above warn for three refreshes: WARN", func() diagnose.Input {
+			m := healthyMetrics()
+			m.Queue, m.Running = f64(2), f64(3)
+			h := flatHistory(30, 0, 3)
+			h[28].Queue, h[29].Queue = f64(2), f64(1)
+			return diagnose.Input{Metrics: m, History: h}
+		}, llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO, warn, "0.67", "3 of the last"},
+		{"queue above saturated now: WARN", func() diagnose.Input {
+			m := healthyMetrics()
+			m.Queue = f64(8)
+			return diagnose.Input{Metrics: m, History: flatHistory(30, 0, 10)}
+		}, llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO, warn, "0.80", ""},
 		{"aborts unset: UNKNOWN, never 0", func() diagnose.Input { return diagnose.Input{Metrics: healthyMetrics()} },
 			llmdiagv1.Indicator_INDICATOR_ABORTS, unknown, "", ""},
 		{"aborts 2% of finished", func() diagnose.Input {

@@ -19,7 +19,7 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 		v = f.kvExhausted(p)
 	case h.sustained(t):
 		v = f.overloaded(p)
-	case h.now:
+	case h.surgeNow:
 		v = f.burst(p, findings)
 	case f.prefillBound() && !f.peer.outlier:
 		v = f.prefill(p)
@@ -43,7 +43,7 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 func (f *facts) burstDrained(findings []*llmdiagv1.Finding) bool {
 	share := f.queueTimeShare()
 	waited := share.ok && share.v >= f.t.QueueTimeShareWarn && elevated(f.ttftStatus())
-	if f.hist.spikes == 0 && !waited {
+	if f.hist.surges == 0 && !waited {
 		return false
 	}
 	for _, x := range findings {
@@ -411,7 +411,7 @@ func (f *facts) overloaded(p printer) verdict {
 func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 	h := f.hist
 	v := verdict{cause: llmdiagv1.Cause_CAUSE_BURST}
-	if h.now {
+	if h.surgeNow {
 		v.status = statusWarn
 		v.summary = p.f(summaryBurstNow, count(f.queue.v), h.queueing, h.points)
 		v.confidence = 0.5 + 0.4*(1-h.fraction())
@@ -425,14 +425,14 @@ func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 			}
 		}
 		switch {
-		case h.spikes == 0:
+		case h.surges == 0:
 			v.summary = p.f(summaryBurstShort, percent(f.queueTimeShare().v), p.join(tail))
 			v.confidence = 0.55
 		case len(tail) > 0:
-			v.summary = p.f(summaryBurstTail, h.spikes, h.points, p.seconds(h.span.Seconds()), p.join(tail))
+			v.summary = p.f(summaryBurstTail, h.surges, h.points, p.seconds(h.span.Seconds()), p.join(tail))
 			v.confidence = 0.7
 		default:
-			v.summary = p.f(summaryBurstDrained, h.spikes, h.points, p.seconds(h.span.Seconds()))
+			v.summary = p.f(summaryBurstDrained, h.surges, h.points, p.seconds(h.span.Seconds()))
 			v.confidence = 0.8
 		}
 		v.evidence = append(v.evidence, p.f(evQueueRunning, count(f.queue.v), f.runningText()))

@@ -210,7 +210,8 @@ func (m *vllmMetrics) finished(c int, r *request, now float64) {
 }
 
 // sglangMetrics is SGLang's exposition: scheduler metrics per core with
-// engine_type, model_name, moe_ep_rank, pp_rank and tp_rank; tokenizer
+// engine_type, model_name, moe_ep_rank, pp_rank and tp_rank (and dp_rank
+// under DP attention, more than one core); tokenizer
 // metrics (tokens, TTFT, ITL, E2E) for the whole node with model_name only.
 // The 2024 label scheme (SGLangLegacy) has name where these have
 // model_name.
@@ -231,6 +232,10 @@ const tputWindow = 5.0
 
 func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
 	l := []string{"engine_type", model, "moe_ep_rank", "pp_rank", "tp_rank"}
+	if n.cores() > 1 {
+		// SGLang labels a scheduler with its dp_rank under DP attention.
+		l = append(l, "dp_rank")
+	}
 	queueReqs := m.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", l...)
 	runningReqs := m.gauge("sglang:num_running_reqs", "The number of running requests.", l...)
 	usage := m.gauge("sglang:token_usage", "The token usage.", l...)
@@ -261,6 +266,9 @@ func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
 			ep = rank
 		}
 		lv := []string{"unified", n.Model, ep, "0", rank}
+		if n.cores() > 1 {
+			lv = append(lv, strconv.Itoa(i))
+		}
 		s.queueReqs = append(s.queueReqs, queueReqs.with(lv...))
 		s.runningReqs = append(s.runningReqs, runningReqs.with(lv...))
 		s.usage = append(s.usage, usage.with(lv...))

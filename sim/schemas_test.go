@@ -116,6 +116,9 @@ func families(e sim.Engine, n sim.Node) map[string]family {
 			m = "name"
 		}
 		sched := []string{"engine_type", m, "moe_ep_rank", "pp_rank", "tp_rank"}
+		if n.Profile.DataParallel > 1 {
+			sched = []string{"dp_rank", "engine_type", m, "moe_ep_rank", "pp_rank", "tp_rank"}
+		}
 		for _, g := range []string{"num_queue_reqs", "num_running_reqs", "token_usage", "num_used_tokens",
 			"max_total_num_tokens", "gen_throughput"} {
 			add("sglang:"+g, G, nil, n.Model, sched...)
