@@ -251,47 +251,35 @@ func alerts(cfg Config) []Rule {
 			description: "Queue/running is {{ $value | humanize }}, at or above queue_running_ratio_warn (" + num(t.QueueRunningRatioWarn) + "), or the node is queueing. llmdiag's queue/running finding is WARN (a burst until it is sustained).",
 		},
 		{
-			name: "LLMDiagTTFTP99Critical", expr: RecordTTFTP99 + " >= " + secs(t.TTFTP99Crit), severity: "critical",
-			indicator: "ttft_p99", thresholds: []string{"ttft_p99_crit"},
-			summary:     "Time to first token P99 critical on " + who,
-			description: "TTFT P99 is {{ $value | humanizeDuration }}, at or above ttft_p99_crit (" + diagnose.ShortDuration(t.TTFTP99Crit) + "). llmdiag's TTFT finding is CRIT.",
-		},
-		{
-			name: "LLMDiagTTFTP99High", expr: RecordTTFTP99 + " >= " + secs(t.TTFTP99Warn), severity: "warning",
-			indicator: "ttft_p99", thresholds: []string{"ttft_p99_warn"},
-			summary:     "Time to first token P99 high on " + who,
-			description: "TTFT P99 is {{ $value | humanizeDuration }}, at or above ttft_p99_warn (" + diagnose.ShortDuration(t.TTFTP99Warn) + "). llmdiag's TTFT finding is WARN.",
-		},
-		{
-			name: "LLMDiagE2EP99Critical", expr: RecordE2EP99 + " >= " + secs(t.E2EP99Crit), severity: "critical",
-			indicator: "e2e_p99", thresholds: []string{"e2e_p99_crit"},
-			summary:     "End-to-end latency P99 critical on " + who,
-			description: "E2E P99 is {{ $value | humanizeDuration }}, at or above e2e_p99_crit (" + diagnose.ShortDuration(t.E2EP99Crit) + "). llmdiag's E2E finding is CRIT.",
-		},
-		{
-			name: "LLMDiagE2EP99High", expr: RecordE2EP99 + " >= " + secs(t.E2EP99Warn), severity: "warning",
-			indicator: "e2e_p99", thresholds: []string{"e2e_p99_warn"},
-			summary:     "End-to-end latency P99 high on " + who,
-			description: "E2E P99 is {{ $value | humanizeDuration }}, at or above e2e_p99_warn (" + diagnose.ShortDuration(t.E2EP99Warn) + "). llmdiag's E2E finding is WARN.",
-		},
-		{
-			name: "LLMDiagInterTokenP99Critical", expr: RecordITLP99 + " >= " + secs(t.ITLP99Crit), severity: "critical",
-			indicator: "inter_token", thresholds: []string{"itl_p99_crit"},
-			summary:     "Inter-token latency P99 critical on " + who,
-			description: "P99 gap between output tokens is {{ $value | humanizeDuration }}, at or above itl_p99_crit (" + diagnose.ShortDuration(t.ITLP99Crit) + "). llmdiag's inter-token finding is CRIT.",
-		},
-		{
-			name: "LLMDiagInterTokenP99High", expr: RecordITLP99 + " >= " + secs(t.ITLP99Warn), severity: "warning",
-			indicator: "inter_token", thresholds: []string{"itl_p99_warn"},
-			summary:     "Inter-token latency P99 high on " + who,
-			description: "P99 gap between output tokens is {{ $value | humanizeDuration }}, at or above itl_p99_warn (" + diagnose.ShortDuration(t.ITLP99Warn) + "). llmdiag's inter-token finding is WARN.",
-		},
-		{
 			name: "LLMDiagTargetDown", expr: RecordNodeDown, severity: "critical",
 			indicator: "scrape", cause: "TARGET_DOWN",
 			summary:     "Inference node {{ $labels." + node + " }} ({{ $labels.engine }}) is down",
 			description: "The node exported " + "{{ $labels.engine }} metrics within the last " + model.Duration(cfg.Lookback).String() + " and exports none now: target down (up == 0) or no longer exporting. llmdiag's verdict is DOWN. After " + model.Duration(cfg.Lookback).String() + " llmdiag forgets the node; keep a generic up == 0 alert for longer outages.",
 		},
+	}
+	// The latency P99s are graded alike: warning at _warn, critical at _crit.
+	for _, l := range []struct {
+		name, record, indicator, key, what, finding string
+		warn, crit                                  time.Duration
+	}{
+		{"TTFTP99", RecordTTFTP99, "ttft_p99", "ttft_p99", "Time to first token P99", "TTFT", t.TTFTP99Warn, t.TTFTP99Crit},
+		{"E2EP99", RecordE2EP99, "e2e_p99", "e2e_p99", "End-to-end latency P99", "E2E", t.E2EP99Warn, t.E2EP99Crit},
+		{"InterTokenP99", RecordITLP99, "inter_token", "itl_p99", "Inter-token latency P99", "inter-token", t.ITLP99Warn, t.ITLP99Crit},
+	} {
+		for _, g := range []struct {
+			suffix, severity, key, level, grade string
+			at                                  time.Duration
+		}{
+			{"Critical", "critical", l.key + "_crit", "critical", "CRIT", l.crit},
+			{"High", "warning", l.key + "_warn", "high", "WARN", l.warn},
+		} {
+			as = append(as, alert{
+				name: "LLMDiag" + l.name + g.suffix, expr: l.record + " >= " + secs(g.at), severity: g.severity,
+				indicator: l.indicator, thresholds: []string{g.key},
+				summary:     l.what + " " + g.level + " on " + who,
+				description: l.what + " is {{ $value | humanizeDuration }}, at or above " + g.key + " (" + diagnose.ShortDuration(g.at) + "). llmdiag's " + l.finding + " finding is " + g.grade + ".",
+			})
+		}
 	}
 	out := make([]Rule, len(as))
 	for i, a := range as {
