@@ -1647,8 +1647,10 @@ func (x *ListNodesRequest) GetEngine() Engine {
 
 // ListNodesResponse is the fleet, sorted by node id.
 type ListNodesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Set when the answer comes from this replica's copy.
+	Degraded      *Degraded `protobuf:"bytes,2,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1690,6 +1692,70 @@ func (x *ListNodesResponse) GetNodes() []*Node {
 	return nil
 }
 
+func (x *ListNodesResponse) GetDegraded() *Degraded {
+	if x != nil {
+		return x.Degraded
+	}
+	return nil
+}
+
+// Degraded marks an answer served from this replica's own copy of the state
+// because the shared store (Redis) could not be read: the answer is as old as
+// the copy.
+type Degraded struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Why the shared store was not read.
+	Reason string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// How long ago the copy was last brought up to date.
+	CopyAge       *durationpb.Duration `protobuf:"bytes,2,opt,name=copy_age,json=copyAge,proto3" json:"copy_age,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Degraded) Reset() {
+	*x = Degraded{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Degraded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Degraded) ProtoMessage() {}
+
+func (x *Degraded) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Degraded.ProtoReflect.Descriptor instead.
+func (*Degraded) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Degraded) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Degraded) GetCopyAge() *durationpb.Duration {
+	if x != nil {
+		return x.CopyAge
+	}
+	return nil
+}
+
 // GetNodeMetricsRequest names one node and a window.
 type GetNodeMetricsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1706,7 +1772,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1784,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1797,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -1757,15 +1823,17 @@ func (x *GetNodeMetricsRequest) GetOffset() *durationpb.Duration {
 
 // GetNodeMetricsResponse carries the node's indicators.
 type GetNodeMetricsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Metrics       *NodeMetrics           `protobuf:"bytes,1,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Metrics *NodeMetrics           `protobuf:"bytes,1,opt,name=metrics,proto3" json:"metrics,omitempty"`
+	// Set when the answer comes from this replica's copy.
+	Degraded      *Degraded `protobuf:"bytes,2,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1845,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,12 +1858,19 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
 	if x != nil {
 		return x.Metrics
+	}
+	return nil
+}
+
+func (x *GetNodeMetricsResponse) GetDegraded() *Degraded {
+	if x != nil {
+		return x.Degraded
 	}
 	return nil
 }
@@ -1825,7 +1900,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1912,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +1925,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -1927,7 +2002,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2014,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2027,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -2012,7 +2087,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2024,7 +2099,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2037,7 +2112,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -2105,20 +2180,22 @@ func (x *CompareRow) GetRatioToBaseline() float64 {
 
 // ComparePercentilesResponse ranks the subjects.
 type ComparePercentilesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Metric        LatencyMetric          `protobuf:"varint,1,opt,name=metric,proto3,enum=llmdiag.v1.LatencyMetric" json:"metric,omitempty"`
-	Window        string                 `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
-	Quantiles     []float64              `protobuf:"fixed64,3,rep,packed,name=quantiles,proto3" json:"quantiles,omitempty"`
-	Rows          []*CompareRow          `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
-	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
-	Staleness     *durationpb.Duration   `protobuf:"bytes,6,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Metric     LatencyMetric          `protobuf:"varint,1,opt,name=metric,proto3,enum=llmdiag.v1.LatencyMetric" json:"metric,omitempty"`
+	Window     string                 `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
+	Quantiles  []float64              `protobuf:"fixed64,3,rep,packed,name=quantiles,proto3" json:"quantiles,omitempty"`
+	Rows       []*CompareRow          `protobuf:"bytes,4,rep,name=rows,proto3" json:"rows,omitempty"`
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	Staleness  *durationpb.Duration   `protobuf:"bytes,6,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	// Set when the answer comes from this replica's copy.
+	Degraded      *Degraded `protobuf:"bytes,7,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2130,7 +2207,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2143,7 +2220,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -2188,6 +2265,13 @@ func (x *ComparePercentilesResponse) GetStaleness() *durationpb.Duration {
 	return nil
 }
 
+func (x *ComparePercentilesResponse) GetDegraded() *Degraded {
+	if x != nil {
+		return x.Degraded
+	}
+	return nil
+}
+
 // DiagnoseNodeRequest names one node.
 type DiagnoseNodeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2205,7 +2289,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2301,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2314,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -2266,14 +2350,16 @@ type DiagnoseNodeResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Diagnosis *Diagnosis             `protobuf:"bytes,1,opt,name=diagnosis,proto3" json:"diagnosis,omitempty"`
 	// The diagnosis rendered in the requested language and format.
-	Report        string `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
+	Report string `protobuf:"bytes,2,opt,name=report,proto3" json:"report,omitempty"`
+	// Set when the answer comes from this replica's copy.
+	Degraded      *Degraded `protobuf:"bytes,3,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2371,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2384,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -2313,6 +2399,13 @@ func (x *DiagnoseNodeResponse) GetReport() string {
 		return x.Report
 	}
 	return ""
+}
+
+func (x *DiagnoseNodeResponse) GetDegraded() *Degraded {
+	if x != nil {
+		return x.Degraded
+	}
+	return nil
 }
 
 // StreamHealthRequest selects nodes; empty fields select every node.
@@ -2330,7 +2423,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2435,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2448,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -2403,7 +2496,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2508,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2521,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -2502,7 +2595,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2514,7 +2607,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2527,7 +2620,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -2689,15 +2782,20 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\"T\n" +
 	"\x10ListNodesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12*\n" +
-	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\";\n" +
+	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\"m\n" +
 	"\x11ListNodesResponse\x12&\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x10.llmdiag.v1.NodeR\x05nodes\"v\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x10.llmdiag.v1.NodeR\x05nodes\x120\n" +
+	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"X\n" +
+	"\bDegraded\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x124\n" +
+	"\bcopy_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\acopyAge\"v\n" +
 	"\x15GetNodeMetricsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x121\n" +
-	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"K\n" +
+	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"}\n" +
 	"\x16GetNodeMetricsResponse\x121\n" +
-	"\ametrics\x18\x01 \x01(\v2\x17.llmdiag.v1.NodeMetricsR\ametrics\"\xd7\x02\n" +
+	"\ametrics\x18\x01 \x01(\v2\x17.llmdiag.v1.NodeMetricsR\ametrics\x120\n" +
+	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xd7\x02\n" +
 	"\x19ComparePercentilesRequest\x121\n" +
 	"\x06metric\x18\x01 \x01(\x0e2\x19.llmdiag.v1.LatencyMetricR\x06metric\x12\x1c\n" +
 	"\tquantiles\x18\x02 \x03(\x01R\tquantiles\x12\x14\n" +
@@ -2725,7 +2823,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x05count\x18\x06 \x01(\x01R\x05count\x12\x12\n" +
 	"\x04note\x18\a \x01(\tR\x04note\x121\n" +
 	"\x06offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12*\n" +
-	"\x11ratio_to_baseline\x18\t \x01(\x01R\x0fratioToBaseline\"\xa7\x02\n" +
+	"\x11ratio_to_baseline\x18\t \x01(\x01R\x0fratioToBaseline\"\xd9\x02\n" +
 	"\x1aComparePercentilesResponse\x121\n" +
 	"\x06metric\x18\x01 \x01(\x0e2\x19.llmdiag.v1.LatencyMetricR\x06metric\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x12\x1c\n" +
@@ -2733,15 +2831,17 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x04rows\x18\x04 \x03(\v2\x16.llmdiag.v1.CompareRowR\x04rows\x12;\n" +
 	"\vobserved_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"observedAt\x127\n" +
-	"\tstaleness\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\"\xa5\x01\n" +
+	"\tstaleness\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x120\n" +
+	"\bdegraded\x18\a \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xa5\x01\n" +
 	"\x13DiagnoseNodeRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x120\n" +
 	"\blanguage\x18\x03 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\x120\n" +
-	"\x06format\x18\x04 \x01(\x0e2\x18.llmdiag.v1.ReportFormatR\x06format\"c\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x18.llmdiag.v1.ReportFormatR\x06format\"\x95\x01\n" +
 	"\x14DiagnoseNodeResponse\x123\n" +
 	"\tdiagnosis\x18\x01 \x01(\v2\x15.llmdiag.v1.DiagnosisR\tdiagnosis\x12\x16\n" +
-	"\x06report\x18\x02 \x01(\tR\x06report\"\xae\x01\n" +
+	"\x06report\x18\x02 \x01(\tR\x06report\x120\n" +
+	"\bdegraded\x18\x03 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xae\x01\n" +
 	"\x13StreamHealthRequest\x12\x14\n" +
 	"\x05nodes\x18\x01 \x03(\tR\x05nodes\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12H\n" +
@@ -2862,7 +2962,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Status)(0),                        // 1: llmdiag.v1.Status
@@ -2882,34 +2982,35 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*Diagnosis)(nil),                  // 15: llmdiag.v1.Diagnosis
 	(*ListNodesRequest)(nil),           // 16: llmdiag.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),          // 17: llmdiag.v1.ListNodesResponse
-	(*GetNodeMetricsRequest)(nil),      // 18: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 19: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 20: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 21: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 22: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 23: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 24: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 25: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 26: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 27: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 28: llmdiag.v1.StreamHealthResponse
-	nil,                                // 29: llmdiag.v1.Node.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 30: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 31: google.protobuf.Duration
+	(*Degraded)(nil),                   // 18: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 19: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 20: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 21: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 22: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 23: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 24: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 25: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 26: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 27: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 28: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 29: llmdiag.v1.StreamHealthResponse
+	nil,                                // 30: llmdiag.v1.Node.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 32: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	30, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	31, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	31, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	29, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	32, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	30, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	30, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	31, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	31, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	31, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	32, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
 	12, // 12: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	12, // 13: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	12, // 14: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
@@ -2921,50 +3022,55 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	1,  // 20: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
 	2,  // 21: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
 	14, // 22: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	30, // 23: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	31, // 24: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	31, // 23: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 24: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
 	6,  // 25: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
 	0,  // 26: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
 	10, // 27: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	31, // 28: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 29: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	4,  // 30: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 31: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	31, // 32: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	31, // 33: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 34: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	21, // 35: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	31, // 36: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 37: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	22, // 38: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	30, // 39: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	31, // 40: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	6,  // 41: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 42: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 43: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	31, // 44: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	1,  // 45: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 46: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	31, // 47: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	30, // 48: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	8,  // 49: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	27, // 50: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	30, // 51: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 52: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	18, // 53: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	20, // 54: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	24, // 55: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	26, // 56: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 57: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	19, // 58: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	23, // 59: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	25, // 60: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	28, // 61: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	57, // [57:62] is the sub-list for method output_type
-	52, // [52:57] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	18, // 28: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	32, // 29: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	32, // 30: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 31: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	18, // 32: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 33: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 34: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	32, // 35: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	32, // 36: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 37: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	22, // 38: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	32, // 39: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 40: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	23, // 41: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	31, // 42: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 43: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	18, // 44: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	6,  // 45: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 46: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	15, // 47: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	18, // 48: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	32, // 49: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	1,  // 50: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 51: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	32, // 52: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	31, // 53: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	8,  // 54: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	28, // 55: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	31, // 56: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 57: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	19, // 58: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	21, // 59: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	25, // 60: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	27, // 61: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 62: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	20, // 63: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	24, // 64: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	26, // 65: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	29, // 66: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	62, // [62:67] is the sub-list for method output_type
+	57, // [57:62] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -2980,7 +3086,7 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
