@@ -92,6 +92,7 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 		s.markStale(r, now)
 		out.Nodes = append(out.Nodes, n)
 	}
+	out.Degraded = s.degraded()
 	return connect.NewResponse(out), nil
 }
 
@@ -101,7 +102,7 @@ func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdi
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}), nil
+	return connect.NewResponse(&llmdiagv1.GetNodeMetricsResponse{Metrics: m, Degraded: s.degraded()}), nil
 }
 
 // DiagnoseNode implements DiagnosisServiceHandler.
@@ -137,6 +138,7 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	return connect.NewResponse(&llmdiagv1.DiagnoseNodeResponse{
 		Diagnosis: d,
 		Report:    report.Render(d, format, lang),
+		Degraded:  s.degraded(),
 	}), nil
 }
 
@@ -260,6 +262,7 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 	}
 	resp := compare.Compare(in)
 	resp.Window = windowOr(msg.GetWindow(), s.cfg.DefaultWindow)
+	resp.Degraded = s.degraded()
 	return connect.NewResponse(resp), nil
 }
 
@@ -380,6 +383,25 @@ func (s *Service) markStale(r *store.Record, now time.Time) {
 }
 
 // StreamHealth implements DiagnosisServiceHandler.
+// degrader is a store that answers from its own copy when the shared store
+// it mirrors is unreachable (store/replica).
+type degrader interface {
+	Degraded() (reason string, age time.Duration, degraded bool)
+}
+
+// degraded says, for an answer, whether it comes from this replica's copy.
+func (s *Service) degraded() *llmdiagv1.Degraded {
+	d, ok := s.st.(degrader)
+	if !ok {
+		return nil
+	}
+	reason, age, yes := d.Degraded()
+	if !yes {
+		return nil
+	}
+	return &llmdiagv1.Degraded{Reason: reason, CopyAge: durationpb.New(age)}
+}
+
 func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiagv1.StreamHealthRequest], stream *connect.ServerStream[llmdiagv1.StreamHealthResponse]) error {
 	hb := 15 * time.Second
 	if d := req.Msg.GetHeartbeatInterval(); d != nil {
@@ -446,6 +468,7 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 			return streamErr(ctx, err)
 		}
 	}
+	lastBeat := s.now()
 	for {
 		evs, err := s.st.Events(ctx, token, 256, hb)
 		if errors.Is(err, store.ErrTokenExpired) {
@@ -456,12 +479,31 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 			continue
 		}
 		if err != nil {
-			return streamErr(ctx, err)
+			if ctx.Err() != nil {
+				return streamErr(ctx, err)
+			}
+			// The feed is unreachable (Redis down): keep the stream, tell the
+			// subscriber it is alive, and read on from the same token once
+			// the feed answers, so no event is missed.
+			s.log.Debug("stream: feed unreachable, retrying", "err", err)
+			if s.now().Sub(lastBeat) >= hb {
+				if err := send(llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT, nil, token); err != nil {
+					return streamErr(ctx, err)
+				}
+				lastBeat = s.now()
+			}
+			select {
+			case <-ctx.Done():
+				return streamErr(ctx, ctx.Err())
+			case <-time.After(min(hb, time.Second)):
+			}
+			continue
 		}
 		if len(evs) == 0 {
 			if err := send(llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT, nil, token); err != nil {
 				return streamErr(ctx, err)
 			}
+			lastBeat = s.now()
 			continue
 		}
 		for _, ev := range evs {

@@ -1,0 +1,281 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/store"
+	"github.com/llmdiag/llmdiag/store/memory"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Dumper is a shared store that reads every node's record and history in a
+// few round trips; without it Sync reads List, then each node's History.
+type Dumper interface {
+	Dump(ctx context.Context) ([]*store.Record, [][]diagnose.Point, error)
+}
+
+// Options tune a Store.
+type Options struct {
+	// SyncEvery is how often Run brings the copy up to date (default 1s).
+	SyncEvery time.Duration
+	// PendingMax bounds the health events kept while the shared store is
+	// unreachable (default 65536); past it the oldest are dropped, and
+	// Degraded says so.
+	PendingMax int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Log receives sync failures and recoveries (default: discarded).
+	Log *slog.Logger
+}
+
+// Store answers reads from local and writes through to shared.
+type Store struct {
+	shared store.Store
+	local  *memory.Store
+	opts   Options
+
+	flushMu sync.Mutex // one flush at a time
+
+	mu       sync.Mutex
+	syncedAt time.Time // when the copy last matched the shared store
+	down     error     // the shared store's last failure; nil when it answered
+	pending  []*llmdiagv1.NodeHealth
+	dropped  int // pending events dropped since the shared store went away
+}
+
+// New returns a Store over shared, keeping its copy in local.
+func New(shared store.Store, local *memory.Store, opts Options) *Store {
+	if opts.SyncEvery <= 0 {
+		opts.SyncEvery = time.Second
+	}
+	if opts.PendingMax <= 0 {
+		opts.PendingMax = 65536
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{shared: shared, local: local, opts: opts}
+}
+
+// Run syncs every SyncEvery until ctx ends.
+func (s *Store) Run(ctx context.Context) {
+	t := time.NewTicker(s.opts.SyncEvery)
+	defer t.Stop()
+	for {
+		_ = s.Sync(ctx) // Sync records and logs the failure
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sync sends the queued health events, then replaces the copy with what the
+// shared store holds.
+func (s *Store) Sync(ctx context.Context) error {
+	if err := s.flush(ctx); err != nil {
+		return s.failed(err)
+	}
+	recs, hists, err := s.dump(ctx)
+	if err != nil {
+		return s.failed(err)
+	}
+	keep := make(map[string]bool, len(recs))
+	for i, rec := range recs {
+		id := rec.Node.GetId()
+		keep[id] = true
+		if mine, err := s.local.Get(ctx, id); err == nil && newer(mine, rec) {
+			continue // this replica wrote it since; the shared store will have it next
+		}
+		if err := s.local.Load(ctx, rec, hists[i]); err != nil {
+			return fmt.Errorf("copy %s: %w", id, err)
+		}
+	}
+	if err := s.local.Retain(ctx, keep); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down != nil {
+		s.opts.Log.Info("shared store answers again", "was", s.down.Error(), "events_dropped", s.dropped)
+	}
+	s.syncedAt, s.down, s.dropped = s.opts.Now(), nil, 0
+	return nil
+}
+
+// newer reports whether a's metrics were observed after b's.
+func newer(a, b *store.Record) bool {
+	return a.Metrics.GetObservedAt().AsTime().After(b.Metrics.GetObservedAt().AsTime())
+}
+
+func (s *Store) dump(ctx context.Context) ([]*store.Record, [][]diagnose.Point, error) {
+	if d, ok := s.shared.(Dumper); ok {
+		return d.Dump(ctx)
+	}
+	recs, err := s.shared.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	hists := make([][]diagnose.Point, len(recs))
+	for i, rec := range recs {
+		h, err := s.shared.History(ctx, rec.Node.GetId())
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return nil, nil, err
+		}
+		hists[i] = h
+	}
+	return recs, hists, nil
+}
+
+// failed records that the shared store did not answer and returns err.
+func (s *Store) failed(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down == nil {
+		s.opts.Log.Warn("shared store unreachable: answering from this replica's copy", "err", err)
+	}
+	s.down = err
+	return err
+}
+
+// Degraded reports whether reads are served from a copy the shared store
+// could not bring up to date, why, and how old the copy is.
+func (s *Store) Degraded() (reason string, age time.Duration, degraded bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	age = s.opts.Now().Sub(s.syncedAt)
+	switch {
+	case s.down != nil:
+		reason = "shared store unreachable: " + s.down.Error()
+	case s.syncedAt.IsZero():
+		reason = "not yet copied from the shared store"
+	case age > 3*s.opts.SyncEvery:
+		reason = "copy not brought up to date for " + age.Round(time.Millisecond).String()
+	default:
+		return "", age, false
+	}
+	if s.dropped > 0 {
+		reason += fmt.Sprintf("; %d health events dropped", s.dropped)
+	}
+	return reason, age, true
+}
+
+// Put writes the copy, then the shared store. Only a fencing or ordering
+// refusal is an error: when the shared store is unreachable the next
+// refresh writes the record again.
+func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
+	if err := s.local.Put(ctx, rec, p); err != nil {
+		return err
+	}
+	err := s.shared.Put(ctx, rec, p)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrOutOfOrder), ctx.Err() != nil:
+		return err
+	}
+	_ = s.failed(err)
+	return nil
+}
+
+// Publish sends h to the shared feed, after any events still queued; when
+// the shared store is unreachable h is queued and the returned event has
+// no token yet.
+func (s *Store) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store.Event, error) {
+	if err := s.flush(ctx); err == nil {
+		ev, err := s.shared.Publish(ctx, h)
+		if err == nil || errors.Is(err, store.ErrFenced) || ctx.Err() != nil {
+			return ev, err
+		}
+		_ = s.failed(err)
+	} else if errors.Is(err, store.ErrFenced) || ctx.Err() != nil {
+		return store.Event{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, h)
+	if over := len(s.pending) - s.opts.PendingMax; over > 0 {
+		s.pending = append(s.pending[:0:0], s.pending[over:]...)
+		s.dropped += over
+	}
+	return store.Event{Health: h}, nil
+}
+
+// flush publishes the queued events in order, stopping at the first
+// failure. One flush runs at a time, so none is sent twice; the lock on the
+// rest of the state is not held while the shared store answers.
+func (s *Store) flush(ctx context.Context) error {
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	for {
+		s.mu.Lock()
+		if len(s.pending) == 0 {
+			s.pending = nil
+			s.mu.Unlock()
+			return nil
+		}
+		h := s.pending[0]
+		s.mu.Unlock()
+		if _, err := s.shared.Publish(ctx, h); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		// Publish may have dropped the oldest meanwhile; h is gone then.
+		if len(s.pending) > 0 && s.pending[0] == h {
+			s.pending = s.pending[1:]
+		}
+		s.mu.Unlock()
+	}
+}
+
+// Get implements store.Store from the copy.
+func (s *Store) Get(ctx context.Context, node string) (*store.Record, error) {
+	return s.local.Get(ctx, node)
+}
+
+// List implements store.Store from the copy.
+func (s *Store) List(ctx context.Context) ([]*store.Record, error) { return s.local.List(ctx) }
+
+// History implements store.Store from the copy.
+func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, error) {
+	return s.local.History(ctx, node)
+}
+
+// LastToken implements store.Store from the shared feed.
+func (s *Store) LastToken(ctx context.Context) (string, error) { return s.shared.LastToken(ctx) }
+
+// Events implements store.Store from the shared feed.
+func (s *Store) Events(ctx context.Context, token string, max int, wait time.Duration) ([]store.Event, error) {
+	return s.shared.Events(ctx, token, max, wait)
+}
+
+// Cached implements store.Store through the shared cache, or the copy's
+// own when the shared store does not answer.
+func (s *Store) Cached(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	var loadErr error
+	b, err := s.shared.Cached(ctx, key, ttl, func(ctx context.Context) ([]byte, error) {
+		b, err := load(ctx)
+		loadErr = err
+		return b, err
+	})
+	if err == nil || loadErr != nil || ctx.Err() != nil {
+		return b, err
+	}
+	_ = s.failed(err)
+	return s.local.Cached(ctx, key, ttl, load)
+}

@@ -1,0 +1,220 @@
+package replica_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/store"
+	"github.com/llmdiag/llmdiag/store/memory"
+	"github.com/llmdiag/llmdiag/store/replica"
+)
+
+// flaky is a shared store that can be taken down or made to fence writes.
+// Unit tests of the replica's logic use it; the Redis store's tests run the
+// replica against a real redis-server.
+type flaky struct {
+	store.Store
+	down, fenced atomic.Bool
+}
+
+var errDown = errors.New("connection refused")
+
+func (f *flaky) err() error {
+	if f.down.Load() {
+		return errDown
+	}
+	return nil
+}
+
+func (f *flaky) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
+	if f.fenced.Load() {
+		return store.ErrFenced
+	}
+	if err := f.err(); err != nil {
+		return err
+	}
+	return f.Store.Put(ctx, rec, p)
+}
+
+func (f *flaky) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store.Event, error) {
+	if err := f.err(); err != nil {
+		return store.Event{}, err
+	}
+	return f.Store.Publish(ctx, h)
+}
+
+func (f *flaky) List(ctx context.Context) ([]*store.Record, error) {
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	return f.Store.List(ctx)
+}
+
+func (f *flaky) Cached(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	return f.Store.Cached(ctx, key, ttl, load)
+}
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func record(id string, at time.Time, status llmdiagv1.Status) *store.Record {
+	return &store.Record{
+		Node:    &llmdiagv1.Node{Id: id, Model: "m", Status: status},
+		Metrics: &llmdiagv1.NodeMetrics{Node: id, Model: "m", ObservedAt: timestamppb.New(at), Up: true},
+	}
+}
+
+func health(id string, s llmdiagv1.Status) *llmdiagv1.NodeHealth {
+	return &llmdiagv1.NodeHealth{Node: id, Status: s}
+}
+
+func setup(t *testing.T) (*flaky, *replica.Store, *time.Time) {
+	t.Helper()
+	now := t0
+	shared := &flaky{Store: memory.New(memory.Options{}, "shared")}
+	r := replica.New(shared, memory.New(memory.Options{}, "copy"), replica.Options{
+		SyncEvery: time.Second, PendingMax: 3, Now: func() time.Time { return now },
+	})
+	return shared, r, &now
+}
+
+func TestCopyFollowsTheSharedStore(t *testing.T) {
+	ctx := context.Background()
+	shared, r, now := setup(t)
+	if _, _, degraded := r.Degraded(); !degraded {
+		t.Error("a copy never synced is not degraded")
+	}
+	// Another replica (the leader) writes to the shared store.
+	for i, id := range []string{"a", "b"} {
+		if err := shared.Store.Put(ctx, record(id, t0.Add(time.Duration(i)*time.Second), llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := r.Get(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("before Sync: Get(a) err = %v, want ErrNotFound: reads come from the copy", err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := r.List(ctx)
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("List after Sync = %d records, %v; want 2", len(recs), err)
+	}
+	if h, err := r.History(ctx, "b"); err != nil || len(h) != 1 {
+		t.Fatalf("History(b) = %v, %v; want the shared store's one point", h, err)
+	}
+	if reason, _, degraded := r.Degraded(); degraded {
+		t.Errorf("synced copy degraded: %s", reason)
+	}
+	// A node that vanished from the shared store leaves the copy.
+	gone := memory.New(memory.Options{}, "shared2")
+	_ = gone.Put(ctx, record("a", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true})
+	shared.Store = gone
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, "b"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("b vanished from the shared store but the copy still has it (err %v)", err)
+	}
+	// Staleness past three sync periods is reported.
+	*now = now.Add(5 * time.Second)
+	if reason, age, degraded := r.Degraded(); !degraded || age != 5*time.Second || !strings.Contains(reason, "not brought up to date") {
+		t.Errorf("Degraded() = %q, %v, %v; want degraded, 5s old", reason, age, degraded)
+	}
+}
+
+func TestOutageKeepsAnsweringAndLosesNoStatusChange(t *testing.T) {
+	ctx := context.Background()
+	shared, r, now := setup(t)
+	if err := r.Put(ctx, record("a", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Publish(ctx, health("a", llmdiagv1.Status_STATUS_OK)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first, err := r.LastToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	shared.down.Store(true)
+	*now = now.Add(time.Second)
+	// The leader keeps refreshing: no error, and this replica answers fresh.
+	if err := r.Put(ctx, record("a", t0.Add(time.Second), llmdiagv1.Status_STATUS_CRIT), diagnose.Point{At: t0.Add(time.Second), Up: true}); err != nil {
+		t.Fatalf("Put while the shared store is down = %v, want nil", err)
+	}
+	for _, s := range []llmdiagv1.Status{llmdiagv1.Status_STATUS_CRIT, llmdiagv1.Status_STATUS_WARN} {
+		if _, err := r.Publish(ctx, health("a", s)); err != nil {
+			t.Fatalf("Publish while the shared store is down = %v, want queued", err)
+		}
+	}
+	if err := r.Sync(ctx); err == nil {
+		t.Fatal("Sync with the shared store down did not fail")
+	}
+	rec, err := r.Get(ctx, "a")
+	if err != nil || rec.Node.GetStatus() != llmdiagv1.Status_STATUS_CRIT {
+		t.Fatalf("Get during the outage = %v, %v; want this replica's newest record", rec, err)
+	}
+	if reason, _, degraded := r.Degraded(); !degraded || !strings.Contains(reason, "connection refused") {
+		t.Errorf("Degraded() during the outage = %q, %v", reason, degraded)
+	}
+	if got, err := r.Cached(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil }); err != nil || string(got) != "v" {
+		t.Errorf("Cached during the outage = %q, %v; want the local cache's answer", got, err)
+	}
+
+	shared.down.Store(false)
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := r.Events(ctx, first, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []llmdiagv1.Status
+	for _, e := range evs {
+		got = append(got, e.Health.GetStatus())
+	}
+	if want := []llmdiagv1.Status{llmdiagv1.Status_STATUS_CRIT, llmdiagv1.Status_STATUS_WARN}; len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("events after the outage = %v, want %v in order", got, want)
+	}
+	// The copy kept its newer record over the shared store's older one.
+	if rec, err := r.Get(ctx, "a"); err != nil || rec.Node.GetStatus() != llmdiagv1.Status_STATUS_CRIT {
+		t.Errorf("after Sync Get = %v, %v; the newer local record was lost", rec, err)
+	}
+	if reason, _, degraded := r.Degraded(); degraded {
+		t.Errorf("still degraded after recovery: %s", reason)
+	}
+}
+
+func TestQueueBoundedAndFencingStops(t *testing.T) {
+	ctx := context.Background()
+	shared, r, _ := setup(t)
+	shared.down.Store(true)
+	for range 5 {
+		if _, err := r.Publish(ctx, health("a", llmdiagv1.Status_STATUS_WARN)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if reason, _, _ := r.Degraded(); !strings.Contains(reason, "2 health events dropped") {
+		t.Errorf("Degraded reason %q does not count the 2 events past PendingMax 3", reason)
+	}
+	shared.down.Store(false)
+	shared.fenced.Store(true)
+	err := r.Put(ctx, record("a", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Errorf("fenced Put = %v, want ErrFenced so the stale leader stops", err)
+	}
+}
