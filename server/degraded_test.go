@@ -103,12 +103,14 @@ func TestSharedStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- server.Serve(sctx, ln, server.Handler(svc, server.NewHealth(ready), reg), log, 5*time.Second) }()
+	go func() {
+		done <- server.Serve(sctx, ln, server.Handler(svc, server.NewHealth(ready), reg), log, 5*time.Second)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		<-done
 	})
-	c, err := client.New("http://"+ln.Addr().String())
+	c, err := client.New("http://" + ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
