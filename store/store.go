@@ -17,13 +17,40 @@ var ErrNotFound = errors.New("node not found")
 // the reader must resynchronise from the current state.
 var ErrTokenExpired = errors.New("resume token expired")
 
+// ErrFenced is returned by Put and Publish when a writer with a higher
+// fencing token (see WithFence) has written: a stale leader must stop.
+var ErrFenced = errors.New("write fenced: a newer writer holds the lease")
+
+// ErrOutOfOrder is returned by Put for a record observed before the one the
+// store holds: verdicts never go back in time.
+var ErrOutOfOrder = errors.New("record older than the stored one")
+
+type fenceKey struct{}
+
+// WithFence returns ctx carrying the writer's fencing token: its lease
+// epoch, which grows with every new lease. Stores shared between processes
+// (Redis) refuse Put and Publish with ErrFenced once a higher token has
+// written; a write without a token counts as token 0. The memory store has
+// one writer and ignores fences.
+func WithFence(ctx context.Context, epoch uint64) context.Context {
+	return context.WithValue(ctx, fenceKey{}, epoch)
+}
+
+// Fence returns the fencing token WithFence put in ctx.
+func Fence(ctx context.Context) (epoch uint64, ok bool) {
+	epoch, ok = ctx.Value(fenceKey{}).(uint64)
+	return epoch, ok
+}
+
 // Record is what the store holds as a node's latest state.
 type Record struct {
 	// Node is the fleet entry with its current health summary.
 	Node *llmdiagv1.Node
 	// Metrics are the indicators over the refresh's default window.
 	Metrics *llmdiagv1.NodeMetrics
-	// Diagnosis is the verdict on Metrics, in English.
+	// Diagnosis is the verdict on Metrics, in English. A store may leave it
+	// out (the Redis store does, to keep a node small): Get and List may
+	// return it nil, and callers then diagnose Metrics themselves.
 	Diagnosis *llmdiagv1.Diagnosis
 }
 
@@ -37,7 +64,9 @@ type Event struct {
 // Store is llmdiag's state. Implementations are safe for concurrent use.
 type Store interface {
 	// Put replaces a node's latest record and appends p to its history,
-	// dropping the oldest points beyond the history bound.
+	// dropping the oldest points beyond the history bound. A shared store
+	// refuses a stale writer (ErrFenced, see WithFence) and a record
+	// observed before the stored one (ErrOutOfOrder).
 	Put(ctx context.Context, rec *Record, p diagnose.Point) error
 	// Get returns a node's latest record, or ErrNotFound.
 	Get(ctx context.Context, node string) (*Record, error)

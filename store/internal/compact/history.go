@@ -308,20 +308,21 @@ func (h *History) Points() ([]diagnose.Point, error) {
 		if end < start || int(end) > len(h.closed) {
 			return nil, errCorrupt
 		}
-		if out, vals, err = h.decodeChunk(h.closed[start:end], h.per, skip, out, vals); err != nil {
+		if out, vals, err = h.decodeChunk(h.closed[start:end], h.per, skip, out, vals, nil); err != nil {
 			return nil, err
 		}
 		start, skip = end, 0
 	}
-	if out, _, err = h.decodeChunk(h.tail, h.st.n, skip, out, vals); err != nil {
+	if out, _, err = h.decodeChunk(h.tail, h.st.n, skip, out, vals, nil); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
 // decodeChunk decodes the n points of the chunk b and appends all but the
-// first skip to out, their gauges to vals.
-func (h *History) decodeChunk(b []byte, n, skip int, out []diagnose.Point, vals []float64) ([]diagnose.Point, []float64, error) {
+// first skip to out, their gauges to vals. When final is not nil it is set
+// to the state after the last point, as encoding left it.
+func (h *History) decodeChunk(b []byte, n, skip int, out []diagnose.Point, vals []float64, final *state) ([]diagnose.Point, []float64, error) {
 	var st state
 	var scratch diagnose.Point
 	for i := range n {
@@ -445,6 +446,9 @@ func (h *History) decodeChunk(b []byte, n, skip int, out []diagnose.Point, vals 
 			}
 		}
 		st.n++
+	}
+	if final != nil {
+		*final = st
 	}
 	return out, vals, nil
 }

@@ -58,6 +58,25 @@ type Dict struct {
 	pmu       sync.RWMutex
 	phraseIDs map[string]uint32
 	phrases   atomic.Pointer[[]string]
+
+	// frozen: the Dict holds what NewPortableCodec put in and learns
+	// nothing more.
+	frozen bool
+}
+
+// NewPortableCodec returns a Codec whose Dict holds exactly lists, in order
+// (bucket layouts and quantile lists), and learns nothing more: no other
+// list and no phrase. Its records decode with any Codec made from the same
+// lists, in any process, so its bytes may be shared (a Redis store). Lists
+// not among them, and every Diagnosis text, are written inline. Callers must
+// only ever append to lists: an id, once written, keeps its list.
+func NewPortableCodec(lists [][]float64) *Codec {
+	c := &Codec{}
+	for _, l := range lists {
+		c.dict.id(l)
+	}
+	c.dict.frozen = true
+	return c
 }
 
 const maxDictLists = 4096
@@ -73,6 +92,9 @@ func (d *Dict) id(vs []float64) (uint64, bool) {
 	defer d.mu.Unlock()
 	if id, ok := d.ids[string(key)]; ok {
 		return uint64(id), true
+	}
+	if d.frozen {
+		return 0, false
 	}
 	var lists [][]float64
 	if p := d.lists.Load(); p != nil {

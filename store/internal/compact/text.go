@@ -266,6 +266,9 @@ func (d *Dict) phraseID(p string) (uint64, bool) {
 	if ok {
 		return uint64(id), true
 	}
+	if d.frozen {
+		return 0, false
+	}
 	d.pmu.Lock()
 	defer d.pmu.Unlock()
 	if id, ok := d.phraseIDs[p]; ok {

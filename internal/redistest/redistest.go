@@ -1,0 +1,459 @@
+package redistest
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// InstallHint says how to get the binaries Start and StartCluster need.
+const InstallHint = "install it: apt-get install -y redis-server (or run `make deps`, which runs scripts/deps.sh)"
+
+const (
+	readyTimeout  = 20 * time.Second
+	stopTimeout   = 10 * time.Second
+	startAttempts = 3
+	maxLog        = 256 << 10
+	pollInterval  = 20 * time.Millisecond
+)
+
+// Options configures a server Start runs.
+type Options struct {
+	// Persist turns on the append-only file (fsync always) so data
+	// survives Stop and Restart; by default nothing is persisted.
+	Persist bool
+	// ExtraArgs are appended to redis-server's command line, e.g.
+	// []string{"--maxmemory", "10mb"}.
+	ExtraArgs []string
+
+	cluster bool
+}
+
+// Server is one redis-server started by Start or StartCluster. Its methods
+// are safe for concurrent use, except that those failing the test must be
+// called from the test's goroutine.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+	opts Options
+	logs *logBuffer
+
+	mu   sync.Mutex
+	proc *process // nil while stopped
+}
+
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// Binaries locates redis-server and redis-cli: $REDIS_SERVER_BIN and
+// $REDIS_CLI_BIN, then PATH, then /usr/bin. The error says how to install
+// them.
+func Binaries() (server, cli string, err error) {
+	find := func(env, name string) (string, error) {
+		if p := os.Getenv(env); p != "" {
+			if isExecutable(p) {
+				return p, nil
+			}
+			return "", fmt.Errorf("redistest: %s=%q is not an executable file; %s", env, p, InstallHint)
+		}
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
+		}
+		if p := "/usr/bin/" + name; isExecutable(p) {
+			return p, nil
+		}
+		return "", fmt.Errorf("redistest: %s not found on PATH or in /usr/bin; %s", name, InstallHint)
+	}
+	if server, err = find("REDIS_SERVER_BIN", "redis-server"); err != nil {
+		return "", "", err
+	}
+	if cli, err = find("REDIS_CLI_BIN", "redis-cli"); err != nil {
+		return "", "", err
+	}
+	return server, cli, nil
+}
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// Start runs a redis-server without persistence on a free loopback port
+// and returns once it answers PING. It fails the test (never skips) when
+// the binary is missing or the server does not come up.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartWith(t, Options{})
+}
+
+// StartWith is Start with options.
+func StartWith(t testing.TB, opts Options) *Server {
+	t.Helper()
+	bin, _, err := Binaries()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return start(t, bin, t.TempDir(), opts)
+}
+
+func start(t testing.TB, bin, dir string, opts Options) *Server {
+	t.Helper()
+	s := &Server{t: t, bin: bin, dir: dir, opts: opts, logs: &logBuffer{}}
+	t.Cleanup(func() {
+		s.stop(syscall.SIGTERM)
+		if t.Failed() {
+			t.Logf("redistest: redis-server on %s (dir %s) output:\n%s", s.Addr(), s.dir, s.logs)
+		}
+	})
+	var lastErr error
+	for range startAttempts {
+		port, err := freePort(opts.cluster)
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s.port = port
+		mark := s.logs.len()
+		if lastErr = s.run(); lastErr == nil {
+			return s
+		}
+		s.stop(syscall.SIGKILL)
+		if !s.logs.containsSince(mark, "already in use") {
+			break
+		}
+	}
+	t.Fatalf("redistest: start %s: %v (its output is logged below)", bin, lastErr)
+	return nil
+}
+
+// freePort returns a loopback port that was free a moment ago; for a
+// cluster node, port+10000 (its cluster bus) was free too.
+func freePort(cluster bool) (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find a free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if !cluster {
+			l.Close()
+			return port, nil
+		}
+		if port+10000 > 65535 {
+			l.Close()
+			continue
+		}
+		bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000)))
+		l.Close()
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		return port, nil
+	}
+	return 0, errors.New("find a free port pair for a cluster node: none found")
+}
+
+func (s *Server) args() []string {
+	a := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--logfile", "",
+		"--daemonize", "no",
+		"--protected-mode", "no",
+		"--save", "",
+		"--appendonly", "no",
+	}
+	if s.opts.Persist {
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	}
+	if s.opts.cluster {
+		a = append(a, "--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"),
+			"--cluster-node-timeout", "5000")
+	}
+	return append(a, s.opts.ExtraArgs...)
+}
+
+// run starts the process and waits for PING.
+func (s *Server) run() error {
+	cmd := exec.Command(s.bin, s.args()...)
+	cmd.Dir = s.dir
+	cmd.Stdout, cmd.Stderr = s.logs, s.logs
+	proc := &process{cmd: cmd, done: make(chan struct{})}
+	if err := startProcess(proc); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.proc = proc
+	s.mu.Unlock()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		select {
+		case <-proc.done:
+			return fmt.Errorf("redis-server exited: %v", proc.err)
+		default:
+		}
+		reply, err := s.Do("PING")
+		if err == nil && reply == "PONG" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no PONG from %s within %v: %v %q", s.Addr(), readyTimeout, err, reply)
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
+
+// URL returns a redis:// URL of the server.
+func (s *Server) URL() string { return "redis://" + s.Addr() }
+
+// Dir returns the server's working directory.
+func (s *Server) Dir() string { return s.dir }
+
+// Pid returns the process id, or 0 while stopped.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.cmd.Process.Pid
+}
+
+// Stop shuts the server down (SIGTERM to its pid, SIGKILL after a timeout)
+// and waits for it to exit. Stopping a stopped server does nothing.
+func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() { s.stop(syscall.SIGKILL) }
+
+func (s *Server) stop(sig syscall.Signal) {
+	s.mu.Lock()
+	proc := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if proc == nil {
+		return
+	}
+	_ = proc.cmd.Process.Signal(sig)
+	select {
+	case <-proc.done:
+	case <-time.After(stopTimeout):
+		_ = proc.cmd.Process.Kill()
+		<-proc.done
+	}
+}
+
+// Restart stops the server if it runs and starts it again on the same port
+// and directory (with persistence, on the same data); it fails the test if
+// the server does not come back.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	var err error
+	for range 50 { // the port may linger briefly after the old process
+		mark := s.logs.len()
+		if err = s.run(); err == nil {
+			return
+		}
+		s.stop(syscall.SIGKILL)
+		if !s.logs.containsSince(mark, "already in use") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.t.Fatalf("redistest: restart on %s: %v", s.Addr(), err)
+}
+
+// Do sends one command in RESP and returns a simple or bulk string reply
+// (an error reply as an error; arrays and integers as their text). It is
+// for set-up and checks, not for the code under test.
+func (s *Server) Do(args ...string) (string, error) {
+	return do(s.Addr(), args...)
+}
+
+func do(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write(b.Bytes()); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := ioReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", err
+		}
+		var parts []string
+		for range max(n, 0) {
+			p, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
+}
+
+func ioReadFull(r *bufio.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		k, err := r.Read(buf[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// Cluster is a Redis Cluster of masters started by StartCluster.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// Addrs returns every node's host:port: the seed list for a cluster client.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr()
+	}
+	return out
+}
+
+// StartCluster runs masters cluster-enabled redis-servers (at least 3),
+// joins them into one cluster without replicas and returns once every node
+// reports cluster_state:ok.
+func StartCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	if masters < 3 {
+		t.Fatalf("redistest: a cluster needs at least 3 masters, got %d", masters)
+	}
+	bin, cli, err := Binaries()
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	root := t.TempDir()
+	c := &Cluster{}
+	for i := range masters {
+		dir := filepath.Join(root, strconv.Itoa(i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		c.Nodes = append(c.Nodes, start(t, bin, dir, Options{cluster: true}))
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.Command(cli, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redistest: %s %s: %v\n%s", cli, strings.Join(args, " "), err, out)
+	}
+	deadline := time.Now().Add(readyTimeout)
+	for _, n := range c.Nodes {
+		for {
+			info, err := n.Do("CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: cluster node %s not ok within %v: %v\n%s\ncreate output:\n%s", n.Addr(), readyTimeout, err, info, out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+// logBuffer keeps the tail of a process's output.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	off int // bytes dropped from the front
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - maxLog; over > 0 {
+		l.buf = append([]byte(nil), l.buf[over:]...)
+		l.off += over
+	}
+	return len(p), nil
+}
+
+func (l *logBuffer) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.off + len(l.buf)
+}
+
+func (l *logBuffer) containsSince(mark int, s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := max(mark-l.off, 0)
+	return bytes.Contains(l.buf[i:], []byte(s))
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
+}

@@ -1,0 +1,288 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+// Options are the bounds a conformance test asks of a new store.
+type Options struct {
+	HistoryLen int // points kept per node
+	FeedLen    int // events kept in the feed; trimming must be exact
+}
+
+// Harness makes stores for Conformance.
+type Harness struct {
+	// New returns an empty store of its own (its own feed) with the given
+	// bounds; the test ends it.
+	New func(t *testing.T, o Options) store.Store
+	// Ahead returns a token of tok's feed past the feed's end (after 99
+	// events, when the feed has fewer).
+	Ahead func(tok string) string
+}
+
+// Conformance runs the behaviour every store.Store shares.
+func Conformance(t *testing.T, h Harness) {
+	t.Run("RecordsAndHistory", func(t *testing.T) { testRecordsAndHistory(t, h) })
+	t.Run("Feed", func(t *testing.T) { testFeed(t, h) })
+	t.Run("EventsWakesOnPublishAndHonoursContext", func(t *testing.T) { testEventsWake(t, h) })
+	t.Run("CachedCoalescesConcurrentLoads", func(t *testing.T) { testCachedCoalesces(t, h) })
+	t.Run("CachedExpiryAndErrors", func(t *testing.T) { testCachedExpiry(t, h) })
+}
+
+func rec(id, model string) *store.Record {
+	return &store.Record{
+		Node:    &llmdiagv1.Node{Id: id, Model: model},
+		Metrics: &llmdiagv1.NodeMetrics{Node: id, Model: model},
+	}
+}
+
+func testRecordsAndHistory(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.New(t, Options{HistoryLen: 3, FeedLen: 16})
+	for i := range 5 {
+		if err := s.Put(ctx, rec("b", "m"), diagnose.Point{At: time.Unix(int64(i), 0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Put(ctx, rec("a", "m"), diagnose.Point{At: time.Unix(9, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := s.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Node.GetId() != "a" || list[1].Node.GetId() != "b" {
+		t.Fatalf("List = %v, want a then b", list)
+	}
+	hist, err := s.History(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 3 || hist[0].At.Unix() != 2 || hist[2].At.Unix() != 4 {
+		t.Fatalf("History = %v, want the last 3 points (2..4)", hist)
+	}
+	// Records are copies: changing one does not change the store.
+	got, err := s.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Node.Model = "changed"
+	again, _ := s.Get(ctx, "a")
+	if again.Node.GetModel() != "m" {
+		t.Fatalf("store shares its records with callers")
+	}
+	for _, call := range []func() error{
+		func() error { _, err := s.Get(ctx, "nope"); return err },
+		func() error { _, err := s.History(ctx, "nope"); return err },
+	} {
+		if err := call(); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("unknown node: err = %v, want ErrNotFound", err)
+		}
+	}
+}
+
+func health(node string, s llmdiagv1.Status) *llmdiagv1.NodeHealth {
+	return &llmdiagv1.NodeHealth{Node: node, Status: s}
+}
+
+func testFeed(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.New(t, Options{HistoryLen: 3, FeedLen: 4})
+	start, err := s.LastToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing yet: Events waits, then returns empty.
+	evs, err := s.Events(ctx, start, 10, 20*time.Millisecond)
+	if err != nil || len(evs) != 0 {
+		t.Fatalf("empty feed: %v %v", evs, err)
+	}
+	var tokens []string
+	for i := range 6 {
+		ev, err := s.Publish(ctx, health(fmt.Sprint("n", i), llmdiagv1.Status_STATUS_OK))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, ev.Token)
+	}
+	if last, err := s.LastToken(ctx); err != nil || last != tokens[5] {
+		t.Fatalf("LastToken = %q, %v; want %q", last, err, tokens[5])
+	}
+	other := h.New(t, Options{HistoryLen: 3, FeedLen: 4})
+	var otherTok string
+	for range 3 {
+		ev, err := other.Publish(ctx, health("o", llmdiagv1.Status_STATUS_OK))
+		if err != nil {
+			t.Fatal(err)
+		}
+		otherTok = ev.Token
+	}
+	tests := []struct {
+		name      string
+		token     string
+		max       int
+		wantNodes []string
+		wantErr   error
+	}{
+		{"resume in the middle", tokens[2], 10, []string{"n3", "n4", "n5"}, nil},
+		{"max bounds the batch", tokens[1], 2, []string{"n2", "n3"}, nil},
+		{"trimmed token", tokens[0], 10, nil, store.ErrTokenExpired},
+		{"from the start, trimmed", start, 10, nil, store.ErrTokenExpired},
+		{"other feed", otherTok, 10, nil, store.ErrTokenExpired},
+		{"garbage", "zzz", 10, nil, store.ErrTokenExpired},
+		{"ahead of feed", h.Ahead(tokens[5]), 10, nil, store.ErrTokenExpired},
+		{"up to date", tokens[5], 10, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, err := s.Events(ctx, tc.token, tc.max, 10*time.Millisecond)
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			var nodes []string
+			for _, ev := range evs {
+				nodes = append(nodes, ev.Health.GetNode())
+			}
+			if fmt.Sprint(nodes) != fmt.Sprint(tc.wantNodes) {
+				t.Fatalf("events = %v, want %v", nodes, tc.wantNodes)
+			}
+			// Tokens of events read resume where Publish's would.
+			for i, ev := range evs {
+				var want string
+				for j := range tokens {
+					if fmt.Sprint("n", j) == tc.wantNodes[i] {
+						want = tokens[j]
+					}
+				}
+				if ev.Token != want {
+					t.Fatalf("event %s has token %q, Publish gave %q", tc.wantNodes[i], ev.Token, want)
+				}
+			}
+		})
+	}
+}
+
+func testEventsWake(t *testing.T, h Harness) {
+	s := h.New(t, Options{HistoryLen: 3, FeedLen: 16})
+	ctx := context.Background()
+	tok, _ := s.LastToken(ctx)
+	got := make(chan []store.Event, 1)
+	go func() {
+		evs, _ := s.Events(ctx, tok, 10, time.Minute)
+		got <- evs
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if _, err := s.Publish(ctx, health("x", llmdiagv1.Status_STATUS_CRIT)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case evs := <-got:
+		if len(evs) != 1 || evs[0].Health.GetNode() != "x" {
+			t.Fatalf("woke with %v", evs)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Events did not wake on Publish")
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	tok, _ = s.LastToken(ctx)
+	errc := make(chan error, 1)
+	go func() { _, err := s.Events(cctx, tok, 10, time.Minute); errc <- err }()
+	time.Sleep(20 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Events ignored cancellation")
+	}
+}
+
+func testCachedCoalesces(t *testing.T, h Harness) {
+	s := h.New(t, Options{HistoryLen: 3, FeedLen: 16})
+	var loads atomic.Int32
+	release := make(chan struct{})
+	load := func(context.Context) ([]byte, error) {
+		loads.Add(1)
+		<-release // hold the load until every caller is waiting on it
+		return []byte("v"), nil
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := s.Cached(context.Background(), "q", time.Minute, load)
+			if err == nil && string(v) != "v" {
+				err = fmt.Errorf("got %q", v)
+			}
+			errs <- err
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := loads.Load(); n != 1 {
+		t.Fatalf("50 concurrent identical requests made %d loads, want 1", n)
+	}
+	if _, err := s.Cached(context.Background(), "q", time.Minute, load); err != nil || loads.Load() != 1 {
+		t.Fatalf("cache miss after load: %v, loads %d", err, loads.Load())
+	}
+}
+
+func testCachedExpiry(t *testing.T, h Harness) {
+	s := h.New(t, Options{HistoryLen: 3, FeedLen: 16})
+	ctx := context.Background()
+	var loads atomic.Int32
+	load := func(v string) func(context.Context) ([]byte, error) {
+		return func(context.Context) ([]byte, error) { loads.Add(1); return []byte(v), nil }
+	}
+	if v, err := s.Cached(ctx, "a", 300*time.Millisecond, load("a1")); err != nil || string(v) != "a1" {
+		t.Fatalf("first load: %q %v", v, err)
+	}
+	if v, _ := s.Cached(ctx, "a", 300*time.Millisecond, load("a2")); string(v) != "a1" {
+		t.Fatalf("within ttl: %q", v)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if v, _ := s.Cached(ctx, "a", 300*time.Millisecond, load("a3")); string(v) != "a3" {
+		t.Fatalf("after ttl: %q, want a reload", v)
+	}
+	boom := errors.New("boom")
+	failing := func(context.Context) ([]byte, error) { loads.Add(1); return nil, boom }
+	if _, err := s.Cached(ctx, "e", time.Minute, failing); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	before := loads.Load()
+	if _, err := s.Cached(ctx, "e", time.Minute, failing); !errors.Is(err, boom) || loads.Load() != before+1 {
+		t.Fatalf("errors must not be cached (loads %d → %d)", before, loads.Load())
+	}
+	// Keys are arbitrary bytes.
+	if v, err := s.Cached(ctx, "window\x00{n}\x00:5m", time.Minute, load("w")); err != nil || string(v) != "w" {
+		t.Fatalf("binary key: %q %v", v, err)
+	}
+	// A caller that gives up returns at once with its context's error.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Cached(cctx, "slow", time.Minute, func(context.Context) ([]byte, error) { time.Sleep(time.Second); return nil, nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller: %v", err)
+	}
+}
