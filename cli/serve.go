@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -14,15 +15,20 @@ import (
 	"github.com/peterbourgon/ff/v3/ffcli"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/llmdiag/llmdiag/combine"
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/ingest"
+	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/promsource"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
+	"github.com/llmdiag/llmdiag/store/redisstore"
+	"github.com/llmdiag/llmdiag/store/replica"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
 
@@ -67,6 +73,11 @@ func serveCommand(env Env) *ffcli.Command {
 	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
 	thresholdsFile := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); keys it leaves out keep their defaults; --stale-after, when given, overrides its stale_after")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
+	redisURL := fs.String("redis", "", "keep state in this Redis, shared by replicas: redis://[user:password@]host:port[/db] (rediss:// for TLS); several host:port separated by commas for a Cluster. One replica at a time (the ingest lease holder) refreshes; all serve")
+	redisPrefix := fs.String("redis-prefix", redisstore.DefaultPrefix, "prefix of every Redis key; replicas with the same prefix share state and the ingest lease")
+	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
+	replicaID := fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
+	syncEvery := fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
 	prom := promFlags(fs)
 	newLog := logFlags(fs)
 	return &ffcli.Command{
@@ -77,7 +88,9 @@ func serveCommand(env Env) *ffcli.Command {
 Scrape every node's /metrics every --interval, diagnose each against its
 history and its peers, and serve DiagnosisService over Connect, gRPC and
 gRPC-Web on one port, with grpc.health.v1, server reflection and the
-service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
+service's own /metrics. State is kept in memory, or with --redis in Redis,
+shared by any number of replicas: each serves reads, and the one holding the
+ingest lease refreshes. Stops gracefully on SIGTERM.`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -101,6 +114,9 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 			}
 			if *interval <= 0 || *staleAfter <= 0 || *scrapeTimeout <= 0 {
 				return usageError{errors.New("--interval, --stale-after and --scrape-timeout must be positive")}
+			}
+			if *redisURL != "" && (*leaseTTL < lease.MinTTL || *replicaID == "" || *syncEvery <= 0) {
+				return usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty and --redis-sync positive", lease.MinTTL)}
 			}
 			f := &fleet.File{}
 			if *fleetPath != "" {
@@ -130,7 +146,27 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 				return err
 			}
 			th.StaleAfter = *staleAfter
-			st := memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
+			var (
+				st          store.Store
+				rdb         redis.UniversalClient
+				ingestLease *lease.Lease
+			)
+			if *redisURL == "" {
+				st = memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
+			} else {
+				if rdb, err = redisstore.NewClient(*redisURL); err != nil {
+					return usageError{fmt.Errorf("--redis: %w", err)}
+				}
+				defer rdb.Close()
+				shared := redisstore.New(rdb, redisstore.Options{Prefix: *redisPrefix, HistoryLen: *historyLen})
+				local := memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
+				rep := replica.New(shared, local, replica.Options{SyncEvery: *syncEvery, Log: log})
+				go rep.Run(ctx)
+				st = rep
+				if ingestLease, err = lease.New(rdb, *redisPrefix+"ingest", *replicaID, *leaseTTL, time.Now, log, reg); err != nil {
+					return err
+				}
+			}
 			var (
 				src interface {
 					refresh.Source
@@ -167,22 +203,39 @@ service's own /metrics. State is kept in memory. Stops gracefully on SIGTERM.`),
 			}
 			loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th, Fleet: byID})
 			svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th}, ctx.Done())
-			h := server.Handler(svc, server.NewHealth(loop.Ready()), reg, connect.WithInterceptors(tm.Interceptor()))
+			ready := loop.Ready()
+			var deps []server.Dependency
+			if rdb != nil {
+				ready = sharedReady(ctx, st, loop.Ready(), *interval)
+				deps = append(deps, server.Dependency{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+			}
+			h := server.Handler(svc, server.NewHealth(ready, deps...), reg, connect.WithInterceptors(tm.Interceptor()))
 
 			ln, err := net.Listen("tcp", *listen)
 			if err != nil {
 				return fmt.Errorf("listen: %w", err)
 			}
-			log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
-			go loop.Run(ctx)
+			ingestCtx, stopIngest := context.WithCancel(ctx)
+			defer stopIngest()
+			ingestDone := make(chan struct{})
+			if ingestLease == nil {
+				log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
+				go func() { defer close(ingestDone); loop.Run(ingestCtx) }()
+			} else {
+				log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window,
+					"redis", redactURL(*redisURL), "replica", *replicaID, "lease_ttl", *leaseTTL)
+				go func() { defer close(ingestDone); leadRefresh(ingestCtx, ingestLease, loop) }()
+			}
 			go func() {
 				select {
-				case <-loop.Ready():
+				case <-ready:
 					log.Info("first refresh done; verdicts available")
 				case <-ctx.Done():
 				}
 			}()
 			err = server.Serve(ctx, ln, h, log, *grace)
+			stopIngest()
+			<-ingestDone // a leader releases the lease before the client closes
 			log.Info("llmdiag stopped")
 			return err
 		}),
@@ -249,4 +302,65 @@ func (p promFlagSet) config(staleAfter time.Duration) promsource.Config {
 		}
 	}
 	return cfg
+}
+
+// leadRefresh runs loop whenever this replica holds the ingest lease, until
+// ctx is done: each term's refreshes carry the term's fencing epoch, so the
+// store refuses them once a newer leader has written, and the loop stops
+// when the term ends (lost, not renewed in time, or shutdown).
+func leadRefresh(ctx context.Context, l *lease.Lease, loop *refresh.Loop) {
+	l.Run(ctx, func(leaderCtx context.Context, epoch uint64) {
+		loop.Run(store.WithFence(leaderCtx, epoch))
+	})
+}
+
+// sharedReady is closed when this replica's own first refresh is done or
+// the shared store already holds verdicts another replica wrote, whichever
+// comes first: a follower serves reads without refreshing itself.
+func sharedReady(ctx context.Context, st store.Store, own <-chan struct{}, every time.Duration) <-chan struct{} {
+	ready := make(chan struct{})
+	go func() {
+		defer close(ready)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			lctx, cancel := context.WithTimeout(ctx, every)
+			recs, err := st.List(lctx)
+			cancel()
+			if err == nil && len(recs) > 0 {
+				return
+			}
+			select {
+			case <-own:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return ready
+}
+
+// defaultReplicaID is hostname-pid.
+func defaultReplicaID() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		h = "llmdiag"
+	}
+	return h + "-" + strconv.Itoa(os.Getpid())
+}
+
+// redactURL hides the password of a --redis URL for logs.
+func redactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return "(redacted)"
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		if user, _, hasPass := strings.Cut(rest[:i], ":"); hasPass {
+			return scheme + "://" + user + ":xxxxx@" + rest[i+1:]
+		}
+	}
+	return raw
 }

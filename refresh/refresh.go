@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -60,6 +61,7 @@ type Loop struct {
 	now   func() time.Time
 	cfg   Config
 	ready chan struct{}
+	once  sync.Once // closes ready
 }
 
 // New returns a Loop; call Run to start it.
@@ -83,7 +85,8 @@ func New(src Source, st store.Store, rec Recorder, log *slog.Logger, now func() 
 func (l *Loop) Ready() <-chan struct{} { return l.ready }
 
 // Run refreshes at once and then every Interval until ctx is done. A failed
-// refresh is logged and counted; the loop goes on.
+// refresh is logged and counted; the loop goes on. Run may be called again
+// after it returned (an ingest leader runs it once per lease term).
 func (l *Loop) Run(ctx context.Context) {
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
@@ -93,7 +96,7 @@ func (l *Loop) Run(ctx context.Context) {
 			l.log.Warn("refresh failed", "err", err)
 		} else if first && err == nil {
 			first = false
-			close(l.ready)
+			l.once.Do(func() { close(l.ready) })
 		}
 		select {
 		case <-ctx.Done():

@@ -2,61 +2,79 @@ package redisstore
 
 import (
 	"errors"
-	"fmt"
 	"net/url"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// NewClient returns a client for addr, which is one of
+// NewClient returns a client for raw, which is one of
 //
 //   - a URL of one server: redis://[user:password@]host:port[/db] (rediss://
 //     for TLS), with go-redis's query options (dial_timeout=…, …);
-//   - a URL of a Cluster: the same with further seed nodes as addr=
-//     parameters: redis://user:pass@host1:6379?addr=host2:6379&addr=host3:6379;
+//   - a URL of a Cluster: several host:port separated by commas
+//     (redis://u:p@h1:7000,h2:7001), or further seeds as addr= parameters;
 //   - a URL of a Sentinel set: redis://[user:pass@]sentinel1:26379?master_name=mymaster&addr=sentinel2:26379;
-//   - a comma-separated list of host:port seed nodes of a Cluster.
+//   - a bare comma-separated list of host:port: a Cluster's seeds.
 //
 // The client is a redis.UniversalClient, so New works the same on all of
-// them.
-func NewClient(addr string) (redis.UniversalClient, error) {
-	addr = strings.TrimSpace(addr)
-	if addr == "" {
-		return nil, errors.New("redis address is empty")
+// them, and the deadline of a caller's context reaches the socket
+// (ContextTimeoutEnabled).
+func NewClient(raw string) (redis.UniversalClient, error) {
+	raw = strings.TrimSpace(raw)
+	if !strings.Contains(raw, "://") {
+		raw = "redis://" + raw
 	}
-	if !strings.Contains(addr, "://") {
-		var addrs []string
-		for _, a := range strings.Split(addr, ",") {
-			if a = strings.TrimSpace(a); a != "" {
-				addrs = append(addrs, a)
-			}
+	scheme, rest, _ := strings.Cut(raw, "://")
+	if scheme != "redis" && scheme != "rediss" {
+		return nil, errors.New("want a redis:// or rediss:// URL")
+	}
+	auth, tail := rest, ""
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		auth, tail = rest[:i], rest[i:]
+	}
+	userinfo, hosts := "", auth
+	if i := strings.LastIndex(auth, "@"); i >= 0 {
+		userinfo, hosts = auth[:i+1], auth[i+1:]
+	}
+	var addrs []string
+	for _, h := range strings.Split(hosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			addrs = append(addrs, h)
 		}
-		return redis.NewUniversalClient(&redis.UniversalOptions{Addrs: addrs, IsClusterMode: len(addrs) > 1}), nil
 	}
-	u, err := url.Parse(addr)
+	if len(addrs) == 0 {
+		return nil, errors.New("no host in URL")
+	}
+	u, err := url.Parse(scheme + "://" + userinfo + addrs[0] + tail)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
 	q := u.Query()
+	for _, a := range addrs[1:] {
+		q.Add("addr", a)
+	}
+	u.RawQuery = q.Encode()
 	switch {
 	case q.Get("master_name") != "":
-		opts, err := redis.ParseFailoverURL(addr)
+		opts, err := redis.ParseFailoverURL(u.String())
 		if err != nil {
-			return nil, fmt.Errorf("redis sentinel url: %w", err)
+			return nil, err
 		}
+		opts.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(opts), nil
 	case q.Has("addr"):
-		opts, err := redis.ParseClusterURL(addr)
+		opts, err := redis.ParseClusterURL(u.String())
 		if err != nil {
-			return nil, fmt.Errorf("redis cluster url: %w", err)
+			return nil, err
 		}
+		opts.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(opts), nil
-	default:
-		opts, err := redis.ParseURL(addr)
-		if err != nil {
-			return nil, fmt.Errorf("redis url: %w", err)
-		}
-		return redis.NewClient(opts), nil
 	}
+	opts, err := redis.ParseURL(u.String())
+	if err != nil {
+		return nil, err
+	}
+	opts.ContextTimeoutEnabled = true
+	return redis.NewClient(opts), nil
 }

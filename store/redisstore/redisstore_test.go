@@ -440,3 +440,55 @@ func TestCachedWithoutRedis(t *testing.T) {
 		t.Fatalf("Get with Redis down: %v, want an outage error", err)
 	}
 }
+
+func TestNewClientParsing(t *testing.T) {
+	for _, tc := range []struct {
+		url              string
+		cluster          bool
+		addrs            []string
+		user, pass       string
+		wantErr, wantTLS bool
+	}{
+		{url: "redis://127.0.0.1:6379", addrs: []string{"127.0.0.1:6379"}},
+		{url: "redis://u:p%40ss@h:6380/2", addrs: []string{"h:6380"}, user: "u", pass: "p@ss"},
+		{url: "rediss://:secret@h:6380", addrs: []string{"h:6380"}, pass: "secret", wantTLS: true},
+		{url: "redis://u:p@h1:7000,h2:7001,h3:7002", cluster: true, addrs: []string{"h1:7000", "h2:7001", "h3:7002"}, user: "u", pass: "p"},
+		{url: "redis://h1:7000?addr=h2:7001", cluster: true, addrs: []string{"h1:7000", "h2:7001"}},
+		{url: "h1:7000,h2:7001", cluster: true, addrs: []string{"h1:7000", "h2:7001"}},
+		{url: "http://h:1", wantErr: true},
+		{url: "redis://", wantErr: true},
+		{url: "redis://h:1?bogus=1", wantErr: true},
+	} {
+		c, err := redisstore.NewClient(tc.url)
+		if tc.wantErr {
+			if err == nil {
+				c.Close()
+				t.Errorf("%s: no error", tc.url)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.url, err)
+			continue
+		}
+		var (
+			addrs      []string
+			user, pass string
+			ctxTimeout bool
+			tls        bool
+		)
+		switch c := c.(type) {
+		case *redis.Client:
+			o := c.Options()
+			addrs, user, pass, ctxTimeout, tls = []string{o.Addr}, o.Username, o.Password, o.ContextTimeoutEnabled, o.TLSConfig != nil
+		case *redis.ClusterClient:
+			o := c.Options()
+			addrs, user, pass, ctxTimeout, tls = o.Addrs, o.Username, o.Password, o.ContextTimeoutEnabled, o.TLSConfig != nil
+		}
+		c.Close()
+		if _, isCluster := c.(*redis.ClusterClient); isCluster != tc.cluster || fmt.Sprint(addrs) != fmt.Sprint(tc.addrs) ||
+			user != tc.user || pass != tc.pass || !ctxTimeout || tls != tc.wantTLS {
+			t.Errorf("%s: cluster %v addrs %v user %q pass %q ctx deadlines %v tls %v", tc.url, isCluster, addrs, user, pass, ctxTimeout, tls)
+		}
+	}
+}
