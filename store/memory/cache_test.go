@@ -3,54 +3,11 @@ package memory_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llmdiag/llmdiag/store/memory"
 )
-
-func TestCachedCoalescesConcurrentLoads(t *testing.T) {
-	s := memory.New(memory.Options{}, "c")
-	var loads atomic.Int32
-	release := make(chan struct{})
-	load := func(context.Context) ([]byte, error) {
-		loads.Add(1)
-		<-release // hold the load until every caller is waiting on it
-		return []byte("v"), nil
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 50)
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := s.Cached(context.Background(), "q", time.Minute, load)
-			if err == nil && string(v) != "v" {
-				err = fmt.Errorf("got %q", v)
-			}
-			errs <- err
-		}()
-	}
-	time.Sleep(50 * time.Millisecond)
-	close(release)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if n := loads.Load(); n != 1 {
-		t.Fatalf("50 concurrent identical requests made %d loads, want 1", n)
-	}
-	// Cached now: no further load.
-	if _, err := s.Cached(context.Background(), "q", time.Minute, load); err != nil || loads.Load() != 1 {
-		t.Fatalf("cache miss after load: %v, loads %d", err, loads.Load())
-	}
-}
 
 func TestCachedExpiryErrorsAndBound(t *testing.T) {
 	now := time.Unix(0, 0)
