@@ -76,7 +76,7 @@ func New(src Source, st store.Store, rec Recorder, log *slog.Logger, now func() 
 		cfg.Timeout = max(2*cfg.Interval, 10*time.Second)
 	}
 	if cfg.MinScoreChange <= 0 {
-		cfg.MinScoreChange = 0.1
+		cfg.MinScoreChange = DefaultMinScoreChange
 	}
 	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{})}
 }
@@ -208,6 +208,10 @@ func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdia
 	return d.GetStatus(), nil
 }
 
+// DefaultMinScoreChange is the load-score move that alone publishes a
+// health event: the finest change a StreamHealth subscriber can ask for.
+const DefaultMinScoreChange = 0.05
+
 // Health is the routing-relevant part of a node's record.
 func Health(n *llmdiagv1.Node, observedAt *timestamppb.Timestamp) *llmdiagv1.NodeHealth {
 	return &llmdiagv1.NodeHealth{
@@ -219,6 +223,7 @@ func Health(n *llmdiagv1.Node, observedAt *timestamppb.Timestamp) *llmdiagv1.Nod
 		LoadScore:  n.GetLoadScore(),
 		Staleness:  n.GetStaleness(),
 		ObservedAt: observedAt,
+		Labels:     n.GetLabels(),
 	}
 }
 

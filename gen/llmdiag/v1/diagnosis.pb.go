@@ -2416,9 +2416,16 @@ type StreamHealthRequest struct {
 	// Between 1s and 5m; unset means 15s.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
 	// resume_token of the last event received: the stream resumes after it.
-	ResumeToken   string `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ResumeToken string `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`
+	// Select nodes carrying every one of these labels (fleet-file labels).
+	Labels map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A load-score change alone is sent only once the score has moved this
+	// much since the score last sent for that node; status, cause,
+	// routability and staleness changes are always sent. 0 means every change
+	// the service publishes (it publishes moves of 0.05 or more). At most 1.
+	MinScoreChange float64 `protobuf:"fixed64,6,opt,name=min_score_change,json=minScoreChange,proto3" json:"min_score_change,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StreamHealthRequest) Reset() {
@@ -2479,17 +2486,33 @@ func (x *StreamHealthRequest) GetResumeToken() string {
 	return ""
 }
 
+func (x *StreamHealthRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *StreamHealthRequest) GetMinScoreChange() float64 {
+	if x != nil {
+		return x.MinScoreChange
+	}
+	return 0
+}
+
 // NodeHealth is the routing-relevant state of one node.
 type NodeHealth struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Status        Status                 `protobuf:"varint,3,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
-	RootCause     Cause                  `protobuf:"varint,4,opt,name=root_cause,json=rootCause,proto3,enum=llmdiag.v1.Cause" json:"root_cause,omitempty"`
-	Routable      bool                   `protobuf:"varint,5,opt,name=routable,proto3" json:"routable,omitempty"`
-	LoadScore     float64                `protobuf:"fixed64,6,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
-	Staleness     *durationpb.Duration   `protobuf:"bytes,7,opt,name=staleness,proto3" json:"staleness,omitempty"`
-	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Node       string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Model      string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Status     Status                 `protobuf:"varint,3,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
+	RootCause  Cause                  `protobuf:"varint,4,opt,name=root_cause,json=rootCause,proto3,enum=llmdiag.v1.Cause" json:"root_cause,omitempty"`
+	Routable   bool                   `protobuf:"varint,5,opt,name=routable,proto3" json:"routable,omitempty"`
+	LoadScore  float64                `protobuf:"fixed64,6,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
+	Staleness  *durationpb.Duration   `protobuf:"bytes,7,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	// The node's fleet-file labels, for label selectors.
+	Labels        map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2576,6 +2599,13 @@ func (x *NodeHealth) GetStaleness() *durationpb.Duration {
 func (x *NodeHealth) GetObservedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.ObservedAt
+	}
+	return nil
+}
+
+func (x *NodeHealth) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -2841,12 +2871,17 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x14DiagnoseNodeResponse\x123\n" +
 	"\tdiagnosis\x18\x01 \x01(\v2\x15.llmdiag.v1.DiagnosisR\tdiagnosis\x12\x16\n" +
 	"\x06report\x18\x02 \x01(\tR\x06report\x120\n" +
-	"\bdegraded\x18\x03 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xae\x01\n" +
+	"\bdegraded\x18\x03 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xd8\x02\n" +
 	"\x13StreamHealthRequest\x12\x14\n" +
 	"\x05nodes\x18\x01 \x03(\tR\x05nodes\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12H\n" +
 	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12!\n" +
-	"\fresume_token\x18\x04 \x01(\tR\vresumeToken\"\xc5\x02\n" +
+	"\fresume_token\x18\x04 \x01(\tR\vresumeToken\x12C\n" +
+	"\x06labels\x18\x05 \x03(\v2+.llmdiag.v1.StreamHealthRequest.LabelsEntryR\x06labels\x12(\n" +
+	"\x10min_score_change\x18\x06 \x01(\x01R\x0eminScoreChange\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x03\n" +
 	"\n" +
 	"NodeHealth\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
@@ -2859,7 +2894,11 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"load_score\x18\x06 \x01(\x01R\tloadScore\x127\n" +
 	"\tstaleness\x18\a \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12;\n" +
 	"\vobserved_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"observedAt\"\xc9\x01\n" +
+	"observedAt\x12:\n" +
+	"\x06labels\x18\t \x03(\v2\".llmdiag.v1.NodeHealth.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\x01\n" +
 	"\x14StreamHealthResponse\x12)\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.llmdiag.v1.EventKindR\x04kind\x12.\n" +
 	"\x06health\x18\x02 \x01(\v2\x16.llmdiag.v1.NodeHealthR\x06health\x123\n" +
@@ -2962,7 +3001,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Status)(0),                        // 1: llmdiag.v1.Status
@@ -2995,22 +3034,24 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*NodeHealth)(nil),                 // 28: llmdiag.v1.NodeHealth
 	(*StreamHealthResponse)(nil),       // 29: llmdiag.v1.StreamHealthResponse
 	nil,                                // 30: llmdiag.v1.Node.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 32: google.protobuf.Duration
+	nil,                                // 31: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 32: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 33: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 34: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	31, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	33, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	32, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	34, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
 	30, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	31, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	32, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	33, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	34, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
 	12, // 12: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	12, // 13: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	12, // 14: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
@@ -3022,55 +3063,57 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	1,  // 20: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
 	2,  // 21: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
 	14, // 22: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	31, // 23: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 24: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	33, // 23: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 24: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
 	6,  // 25: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
 	0,  // 26: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
 	10, // 27: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
 	18, // 28: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	32, // 29: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	32, // 30: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	34, // 29: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	34, // 30: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
 	13, // 31: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
 	18, // 32: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
 	4,  // 33: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
 	5,  // 34: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	32, // 35: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	32, // 36: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	34, // 35: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	34, // 36: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
 	11, // 37: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
 	22, // 38: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	32, // 39: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	34, // 39: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
 	4,  // 40: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
 	23, // 41: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	31, // 42: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 43: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	33, // 42: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 43: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
 	18, // 44: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
 	6,  // 45: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
 	7,  // 46: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
 	15, // 47: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
 	18, // 48: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	32, // 49: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	1,  // 50: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 51: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	32, // 52: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	31, // 53: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	8,  // 54: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	28, // 55: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	31, // 56: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 57: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	19, // 58: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	21, // 59: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	25, // 60: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	27, // 61: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 62: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	20, // 63: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	24, // 64: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	26, // 65: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	29, // 66: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	62, // [62:67] is the sub-list for method output_type
-	57, // [57:62] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	34, // 49: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	31, // 50: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 51: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 52: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	34, // 53: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	33, // 54: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 55: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 56: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	28, // 57: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	33, // 58: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 59: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	19, // 60: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	21, // 61: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	25, // 62: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	27, // 63: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 64: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	20, // 65: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	24, // 66: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	26, // 67: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	29, // 68: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	64, // [64:69] is the sub-list for method output_type
+	59, // [59:64] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3086,7 +3129,7 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
