@@ -46,6 +46,10 @@ type Store struct {
 
 	mu       sync.Mutex
 	syncedAt time.Time // when the copy last matched the shared store
+	// syncedTok is the feed position the copy is at least as new as: the
+	// shared feed's last token, read before the copy was.
+	syncedTok string
+	synced    bool
 	down     error     // the shared store's last failure; nil when it answered
 	pending  []*llmdiagv1.NodeHealth
 	dropped  int // pending events dropped since the shared store went away
@@ -88,6 +92,10 @@ func (s *Store) Sync(ctx context.Context) error {
 	if err := s.flush(ctx); err != nil {
 		return s.failed(err)
 	}
+	tok, err := s.shared.LastToken(ctx)
+	if err != nil {
+		return s.failed(err)
+	}
 	recs, hists, err := s.dump(ctx)
 	if err != nil {
 		return s.failed(err)
@@ -112,6 +120,7 @@ func (s *Store) Sync(ctx context.Context) error {
 		s.opts.Log.Info("shared store answers again", "was", s.down.Error(), "events_dropped", s.dropped)
 	}
 	s.syncedAt, s.down, s.dropped = s.opts.Now(), nil, 0
+	s.syncedTok, s.synced = tok, true
 	return nil
 }
 
@@ -256,8 +265,24 @@ func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, err
 	return s.local.History(ctx, node)
 }
 
-// LastToken implements store.Store from the shared feed.
-func (s *Store) LastToken(ctx context.Context) (string, error) { return s.shared.LastToken(ctx) }
+// ErrNotSynced is returned by LastToken before the copy was first synced.
+var ErrNotSynced = errors.New("replica: copy not yet synced from the shared store")
+
+// LastToken returns the feed position the copy is at least as new as (read
+// before the last Sync read the copy), not the feed's newest: a reader that
+// takes the copy's state (List) and then reads Events after this token
+// misses nothing, though it may see again a change the copy already holds.
+func (s *Store) LastToken(ctx context.Context) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.synced {
+		return "", ErrNotSynced
+	}
+	return s.syncedTok, nil
+}
 
 // Events implements store.Store from the shared feed.
 func (s *Store) Events(ctx context.Context, token string, max int, wait time.Duration) ([]store.Event, error) {

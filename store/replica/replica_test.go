@@ -218,3 +218,45 @@ func TestQueueBoundedAndFencingStops(t *testing.T) {
 		t.Errorf("fenced Put = %v, want ErrFenced so the stale leader stops", err)
 	}
 }
+
+// TestStateAndFeedLeaveNoGap: a subscriber takes the copy's state (List) and
+// reads the feed after LastToken; a change the shared store has and the copy
+// does not yet must come through the feed.
+func TestStateAndFeedLeaveNoGap(t *testing.T) {
+	ctx := context.Background()
+	shared, r, _ := setup(t)
+	if _, err := r.LastToken(ctx); !errors.Is(err, replica.ErrNotSynced) {
+		t.Errorf("LastToken before any Sync = %v, want ErrNotSynced", err)
+	}
+	if err := shared.Store.Put(ctx, record("a", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shared.Store.Publish(ctx, health("a", llmdiagv1.Status_STATUS_OK)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The leader (another replica) moves on; this copy has not synced since.
+	if err := shared.Store.Put(ctx, record("a", t0.Add(time.Second), llmdiagv1.Status_STATUS_CRIT), diagnose.Point{At: t0.Add(time.Second), Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shared.Store.Publish(ctx, health("a", llmdiagv1.Status_STATUS_CRIT)); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := r.List(ctx)
+	if err != nil || len(recs) != 1 || recs[0].Node.GetStatus() != llmdiagv1.Status_STATUS_OK {
+		t.Fatalf("copy = %v, %v; want a still OK", recs, err)
+	}
+	tok, err := r.LastToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := r.Events(ctx, tok, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Health.GetStatus() != llmdiagv1.Status_STATUS_CRIT {
+		t.Errorf("events after the copy's token = %v; want the CRIT the copy does not hold yet", evs)
+	}
+}
