@@ -18,10 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -424,9 +426,10 @@ func leaderGauge(addr string) string {
 // Redis comes back a replica takes the lease again.
 func TestServeReplicasWithRedis(t *testing.T) {
 	srv := redistest.Start(t)
+	var waiting atomic.Int64
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n"+
-			"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 0\n")
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"m\"} 3\n"+
+			"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} %d\n", waiting.Load())
 	}))
 	defer target.Close()
 
@@ -497,6 +500,39 @@ func TestServeReplicasWithRedis(t *testing.T) {
 	if n := leaders(); n != 1 {
 		t.Fatalf("%d leaders", n)
 	}
+
+	// A subscriber on the follower sees the change the leader makes.
+	follower := reps[0]
+	if leaderGauge(follower.addr) == "1" {
+		follower = reps[1]
+	}
+	c, err := client.New("http://" + follower.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
+	stream, err := c.StreamHealth(sctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{Nodes: []string{"n0"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stream.Receive() && stream.Msg().GetKind() != llmdiagv1.EventKind_EVENT_KIND_SYNCED {
+	}
+	waiting.Store(500)
+	changed := time.Now()
+	var got *llmdiagv1.NodeHealth
+	for stream.Receive() {
+		if m := stream.Msg(); m.GetKind() == llmdiagv1.EventKind_EVENT_KIND_CHANGE && m.GetHealth().GetStatus() != llmdiagv1.Status_STATUS_OK {
+			got = m.GetHealth()
+			break
+		}
+	}
+	if got == nil {
+		t.Fatalf("the follower's subscriber saw no change after n0 queued 500: %v", stream.Err())
+	}
+	t.Logf("follower's subscriber saw n0 %v/%v %v after the queue rose (refresh 200ms)", got.GetStatus(), got.GetRootCause(), time.Since(changed).Round(time.Millisecond))
+	stream.Close()
+	scancel()
+	waiting.Store(0)
 
 	srv.Kill()
 	killed := time.Now()
