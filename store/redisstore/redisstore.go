@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -110,7 +111,7 @@ func (s *Store) histKey(id string) string { return s.opts.Prefix + "{n:" + id + 
 
 // maxPutAttempts bounds the retries of a Put that raced another write of
 // the same node.
-const maxPutAttempts = 8
+const maxPutAttempts = 32
 
 // Put implements store.Store. It stores rec without its Diagnosis (Get
 // returns it nil; see the package documentation).
@@ -130,7 +131,7 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 		sec, nanos = 0, 0
 	}
 	rk, hk := s.recKey(id), s.histKey(id)
-	for range maxPutAttempts {
+	for attempt := range maxPutAttempts {
 		vals, err := s.rdb.MGet(ctx, rk, hk).Result()
 		if err != nil {
 			return fmt.Errorf("read %q: %w", id, err)
@@ -167,6 +168,13 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 		case "old":
 			return fmt.Errorf("write %q observed at %v: %w", id, obs.AsTime(), store.ErrOutOfOrder)
 		case "conflict":
+			// Another write of the node came in between: wait a random
+			// moment, growing with each attempt, so racing writers part.
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("write %q: %w", id, ctx.Err())
+			case <-time.After(time.Duration(mrand.Int64N(int64(attempt+1) * int64(time.Millisecond)))):
+			}
 			continue
 		default:
 			return fmt.Errorf("write %q: unexpected reply %q", id, res)

@@ -50,9 +50,9 @@ type Store struct {
 	// shared feed's last token, read before the copy was.
 	syncedTok string
 	synced    bool
-	down     error     // the shared store's last failure; nil when it answered
-	pending  []*llmdiagv1.NodeHealth
-	dropped  int // pending events dropped since the shared store went away
+	down      error // the shared store's last failure; nil when it answered
+	pending   []*llmdiagv1.NodeHealth
+	dropped   int // pending events dropped since the shared store went away
 }
 
 // New returns a Store over shared, keeping its copy in local.
