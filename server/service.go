@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/compare"
 	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fanout"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
@@ -51,6 +56,9 @@ type Service struct {
 	cfg Config
 	// done is closed on shutdown so streams end and clients reconnect.
 	done <-chan struct{}
+	// hub fans the health feed out to streams; started by the first one.
+	hubOnce sync.Once
+	hub     *fanout.Hub
 }
 
 var _ llmdiagv1connect.DiagnosisServiceHandler = (*Service)(nil)
@@ -382,7 +390,6 @@ func (s *Service) markStale(r *store.Record, now time.Time) {
 	}
 }
 
-// StreamHealth implements DiagnosisServiceHandler.
 // degrader is a store that answers from its own copy when the shared store
 // it mirrors is unreachable (store/replica).
 type degrader interface {
@@ -402,6 +409,21 @@ func (s *Service) degraded() *llmdiagv1.Degraded {
 	return &llmdiagv1.Degraded{Reason: reason, CopyAge: durationpb.New(age)}
 }
 
+// Bounds on a stream's label selector.
+const (
+	maxStreamLabels   = 64
+	maxLabelKeyBytes  = 128
+	maxLabelValueByte = 1024
+)
+
+// StreamHealth implements DiagnosisServiceHandler. Streams share one reader
+// of the health feed (package fanout): each gets the current state of every
+// selected node, SYNCED, then the latest state of each node that changes,
+// coalesced per node when the subscriber reads slower than the feed moves.
+//
+// INITIAL events carry no resume token (a stream broken before SYNCED starts
+// over); SYNCED, CHANGE and HEARTBEAT carry one that resumes with no gap and
+// no repeated state (see package fanout for the rule under coalescing).
 func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiagv1.StreamHealthRequest], stream *connect.ServerStream[llmdiagv1.StreamHealthResponse]) error {
 	hb := 15 * time.Second
 	if d := req.Msg.GetHeartbeatInterval(); d != nil {
@@ -409,6 +431,10 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 		if hb < time.Second || hb > 5*time.Minute {
 			return invalid("heartbeat_interval", fmt.Errorf("%v is outside [1s, 5m]", hb))
 		}
+	}
+	minScore := req.Msg.GetMinScoreChange()
+	if !(minScore >= 0 && minScore <= 1) { // NaN too
+		return invalid("min_score_change", fmt.Errorf("%v is outside [0, 1]", minScore))
 	}
 	if n := len(req.Msg.GetNodes()); n > s.cfg.MaxCompareSubjects {
 		return invalid("nodes", fmt.Errorf("%d nodes; at most %d", n, s.cfg.MaxCompareSubjects))
@@ -420,10 +446,24 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 		}
 		sel[id] = true
 	}
-	model := req.Msg.GetModel()
-	match := func(h *llmdiagv1.NodeHealth) bool {
-		return (len(sel) == 0 || sel[h.GetNode()]) && (model == "" || h.GetModel() == model)
+	labels := req.Msg.GetLabels()
+	if len(labels) > maxStreamLabels {
+		return invalid("labels", fmt.Errorf("%d labels; at most %d", len(labels), maxStreamLabels))
 	}
+	for k, v := range labels {
+		if k == "" || len(k) > maxLabelKeyBytes {
+			return invalid("labels", fmt.Errorf("key %.40q must be 1-%d bytes", k, maxLabelKeyBytes))
+		}
+		if len(v) > maxLabelValueByte {
+			return invalid(fmt.Sprintf("labels[%q]", k), fmt.Errorf("value of %d bytes; at most %d", len(v), maxLabelValueByte))
+		}
+	}
+	opts := fanout.SubOptions{
+		Match:          selector(sel, req.Msg.GetModel(), labels),
+		MinScoreChange: minScore,
+		Heartbeat:      hb,
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -436,86 +476,190 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 	send := func(kind llmdiagv1.EventKind, h *llmdiagv1.NodeHealth, token string) error {
 		return stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: h, SentAt: timestamppb.New(s.now()), ResumeToken: token})
 	}
-
-	// resync sends the current state of every selected node and returns the
-	// feed position it corresponds to.
-	resync := func() (string, error) {
-		token, err := s.st.LastToken(ctx)
-		if err != nil {
-			return "", err
+	end := func(err error) error {
+		if errors.Is(err, fanout.ErrClosed) {
+			return nil
 		}
-		recs, err := s.st.List(ctx)
-		if err != nil {
-			return "", err
-		}
-		now := s.now()
-		for _, r := range recs {
-			s.markStale(r, now)
-			h := refresh.Health(r.Node, r.Metrics.GetObservedAt())
-			if match(h) {
-				if err := send(llmdiagv1.EventKind_EVENT_KIND_INITIAL, h, token); err != nil {
-					return "", err
-				}
-			}
-		}
-		return token, send(llmdiagv1.EventKind_EVENT_KIND_SYNCED, nil, token)
+		return streamErr(ctx, err)
 	}
 
+	hub := s.streamHub()
+	var sub *fanout.Sub
 	token := req.Msg.GetResumeToken()
-	if token == "" {
-		var err error
-		if token, err = resync(); err != nil {
-			return streamErr(ctx, err)
-		}
-	}
 	lastBeat := s.now()
-	for {
-		evs, err := s.st.Events(ctx, token, 256, hb)
-		if errors.Is(err, store.ErrTokenExpired) {
-			s.log.Debug("stream resync", "err", err)
-			if token, err = resync(); err != nil {
-				return streamErr(ctx, err)
+	for sub == nil {
+		var err error
+		if token == "" {
+			if sub, err = s.syncStream(ctx, hub, opts, send); err != nil {
+				return end(err)
 			}
-			continue
+			break
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return streamErr(ctx, err)
+		sub, err = hub.Resume(ctx, token, opts)
+		switch {
+		case errors.Is(err, store.ErrTokenExpired):
+			s.log.Debug("stream resync", "err", err)
+			token = ""
+		case err != nil:
+			if ctx.Err() != nil || errors.Is(err, fanout.ErrClosed) {
+				return end(err)
 			}
-			// The feed is unreachable (Redis down): keep the stream, tell the
-			// subscriber it is alive, and read on from the same token once
-			// the feed answers, so no event is missed.
+			// The feed is unreachable (Redis down) and the hub no longer
+			// holds the token: keep the stream, tell the subscriber it is
+			// alive, and read on from the same token once the feed answers,
+			// so no event is missed.
 			s.log.Debug("stream: feed unreachable, retrying", "err", err)
 			if s.now().Sub(lastBeat) >= hb {
 				if err := send(llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT, nil, token); err != nil {
-					return streamErr(ctx, err)
+					return end(err)
 				}
 				lastBeat = s.now()
 			}
 			select {
 			case <-ctx.Done():
-				return streamErr(ctx, ctx.Err())
+				return end(ctx.Err())
 			case <-time.After(min(hb, time.Second)):
-			}
-			continue
-		}
-		if len(evs) == 0 {
-			if err := send(llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT, nil, token); err != nil {
-				return streamErr(ctx, err)
-			}
-			lastBeat = s.now()
-			continue
-		}
-		for _, ev := range evs {
-			token = ev.Token
-			if !match(ev.Health) {
-				continue
-			}
-			if err := send(llmdiagv1.EventKind_EVENT_KIND_CHANGE, ev.Health, ev.Token); err != nil {
-				return streamErr(ctx, err)
 			}
 		}
 	}
+	defer sub.Close()
+	for {
+		m, err := sub.Next(ctx)
+		if err != nil {
+			return end(err)
+		}
+		kind := llmdiagv1.EventKind_EVENT_KIND_CHANGE
+		if m.Kind == fanout.Heartbeat {
+			kind = llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT
+		}
+		if err := send(kind, m.Health, m.Token); err != nil {
+			return end(err)
+		}
+	}
+}
+
+// selector matches the nodes a stream selects: all of the listed ids (or
+// any when none), the model (any when empty), and every label.
+func selector(nodes map[string]bool, model string, labels map[string]string) func(*llmdiagv1.NodeHealth) bool {
+	return func(h *llmdiagv1.NodeHealth) bool {
+		if len(nodes) > 0 && !nodes[h.GetNode()] {
+			return false
+		}
+		if model != "" && h.GetModel() != model {
+			return false
+		}
+		for k, v := range labels {
+			if got, ok := h.GetLabels()[k]; !ok || got != v {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// syncStream attaches a subscriber at the hub's position and sends the
+// current state of every selected node (INITIAL), then SYNCED with the
+// position's token. The state is the store's listing, or what the hub read
+// from the feed when that is newer (a replica's copy may lag the feed), so
+// nothing between the state and the position is lost; events after the
+// position follow as changes, less those the initial state already showed.
+func (s *Service) syncStream(ctx context.Context, hub *fanout.Hub, opts fanout.SubOptions, send func(llmdiagv1.EventKind, *llmdiagv1.NodeHealth, string) error) (*fanout.Sub, error) {
+	sub, pos, seen, err := hub.Sync(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.st.List(ctx)
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	fromFeed := make(map[string]*llmdiagv1.NodeHealth, len(seen))
+	for _, h := range seen {
+		fromFeed[h.GetNode()] = h
+	}
+	now := s.now()
+	initial := func(h *llmdiagv1.NodeHealth) error {
+		sub.MarkSent(h)
+		return send(llmdiagv1.EventKind_EVENT_KIND_INITIAL, h, "")
+	}
+	for _, r := range recs {
+		s.markStale(r, now)
+		h := refresh.Health(r.Node, r.Metrics.GetObservedAt())
+		if f, ok := fromFeed[h.GetNode()]; ok {
+			delete(fromFeed, h.GetNode())
+			if f.GetObservedAt().AsTime().After(h.GetObservedAt().AsTime()) {
+				h = s.restale(f, now)
+			}
+		}
+		if !opts.Match(h) {
+			continue
+		}
+		if err := initial(h); err != nil {
+			sub.Close()
+			return nil, err
+		}
+	}
+	// Nodes the feed announced that the listing does not have yet (a new
+	// node on a replica whose copy lags), while their data is fresh.
+	rest := slices.SortedFunc(maps.Values(fromFeed), func(a, b *llmdiagv1.NodeHealth) int { return strings.Compare(a.GetNode(), b.GetNode()) })
+	for _, f := range rest {
+		if now.Sub(f.GetObservedAt().AsTime()) > s.cfg.StaleAfter {
+			continue
+		}
+		if err := initial(s.restale(f, now)); err != nil {
+			sub.Close()
+			return nil, err
+		}
+	}
+	if err := send(llmdiagv1.EventKind_EVENT_KIND_SYNCED, nil, pos); err != nil {
+		sub.Close()
+		return nil, err
+	}
+	return sub, nil
+}
+
+// restale is h (from the feed, not to be modified) with its staleness
+// measured at now, UNKNOWN and unroutable when too old, as markStale does.
+func (s *Service) restale(h *llmdiagv1.NodeHealth, now time.Time) *llmdiagv1.NodeHealth {
+	h = proto.CloneOf(h)
+	d := max(now.Sub(h.GetObservedAt().AsTime()), 0)
+	h.Staleness = durationpb.New(d)
+	if d > s.cfg.StaleAfter {
+		h.Status, h.RootCause, h.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
+	}
+	return h
+}
+
+// currentHealth is the health of every node in the store, for the hub to
+// resynchronise subscribers with.
+func (s *Service) currentHealth(ctx context.Context) ([]*llmdiagv1.NodeHealth, error) {
+	recs, err := s.st.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	out := make([]*llmdiagv1.NodeHealth, 0, len(recs))
+	for _, r := range recs {
+		s.markStale(r, now)
+		out = append(out, refresh.Health(r.Node, r.Metrics.GetObservedAt()))
+	}
+	return out, nil
+}
+
+// streamHub returns the hub all streams share, started with the first
+// stream and stopped when the service's done channel closes, which ends
+// every stream at once.
+func (s *Service) streamHub() *fanout.Hub {
+	s.hubOnce.Do(func() {
+		s.hub = fanout.New(s.st, fanout.Options{Log: s.log, Current: s.currentHealth})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-s.done
+			cancel()
+		}()
+		go s.hub.Run(ctx)
+	})
+	return s.hub
 }
 
 // streamErr maps the end of a stream to a connect error: shutdown and client

@@ -1,0 +1,124 @@
+package fanout_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmdiag/llmdiag/fanout"
+	"github.com/llmdiag/llmdiag/store"
+	"github.com/llmdiag/llmdiag/store/memory"
+)
+
+// flakyFeed is a feed that fails while down.
+type flakyFeed struct {
+	*memory.Store
+	down atomic.Bool
+}
+
+var errDown = errors.New("feed down")
+
+func (f *flakyFeed) LastToken(ctx context.Context) (string, error) {
+	if f.down.Load() {
+		return "", errDown
+	}
+	return f.Store.LastToken(ctx)
+}
+
+func (f *flakyFeed) Events(ctx context.Context, token string, max int, wait time.Duration) ([]store.Event, error) {
+	if f.down.Load() {
+		return nil, errDown
+	}
+	return f.Store.Events(ctx, token, max, wait)
+}
+
+// fakeClock is a manual clock for heartbeat timing.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) NewTimer(d time.Duration) fanout.Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{c: c, ch: make(chan time.Time, 1), at: c.now.Add(d), armed: true}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+// Advance moves the clock and fires the timers due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	for _, t := range c.timers {
+		if t.armed && !t.at.After(c.now) {
+			t.armed = false
+			select {
+			case t.ch <- c.now:
+			default:
+			}
+		}
+	}
+}
+
+// waitTimers waits until n timers are armed (a reader is waiting).
+func (c *fakeClock) waitTimers(n int) {
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		c.mu.Lock()
+		armed := 0
+		for _, t := range c.timers {
+			if t.armed {
+				armed++
+			}
+		}
+		c.mu.Unlock()
+		if armed >= n {
+			return
+		}
+	}
+}
+
+type fakeTimer struct {
+	c     *fakeClock
+	ch    chan time.Time
+	at    time.Time
+	armed bool
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.ch }
+
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.armed
+	t.at, t.armed = t.c.now.Add(d), true
+	select {
+	case <-t.ch:
+	default:
+	}
+	return was
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := t.armed
+	t.armed = false
+	select {
+	case <-t.ch:
+	default:
+	}
+	return was
+}
