@@ -469,53 +469,57 @@ func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 }
 
 func watchCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "watch", "llmdiag watch [--model NAME] [--nodes a,b] [--heartbeat 15s]", "follow health changes as they happen", `
+	return clientCommand(env, "watch", "llmdiag watch [--model NAME] [--nodes a,b] [--labels k=v,...] [--heartbeat 15s]", "follow health changes as they happen", `
 Print the current health of every selected node, then every change (status,
 root cause, routability, load score) as llmdiag sees it, until interrupted.
-Reconnects and resumes where it left off if the stream breaks.`,
+Reconnects (with jittered backoff) and resumes where it left off if the
+stream breaks; when the service no longer holds that position it sends the
+current state again, marked as at the start.`,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
 			model := fs.String("model", "", "only nodes serving this model")
 			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
+			labels := fs.String("labels", "", "only nodes carrying every one of these fleet-file labels: k=v,k2=v2")
+			minScore := fs.Float64("min-score-change", 0, "report a load-score move alone only once it reaches this (0: every move llmdiag publishes, 0.05 or more)")
 			hb := fs.Duration("heartbeat", 15*time.Second, "heartbeat interval to ask for (1s to 5m)")
 			return func(ctx context.Context, cl *client.Client, args []string) error {
-				req := &llmdiagv1.StreamHealthRequest{Model: *model, HeartbeatInterval: durationpb.New(*hb)}
+				sel := client.Selector{Model: *model, Heartbeat: *hb, MinScoreChange: *minScore}
 				if *nodes != "" {
-					req.Nodes = strings.Split(*nodes, ",")
+					sel.Nodes = strings.Split(*nodes, ",")
 				}
-				return watch(ctx, cl, req, env.Stdout, env.Stderr)
+				if *labels != "" {
+					sel.Labels = map[string]string{}
+					for _, kv := range strings.Split(*labels, ",") {
+						k, v, ok := strings.Cut(kv, "=")
+						if !ok || k == "" {
+							return usageError{fmt.Errorf("--labels %q: want k=v,k2=v2", *labels)}
+						}
+						sel.Labels[k] = v
+					}
+				}
+				return watch(ctx, cl, sel, env.Stdout, env.Stderr)
 			}
 		})
 }
 
-// watch follows the stream, reconnecting with the last resume token after a
-// break, with a capped backoff.
-func watch(ctx context.Context, cl *client.Client, req *llmdiagv1.StreamHealthRequest, out, errw io.Writer) error {
-	backoff := 500 * time.Millisecond
-	for {
-		stream, err := cl.StreamHealth(ctx, connect.NewRequest(req))
-		if err == nil {
-			for stream.Receive() {
-				backoff = 500 * time.Millisecond
-				ev := stream.Msg()
-				req.ResumeToken = ev.GetResumeToken()
-				printEvent(out, ev)
-			}
-			err = stream.Err()
-			stream.Close()
-		}
+// watch prints the stream a client.Watch follows; the view reconnects and
+// resumes by itself.
+func watch(ctx context.Context, cl *client.Client, sel client.Selector, out, errw io.Writer) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	view := cl.Watch(ctx, sel,
+		client.WithEventHook(func(ev *llmdiagv1.StreamHealthResponse) { printEvent(out, ev) }),
+		client.WithRetryHook(func(err error, wait time.Duration) {
+			fmt.Fprintf(errw, "stream ended (%v); reconnecting in %s\n", errOrEOF(err), wait.Round(time.Millisecond))
+		}))
+	select {
+	case <-ctx.Done():
+		<-view.Done()
+		return nil
+	case <-view.Done():
 		if ctx.Err() != nil {
 			return nil
 		}
-		if code := connect.CodeOf(err); code == connect.CodeInvalidArgument || code == connect.CodeUnauthenticated {
-			return err
-		}
-		fmt.Fprintf(errw, "stream ended (%v); reconnecting in %s\n", errOrEOF(err), backoff)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 10*time.Second)
+		return view.Err()
 	}
 }
 

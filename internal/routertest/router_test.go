@@ -1,0 +1,178 @@
+package routertest
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/client"
+	"github.com/llmdiag/llmdiag/sim"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitUntil polls ok every 10ms until it holds or d has passed, and
+// returns when it first held.
+func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if ok() {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+const (
+	hot      = "glm-4.6-0" // driven into overload and back
+	peer     = "glm-4.6-1"
+	interval = 500 * time.Millisecond
+)
+
+// TestRouterSteersAroundOverload: the overloaded scenario's two GLM nodes,
+// glm-4.6-0 first lightly loaded (the router prefers it), then offered
+// twice what its 48 batch slots serve, then nothing. The router must stop
+// picking it within 2 refresh intervals + 1 s of its queue passing the
+// saturation point (a scrape, a refresh, the health event, the stream),
+// and pick it again once it has drained.
+func TestRouterSteersAroundOverload(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end to end: about 20 s")
+	}
+	cfg, err := sim.Scenario("overloaded", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Nodes[0].Workload.Rate = 1 // start light; SetRate overloads it later
+	// 5× real time: the queue builds and drains in seconds of wall time.
+	cfg.Speed, cfg.Warmup = 5, 2*time.Minute
+	fl, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		if err := fl.Start(ctx); err != nil {
+			t.Errorf("sim: %v", err)
+		}
+	})
+
+	dir := t.TempDir()
+	fleetPath := filepath.Join(dir, "fleet.yaml")
+	data, err := fl.FleetFile().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fleetPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var serveOut, serveErr syncBuffer
+	wg.Go(func() {
+		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &serveOut, Stderr: &serveErr}
+		if err := cli.Run(ctx, []string{"serve", "--fleet", fleetPath, "--listen", addr, "--interval", interval.String(), "--log-level", "warn"}, env); err != nil {
+			t.Errorf("serve: %v\n%s", err, serveErr.String())
+		}
+	})
+
+	c, err := client.New("http://"+addr, client.WithProtocol(client.ProtocolGRPC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := c.Watch(ctx, client.Selector{Model: "glm-4.6", Heartbeat: time.Second})
+	cands := []string{hot, peer}
+	// picks asks the router n times and counts how often it chose hot.
+	picks := func(n int) int {
+		k := 0
+		for range n {
+			if p, _ := view.Pick(cands); p == hot {
+				k++
+			}
+		}
+		return k
+	}
+	score := func(id string) float64 { s, _ := view.Score(id); return s }
+	logState := func(when string) {
+		st, _ := fl.Stats(hot)
+		t.Logf("%s: sim %s queue=%d running=%d kv=%.2f; view %s=%.2f %s=%.2f; %+v", when, hot, st.Waiting, st.Running, st.KVUsage,
+			hot, score(hot), peer, score(peer), view.Status())
+	}
+
+	waitUntil(t, "the router to prefer the lightly loaded "+hot, 60*time.Second, func() bool { return picks(50) == 50 })
+	logState("before")
+
+	// Overload: 12 req/s against ~6 it can serve.
+	if err := fl.SetRate(hot, 12); err != nil {
+		t.Fatal(err)
+	}
+	overloaded := waitUntil(t, hot+"'s queue to pass saturation (5)", 30*time.Second, func() bool {
+		st, _ := fl.Stats(hot)
+		return st.Waiting > 5
+	})
+	stopped := waitUntil(t, "the router to stop picking "+hot, 30*time.Second, func() bool { return picks(50) == 0 })
+	logState("overloaded")
+	bound := 2*interval + time.Second
+	t.Logf("router stopped picking %s %v after its queue passed saturation (bound %v)", hot, stopped.Sub(overloaded).Round(time.Millisecond), bound)
+	if d := stopped.Sub(overloaded); d > bound {
+		t.Errorf("router kept picking %s for %v after it became overloaded, want ≤ %v", hot, d, bound)
+	}
+	// It stays away while the node is overloaded.
+	for range 10 {
+		time.Sleep(100 * time.Millisecond)
+		if k := picks(50); k != 0 {
+			logState("relapse")
+			t.Fatalf("router picked %s %d/50 times while it was overloaded", hot, k)
+		}
+	}
+
+	// Recovery: no more traffic; the queue drains, then KV.
+	if err := fl.SetRate(hot, 0); err != nil {
+		t.Fatal(err)
+	}
+	drained := waitUntil(t, hot+"'s queue to drain", 60*time.Second, func() bool {
+		st, _ := fl.Stats(hot)
+		return st.Waiting == 0
+	})
+	back := waitUntil(t, "the router to pick "+hot+" again", 90*time.Second, func() bool { return picks(50) > 0 })
+	logState("recovered")
+	t.Logf("router picked %s again %v after its queue drained", hot, back.Sub(drained).Round(time.Millisecond))
+	if st := view.Status(); st.Stale || !st.Connected {
+		t.Errorf("view status at the end: %+v", st)
+	}
+}
