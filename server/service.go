@@ -54,8 +54,9 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 	cfg Config
-	// done is closed on shutdown so streams end and clients reconnect.
-	done <-chan struct{}
+	// done is canceled on shutdown (the done channel NewService was given
+	// closes) so streams end and clients reconnect.
+	done context.Context
 	// hub fans the health feed out to streams; started by the first one.
 	hubOnce sync.Once
 	hub     *fanout.Hub
@@ -75,7 +76,18 @@ func NewService(st store.Store, win Windower, log *slog.Logger, now func() time.
 	if cfg.MaxCompareSubjects <= 0 {
 		cfg.MaxCompareSubjects = 1000
 	}
-	return &Service{st: st, win: win, log: log, now: now, cfg: cfg, done: done}
+	// One context for the whole service: a stream ties itself to it with
+	// context.AfterFunc, which costs no goroutine per stream.
+	doneCtx := context.Background()
+	if done != nil {
+		ctx, cancel := context.WithCancel(doneCtx)
+		go func() {
+			<-done
+			cancel()
+		}()
+		doneCtx = ctx
+	}
+	return &Service{st: st, win: win, log: log, now: now, cfg: cfg, done: doneCtx}
 }
 
 // ListNodes implements DiagnosisServiceHandler.
@@ -466,13 +478,7 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	defer context.AfterFunc(s.done, cancel)()
 	send := func(kind llmdiagv1.EventKind, h *llmdiagv1.NodeHealth, token string) error {
 		return stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: h, SentAt: timestamppb.New(s.now()), ResumeToken: token})
 	}
@@ -652,12 +658,7 @@ func (s *Service) currentHealth(ctx context.Context) ([]*llmdiagv1.NodeHealth, e
 func (s *Service) streamHub() *fanout.Hub {
 	s.hubOnce.Do(func() {
 		s.hub = fanout.New(s.st, fanout.Options{Log: s.log, Current: s.currentHealth})
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			<-s.done
-			cancel()
-		}()
-		go s.hub.Run(ctx)
+		go s.hub.Run(s.done)
 	})
 	return s.hub
 }
