@@ -41,7 +41,7 @@ Scenarios:
   seed           deepseek-v4 (data parallel, decode-bound), glm (healthy), kimi-k2.6 (tensor parallel)
   kv-exhausted   KV cache full, preemptions rising
   overloaded     more arrivals than capacity; the queue grows and stays
-  burst          arrival bursts that queue briefly and drain
+  burst          arrival bursts that queue briefly and drain (kimi; deepseek-v4 decode-bound with bursts)
   prefill-heavy  very long prompts: a high TTFT tail with little queueing
   down           a small fleet with one node whose endpoint goes down
   schemas        one healthy node per engine schema`),

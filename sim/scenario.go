@@ -48,7 +48,9 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     queue sustained high (clients give up after 2 minutes), KV below the
 //     preemption point; glm-4.6-1 a healthy peer.
 //   - burst: kimi-k2.6-0 with 20 batch slots and 10 s bursts at 20× the
-//     rate every 2 minutes: queue spikes that drain within a minute.
+//     rate every 2 minutes: queue spikes that drain within a minute; and
+//     the seed's deepseek-v4-0, open loop at 0.5 request/s with 10 s bursts
+//     at 10×: decode-bound between bursts, its health moving with each one.
 //   - prefill-heavy: kimi-k2.6-0 on H20 (prefill ~15k tok/s) with ~68k-token
 //     prompts (median 64k) and short answers: TTFT tail of tens of seconds
 //     in every 5-minute window, queue low; kimi-k2.6-1 a peer on H200 with
@@ -122,7 +124,13 @@ func Scenario(name string, seed int64) (Config, error) {
 		n.Perf.MaxNumSeqs = 20
 		n.Workload.Rate = 0.3
 		n.Workload.Burst = &Burst{Every: 2 * time.Minute, Length: 10 * time.Second, Factor: 20}
-		cfg.Nodes = []Node{n}
+		// The seed's DeepSeek node, open loop, with bursts of its own: a
+		// node whose health moves for `llmdiag watch --model deepseek-v4`.
+		d := deepseek(0)
+		d.Workload.Sessions, d.Workload.Think = 0, 0
+		d.Workload.Rate = 0.5
+		d.Workload.Burst = &Burst{Every: 2 * time.Minute, Length: 10 * time.Second, Factor: 10}
+		cfg.Nodes = []Node{n, d}
 	case "prefill-heavy":
 		n := kimi(0)
 		n.Profile.GPU = "H20"

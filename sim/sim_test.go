@@ -43,7 +43,7 @@ func TestScenarios(t *testing.T) {
 		"seed":          {"deepseek-v4-0", "deepseek-v4-1", "glm-4.6-0", "glm-4.6-1", "kimi-k2.6-0"},
 		"kv-exhausted":  {"kimi-k2.6-0", "kimi-k2.6-1"},
 		"overloaded":    {"glm-4.6-0", "glm-4.6-1"},
-		"burst":         {"kimi-k2.6-0"},
+		"burst":         {"kimi-k2.6-0", "deepseek-v4-0"},
 		"prefill-heavy": {"kimi-k2.6-0", "kimi-k2.6-1"},
 		"down":          {"glm-4.6-0", "glm-4.6-1", "kimi-k2.6-0"},
 		"schemas": {"vllm-0", "vllm-otel-0", "sglang-0", "sglang-legacy-0",
