@@ -437,78 +437,105 @@ const (
 // over); SYNCED, CHANGE and HEARTBEAT carry one that resumes with no gap and
 // no repeated state (see package fanout for the rule under coalescing).
 func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiagv1.StreamHealthRequest], stream *connect.ServerStream[llmdiagv1.StreamHealthResponse]) error {
-	hb := 15 * time.Second
-	if d := req.Msg.GetHeartbeatInterval(); d != nil {
-		hb = d.AsDuration()
-		if hb < time.Second || hb > 5*time.Minute {
-			return invalid("heartbeat_interval", fmt.Errorf("%v is outside [1s, 5m]", hb))
-		}
+	opts, err := s.streamOptions(req.Msg)
+	if err != nil {
+		return err
 	}
-	minScore := req.Msg.GetMinScoreChange()
-	if !(minScore >= 0 && minScore <= 1) { // NaN too
-		return invalid("min_score_change", fmt.Errorf("%v is outside [0, 1]", minScore))
-	}
-	if n := len(req.Msg.GetNodes()); n > s.cfg.MaxCompareSubjects {
-		return invalid("nodes", fmt.Errorf("%d nodes; at most %d", n, s.cfg.MaxCompareSubjects))
-	}
-	sel := map[string]bool{}
-	for i, id := range req.Msg.GetNodes() {
-		if !fleet.ValidID(id) {
-			return invalid(fmt.Sprintf("nodes[%d]", i), fmt.Errorf("%q is not a valid node id", id))
-		}
-		sel[id] = true
-	}
-	labels := req.Msg.GetLabels()
-	if len(labels) > maxStreamLabels {
-		return invalid("labels", fmt.Errorf("%d labels; at most %d", len(labels), maxStreamLabels))
-	}
-	for k, v := range labels {
-		if k == "" || len(k) > maxLabelKeyBytes {
-			return invalid("labels", fmt.Errorf("key %.40q must be 1-%d bytes", k, maxLabelKeyBytes))
-		}
-		if len(v) > maxLabelValueByte {
-			return invalid(fmt.Sprintf("labels[%q]", k), fmt.Errorf("value of %d bytes; at most %d", len(v), maxLabelValueByte))
-		}
-	}
-	opts := fanout.SubOptions{
-		Match:          selector(sel, req.Msg.GetModel(), labels),
-		MinScoreChange: minScore,
-		Heartbeat:      hb,
-	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(s.done, cancel)()
-	send := func(kind llmdiagv1.EventKind, h *llmdiagv1.NodeHealth, token string) error {
-		return stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: h, SentAt: timestamppb.New(s.now()), ResumeToken: token})
+	h := &healthStream{s: s, ctx: ctx, stream: stream}
+	sub, err := h.subscribe(req.Msg.GetResumeToken(), opts)
+	if err != nil {
+		return h.end(err)
 	}
-	end := func(err error) error {
-		if errors.Is(err, fanout.ErrClosed) {
-			return nil
-		}
-		return streamErr(ctx, err)
-	}
+	defer sub.Close()
+	return h.end(h.pump(sub))
+}
 
-	hub := s.streamHub()
-	var sub *fanout.Sub
-	token := req.Msg.GetResumeToken()
-	lastBeat := s.now()
-	for sub == nil {
-		var err error
-		if token == "" {
-			if sub, err = s.syncStream(ctx, hub, opts, send); err != nil {
-				return end(err)
-			}
-			break
+// streamOptions validates a StreamHealthRequest into the subscription it
+// asks for.
+func (s *Service) streamOptions(msg *llmdiagv1.StreamHealthRequest) (fanout.SubOptions, error) {
+	hb := 15 * time.Second
+	if d := msg.GetHeartbeatInterval(); d != nil {
+		hb = d.AsDuration()
+		if hb < time.Second || hb > 5*time.Minute {
+			return fanout.SubOptions{}, invalid("heartbeat_interval", fmt.Errorf("%v is outside [1s, 5m]", hb))
 		}
-		sub, err = hub.Resume(ctx, token, opts)
+	}
+	minScore := msg.GetMinScoreChange()
+	if !(minScore >= 0 && minScore <= 1) { // NaN too
+		return fanout.SubOptions{}, invalid("min_score_change", fmt.Errorf("%v is outside [0, 1]", minScore))
+	}
+	if n := len(msg.GetNodes()); n > s.cfg.MaxCompareSubjects {
+		return fanout.SubOptions{}, invalid("nodes", fmt.Errorf("%d nodes; at most %d", n, s.cfg.MaxCompareSubjects))
+	}
+	sel := map[string]bool{}
+	for i, id := range msg.GetNodes() {
+		if !fleet.ValidID(id) {
+			return fanout.SubOptions{}, invalid(fmt.Sprintf("nodes[%d]", i), fmt.Errorf("%q is not a valid node id", id))
+		}
+		sel[id] = true
+	}
+	labels := msg.GetLabels()
+	if len(labels) > maxStreamLabels {
+		return fanout.SubOptions{}, invalid("labels", fmt.Errorf("%d labels; at most %d", len(labels), maxStreamLabels))
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > maxLabelKeyBytes {
+			return fanout.SubOptions{}, invalid("labels", fmt.Errorf("key %.40q must be 1-%d bytes", k, maxLabelKeyBytes))
+		}
+		if len(v) > maxLabelValueByte {
+			return fanout.SubOptions{}, invalid(fmt.Sprintf("labels[%q]", k), fmt.Errorf("value of %d bytes; at most %d", len(v), maxLabelValueByte))
+		}
+	}
+	opts := fanout.SubOptions{
+		Match:          selector(sel, msg.GetModel(), labels),
+		MinScoreChange: minScore,
+		Heartbeat:      hb,
+	}
+	return opts, nil
+}
+
+// healthStream is one StreamHealth call.
+type healthStream struct {
+	s      *Service
+	ctx    context.Context
+	stream *connect.ServerStream[llmdiagv1.StreamHealthResponse]
+}
+
+func (h *healthStream) send(kind llmdiagv1.EventKind, health *llmdiagv1.NodeHealth, token string) error {
+	return h.stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: health, SentAt: timestamppb.New(h.s.now()), ResumeToken: token})
+}
+
+// end maps how the stream ended to what the handler returns.
+func (h *healthStream) end(err error) error {
+	if err == nil || errors.Is(err, fanout.ErrClosed) {
+		return nil
+	}
+	return streamErr(h.ctx, err)
+}
+
+// subscribe starts the subscription: from the current state when token is
+// empty or expired, else right after token.
+func (h *healthStream) subscribe(token string, opts fanout.SubOptions) (*fanout.Sub, error) {
+	s, ctx, hb := h.s, h.ctx, opts.Heartbeat
+	hub := s.streamHub()
+	lastBeat := s.now()
+	for {
+		if token == "" {
+			return s.syncStream(ctx, hub, opts, h.send)
+		}
+		sub, err := hub.Resume(ctx, token, opts)
 		switch {
+		case err == nil:
+			return sub, nil
 		case errors.Is(err, store.ErrTokenExpired):
 			s.log.Debug("stream resync", "err", err)
 			token = ""
-		case err != nil:
+		default:
 			if ctx.Err() != nil || errors.Is(err, fanout.ErrClosed) {
-				return end(err)
+				return nil, err
 			}
 			// The feed is unreachable (Redis down) and the hub no longer
 			// holds the token: keep the stream, tell the subscriber it is
@@ -516,30 +543,33 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 			// so no event is missed.
 			s.log.Debug("stream: feed unreachable, retrying", "err", err)
 			if s.now().Sub(lastBeat) >= hb {
-				if err := send(llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT, nil, token); err != nil {
-					return end(err)
+				if err := h.send(llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT, nil, token); err != nil {
+					return nil, err
 				}
 				lastBeat = s.now()
 			}
 			select {
 			case <-ctx.Done():
-				return end(ctx.Err())
+				return nil, ctx.Err()
 			case <-time.After(min(hb, time.Second)):
 			}
 		}
 	}
-	defer sub.Close()
+}
+
+// pump sends what the subscription yields until the stream ends.
+func (h *healthStream) pump(sub *fanout.Sub) error {
 	for {
-		m, err := sub.Next(ctx)
+		m, err := sub.Next(h.ctx)
 		if err != nil {
-			return end(err)
+			return err
 		}
 		kind := llmdiagv1.EventKind_EVENT_KIND_CHANGE
 		if m.Kind == fanout.Heartbeat {
 			kind = llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT
 		}
-		if err := send(kind, m.Health, m.Token); err != nil {
-			return end(err)
+		if err := h.send(kind, m.Health, m.Token); err != nil {
+			return err
 		}
 	}
 }

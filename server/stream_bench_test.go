@@ -173,7 +173,7 @@ func BenchmarkStreamHealthServerMemory(b *testing.B) {
 			b.Fatalf("stream client: %q, %v", line, err)
 		}
 		time.Sleep(500 * time.Millisecond)
-		runtime.GC()
+		runtime.GC() // more collections do not shrink the stacks further
 		runtime.ReadMemStats(&after)
 		heap += float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 		stack += float64(int64(after.StackInuse)-int64(before.StackInuse)) / float64(n)
