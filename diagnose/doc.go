@@ -18,6 +18,9 @@
 //  5. TTFT tail high, low queue, heavy prompts → PREFILL_BOUND
 //  6. low queue, normal KV, long E2E tail, slow per-request decode →
 //     DECODE_BOUND, explained by model size and parallel strategy
+//     (or: output stalling a second or more between tokens, inter-token P99
+//     CRIT, with nothing off that decode does not explain: prefills
+//     interrupting the decode batch, in lockstep across DP-attention ranks)
 //  7. latency several × the median of peers serving the same model under
 //     similar load → NODE_OUTLIER
 //  8. nothing off → HEALTHY; a WARN or CRIT finding no cause explains →

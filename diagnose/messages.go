@@ -156,6 +156,9 @@ const (
 	recDisaggregate
 
 	causeDecode
+	causeDecodeStalls
+	decodeLockstep
+	recSmallerChunks
 	decodeConcurrency
 	runningPart
 	factorSize
@@ -526,6 +529,15 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"For prompt-heavy traffic, consider separate prefill workers (disaggregated prefill) or routing long prompts to dedicated nodes.",
 		"对 Prompt 重的流量，考虑 Prefill/Decode 分离部署，或把长 Prompt 路由到专用节点。"},
 
+	causeDecodeStalls: {
+		"decode stalls: the slowest 1%% of gaps between output tokens last %s (inter-token P99, median %s), as prefills take the engine's steps from the decode batch%s",
+		"Decode 卡顿：最慢 1%% 的 Token 间隔长达 %[1]s（Token 间隔 P99，中位数 %[2]s），因为 Prefill 占用了 Decode 批次的步骤%[3]s"},
+	decodeLockstep: {
+		"; with data-parallel attention and expert parallelism (DP %d, EP %d) the ranks step together, so one rank's prefill stalls them all",
+		"；数据并行注意力加专家并行（DP %[1]d，EP %[2]d）下各 rank 同步推进，一个 rank 的 Prefill 会让所有 rank 一起停顿"},
+	recSmallerChunks: {
+		"Lower the prefill chunk (max_num_batched_tokens) so each step spends less time on prefill, or move prefill to separate workers (disaggregated prefill).",
+		"调小 Prefill 分块（max_num_batched_tokens），让每步花在 Prefill 上的时间更少，或把 Prefill 放到独立节点（Prefill/Decode 分离）。"},
 	causeDecode: {
 		"%s, which keeps single-request decode slow (~%s per request)",
 		"%s导致单请求 Decode 速度有限（每请求 ~%s）"},

@@ -365,6 +365,29 @@ func TestRules(t *testing.T) {
 			status: crit, cause: llmdiagv1.Cause_CAUSE_PREFILL_BOUND, routable: true,
 		},
 		{
+			// DeepSeek with DP attention and EP: a prefill on one rank
+			// stalls decode on all of them; per-request decode and the E2E
+			// tail are fine for now, the gaps between tokens are not.
+			name: "decode bound: stalls between tokens",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.InterToken = dist(0.2, 2.3)
+				return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10),
+					Profile: &llmdiagv1.Profile{DataParallel: 8, ExpertParallel: 8, ActiveParamsBillions: 37}}
+			},
+			status: crit, cause: llmdiagv1.Cause_CAUSE_DECODE_BOUND, routable: true,
+		},
+		{
+			name: "unexplained: stalls between tokens, and aborts decode does not explain",
+			in: func() diagnose.Input {
+				m := healthyMetrics()
+				m.InterToken = dist(0.2, 2.3)
+				m.AbortedRequestsPerSecond = f64(0.5)
+				return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}
+			},
+			status: crit, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, routable: true,
+		},
+		{
 			name: "overloaded: the queue never drains between bursts",
 			in: func() diagnose.Input {
 				m := burstMetrics()

@@ -29,6 +29,8 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 		v = f.outlier(p)
 	case f.burstDrained(findings):
 		v = f.burst(p, findings)
+	case f.decodeStalls(findings) && !f.peer.outlier:
+		v = f.stalls(p)
 	default:
 		return f.healthy(p, findings)
 	}
@@ -175,6 +177,24 @@ func worst(findings []*llmdiagv1.Finding) llmdiagv1.Status {
 func (f *facts) decodeBound() bool {
 	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
 	return !f.hist.now && !kvHigh && elevated(f.e2eStatus()) && f.slowDecode()
+}
+
+// decodeStalls reports whether decode stalls explain the node: output
+// pausing a second or more between tokens (inter-token P99 CRIT), the queue
+// not surging, KV below warn, and nothing off that decode does not explain;
+// the shape decodeBound misses while per-request decode is not slow enough,
+// or the tail not yet long enough.
+func (f *facts) decodeStalls(findings []*llmdiagv1.Finding) bool {
+	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
+	if f.hist.surgeNow || kvHigh || f.interTokenStatus() != statusCrit {
+		return false
+	}
+	for _, x := range findings {
+		if elevated(x.GetStatus()) && !explains(llmdiagv1.Cause_CAUSE_DECODE_BOUND, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // causeOrder is the order the rules consider causes in.
@@ -582,6 +602,45 @@ func (f *facts) decode(p printer) verdict {
 	if pr.GetActiveParamsBillions() <= 0 && pr.GetDataParallel() == 0 && pr.GetTensorParallel() == 0 {
 		v.recs = append(v.recs, p.f(recProfile))
 	}
+	return v
+}
+
+// stalls is DECODE_BOUND read from the gaps between tokens: prefills
+// interrupting decode.
+func (f *facts) stalls(p printer) verdict {
+	pr := f.profile
+	v := verdict{cause: llmdiagv1.Cause_CAUSE_DECODE_BOUND, status: worse(statusWarn, f.interTokenStatus())}
+	lockstep := ""
+	if dp, ep := pr.GetDataParallel(), pr.GetExpertParallel(); dp > 1 && ep > 1 {
+		lockstep = p.f(decodeLockstep, dp, ep)
+	}
+	median := "?"
+	if f.itlP50 != nil {
+		median = p.seconds(f.itlP50.GetValue())
+	}
+	v.summary = f.not(p, p.f(causeDecodeStalls, p.seconds(f.itlP99.GetValue()), median, lockstep))
+	if f.queue.ok {
+		v.evidence = append(v.evidence, p.f(evQueueRatio, count(f.queue.v), f.ratioText()))
+	}
+	if f.kv.ok {
+		v.evidence = append(v.evidence, p.f(evKV, percent(f.kv.v), exactPercent(f.t.KVWarn), exactPercent(f.t.KVCrit)))
+	}
+	v.evidence = append(v.evidence, p.f(evLatencyLimits, p.seconds(f.t.ITLP99Warn.Seconds()), p.seconds(f.t.ITLP99Crit.Seconds())))
+	if f.perRequest.ok {
+		v.evidence = append(v.evidence, f.perRequestEvidence(p))
+	}
+	v.evidence = append(v.evidence, f.profileEvidence(p)...)
+	if !f.hist.noHistory() {
+		v.evidence = append(v.evidence, f.historyEvidence(p))
+	}
+	v.confidence = 0.6
+	if lockstep != "" {
+		v.confidence += 0.1
+	}
+	if f.queue.ok && f.kv.ok {
+		v.confidence += 0.1
+	}
+	v.recs = []string{p.f(recChunkedPrefill), p.f(recSmallerChunks)}
 	return v
 }
 
