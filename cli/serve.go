@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -158,6 +159,10 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 					return usageError{fmt.Errorf("--redis: %w", err)}
 				}
 				defer rdb.Close()
+				// go-redis logs through a process-wide logger: route it into
+				// ours, at debug level, since the replica and the lease already
+				// log a Redis outage once, with what it means.
+				redis.SetLogger(redisLogger{log})
 				shared := redisstore.New(rdb, redisstore.Options{Prefix: *redisPrefix, HistoryLen: *historyLen})
 				local := memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
 				rep := replica.New(shared, local, replica.Options{SyncEvery: *syncEvery, Log: log})
@@ -340,6 +345,13 @@ func sharedReady(ctx context.Context, st store.Store, own <-chan struct{}, every
 		}
 	}()
 	return ready
+}
+
+// redisLogger passes go-redis's own log lines to slog.
+type redisLogger struct{ log *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.log.DebugContext(ctx, "redis client: "+fmt.Sprintf(format, v...))
 }
 
 // defaultReplicaID is hostname-pid.
