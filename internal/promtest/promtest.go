@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/llmdiag/llmdiag/internal/childproc"
 )
 
 // Defaults applied by Start to zero Options fields and by the waits to
@@ -94,14 +97,7 @@ type Prometheus struct {
 	api        v1.API
 
 	mu   sync.Mutex
-	proc *process // nil while stopped
-}
-
-// process is one run of the prometheus binary.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once the process has exited and been reaped
-	err  error         // Wait's result; read after done
+	proc *childproc.Proc // nil while stopped
 }
 
 // Binary locates the prometheus binary: $PROMETHEUS_BIN, then PATH, then
@@ -304,8 +300,8 @@ func (p *Prometheus) launch() error {
 	cmd.Stdout = p.logs
 	cmd.Stderr = p.logs
 	cmd.WaitDelay = 5 * time.Second // bounds the output copy after exit
-	proc := &process{cmd: cmd, done: make(chan struct{})}
-	if err := startProcess(proc); err != nil {
+	proc, err := childproc.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("exec %s: %w", p.bin, err)
 	}
 	p.proc = proc
@@ -330,8 +326,8 @@ func (p *Prometheus) waitReady(timeout time.Duration) error {
 			return nil
 		}
 		select {
-		case <-proc.done:
-			return fmt.Errorf("prometheus exited before it was ready: %v", proc.err)
+		case <-proc.Done():
+			return fmt.Errorf("prometheus exited before it was ready: %v", proc.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("prometheus not ready on %s after %v: %v", p.addr, timeout, last)
 		case <-time.After(pollInterval):
@@ -368,22 +364,7 @@ func (p *Prometheus) Stop() {
 	if proc == nil {
 		return
 	}
-	select {
-	case <-proc.done:
-		return
-	default:
-	}
-	_ = terminate(proc.cmd.Process)
-	select {
-	case <-proc.done:
-		return
-	case <-time.After(stopTimeout):
-	}
-	_ = proc.cmd.Process.Kill()
-	select {
-	case <-proc.done:
-	case <-time.After(stopTimeout): // unreachable in practice: WaitDelay bounds Wait
-	}
+	proc.Stop(syscall.SIGTERM, stopTimeout)
 }
 
 // Restart stops Prometheus (if running) and starts it again on the same
@@ -406,12 +387,7 @@ func (p *Prometheus) Running() bool {
 	if p.proc == nil {
 		return false
 	}
-	select {
-	case <-p.proc.done:
-		return false
-	default:
-		return true
-	}
+	return !p.proc.Exited()
 }
 
 // URL is the base URL of the HTTP API, http://127.0.0.1:port.

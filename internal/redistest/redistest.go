@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/llmdiag/llmdiag/internal/childproc"
 )
 
 // InstallHint says how to get the binaries Start and StartCluster need.
@@ -52,13 +54,7 @@ type Server struct {
 	logs *logBuffer
 
 	mu   sync.Mutex
-	proc *process // nil while stopped
-}
-
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	proc *childproc.Proc // nil while stopped
 }
 
 // Binaries locates redis-server and redis-cli: $REDIS_SERVER_BIN and
@@ -196,8 +192,8 @@ func (s *Server) run() error {
 	cmd := exec.Command(s.bin, s.args()...)
 	cmd.Dir = s.dir
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	proc := &process{cmd: cmd, done: make(chan struct{})}
-	if err := startProcess(proc); err != nil {
+	proc, err := childproc.Start(cmd)
+	if err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -206,8 +202,8 @@ func (s *Server) run() error {
 	deadline := time.Now().Add(readyTimeout)
 	for {
 		select {
-		case <-proc.done:
-			return fmt.Errorf("redis-server exited: %v", proc.err)
+		case <-proc.Done():
+			return fmt.Errorf("redis-server exited: %v", proc.Err())
 		default:
 		}
 		reply, err := s.Do("PING")
@@ -237,7 +233,7 @@ func (s *Server) Pid() int {
 	if s.proc == nil {
 		return 0
 	}
-	return s.proc.cmd.Process.Pid
+	return s.proc.Pid()
 }
 
 // Stop shuts the server down (SIGTERM to its pid, SIGKILL after a timeout)
@@ -255,13 +251,7 @@ func (s *Server) stop(sig syscall.Signal) {
 	if proc == nil {
 		return
 	}
-	_ = proc.cmd.Process.Signal(sig)
-	select {
-	case <-proc.done:
-	case <-time.After(stopTimeout):
-		_ = proc.cmd.Process.Kill()
-		<-proc.done
-	}
+	proc.Stop(sig, stopTimeout)
 }
 
 // Restart stops the server if it runs and starts it again on the same port
