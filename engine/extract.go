@@ -81,10 +81,7 @@ type series struct {
 }
 
 // keyed is one replica's value with its join key (Mapping.ReplicaLabels).
-type keyed struct {
-	key string
-	v   float64
-}
+type keyed = Replica
 
 // fail records that family could not give concept c.
 func (x *extractor) fail(c Concept, family string, err error) {
@@ -279,7 +276,7 @@ func (x *extractor) values(src Source) ([]keyed, error) {
 		if err != nil {
 			return nil, err
 		}
-		vals = append(vals, keyed{key: x.replicaKey(s.labels), v: v})
+		vals = append(vals, keyed{Key: x.replicaKey(s.labels), V: v})
 	}
 	return vals, nil
 }
@@ -319,7 +316,7 @@ func (x *extractor) product(src Source) ([]keyed, error) {
 				return nil, fmt.Errorf("%s: %w", o.Family, err)
 			}
 		}
-		vals = append(vals, keyed{key: x.replicaKey(s.labels), v: v})
+		vals = append(vals, keyed{Key: x.replicaKey(s.labels), V: v})
 	}
 	return vals, nil
 }
@@ -366,12 +363,12 @@ func (x *extractor) difference(src Source) ([]keyed, error) {
 			return nil, fmt.Errorf("%s: %w", o.Family, err)
 		}
 		if i == 0 {
-			total = sum(vals)
+			total = sumReplicas(vals)
 		} else {
-			total -= sum(vals)
+			total -= sumReplicas(vals)
 		}
 	}
-	return []keyed{{v: max(total, 0)}}, nil
+	return []keyed{{V: max(total, 0)}}, nil
 }
 
 // scalar reads one series as a number, as src.Kind says.
@@ -430,12 +427,12 @@ func (x *extractor) value(c Concept) *float64 {
 	}
 	switch src.Agg {
 	case Sum:
-		return x.finite(c, src, sum(vals))
+		return x.finite(c, src, sumReplicas(vals))
 	case Max:
 		// Sum per replica, then the largest replica.
 		per := map[string]float64{}
 		for _, v := range vals {
-			per[v.key] += v.v
+			per[v.Key] += v.V
 		}
 		m := math.Inf(-1)
 		for _, v := range per {
@@ -443,7 +440,7 @@ func (x *extractor) value(c Concept) *float64 {
 		}
 		return x.finite(c, src, m)
 	}
-	return x.finite(c, src, sum(vals)/float64(len(vals)))
+	return x.finite(c, src, sumReplicas(vals)/float64(len(vals)))
 }
 
 // total reads a latency exposed as a sum and a count, each aggregated as
@@ -466,58 +463,33 @@ func (x *extractor) finite(c Concept, src Source, v float64) *float64 {
 	return sample.F(v)
 }
 
-// kv returns KV usage and capacity in tokens. Usage is tokens used / capacity
-// summed over replicas when both are exposed (SGLang); otherwise the usage
-// gauge, weighted by each replica's capacity when every replica's is known
-// (vLLM DP engines with different cache sizes), else its plain mean.
+// readExposed is read for CombineKV: nil when c is not exposed, a non-nil
+// (possibly empty) slice when it is.
+func (x *extractor) readExposed(c Concept) (Source, []keyed) {
+	src, vals, ok := x.read(c)
+	if ok && vals == nil {
+		vals = []keyed{}
+	}
+	return src, vals
+}
+
+// kv returns KV usage and capacity in tokens, combined as CombineKV says;
+// an aggregate that overflowed is reported against the family it came from.
 func (x *extractor) kv() (usage, capacity *float64) {
-	capSrc, caps, capOK := x.read(KVCapacityTokens)
-	if capOK {
-		capacity = x.finite(KVCapacityTokens, capSrc, sum(caps))
+	capSrc, caps := x.readExposed(KVCapacityTokens)
+	usedSrc, used := x.readExposed(KVUsedTokens)
+	src, us := x.readExposed(KVUsage)
+	kv := CombineKV(us, src.Agg, used, caps)
+	if kv.HasCapacity {
+		capacity = x.finite(KVCapacityTokens, capSrc, kv.Capacity)
 	}
-	if usedSrc, used, ok := x.read(KVUsedTokens); ok && capacity != nil && *capacity > 0 {
-		return x.finite(KVUsage, usedSrc, sum(used) / *capacity), capacity
-	}
-	src, us, ok := x.read(KVUsage)
-	if !ok {
-		return nil, capacity
-	}
-	if src.Agg == CapacityWeighted && capacity != nil {
-		if w, ok := weighted(us, caps); ok {
-			return x.finite(KVUsage, src, w), capacity
+	if kv.HasUsage {
+		if kv.UsageFrom == KVUsedTokens {
+			src = usedSrc
 		}
+		usage = x.finite(KVUsage, src, kv.Usage)
 	}
-	return x.finite(KVUsage, src, sum(us)/float64(len(us))), capacity
-}
-
-// weighted is the mean of vals weighted by the weight of the same key; false
-// when a key has no weight or the weights add to 0.
-func weighted(vals, weights []keyed) (float64, bool) {
-	w := map[string]float64{}
-	for _, k := range weights {
-		w[k.key] += k.v
-	}
-	var num, den float64
-	for _, v := range vals {
-		c, ok := w[v.key]
-		if !ok {
-			return 0, false
-		}
-		num += v.v * c
-		den += c
-	}
-	if den <= 0 {
-		return 0, false
-	}
-	return num / den, true
-}
-
-func sum(vals []keyed) float64 {
-	var t float64
-	for _, v := range vals {
-		t += v.v
-	}
-	return t
+	return usage, capacity
 }
 
 // histogram reads a histogram concept, summed by bucket over replicas; nil

@@ -552,11 +552,8 @@ func (es *engineState) warnings() []string {
 	return out
 }
 
-// kv returns KV usage and capacity in tokens as engine.Extract combines
-// them: tokens used / capacity summed over replicas when both are exposed;
-// otherwise the usage gauge, weighted by each replica's capacity when every
-// replica's is known and the source says CapacityWeighted, else its mean
-// over replicas.
+// kv returns KV usage and capacity in tokens, combined by engine.CombineKV
+// as direct scraping combines them.
 func (ns *nodeState) kv() (usage, capacity *float64) {
 	rep := func(c engine.Concept) *replicas {
 		if int(c) < len(ns.reps) && ns.reps[c] != nil && len(ns.reps[c].vs) > 0 {
@@ -564,23 +561,31 @@ func (ns *nodeState) kv() (usage, capacity *float64) {
 		}
 		return nil
 	}
-	caps := rep(engine.KVCapacityTokens)
-	if caps != nil {
-		capacity = finiteOrNil(sumOf(caps.vs))
-	}
-	if used := rep(engine.KVUsedTokens); used != nil && capacity != nil && *capacity > 0 {
-		return finiteOrNil(sumOf(used.vs) / *capacity), capacity
-	}
+	var agg engine.Agg
 	us := rep(engine.KVUsage)
-	if us == nil {
-		return nil, capacity
+	if us != nil {
+		agg = us.agg
 	}
-	if us.agg == engine.CapacityWeighted && caps != nil {
-		if w, ok := weighted(us.vs, caps.vs); ok {
-			return finiteOrNil(w), capacity
-		}
+	kv := engine.CombineKV(us.replicas(), agg, rep(engine.KVUsedTokens).replicas(), rep(engine.KVCapacityTokens).replicas())
+	if kv.HasCapacity {
+		capacity = finiteOrNil(kv.Capacity)
 	}
-	return finiteOrNil(sumOf(us.vs) / float64(len(us.vs))), capacity
+	if kv.HasUsage {
+		usage = finiteOrNil(kv.Usage)
+	}
+	return usage, capacity
+}
+
+// replicas returns r's values for engine.CombineKV; nil when r is.
+func (r *replicas) replicas() []engine.Replica {
+	if r == nil {
+		return nil
+	}
+	out := make([]engine.Replica, len(r.vs))
+	for i, k := range r.vs {
+		out[i] = engine.Replica{Key: k.key, V: k.v}
+	}
+	return out
 }
 
 // aggregate combines the replicas of a concept as their Source.Agg says.
@@ -611,28 +616,6 @@ func sumOf(vs []keyed) float64 {
 		t += v.v
 	}
 	return t
-}
-
-// weighted is the mean of vals weighted by the weight of the same key;
-// false when a key has no weight or the weights add to 0.
-func weighted(vals, weights []keyed) (float64, bool) {
-	w := make(map[string]float64, len(weights))
-	for _, k := range weights {
-		w[k.key] += k.v
-	}
-	var num, den float64
-	for _, v := range vals {
-		c, ok := w[v.key]
-		if !ok {
-			return 0, false
-		}
-		num += v.v * c
-		den += c
-	}
-	if den <= 0 {
-		return 0, false
-	}
-	return num / den, true
 }
 
 // distribution is histogram concept c of a node over the window; nil when
