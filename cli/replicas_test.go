@@ -27,11 +27,11 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/internal/redistest"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/redisstore"
 )
@@ -46,12 +46,16 @@ type ticking struct {
 	nodes []string
 }
 
-func (s ticking) Refresh(context.Context, string) ([]ingest.Observation, error) {
+func (s ticking) Window(context.Context, string, string, time.Duration) (*llmdiagv1.NodeMetrics, error) {
+	return nil, source.ErrUnknownNode
+}
+
+func (s ticking) Refresh(context.Context, string) ([]source.Observation, error) {
 	return s.at(s.base.Add(time.Duration(s.clock.Add(1)) * time.Millisecond)), nil
 }
 
-func (s ticking) at(at time.Time) []ingest.Observation {
-	var out []ingest.Observation
+func (s ticking) at(at time.Time) []source.Observation {
+	var out []source.Observation
 	for _, id := range s.nodes {
 		m := &llmdiagv1.NodeMetrics{
 			Node: id, Model: "m", Window: "5m", Up: true, ObservedAt: timestamppb.New(at),
@@ -59,7 +63,7 @@ func (s ticking) at(at time.Time) []ingest.Observation {
 			PromptTokensPerSecond: sample.F(1000), GenerationTokensPerSecond: sample.F(500), DecodeTokensPerSecondPerRequest: sample.F(50),
 			PreemptionsPerSecond: sample.F(0),
 		}
-		out = append(out, ingest.Observation{Node: fleet.Node{ID: id, URL: "http://" + id + "/metrics"}, Metrics: m})
+		out = append(out, source.Observation{Node: fleet.Node{ID: id, URL: "http://" + id + "/metrics"}, Metrics: m})
 	}
 	return out
 }
@@ -105,7 +109,7 @@ func (s *stack) crash() {
 
 const replicaPrefix = "t:"
 
-func newStack(t *testing.T, url, id string, src refresh.Source, ttl time.Duration, log *slog.Logger) *stack {
+func newStack(t *testing.T, url, id string, src source.Source, ttl time.Duration, log *slog.Logger) *stack {
 	t.Helper()
 	rdb, err := redisstore.NewClient(url)
 	if err != nil {

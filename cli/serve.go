@@ -18,14 +18,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/llmdiag/llmdiag/combine"
 	"github.com/llmdiag/llmdiag/fleet"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/metrics"
-	"github.com/llmdiag/llmdiag/promsource"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/source/combine"
+	"github.com/llmdiag/llmdiag/source/prom"
+	"github.com/llmdiag/llmdiag/source/scrape"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/store/redisstore"
@@ -79,7 +80,7 @@ func serveCommand(env Env) *ffcli.Command {
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
 	replicaID := fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
 	syncEvery := fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
-	prom := promFlags(fs)
+	pf := promFlags(fs)
 	newLog := logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -129,7 +130,7 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			if err := f.Validate(); err != nil {
 				return usageError{err}
 			}
-			if *prom.url == "" {
+			if *pf.url == "" {
 				if len(f.Nodes) == 0 {
 					return usageError{errors.New("no nodes to watch: give --prometheus URL, --fleet FILE or --target id=url")}
 				}
@@ -173,10 +174,7 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				}
 			}
 			var (
-				src interface {
-					refresh.Source
-					server.Windower
-				}
+				src  source.Source
 				from string
 			)
 			var scraped []fleet.Node
@@ -185,16 +183,16 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 					scraped = append(scraped, n)
 				}
 			}
-			scraper := ingest.New(scraped, nil, log, time.Now, ingest.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter})
+			scraper := scrape.New(scraped, nil, log, time.Now, scrape.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter})
 			switch {
-			case *prom.url == "":
+			case *pf.url == "":
 				src, from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
 			default:
-				ps, err := promsource.New(prom.config(*staleAfter), log, time.Now)
+				ps, err := prom.New(pf.config(*staleAfter), log, time.Now)
 				if err != nil {
 					return usageError{fmt.Errorf("--prometheus: %w", err)}
 				}
-				src, from = ps, "prometheus "+*prom.url
+				src, from = ps, "prometheus "+*pf.url
 				if len(scraped) > 0 {
 					// Fleet nodes with a url: gauges fresh from their
 					// endpoints, everything else from Prometheus.
@@ -286,14 +284,14 @@ func promFlags(fs *flag.FlagSet) promFlagSet {
 	return p
 }
 
-func (p promFlagSet) config(staleAfter time.Duration) promsource.Config {
-	cfg := promsource.Config{
+func (p promFlagSet) config(staleAfter time.Duration) prom.Config {
+	cfg := prom.Config{
 		URL:                   *p.url,
 		BearerTokenFile:       *p.bearer,
 		BasicAuthUser:         *p.user,
 		BasicAuthPasswordFile: *p.password,
 		Headers:               p.headers,
-		TLS: promsource.TLSConfig{
+		TLS: prom.TLSConfig{
 			CAFile: *p.ca, CertFile: *p.cert, KeyFile: *p.key,
 			ServerName: *p.serverName, InsecureSkipVerify: *p.insecure,
 		},

@@ -7,7 +7,7 @@
 // engine cores, SGLang ranks, Triton models) combine into one value per node.
 // Parse reads the Prometheus text format with github.com/prometheus/common/expfmt,
 // Detect tells the engine from the family names, and Extract fills a Sample.
-// The same table drives the PromQL of the Prometheus-API source (promsource).
+// The same table drives the PromQL of the Prometheus-API source (source/prom).
 //
 // # Engines
 //

@@ -4,7 +4,7 @@
 // The file has one rule group, evaluated in order:
 //
 //   - per engine, recording rules of llmdiag's per-node indicators, built by
-//     promsource.RuleExpressions from the same query builder a refresh uses
+//     prom.RuleExpressions from the same query builder a refresh uses
 //     (the same selectors, aliases joined with `or on (node)`, rank collapse,
 //     rates over the same window) and labelled engine="…":
 //     llmdiag:node_model_info (one series per node carrying its model),
@@ -28,7 +28,7 @@
 //     Alertmanager if you want one notification).
 //
 // What PromQL cannot reproduce exactly is said in the rule file's header
-// (promsource.RuleExprs.Notes): ranks of one SGLang replica are collapsed
+// (prom.RuleExprs.Notes): ranks of one SGLang replica are collapsed
 // with max instead of the lowest rank, and vLLM's KV capacity, read from
 // the labels of cache_config_info, cannot weight KV usage. The
 // sustained-queue alert reads the fraction of queueing evaluations over

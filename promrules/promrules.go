@@ -14,7 +14,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/promsource"
+	"github.com/llmdiag/llmdiag/source/prom"
 )
 
 // Config says what to write. Zero values take the defaults shown.
@@ -39,7 +39,7 @@ type Config struct {
 	// refreshes at --interval 5s).
 	History time.Duration
 	// Lookback is how long a node that stopped reporting counts as down
-	// (default 10m, as promsource).
+	// (default 10m, as source/prom).
 	Lookback time.Duration
 	// GroupName is the rule group's name (default "llmdiag").
 	GroupName string
@@ -123,7 +123,7 @@ func Build(cfg Config) (*File, []string, error) {
 		if name == "" {
 			return nil, nil, fmt.Errorf("engine %v: unknown", e)
 		}
-		x, err := promsource.RuleExpressions(e, promsource.RuleConfig{
+		x, err := prom.RuleExpressions(e, prom.RuleConfig{
 			NodeLabel: node, ModelLabels: cfg.ModelLabels, Window: cfg.Window, Lookback: cfg.Lookback,
 		})
 		if err != nil {

@@ -17,15 +17,10 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
 )
-
-// Source yields every node's indicators over a window, reading the nodes anew.
-type Source interface {
-	Refresh(ctx context.Context, window string) ([]ingest.Observation, error)
-}
 
 // Recorder receives the loop's own telemetry.
 type Recorder interface {
@@ -54,7 +49,7 @@ type Config struct {
 
 // Loop is the ingest loop.
 type Loop struct {
-	src   Source
+	src   source.Source
 	st    store.Store
 	rec   Recorder
 	log   *slog.Logger
@@ -65,7 +60,7 @@ type Loop struct {
 }
 
 // New returns a Loop; call Run to start it.
-func New(src Source, st store.Store, rec Recorder, log *slog.Logger, now func() time.Time, cfg Config) *Loop {
+func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now func() time.Time, cfg Config) *Loop {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
 	}
@@ -138,7 +133,7 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 	return nil
 }
 
-func (l *Loop) update(ctx context.Context, o ingest.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
+func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
 	if f, ok := l.cfg.Fleet[o.Node.ID]; ok {
 		if o.Node.Profile == (fleet.Profile{}) {
 			o.Node.Profile = f.Profile
@@ -236,7 +231,7 @@ func Changed(a, b *llmdiagv1.NodeHealth, minScore float64) bool {
 
 // Profile is the node's deployment profile: the fleet file's, completed with
 // what the metrics reveal (engine cores, ranks).
-func Profile(o ingest.Observation) *llmdiagv1.Profile {
+func Profile(o source.Observation) *llmdiagv1.Profile {
 	p := o.Node.Profile.Proto()
 	if o.Sample != nil {
 		if p.DataParallel == 0 && o.Sample.DataParallel > 0 {

@@ -14,9 +14,9 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
 
@@ -27,7 +27,11 @@ type scripted struct {
 	i      int
 }
 
-func (s *scripted) Refresh(context.Context, string) ([]ingest.Observation, error) {
+func (s *scripted) Window(context.Context, string, string, time.Duration) (*llmdiagv1.NodeMetrics, error) {
+	return nil, source.ErrUnknownNode
+}
+
+func (s *scripted) Refresh(context.Context, string) ([]source.Observation, error) {
 	m := &llmdiagv1.NodeMetrics{
 		Node: "n", Model: "m", Window: "5m", Up: true, ObservedAt: timestamppb.New(*s.now),
 		Queue: sample.F(0), Running: sample.F(10), QueueRunningRatio: sample.F(0), KvPressure: sample.F(0.3),
@@ -36,7 +40,7 @@ func (s *scripted) Refresh(context.Context, string) ([]ingest.Observation, error
 	}
 	s.states[min(s.i, len(s.states)-1)](m)
 	s.i++
-	return []ingest.Observation{{Node: fleet.Node{ID: "n", URL: "http://x/metrics"}, Metrics: m, Sample: &sample.Sample{DataParallel: 2}}}, nil
+	return []source.Observation{{Node: fleet.Node{ID: "n", URL: "http://x/metrics"}, Metrics: m, Sample: &sample.Sample{DataParallel: 2}}}, nil
 }
 
 type nopRecorder struct{ refreshes, errors int }
@@ -225,7 +229,7 @@ func TestProfileInfersDegreesFromRanks(t *testing.T) {
 		{name: "fleet file wins", fleet: fleet.Profile{TensorParallel: 8, GPU: "H100"}, tp: 2, ep: 8, wantTP: 8, wantEP: 8, wantGPU: "H100"},
 	}
 	for _, tc := range tests {
-		o := ingest.Observation{
+		o := source.Observation{
 			Node:   fleet.Node{ID: "n", Profile: tc.fleet},
 			Sample: &sample.Sample{DataParallel: tc.dp, TensorParallel: tc.tp, PipelineParallel: tc.pp, ExpertParallel: tc.ep},
 		}

@@ -19,11 +19,11 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
@@ -66,11 +66,11 @@ func (f *shiftSource) metrics(n fleet.Node, window string, offset time.Duration)
 	return m
 }
 
-func (f *shiftSource) Refresh(_ context.Context, window string) ([]ingest.Observation, error) {
-	var out []ingest.Observation
+func (f *shiftSource) Refresh(_ context.Context, window string) ([]source.Observation, error) {
+	var out []source.Observation
 	for _, n := range f.nodes {
 		m := f.metrics(n, window, 0)
-		out = append(out, ingest.Observation{Node: n, Engine: m.GetEngine(), Metrics: m})
+		out = append(out, source.Observation{Node: n, Engine: m.GetEngine(), Metrics: m})
 	}
 	return out, nil
 }
@@ -87,7 +87,7 @@ func (f *shiftSource) Window(_ context.Context, node, window string, offset time
 		m.ObservedAt = timestamppb.New(f.now.Add(-offset))
 		return m, nil
 	}
-	return nil, ingest.ErrUnknownNode
+	return nil, source.ErrUnknownNode
 }
 
 // compareService is a service over a memory store filled by one refresh of

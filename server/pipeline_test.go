@@ -13,10 +13,10 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
+	"github.com/llmdiag/llmdiag/source/scrape"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
@@ -62,7 +62,7 @@ func TestBrokenTargetsAreIsolated(t *testing.T) {
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = 30 * time.Second
 	st := memory.New(memory.Options{}, "p")
-	scraper := ingest.New(f.FleetFile().Nodes, nil, log, time.Now, ingest.Options{Timeout: 5 * time.Second})
+	scraper := scrape.New(f.FleetFile().Nodes, nil, log, time.Now, scrape.Options{Timeout: 5 * time.Second})
 	loop := refresh.New(scraper, st, tm, log, time.Now, refresh.Config{Thresholds: th})
 	for range 2 {
 		if err := loop.Once(ctx); err != nil {

@@ -19,10 +19,10 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/internal/redistest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/store/redisstore"
@@ -37,7 +37,7 @@ type flipSource struct {
 	calls atomic.Int64
 }
 
-func (f *flipSource) Refresh(ctx context.Context, window string) ([]ingest.Observation, error) {
+func (f *flipSource) Refresh(ctx context.Context, window string) ([]source.Observation, error) {
 	f.now = time.Now()
 	obs, err := f.fakeSource.Refresh(ctx, window)
 	if f.calls.Add(1)%2 == 0 {

@@ -29,11 +29,11 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
@@ -93,11 +93,11 @@ func (f *fakeSource) metrics(n fleet.Node, window string) *llmdiagv1.NodeMetrics
 	return m
 }
 
-func (f *fakeSource) Refresh(_ context.Context, window string) ([]ingest.Observation, error) {
-	var out []ingest.Observation
+func (f *fakeSource) Refresh(_ context.Context, window string) ([]source.Observation, error) {
+	var out []source.Observation
 	for _, n := range f.nodes {
 		_, newer := f.samples(n)
-		out = append(out, ingest.Observation{Node: n, Engine: newer.Engine, Sample: newer, Metrics: f.metrics(n, window)})
+		out = append(out, source.Observation{Node: n, Engine: newer.Engine, Sample: newer, Metrics: f.metrics(n, window)})
 	}
 	return out, nil
 }
@@ -111,7 +111,7 @@ func (f *fakeSource) Window(_ context.Context, node, window string, offset time.
 			return m, nil
 		}
 	}
-	return nil, ingest.ErrUnknownNode
+	return nil, source.ErrUnknownNode
 }
 
 // startServer runs the whole service on a loopback port and returns its URL.

@@ -25,14 +25,9 @@ import (
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/report"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
 )
-
-// Windower computes a node's indicators over a window other than the
-// default, ending offset ago.
-type Windower interface {
-	Window(ctx context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error)
-}
 
 // Config configures the service.
 type Config struct {
@@ -50,7 +45,7 @@ type Config struct {
 // Service implements DiagnosisService.
 type Service struct {
 	st  store.Store
-	win Windower
+	win source.Source
 	log *slog.Logger
 	now func() time.Time
 	cfg Config
@@ -66,7 +61,7 @@ var _ llmdiagv1connect.DiagnosisServiceHandler = (*Service)(nil)
 
 // NewService returns the service. win may be nil when only the default
 // window is available. done, when closed, ends open streams.
-func NewService(st store.Store, win Windower, log *slog.Logger, now func() time.Time, cfg Config, done <-chan struct{}) *Service {
+func NewService(st store.Store, win source.Source, log *slog.Logger, now func() time.Time, cfg Config, done <-chan struct{}) *Service {
 	if cfg.DefaultWindow == "" {
 		cfg.DefaultWindow = "5m"
 	}
@@ -306,7 +301,7 @@ const MaxOffset = 30 * 24 * time.Hour
 // metricsFor validates a node id, window and offset and returns the node's
 // metrics over the window (staleness measured now) with its stored record.
 // The default window is a store lookup; any other window or an offset is
-// computed by the Windower through the store's query cache, so a burst of
+// computed by the source.Source through the store's query cache, so a burst of
 // identical requests costs one computation (one Prometheus query set).
 func (s *Service) metricsFor(ctx context.Context, node, window string, offsetpb *durationpb.Duration) (*llmdiagv1.NodeMetrics, *store.Record, error) {
 	if node == "" {

@@ -36,7 +36,7 @@ const relTolerance = 1e-9
 // tests compare: every family a simulated schema exposes that engine/table.go
 // reads as a Histogram, the schemas whose nodes expose it, and the concept
 // (hence the NodeMetrics distribution, named by Concept.String) it feeds.
-// checkFamilyTable holds it to engine.Lookup; the promsource test fails on
+// checkFamilyTable holds it to engine.Lookup; the prom test fails on
 // any distribution a node reports that no entry feeds.
 var exactFamilies = []histFamily{
 	{[]sim.Engine{sim.VLLM}, "vllm:time_to_first_token_seconds", engine.TTFT},
@@ -72,7 +72,7 @@ var exactFamilies = []histFamily{
 }
 
 // meanFamilies are the latencies a schema exposes without buckets, as a
-// cumulative sum and count (Triton, in microseconds): promsource reports a
+// cumulative sum and count (Triton, in microseconds): prom reports a
 // mean, never a percentile. concept is the distribution they feed; sum and
 // count the concepts of engine/table.go they are read as.
 var meanFamilies = []meanFamily{
@@ -504,8 +504,8 @@ func abortingScenario(t *testing.T) sim.Config {
 // TestExactness runs the seed fleet (vLLM, SGLang), the schemas fleet (one
 // node per schema), its idle twin and its aborting twin behind one
 // Prometheus and compares, at one evaluation time, histogram.Quantile and
-// promsource's percentiles with histogram_quantile for every histogram
-// family of every schema, and promsource's aborted-request rates with
+// prom's percentiles with histogram_quantile for every histogram
+// family of every schema, and prom's aborted-request rates with
 // Prometheus's rate.
 func TestExactness(t *testing.T) {
 	t.Parallel()
@@ -518,7 +518,7 @@ func TestExactness(t *testing.T) {
 	report := &exactReport{stats: map[reportKey]*exactStats{}}
 	t.Run("families", func(t *testing.T) { testExposedFamilies(t, sf, at) })
 	t.Run("histogram", func(t *testing.T) { testHistogramExactness(t, sf, at, report) })
-	t.Run("promsource", func(t *testing.T) { testPromsourceExactness(t, sf, at, report) })
+	t.Run("prom", func(t *testing.T) { testPromExactness(t, sf, at, report) })
 	t.Logf("exactness per schema (within %g relative, NaN = NaN):\n%v", relTolerance, report)
 }
 

@@ -12,9 +12,9 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/promsource"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source/prom"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
@@ -29,7 +29,7 @@ func TestPrometheusOutageAndRecovery(t *testing.T) {
 	sf := startSeedFleet(t, 3)
 	const staleAfter = 3 * time.Second
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	src, err := promsource.New(promsource.Config{URL: sf.prom.URL(), NodeLabel: "node", Timeout: 2 * time.Second, StaleAfter: staleAfter}, log, time.Now)
+	src, err := prom.New(prom.Config{URL: sf.prom.URL(), NodeLabel: "node", Timeout: 2 * time.Second, StaleAfter: staleAfter}, log, time.Now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 // the simulated fleet, fast-forwards its warm-up, then alternates: advance
 // the simulation by one refresh interval (sim.Fleet.Step), move a fake clock
 // to the same instant, and call refresh.Loop.Once. Everything after the
-// simulator is production code with production settings: an ingest.Scraper
+// simulator is production code with production settings: an scrape.Scraper
 // (HTTP GET of /metrics, engine.Parse, engine.Extract, the sample ring,
 // metrics.Compute over the window), refresh.Loop with the default
 // thresholds (stale after 30 s, as `llmdiag serve` configures them), the

@@ -19,9 +19,9 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sim"
+	"github.com/llmdiag/llmdiag/source/scrape"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
 
@@ -159,7 +159,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = 30 * time.Second // llmdiag serve's --stale-after default
 	st := memory.New(memory.Options{Now: clk.Now}, "scenariotest")
-	scraper := ingest.New(targets, client, log, clk.Now, ingest.Options{StaleAfter: th.StaleAfter})
+	scraper := scrape.New(targets, client, log, clk.Now, scrape.Options{StaleAfter: th.StaleAfter})
 	loop := refresh.New(scraper, st, nopRecorder{}, log, clk.Now, refresh.Config{
 		Interval: o.Interval, Window: o.Window, Thresholds: th, Fleet: byID,
 	})

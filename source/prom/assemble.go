@@ -1,4 +1,4 @@
-package promsource
+package prom
 
 import (
 	"cmp"
@@ -19,9 +19,9 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/source"
 )
 
 // assembly collects the results of one refresh, as they arrive, into
@@ -411,7 +411,7 @@ func (ns *nodeState) score() int {
 // sorted by id. A node seen by several engines (an endpoint exposing the
 // families of two) is read as the engine that gave most of its concepts,
 // the first in table order on a tie.
-func (a *assembly) observations() []ingest.Observation {
+func (a *assembly) observations() []source.Observation {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	type pick struct {
@@ -432,11 +432,11 @@ func (a *assembly) observations() []ingest.Observation {
 		}
 	}
 	ids := slices.Sorted(maps.Keys(best))
-	obs := make([]ingest.Observation, len(ids))
+	obs := make([]source.Observation, len(ids))
 	for i, id := range ids {
 		p := best[id]
 		nm, smp := a.finish(p.es, p.ns)
-		obs[i] = ingest.Observation{
+		obs[i] = source.Observation{
 			Node:    fleet.Node{ID: id, Model: nm.Model, Engine: fleet.EngineName(p.es.m.Engine)},
 			Engine:  p.es.m.Engine,
 			Sample:  smp,

@@ -1,4 +1,4 @@
-package ingest_test
+package scrape_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
+	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/source/scrape"
 )
 
 func serveFile(t *testing.T, path string) *httptest.Server {
@@ -70,12 +71,12 @@ func TestRefreshIsolatesBadTargets(t *testing.T) {
 		{ID: "down", URL: deadURL(t)},
 	}
 	now := time.Unix(1768264439, 0)
-	s := ingest.New(targets, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, ingest.Options{Timeout: 2 * time.Second})
+	s := scrape.New(targets, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, scrape.Options{Timeout: 2 * time.Second})
 	obs, err := s.Refresh(context.Background(), "5m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	byID := map[string]ingest.Observation{}
+	byID := map[string]source.Observation{}
 	for _, o := range obs {
 		byID[o.Node.ID] = o
 	}
@@ -134,7 +135,7 @@ func TestWindowFromRing(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	now := time.Unix(1000, 0)
-	s := ingest.New([]fleet.Node{{ID: "a", URL: srv.URL, Model: "configured"}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, ingest.Options{})
+	s := scrape.New([]fleet.Node{{ID: "a", URL: srv.URL, Model: "configured"}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, scrape.Options{})
 	if _, err := s.Refresh(context.Background(), "5m"); err != nil {
 		t.Fatal(err)
 	}

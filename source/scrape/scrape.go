@@ -1,8 +1,7 @@
-package ingest
+package scrape
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,10 +17,8 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/source"
 )
-
-// ErrUnknownNode is returned for a node that is not a scrape target.
-var ErrUnknownNode = errors.New("unknown node")
 
 // Options configure a Scraper. Zero values take the defaults shown.
 type Options struct {
@@ -65,14 +62,6 @@ func (o *Options) defaults() {
 	}
 }
 
-// Observation is one node's state after a refresh.
-type Observation struct {
-	Node    fleet.Node
-	Engine  llmdiagv1.Engine
-	Sample  *sample.Sample
-	Metrics *llmdiagv1.NodeMetrics
-}
-
 // Scraper scrapes a fixed set of targets. It is safe for concurrent use.
 type Scraper struct {
 	client  *http.Client
@@ -109,12 +98,12 @@ func (s *Scraper) Targets() []fleet.Node { return append([]fleet.Node(nil), s.ta
 
 // Refresh scrapes every target once, records the samples, and returns each
 // node's indicators over window (a metrics.ParseWindow string).
-func (s *Scraper) Refresh(ctx context.Context, window string) ([]Observation, error) {
+func (s *Scraper) Refresh(ctx context.Context, window string) ([]source.Observation, error) {
 	dur, lifetime, err := metrics.ParseWindow(window)
 	if err != nil {
 		return nil, err
 	}
-	obs := make([]Observation, len(s.targets))
+	obs := make([]source.Observation, len(s.targets))
 	sem := make(chan struct{}, s.opts.Concurrency)
 	var wg sync.WaitGroup
 	for i, t := range s.targets {
@@ -132,7 +121,7 @@ func (s *Scraper) Refresh(ctx context.Context, window string) ([]Observation, er
 			s.mu.RLock()
 			ring := s.rings[t.ID]
 			s.mu.RUnlock()
-			obs[i] = Observation{Node: t, Engine: smp.Engine, Sample: smp, Metrics: s.compute(t, ring, dur, lifetime, window)}
+			obs[i] = source.Observation{Node: t, Engine: smp.Engine, Sample: smp, Metrics: s.compute(t, ring, dur, lifetime, window)}
 		}()
 	}
 	wg.Wait()
@@ -169,7 +158,7 @@ func (s *Scraper) Window(_ context.Context, node, window string, offset time.Dur
 			return s.compute(t, ring[:end], dur, lifetime, window), nil
 		}
 	}
-	return nil, fmt.Errorf("%q: %w", node, ErrUnknownNode)
+	return nil, fmt.Errorf("%q: %w", node, source.ErrUnknownNode)
 }
 
 // compute makes the indicators of window from ring, whose last sample ends
@@ -267,3 +256,5 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+var _ source.Source = (*Scraper)(nil)

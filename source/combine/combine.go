@@ -11,28 +11,21 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/source"
 )
-
-// Source is what each side offers: a refresh of every node and on-demand
-// windows.
-type Source interface {
-	Refresh(ctx context.Context, window string) ([]ingest.Observation, error)
-	Window(ctx context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error)
-}
 
 // Combined reads history from History and fresh gauges from Gauges.
 type Combined struct {
-	History Source // Prometheus
-	Gauges  Source // direct scrape
+	History source.Source // Prometheus
+	Gauges  source.Source // direct scrape
 }
 
 // Refresh refreshes both sides concurrently and joins them by node id.
-func (c Combined) Refresh(ctx context.Context, window string) ([]ingest.Observation, error) {
+func (c Combined) Refresh(ctx context.Context, window string) ([]source.Observation, error) {
 	var (
 		wg           sync.WaitGroup
-		hist, gauges []ingest.Observation
+		hist, gauges []source.Observation
 		herr, gerr   error
 	)
 	wg.Add(2)
@@ -42,13 +35,13 @@ func (c Combined) Refresh(ctx context.Context, window string) ([]ingest.Observat
 	if herr != nil && gerr != nil {
 		return nil, fmt.Errorf("both sources failed: %w; %w", herr, gerr)
 	}
-	scraped := make(map[string]ingest.Observation, len(gauges))
+	scraped := make(map[string]source.Observation, len(gauges))
 	for _, o := range gauges {
 		if o.Metrics != nil {
 			scraped[o.Node.ID] = o
 		}
 	}
-	out := make([]ingest.Observation, 0, len(hist)+len(gauges))
+	out := make([]source.Observation, 0, len(hist)+len(gauges))
 	for _, o := range hist {
 		if g, ok := scraped[o.Node.ID]; ok {
 			delete(scraped, o.Node.ID)
@@ -81,7 +74,7 @@ func (c Combined) Window(ctx context.Context, node, window string, offset time.D
 }
 
 // join takes h's history and g's gauges when g reached the node.
-func join(h, g ingest.Observation) ingest.Observation {
+func join(h, g source.Observation) source.Observation {
 	gm := g.Metrics
 	if !gm.GetUp() || len(gm.GetErrors()) > 0 {
 		h.Metrics.Warnings = append(h.Metrics.Warnings, "direct scrape failed, gauges from the history source: "+fmt.Sprint(gm.GetErrors()))
@@ -111,3 +104,5 @@ func join(h, g ingest.Observation) ingest.Observation {
 	}
 	return h
 }
+
+var _ source.Source = Combined{}

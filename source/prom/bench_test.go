@@ -1,4 +1,4 @@
-package promsource
+package prom
 
 import (
 	"runtime"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/engine"
-	"github.com/llmdiag/llmdiag/ingest"
+	"github.com/llmdiag/llmdiag/source"
 )
 
 // BenchmarkRefresh10kNodes is one refresh of 10,000 vLLM nodes (2 engine
@@ -33,7 +33,7 @@ func BenchmarkRefresh10kNodes(b *testing.B) {
 	b.ResetTimer()
 	runtime.ReadMemStats(&ms0)
 	cpu0 := cpuTime(b)
-	var obs []ingest.Observation
+	var obs []source.Observation
 	for b.Loop() {
 		var err error
 		obs, err = src.Refresh(b.Context(), "5m")

@@ -13,17 +13,17 @@ import (
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
-	"github.com/llmdiag/llmdiag/promsource"
 	"github.com/llmdiag/llmdiag/sim"
+	"github.com/llmdiag/llmdiag/source/prom"
 )
 
 // sameBound compares bucket bounds, NaN equal to NaN.
 func sameBound(a, b float64) bool { return a == b || (math.IsNaN(a) && math.IsNaN(b)) }
 
-// promsourceWindows are the windows promsource is read over, each with the
+// promWindows are the windows prom is read over, each with the
 // PromQL of the bucket vector per node it must agree with, and the rate (or
 // cumulative value) of a counter.
-var promsourceWindows = []struct {
+var promWindows = []struct {
 	name    string
 	vector  func(family string) string
 	counter func(family string) string
@@ -36,21 +36,21 @@ var promsourceWindows = []struct {
 		func(f string) string { return f }},
 }
 
-// promsourcePaths are the two ways promsource computes a node's metrics:
+// promPaths are the two ways prom computes a node's metrics:
 // Refresh (every node at once) and Window (one node's series only).
-var promsourcePaths = []string{"refresh", "window"}
+var promPaths = []string{"refresh", "window"}
 
-// testPromsourceExactness checks that the percentiles promsource reports,
+// testPromExactness checks that the percentiles prom reports,
 // through Refresh and Window, are Prometheus's histogram_quantile at the
 // same evaluation time, with that quantile's bucket bounds; that every
 // distribution no family of exactFamilies feeds is absent, never zero
 // (Triton's E2E and queue time: a mean, no percentile, equal to
 // Prometheus's rate(sum) / rate(count)).
-func testPromsourceExactness(t *testing.T, sf *simFleet, at time.Time, report *exactReport) {
+func testPromExactness(t *testing.T, sf *simFleet, at time.Time, report *exactReport) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	src, err := promsource.New(promsource.Config{
+	src, err := prom.New(prom.Config{
 		URL:       sf.prom.URL(),
 		NodeLabel: "node", // the target label startFleet sets
 		Quantiles: exactQuantiles,
@@ -60,8 +60,8 @@ func testPromsourceExactness(t *testing.T, sf *simFleet, at time.Time, report *e
 		t.Fatal(err)
 	}
 
-	for _, w := range promsourceWindows {
-		// What promsource says, both ways: by path, then node.
+	for _, w := range promWindows {
+		// What prom says, both ways: by path, then node.
 		got := readBothPaths(t, ctx, src, sf, w.name)
 
 		for _, f := range exactFamilies {
@@ -91,7 +91,7 @@ func testPromsourceExactness(t *testing.T, sf *simFleet, at time.Time, report *e
 						}
 						e := sf.engine[sf.instance[node]]
 						bounds := histogram.Quantile(q, bs)
-						for _, via := range promsourcePaths {
+						for _, via := range promPaths {
 							d := get(got[via][node])
 							if d == nil {
 								t.Errorf("%s %s: no %s distribution", via, node, f.concept)
@@ -110,7 +110,7 @@ func testPromsourceExactness(t *testing.T, sf *simFleet, at time.Time, report *e
 							ours := histogram.Estimate{Value: p.GetValue(), Lower: p.GetLowerBound(), Upper: p.GetUpperBound()}
 							report.add(e, via, name+" "+node, ours, want, false)
 							if rel := relErr(ours.Value, want); rel > relTolerance {
-								t.Errorf("%s %s %s: promsource %v, prometheus %v: relative error %.3g > %g",
+								t.Errorf("%s %s %s: prom %v, prometheus %v: relative error %.3g > %g",
 									via, node, f.concept, ours.Value, want, rel, relTolerance)
 							}
 							if !sameBound(ours.Lower, bounds.Lower) || !sameBound(ours.Upper, bounds.Upper) {
@@ -131,22 +131,22 @@ func testPromsourceExactness(t *testing.T, sf *simFleet, at time.Time, report *e
 	}
 
 	for _, e := range sim.Engines() {
-		for _, via := range promsourcePaths {
+		for _, via := range promPaths {
 			path := via
 			if !feeds(exactFamilies, e, -1) {
 				path += " mean"
 			}
 			if s := report.get(e, path); s == nil || s.comparisons == 0 {
-				t.Errorf("promsource %s via %s: no comparisons", e, path)
+				t.Errorf("prom %s via %s: no comparisons", e, path)
 			}
 		}
 	}
-	t.Logf("promsource sent %d queries (last Refresh: %d)", src.QueriesTotal(), src.QueriesLastRefresh())
+	t.Logf("prom sent %d queries (last Refresh: %d)", src.QueriesTotal(), src.QueriesLastRefresh())
 }
 
 // readBothPaths reads every node over window with Refresh and, node by
 // node, with Window, and checks that each reports the node's engine.
-func readBothPaths(t *testing.T, ctx context.Context, src *promsource.Source, sf *simFleet, window string) map[string]map[string]*llmdiagv1.NodeMetrics {
+func readBothPaths(t *testing.T, ctx context.Context, src *prom.Source, sf *simFleet, window string) map[string]map[string]*llmdiagv1.NodeMetrics {
 	t.Helper()
 	got := map[string]map[string]*llmdiagv1.NodeMetrics{"refresh": {}, "window": {}}
 	obs, err := src.Refresh(ctx, window)
@@ -183,7 +183,7 @@ func readBothPaths(t *testing.T, ctx context.Context, src *promsource.Source, sf
 	}
 	for id, inst := range sf.instance {
 		want := mappingOf(t, sf.engine[inst]).Engine
-		for _, via := range promsourcePaths {
+		for _, via := range promPaths {
 			nm := got[via][id]
 			if nm.GetEngine() != want || !nm.GetUp() {
 				t.Errorf("%s %s (%s): engine %s up %v, want %s up", via, id, sf.engine[inst], nm.GetEngine(), nm.GetUp(), want)
@@ -196,7 +196,7 @@ func readBothPaths(t *testing.T, ctx context.Context, src *promsource.Source, sf
 	return got
 }
 
-// testMeans checks the means of meanFamilies: promsource's mean is
+// testMeans checks the means of meanFamilies: prom's mean is
 // Prometheus's rate(sum) / rate(count) (cumulative sum / count for the
 // lifetime), and absent where that is NaN.
 func testMeans(t *testing.T, ctx context.Context, sf *simFleet, at time.Time, counter func(string) string,
@@ -217,7 +217,7 @@ func testMeans(t *testing.T, ctx context.Context, sf *simFleet, at time.Time, co
 			if !slices.Contains(f.engines, e) {
 				t.Fatalf("%s: node %s is %s, not one of %v", expr, node, e, f.engines)
 			}
-			for _, via := range promsourcePaths {
+			for _, via := range promPaths {
 				d := get(got[via][node])
 				if d == nil {
 					t.Errorf("%s %s: no %s distribution, want its mean", via, node, f.concept)
@@ -234,7 +234,7 @@ func testMeans(t *testing.T, ctx context.Context, sf *simFleet, at time.Time, co
 				nan := math.NaN()
 				report.add(e, via+" mean", fmt.Sprintf("%s mean %s", f.concept, node), histogram.Estimate{Value: ours, Lower: nan, Upper: nan}, want, false)
 				if rel := relErr(ours, want); rel > relTolerance {
-					t.Errorf("%s %s %s: promsource mean %v (absent: %v), prometheus %s = %v: relative error %.3g > %g",
+					t.Errorf("%s %s %s: prom mean %v (absent: %v), prometheus %s = %v: relative error %.3g > %g",
 						via, node, f.concept, ours, d.Mean == nil, expr, want, rel, relTolerance)
 				}
 			}
@@ -242,7 +242,7 @@ func testMeans(t *testing.T, ctx context.Context, sf *simFleet, at time.Time, co
 	}
 }
 
-// testAbsent checks that promsource reports, on every node, exactly the
+// testAbsent checks that prom reports, on every node, exactly the
 // distributions exactFamilies and meanFamilies feed for its schema: the
 // others are absent (UNKNOWN), never a zero distribution.
 func testAbsent(t *testing.T, sf *simFleet, got map[string]map[string]*llmdiagv1.NodeMetrics) {
@@ -250,7 +250,7 @@ func testAbsent(t *testing.T, sf *simFleet, got map[string]map[string]*llmdiagv1
 		e := sf.engine[inst]
 		for _, lc := range latencyConcepts {
 			fed := feeds(exactFamilies, e, lc.concept) || feeds(meanFamilies, e, lc.concept)
-			for _, via := range promsourcePaths {
+			for _, via := range promPaths {
 				d := lc.get(got[via][id])
 				switch {
 				case fed && d == nil:
@@ -304,7 +304,7 @@ func testAborted(t *testing.T, ctx context.Context, sf *simFleet, at time.Time, 
 				continue
 			}
 			want, has := theirs[id]
-			for _, via := range promsourcePaths {
+			for _, via := range promPaths {
 				ours := got[via][id].AbortedRequestsPerSecond
 				switch {
 				case !has && ours != nil:

@@ -1,4 +1,4 @@
-package promsource_test
+package prom_test
 
 import (
 	"strings"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/promsource"
+	"github.com/llmdiag/llmdiag/source/prom"
 )
 
 // TestRuleExpressionsParse: every engine's rule expressions parse with the
@@ -19,7 +19,7 @@ func TestRuleExpressionsParse(t *testing.T) {
 	p := parser.NewParser(parser.Options{})
 	for _, e := range engine.Engines() {
 		m, _ := engine.Lookup(e)
-		x, err := promsource.RuleExpressions(e, promsource.RuleConfig{NodeLabel: "pod", Window: 90 * time.Second})
+		x, err := prom.RuleExpressions(e, prom.RuleConfig{NodeLabel: "pod", Window: 90 * time.Second})
 		if err != nil {
 			t.Fatalf("%s: %v", e, err)
 		}
@@ -56,10 +56,10 @@ func TestRuleExpressionsParse(t *testing.T) {
 			t.Errorf("%s: no model or vanished expression", e)
 		}
 	}
-	if _, err := promsource.RuleExpressions(llmdiagv1.Engine_ENGINE_VLLM, promsource.RuleConfig{NodeLabel: "a-b"}); err == nil {
+	if _, err := prom.RuleExpressions(llmdiagv1.Engine_ENGINE_VLLM, prom.RuleConfig{NodeLabel: "a-b"}); err == nil {
 		t.Error("invalid node label accepted")
 	}
-	if _, err := promsource.RuleExpressions(llmdiagv1.Engine_ENGINE_UNSPECIFIED, promsource.RuleConfig{}); err == nil {
+	if _, err := prom.RuleExpressions(llmdiagv1.Engine_ENGINE_UNSPECIFIED, prom.RuleConfig{}); err == nil {
 		t.Error("engine without mapping accepted")
 	}
 }

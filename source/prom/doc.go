@@ -1,4 +1,4 @@
-// Package promsource reads the fleet from the Prometheus HTTP API: the
+// Package prom reads the fleet from the Prometheus HTTP API: the
 // production source of llmdiag (DESIGN.md, "Sources").
 //
 // A refresh issues a fixed set of instant queries per engine of the mapping
@@ -60,4 +60,4 @@
 // Node ids and every other value that reaches PromQL go through one function,
 // labelMatcher, which validates and quotes them (FuzzQueryBuilder parses the
 // result with the real PromQL parser).
-package promsource
+package prom

@@ -9,19 +9,19 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/llmdiag/llmdiag/combine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/source/combine"
 )
 
 type fake struct {
-	obs []ingest.Observation
+	obs []source.Observation
 	err error
 }
 
-func (f fake) Refresh(context.Context, string) ([]ingest.Observation, error) { return f.obs, f.err }
+func (f fake) Refresh(context.Context, string) ([]source.Observation, error) { return f.obs, f.err }
 
 func (f fake) Window(_ context.Context, node, _ string, _ time.Duration) (*llmdiagv1.NodeMetrics, error) {
 	if f.err != nil {
@@ -32,25 +32,25 @@ func (f fake) Window(_ context.Context, node, _ string, _ time.Duration) (*llmdi
 			return o.Metrics, nil
 		}
 	}
-	return nil, ingest.ErrUnknownNode
+	return nil, source.ErrUnknownNode
 }
 
 var t0 = time.Unix(1000, 0)
 
-func obs(id string, at time.Time, m *llmdiagv1.NodeMetrics) ingest.Observation {
+func obs(id string, at time.Time, m *llmdiagv1.NodeMetrics) source.Observation {
 	m.Node, m.Up, m.ObservedAt = id, true, timestamppb.New(at)
-	return ingest.Observation{Node: fleet.Node{ID: id}, Metrics: m}
+	return source.Observation{Node: fleet.Node{ID: id}, Metrics: m}
 }
 
 func TestRefreshJoins(t *testing.T) {
-	prom := fake{obs: []ingest.Observation{
+	prom := fake{obs: []source.Observation{
 		obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(9), Running: sample.F(10), GenerationTokensPerSecond: sample.F(100), E2E: &llmdiagv1.Distribution{Count: 5}}),
 		obs("only-prom", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)}),
 		obs("scrape-down", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(2)}),
 	}}
 	down := obs("scrape-down", t0.Add(time.Second), &llmdiagv1.NodeMetrics{Errors: []string{"connection refused"}})
 	down.Metrics.Up = false
-	scrape := fake{obs: []ingest.Observation{
+	scrape := fake{obs: []source.Observation{
 		obs("a", t0.Add(4*time.Second), &llmdiagv1.NodeMetrics{Queue: sample.F(0), Running: sample.F(20), QueueRunningRatio: sample.F(0), KvPressure: sample.F(0.3)}),
 		obs("only-scrape", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(3)}),
 		down,
@@ -81,7 +81,7 @@ func TestRefreshJoins(t *testing.T) {
 
 func TestPrometheusDownKeepsScrapedNodes(t *testing.T) {
 	boom := errors.New("prometheus down")
-	scrape := fake{obs: []ingest.Observation{obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)})}}
+	scrape := fake{obs: []source.Observation{obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)})}}
 	c := combine.Combined{History: fake{err: boom}, Gauges: scrape}
 	got, err := c.Refresh(context.Background(), "5m")
 	if err != nil || len(got) != 1 || !strings.Contains(strings.Join(got[0].Metrics.GetWarnings(), ""), "prometheus down") {

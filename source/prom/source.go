@@ -1,4 +1,4 @@
-package promsource
+package prom
 
 import (
 	"bytes"
@@ -23,8 +23,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/ingest"
 	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/source"
 )
 
 // ErrNoData is returned when not one query of a refresh succeeded
@@ -83,7 +83,7 @@ func (s *Source) QueriesTotal() int64 { return s.queries.Load() }
 // per node, sorted by node id. Observation.Sample carries the gauges, the
 // model and the data- and tensor-parallel degree seen; Observation.Metrics
 // the indicators.
-func (s *Source) Refresh(ctx context.Context, window string) ([]ingest.Observation, error) {
+func (s *Source) Refresh(ctx context.Context, window string) ([]source.Observation, error) {
 	dur, lifetime, err := metrics.ParseWindow(window)
 	if err != nil {
 		return nil, err
@@ -94,15 +94,9 @@ func (s *Source) Refresh(ctx context.Context, window string) ([]ingest.Observati
 	return obs, err
 }
 
-// NodeMetrics is Window with no offset; it makes Source a server.Windower of
-// the older form.
-func (s *Source) NodeMetrics(ctx context.Context, node, window string) (*llmdiagv1.NodeMetrics, error) {
-	return s.Window(ctx, node, window, 0)
-}
-
 // Window returns one node's indicators over window, evaluated at
 // now − offset. The queries select the node's series only. An unknown node
-// is an error wrapping ingest.ErrUnknownNode; an id that may not reach
+// is an error wrapping source.ErrUnknownNode; an id that may not reach
 // PromQL one wrapping ErrInvalidValue.
 func (s *Source) Window(ctx context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error) {
 	dur, lifetime, err := metrics.ParseWindow(window)
@@ -125,7 +119,7 @@ func (s *Source) Window(ctx context.Context, node, window string, offset time.Du
 			return o.Metrics, nil
 		}
 	}
-	return nil, fmt.Errorf("%q: %w", node, ingest.ErrUnknownNode)
+	return nil, fmt.Errorf("%q: %w", node, source.ErrUnknownNode)
 }
 
 // builder returns the query builder of a window.
@@ -143,7 +137,7 @@ func (s *Source) builder(dur time.Duration, lifetime bool) builder {
 // read runs the queries of b at t in two rounds, identity of every engine
 // and then the data of the engines that have nodes, and assembles the
 // observations. n is the number of queries sent.
-func (s *Source) read(ctx context.Context, b builder, window string, dur time.Duration, t time.Time) (obs []ingest.Observation, n int, err error) {
+func (s *Source) read(ctx context.Context, b builder, window string, dur time.Duration, t time.Time) (obs []source.Observation, n int, err error) {
 	a := newAssembly(s.cfg, b.rng == "", window, dur, t)
 	var first []query
 	for _, e := range engine.Engines() {

@@ -1,4 +1,4 @@
-package promsource
+package prom
 
 import (
 	"context"
@@ -16,15 +16,10 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
-	"github.com/llmdiag/llmdiag/ingest"
-	"github.com/llmdiag/llmdiag/refresh"
-	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source"
 )
 
-var (
-	_ refresh.Source  = (*Source)(nil)
-	_ server.Windower = (*Source)(nil)
-)
+var _ source.Source = (*Source)(nil)
 
 // testNow is the evaluation time of the fixtures: 2026-01-01T00:00:00Z.
 var testNow = time.Unix(1767225600, 0).UTC()
@@ -160,7 +155,7 @@ func TestRefreshFixtures(t *testing.T) {
 	}
 }
 
-func ids(obs []ingest.Observation) []string {
+func ids(obs []source.Observation) []string {
 	var out []string
 	for _, o := range obs {
 		out = append(out, o.Node.ID)
@@ -168,7 +163,7 @@ func ids(obs []ingest.Observation) []string {
 	return out
 }
 
-func checkObservation(t *testing.T, o ingest.Observation, w wantNode, window string) {
+func checkObservation(t *testing.T, o source.Observation, w wantNode, window string) {
 	t.Helper()
 	m := o.Metrics
 	t.Run(w.id, func(t *testing.T) {
@@ -331,7 +326,7 @@ func TestWindowOffset(t *testing.T) {
 			t.Errorf("query without node matcher: %s", q.expr)
 		}
 	}
-	if _, err := src.Window(context.Background(), "nope:1", "1h", 0); !errors.Is(err, ingest.ErrUnknownNode) {
+	if _, err := src.Window(context.Background(), "nope:1", "1h", 0); !errors.Is(err, source.ErrUnknownNode) {
 		t.Errorf("unknown node: err = %v, want ErrUnknownNode", err)
 	}
 	for _, bad := range []string{"", "a\nb", "x\x00", string([]byte{0xff}), strings.Repeat("x", 2000)} {
@@ -342,7 +337,7 @@ func TestWindowOffset(t *testing.T) {
 	if _, err := src.Window(context.Background(), "vllm-a:8000", "1h", -time.Second); err == nil {
 		t.Error("negative offset accepted")
 	}
-	if _, err := src.NodeMetrics(context.Background(), "vllm-a:8000", "bogus"); err == nil {
+	if _, err := src.Window(context.Background(), "vllm-a:8000", "bogus", 0); err == nil {
 		t.Error("bad window accepted")
 	}
 }
