@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/common/model"
@@ -37,6 +38,40 @@ func ParseWindow(s string) (window time.Duration, lifetime bool, err error) {
 		return 0, false, fmt.Errorf("%w %q: longer than the maximum of 7d", ErrInvalidWindow, s)
 	}
 	return window, false, nil
+}
+
+// CanonicalWindow is the one spelling of a window ParseWindow accepts, so
+// that equal windows key caches alike: "60m", "3600s" and "1h" are all
+// "1h", "168h" and "1w" are "7d", and "lifetime" stays. Units are d, h, m, s
+// and ms, largest first.
+func CanonicalWindow(s string) (string, error) {
+	d, lifetime, err := ParseWindow(s)
+	if err != nil {
+		return "", err
+	}
+	if lifetime {
+		return Lifetime, nil
+	}
+	return FormatWindow(d), nil
+}
+
+// FormatWindow spells d as CanonicalWindow does; d must be positive.
+func FormatWindow(d time.Duration) string {
+	var b []byte
+	for _, u := range [...]struct {
+		unit string
+		d    time.Duration
+	}{{"d", 24 * time.Hour}, {"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}} {
+		if n := d / u.d; n > 0 {
+			b = strconv.AppendInt(b, int64(n), 10)
+			b = append(b, u.unit...)
+			d -= n * u.d
+		}
+	}
+	if len(b) == 0 {
+		return "0s"
+	}
+	return string(b)
 }
 
 // Pick chooses the samples that form a window ending at the newest sample:

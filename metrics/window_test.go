@@ -53,6 +53,41 @@ func TestParseWindow(t *testing.T) {
 	}
 }
 
+func TestCanonicalWindow(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"60m", "1h"},
+		{"3600s", "1h"},
+		{"1h", "1h"},
+		{"90m", "1h30m"},
+		{"1h30m", "1h30m"},
+		{"300s", "5m"},
+		{"168h", "7d"},
+		{"1w", "7d"},
+		{"7d", "7d"},
+		{"36h", "1d12h"},
+		{"1500ms", "1s500ms"},
+		{"lifetime", "lifetime"},
+	}
+	for _, tc := range tests {
+		got, err := CanonicalWindow(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("CanonicalWindow(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+			continue
+		}
+		// The canonical spelling is a window of the same length.
+		d0, l0, _ := ParseWindow(tc.in)
+		d1, l1, err := ParseWindow(got)
+		if err != nil || d0 != d1 || l0 != l1 {
+			t.Errorf("%q reads back as %v %v %v, want %v %v", got, d1, l1, err, d0, l0)
+		}
+	}
+	for _, bad := range []string{"", "8d", "0s", "Lifetime"} {
+		if _, err := CanonicalWindow(bad); !errors.Is(err, ErrInvalidWindow) {
+			t.Errorf("CanonicalWindow(%q): err = %v, want ErrInvalidWindow", bad, err)
+		}
+	}
+}
+
 func TestPick(t *testing.T) {
 	t0 := time.Date(2026, 1, 13, 12, 0, 0, 0, time.UTC)
 	at := func(ago time.Duration, up bool) *sample.Sample { return &sample.Sample{At: t0.Add(-ago), Up: up} }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -40,7 +41,24 @@ type Config struct {
 	// MaxCompareSubjects bounds the nodes one comparison reads, and the nodes
 	// one stream may select (default 1000).
 	MaxCompareSubjects int
+	// OffsetStep is the finest step offsets are rounded to before they key
+	// the query cache and the source's reads (default 5s; see onDemandStep).
+	OffsetStep time.Duration
+	// RequestQueryBudget bounds the queries to the source's backend
+	// (Prometheus) one request may cause; a request that would go past it
+	// is refused with ResourceExhausted (default DefaultRequestQueryBudget).
+	RequestQueryBudget int
 }
+
+// DefaultRequestQueryBudget is Config.RequestQueryBudget's default: room
+// for the two fleet-wide reads a comparison with a baseline needs, each
+// charged at its most (every engine's queries: 120 with the built-in
+// table), twice over.
+const DefaultRequestQueryBudget = 500
+
+// budgetFlag names the flag that sets Config.RequestQueryBudget, for the
+// errors that refuse a request over it.
+const budgetFlag = "llmdiag serve --max-request-queries"
 
 // Service implements DiagnosisService.
 type Service struct {
@@ -49,6 +67,8 @@ type Service struct {
 	log *slog.Logger
 	now func() time.Time
 	cfg Config
+	// defaultWindow is cfg.DefaultWindow's canonical spelling.
+	defaultWindow string
 	// done is canceled on shutdown (the done channel NewService was given
 	// closes) so streams end and clients reconnect.
 	done context.Context
@@ -71,6 +91,16 @@ func NewService(st store.Store, win source.Source, log *slog.Logger, now func() 
 	if cfg.MaxCompareSubjects <= 0 {
 		cfg.MaxCompareSubjects = 1000
 	}
+	if cfg.OffsetStep <= 0 {
+		cfg.OffsetStep = 5 * time.Second
+	}
+	if cfg.RequestQueryBudget <= 0 {
+		cfg.RequestQueryBudget = DefaultRequestQueryBudget
+	}
+	defaultWindow, err := metrics.CanonicalWindow(cfg.DefaultWindow)
+	if err != nil {
+		defaultWindow = cfg.DefaultWindow // the caller checked it; requests name it as given
+	}
 	// One context for the whole service: a stream ties itself to it with
 	// context.AfterFunc, which costs no goroutine per stream.
 	doneCtx := context.Background()
@@ -82,7 +112,7 @@ func NewService(st store.Store, win source.Source, log *slog.Logger, now func() 
 		}()
 		doneCtx = ctx
 	}
-	return &Service{st: st, win: win, log: log, now: now, cfg: cfg, done: doneCtx}
+	return &Service{st: st, win: win, log: log, now: now, cfg: cfg, defaultWindow: defaultWindow, done: doneCtx}
 }
 
 // ListNodes implements DiagnosisServiceHandler.
@@ -113,6 +143,7 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 
 // GetNodeMetrics implements DiagnosisServiceHandler.
 func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
+	ctx = s.budgeted(ctx)
 	m, _, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), req.Msg.GetOffset())
 	if err != nil {
 		return nil, err
@@ -138,6 +169,7 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	default:
 		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
 	}
+	ctx = s.budgeted(ctx)
 	m, rec, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), nil)
 	if err != nil {
 		return nil, err
@@ -199,22 +231,32 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 			return nil, invalid("baseline_offset", fmt.Errorf("%v is outside (0, %v]", baseline, MaxBaselineOffset))
 		}
 	}
-	if off := msg.GetOffset(); off != nil {
-		if err := off.CheckValid(); err != nil {
-			return nil, invalid("offset", err)
-		}
-		if d := off.AsDuration(); d < 0 || d > MaxOffset {
-			return nil, invalid("offset", fmt.Errorf("%v is outside [0, %v]", d, MaxOffset))
-		}
-		if d := off.AsDuration() + baseline; d > MaxOffset {
-			return nil, invalid("baseline_offset", fmt.Errorf("offset + baseline_offset = %v is beyond %v", d, MaxOffset))
-		}
+	offset, err := offsetOf("offset", msg.GetOffset())
+	if err != nil {
+		return nil, err
+	}
+	if d := offset + baseline; msg.GetOffset() != nil && d > MaxOffset {
+		return nil, invalid("baseline_offset", fmt.Errorf("offset + baseline_offset = %v is beyond %v", d, MaxOffset))
 	}
 	if len(msg.GetNodes()) > s.cfg.MaxCompareSubjects {
 		return nil, invalid("nodes", fmt.Errorf("at most %d", s.cfg.MaxCompareSubjects))
 	}
-	if _, _, err := metrics.ParseWindow(windowOr(msg.GetWindow(), s.cfg.DefaultWindow)); err != nil {
-		return nil, invalid("window", err)
+	now, err := s.spanOf(msg.GetWindow(), offset)
+	if err != nil {
+		return nil, err
+	}
+	then := now
+	if baseline > 0 {
+		then.offset = now.offset + s.baselineStep(now, baseline)
+		if then.offset > MaxOffset {
+			// Rounding went past the limit the request kept to.
+			then.offset -= now.step
+		}
+	}
+	for i, id := range msg.GetNodes() {
+		if !fleet.ValidID(id) {
+			return nil, invalid(fmt.Sprintf("nodes[%d]", i), fmt.Errorf("%q is not a valid node id", id))
+		}
 	}
 	ids := msg.GetNodes()
 	if len(ids) == 0 {
@@ -229,54 +271,42 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 			ids = ids[:s.cfg.MaxCompareSubjects]
 		}
 	}
+	ids = uniqueIDs(ids)
 	in := compare.Input{
 		Metric:         msg.GetMetric(),
 		Quantiles:      qs,
 		GroupBy:        group,
 		Label:          msg.GetLabel(),
-		Labels:         map[string]map[string]string{},
-		BaselineOffset: baseline,
+		Labels:         make(map[string]map[string]string, len(ids)),
+		BaselineOffset: then.offset - now.offset,
 	}
 	if baseline > 0 {
 		in.Baseline, in.BaselineMissing = map[string]*llmdiagv1.NodeMetrics{}, map[string]string{}
 	}
-	seen := map[string]bool{}
+	rows, err := s.compareRows(s.budgeted(ctx), ids, now, then, baseline > 0)
+	if err != nil {
+		return nil, err
+	}
 	for i, id := range ids {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
-		m, rec, err := s.metricsFor(ctx, id, msg.GetWindow(), msg.GetOffset())
-		if err != nil {
-			if connect.CodeOf(err) == connect.CodeInvalidArgument {
-				return nil, invalid(fmt.Sprintf("nodes[%d]", i), err)
-			}
-			return nil, err
-		}
-		in.Nodes = append(in.Nodes, m)
-		in.Labels[id] = rec.Node.GetLabels()
-		if baseline > 0 {
-			// The same node, the window ending baseline earlier. A source
-			// that cannot reach that far back (a scrape ring shorter than
-			// the offset, no history at all) leaves a note on the row, not
-			// a failed comparison.
-			b, _, err := s.metricsFor(ctx, id, msg.GetWindow(), durationpb.New(msg.GetOffset().AsDuration()+baseline))
-			switch {
-			case err == nil && b.GetWindow() != m.GetWindow():
-				// Too few samples then for the window: the source fell
-				// back to lifetime counts, which are no baseline for it.
-				in.BaselineMissing[id] = fmt.Sprintf("the source has a %s window then, not %s", b.GetWindow(), m.GetWindow())
-			case err == nil:
-				in.Baseline[id] = b
-			case ctx.Err() != nil:
-				return nil, storeErr(ctx.Err())
-			default:
-				in.BaselineMissing[id] = connectMessage(err)
-			}
+		r := rows[i]
+		in.Nodes = append(in.Nodes, r.now)
+		in.Labels[id] = r.labels
+		switch {
+		case baseline == 0:
+		case r.then != nil:
+			in.Baseline[id] = r.then
+		default:
+			in.BaselineMissing[id] = r.missing
 		}
 	}
 	resp := compare.Compare(in)
-	resp.Window = windowOr(msg.GetWindow(), s.cfg.DefaultWindow)
+	resp.Window = now.window
+	if msg.GetOffset() != nil {
+		resp.Offset = durationpb.New(now.offset)
+	}
+	if baseline > 0 {
+		resp.BaselineOffset = durationpb.New(then.offset - now.offset)
+	}
 	resp.Degraded = s.degraded()
 	return connect.NewResponse(resp), nil
 }
@@ -298,11 +328,155 @@ func connectMessage(err error) string {
 // MaxOffset bounds how far back a request may look.
 const MaxOffset = 30 * 24 * time.Hour
 
+// compareRow is what a comparison reads of one node: its metrics now, and
+// then (the baseline) or why not.
+type compareRow struct {
+	now, then *llmdiagv1.NodeMetrics
+	labels    map[string]string
+	missing   string
+}
+
+// compareWorkers bounds the nodes a comparison reads at once: each read is
+// a query-cache lookup (a round trip with Redis); the source's reads behind
+// them are fleet-wide, one per span.
+const compareWorkers = 8
+
+// compareRows reads ids over now and, with baseline, then. A source that
+// cannot reach back to then for a node (a scrape ring shorter than the
+// offset, no history at all) leaves a note on the row, not a failed
+// comparison; a request over its query budget fails.
+func (s *Service) compareRows(ctx context.Context, ids []string, now, then span, baseline bool) ([]compareRow, error) {
+	rows := make([]compareRow, len(ids))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(compareWorkers)
+	for i, id := range ids {
+		g.Go(func() error {
+			m, rec, err := s.metricsAt(gctx, id, now)
+			if err != nil {
+				return err
+			}
+			rows[i] = compareRow{now: m, labels: rec.Node.GetLabels()}
+			if !baseline {
+				return nil
+			}
+			b, _, err := s.metricsAt(gctx, id, then)
+			switch {
+			case err == nil && b.GetWindow() != m.GetWindow():
+				// Too few samples then for the window: the source fell
+				// back to lifetime counts, which are no baseline for it.
+				rows[i].missing = fmt.Sprintf("the source has a %s window then, not %s", b.GetWindow(), m.GetWindow())
+			case err == nil:
+				rows[i].then = b
+			case gctx.Err() != nil:
+				return storeErr(gctx.Err())
+			case connect.CodeOf(err) == connect.CodeResourceExhausted:
+				return err
+			default:
+				rows[i].missing = connectMessage(err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}
+
+// uniqueIDs is ids without repeats, in order.
+func uniqueIDs(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// span is an on-demand read as the service performs it: the window in its
+// canonical spelling (metrics.CanonicalWindow: "60m" is "1h") and the
+// offset rounded to step. The default window ending now is the store's.
+type span struct {
+	window string
+	dur    time.Duration // 0 for the lifetime
+	offset time.Duration
+	step   time.Duration // offsets into window are rounded to
+}
+
+// spanOf validates window (empty: the default) and normalises it and
+// offset (already validated) into the span read.
+func (s *Service) spanOf(window string, offset time.Duration) (span, error) {
+	w, err := metrics.CanonicalWindow(windowOr(window, s.cfg.DefaultWindow))
+	if err != nil {
+		return span{}, invalid("window", err)
+	}
+	dur, _, _ := metrics.ParseWindow(w)
+	sp := span{window: w, dur: dur, step: s.onDemandStep(dur)}
+	sp.offset = roundTo(offset, sp.step)
+	if sp.offset > MaxOffset {
+		sp.offset -= sp.step
+	}
+	return sp, nil
+}
+
+// baselineStep is baseline rounded to now's step, at least one step.
+func (s *Service) baselineStep(now span, baseline time.Duration) time.Duration {
+	return max(roundTo(baseline, now.step), now.step)
+}
+
+// roundSteps are the steps a tenth of a window is rounded down to.
+var roundSteps = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+// onDemandStep is the step offsets into a window of dur are rounded to:
+// the larger of Config.OffsetStep and a tenth of the window rounded down to
+// one of roundSteps (30s for 5m, 5m for 1h, 12h for 7d). A window then
+// moves by at most a twentieth of its length, and requests for offsets a
+// few seconds apart share one read of the source and one cache entry.
+func (s *Service) onDemandStep(dur time.Duration) time.Duration {
+	step := s.cfg.OffsetStep
+	for _, r := range roundSteps {
+		if r <= dur/10 {
+			step = max(step, r)
+		}
+	}
+	return step
+}
+
+// roundTo is d rounded to the nearest multiple of step.
+func roundTo(d, step time.Duration) time.Duration {
+	return (d + step/2) / step * step
+}
+
+// offsetOf validates an offset field: absent is 0.
+func offsetOf(field string, pb *durationpb.Duration) (time.Duration, error) {
+	if pb == nil {
+		return 0, nil
+	}
+	if err := pb.CheckValid(); err != nil {
+		return 0, invalid(field, err)
+	}
+	d := pb.AsDuration()
+	if d < 0 || d > MaxOffset {
+		return 0, invalid(field, fmt.Errorf("%v is outside [0, %v]", d, MaxOffset))
+	}
+	return d, nil
+}
+
+// budgeted is ctx with the request's query budget (Config.RequestQueryBudget).
+func (s *Service) budgeted(ctx context.Context) context.Context {
+	return source.WithBudget(ctx, source.NewBudget(s.cfg.RequestQueryBudget))
+}
+
 // metricsFor validates a node id, window and offset and returns the node's
 // metrics over the window (staleness measured now) with its stored record.
-// The default window is a store lookup; any other window or an offset is
-// computed by the source.Source through the store's query cache, so a burst of
-// identical requests costs one computation (one Prometheus query set).
+// The answer's offset is the one read (span).
 func (s *Service) metricsFor(ctx context.Context, node, window string, offsetpb *durationpb.Duration) (*llmdiagv1.NodeMetrics, *store.Record, error) {
 	if node == "" {
 		return nil, nil, invalid("node", errors.New("required"))
@@ -310,61 +484,72 @@ func (s *Service) metricsFor(ctx context.Context, node, window string, offsetpb 
 	if !fleet.ValidID(node) {
 		return nil, nil, invalid("node", fmt.Errorf("%q is not a valid node id", node))
 	}
-	window = windowOr(window, s.cfg.DefaultWindow)
-	dur, _, err := metrics.ParseWindow(window)
+	offset, err := offsetOf("offset", offsetpb)
 	if err != nil {
-		return nil, nil, invalid("window", err)
+		return nil, nil, err
 	}
-	var offset time.Duration
+	sp, err := s.spanOf(window, offset)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, rec, err := s.metricsAt(ctx, node, sp)
+	if err != nil {
+		return nil, nil, err
+	}
 	if offsetpb != nil {
-		if err := offsetpb.CheckValid(); err != nil {
-			return nil, nil, invalid("offset", err)
-		}
-		if offset = offsetpb.AsDuration(); offset < 0 || offset > MaxOffset {
-			return nil, nil, invalid("offset", fmt.Errorf("%v is outside [0, %v]", offset, MaxOffset))
-		}
+		m.Offset = durationpb.New(sp.offset)
 	}
+	return m, rec, nil
+}
+
+// metricsAt returns a node's metrics over sp (staleness measured now),
+// a copy the caller may change, with its stored record. The default window
+// ending now is a store lookup; any other window or an offset is read from
+// the source.Source through the store's query cache, so a burst of
+// identical requests costs one read; the source's own reads are
+// fleet-wide (Prometheus: one query set per window and offset, whatever
+// the nodes asked about).
+func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiagv1.NodeMetrics, *store.Record, error) {
 	rec, err := s.st.Get(ctx, node)
 	if err != nil {
 		return nil, nil, storeErr(err)
 	}
 	m := rec.Metrics
-	if window != s.cfg.DefaultWindow || offset != 0 {
+	if sp.window != s.defaultWindow || sp.offset != 0 {
 		if s.win == nil {
-			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", window, s.cfg.DefaultWindow))
+			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", sp.window, s.cfg.DefaultWindow))
 		}
-		key := fmt.Sprintf("window\x00%s\x00%s\x00%d", node, window, offset)
-		raw, err := s.st.Cached(ctx, key, cacheTTL(dur, offset), func(ctx context.Context) ([]byte, error) {
-			m, err := s.win.Window(ctx, node, window, offset)
+		key := fmt.Sprintf("window\x00%s\x00%s\x00%d", node, sp.window, sp.offset)
+		raw, err := s.st.Cached(ctx, key, source.Reuse(sp.dur, sp.offset), func(ctx context.Context) ([]byte, error) {
+			m, err := s.win.Window(ctx, node, sp.window, sp.offset)
 			if err != nil {
 				return nil, err
 			}
 			return proto.Marshal(m)
 		})
 		if err != nil {
-			return nil, nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("window %q of %q: %w", window, node, err))
+			return nil, nil, windowErr(sp, node, err)
 		}
 		m = &llmdiagv1.NodeMetrics{}
 		if err := proto.Unmarshal(raw, m); err != nil {
-			return nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("cached window %q of %q: %w", window, node, err))
+			return nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("cached window %q of %q: %w", sp.window, node, err))
 		}
 	}
 	// Staleness is measured against the time asked about: data from an hour
 	// ago is fresh for "one hour ago".
-	return refresh.Restale(m, s.now().Add(-offset), s.cfg.StaleAfter), rec, nil
+	return refresh.Restale(m, s.now().Add(-sp.offset), s.cfg.StaleAfter), rec, nil
 }
 
-// cacheTTL ties how long an on-demand window is reused to the window: a
-// twentieth of it, between 1 s and 15 s (a lifetime window counts as 5 m).
-// A window in the past changes no more, so it is kept a minute.
-func cacheTTL(window, offset time.Duration) time.Duration {
-	if offset > 0 {
-		return time.Minute
+// windowErr is the answer to a failed on-demand read.
+func windowErr(sp span, node string, err error) error {
+	err = fmt.Errorf("window %q ending %v ago of %q: %w", sp.window, sp.offset, node, err)
+	switch {
+	case errors.Is(err, source.ErrOverBudget):
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%w (%s sets the budget)", err, budgetFlag))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return storeErr(err)
 	}
-	if window == 0 {
-		window = 5 * time.Minute
-	}
-	return min(max(window/20, time.Second), 15*time.Second)
+	return connect.NewError(connect.CodeUnavailable, err)
 }
 
 // rediagnose runs the verdict rules on m with the node's stored history,

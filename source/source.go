@@ -34,6 +34,8 @@ type Source interface {
 	// over window (a metrics.ParseWindow string).
 	Refresh(ctx context.Context, window string) ([]Observation, error)
 	// Window returns one node's indicators over window, ending offset ago.
-	// An unknown node is an error wrapping ErrUnknownNode.
+	// An unknown node is an error wrapping ErrUnknownNode. A source whose
+	// reads cost backend queries charges them to the Budget in ctx and
+	// refuses, wrapping ErrOverBudget, what would go past it.
 	Window(ctx context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error)
 }

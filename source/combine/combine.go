@@ -2,6 +2,7 @@ package combine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -60,11 +61,15 @@ func (c Combined) Refresh(ctx context.Context, window string) ([]source.Observat
 }
 
 // Window reads on-demand windows from History, and from Gauges when History
-// cannot answer (it does not know the node, or is down).
+// cannot answer (it does not know the node, or is down). A request History
+// refuses as over its budget is refused, not answered from the gauges.
 func (c Combined) Window(ctx context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error) {
 	m, err := c.History.Window(ctx, node, window, offset)
 	if err == nil {
 		return m, nil
+	}
+	if errors.Is(err, source.ErrOverBudget) || ctx.Err() != nil {
+		return nil, err
 	}
 	if g, gerr := c.Gauges.Window(ctx, node, window, offset); gerr == nil {
 		g.Warnings = append(g.Warnings, fmt.Sprintf("history source: %v", err))

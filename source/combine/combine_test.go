@@ -3,6 +3,7 @@ package combine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,16 @@ func TestPrometheusDownKeepsScrapedNodes(t *testing.T) {
 	}
 	if _, err := (combine.Combined{History: fake{err: boom}, Gauges: fake{err: boom}}).Refresh(context.Background(), "5m"); err == nil {
 		t.Fatal("both down must fail the refresh")
+	}
+}
+
+// TestWindowOverBudgetIsRefused: a request Prometheus refuses as over its
+// query budget is refused, not quietly answered from the scrape ring.
+func TestWindowOverBudgetIsRefused(t *testing.T) {
+	over := fmt.Errorf("reading the 1h window: %w", source.ErrOverBudget)
+	scrape := fake{obs: []source.Observation{obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)})}}
+	m, err := combine.Combined{History: fake{err: over}, Gauges: scrape}.Window(context.Background(), "a", "1h", 0)
+	if !errors.Is(err, source.ErrOverBudget) || m != nil {
+		t.Fatalf("got %v, %v; want ErrOverBudget", m, err)
 	}
 }

@@ -37,8 +37,24 @@ type Config struct {
 	// Timeout bounds every query (default 10s); it is also sent to
 	// Prometheus as the query's timeout.
 	Timeout time.Duration
-	// Concurrency bounds the queries in flight (default 8).
+	// MaxInFlight bounds the queries to Prometheus in flight at once,
+	// refreshes and on-demand windows together (default 12).
+	MaxInFlight int
+	// OnDemandInFlight bounds, among those, the queries of on-demand windows
+	// (Source.Window): refreshes always have MaxInFlight − OnDemandInFlight
+	// slots no on-demand query can take (default 4, or a third of a smaller
+	// MaxInFlight; less than MaxInFlight).
+	OnDemandInFlight int
+	// Concurrency is how many queries a refresh sends at once (default
+	// MaxInFlight − OnDemandInFlight).
 	Concurrency int
+	// WindowCacheBytes bounds the fleet-wide on-demand windows kept for
+	// reuse (default 64 MiB; about 2.5 KB a node and window).
+	WindowCacheBytes int64
+	// WindowTimeout bounds the reading of one fleet-wide on-demand window,
+	// which goes on when the request that started it gives up, for the
+	// others waiting on it (default 1m).
+	WindowTimeout time.Duration
 	// NodeLabel identifies a node (default "instance").
 	NodeLabel string
 	// ModelLabels may carry the served model, in order of preference, after
@@ -73,8 +89,20 @@ func (c *Config) defaults() {
 	if c.Timeout <= 0 {
 		c.Timeout = 10 * time.Second
 	}
+	if c.MaxInFlight <= 0 {
+		c.MaxInFlight = 12
+	}
+	if c.OnDemandInFlight <= 0 {
+		c.OnDemandInFlight = max(1, min(4, c.MaxInFlight/3))
+	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 8
+		c.Concurrency = max(1, c.MaxInFlight-c.OnDemandInFlight)
+	}
+	if c.WindowCacheBytes <= 0 {
+		c.WindowCacheBytes = 64 << 20
+	}
+	if c.WindowTimeout <= 0 {
+		c.WindowTimeout = time.Minute
 	}
 	if c.NodeLabel == "" {
 		c.NodeLabel = "instance"
@@ -111,6 +139,8 @@ func (c *Config) validate() error {
 		return errors.New("basic authentication password file without user")
 	case (c.TLS.CertFile == "") != (c.TLS.KeyFile == ""):
 		return errors.New("tls: client certificate and key go together")
+	case c.OnDemandInFlight >= c.MaxInFlight:
+		return fmt.Errorf("on-demand queries in flight (%d) must be fewer than all queries in flight (%d), so refreshes keep slots of their own", c.OnDemandInFlight, c.MaxInFlight)
 	}
 	if !validLabelName(c.NodeLabel) {
 		return fmt.Errorf("node label %q: not a valid label name", c.NodeLabel)
@@ -166,7 +196,7 @@ func transport(cfg Config) (http.RoundTripper, error) {
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = tc
-	base.MaxIdleConnsPerHost = max(base.MaxIdleConnsPerHost, cfg.Concurrency)
+	base.MaxIdleConnsPerHost = max(base.MaxIdleConnsPerHost, cfg.MaxInFlight)
 	a := &authTransport{next: base, headers: http.Header{}, tokenFile: cfg.BearerTokenFile,
 		user: cfg.BasicAuthUser, passwordFile: cfg.BasicAuthPasswordFile}
 	for k, v := range cfg.Headers {

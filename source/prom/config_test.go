@@ -46,6 +46,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "missing token file", cfg: Config{URL: "http://x", BearerTokenFile: "/nonexistent"}, err: "read credentials"},
 		{name: "missing ca", cfg: Config{URL: "http://x", TLS: TLSConfig{CAFile: "/nonexistent"}}, err: "tls ca"},
 		{name: "ca without certificate", cfg: Config{URL: "http://x", TLS: TLSConfig{CAFile: token}}, err: "no certificate"},
+		{name: "small in-flight limit", cfg: Config{URL: "http://x", MaxInFlight: 2}},
+		{name: "no slot left for refreshes", cfg: Config{URL: "http://x", MaxInFlight: 4, OnDemandInFlight: 4}, err: "refreshes keep slots"},
+		{name: "one slot in all", cfg: Config{URL: "http://x", MaxInFlight: 1}, err: "refreshes keep slots"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

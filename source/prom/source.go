@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmdiag/llmdiag/engine"
-	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
 )
@@ -43,6 +42,9 @@ type Source struct {
 
 	queries     atomic.Int64 // sent since New
 	lastRefresh atomic.Int64 // sent by the last Refresh
+
+	slots   *limiter    // queries in flight
+	windows *windowSets // fleet-wide on-demand windows
 }
 
 // New returns a Source for cfg. It checks the configuration and reads the
@@ -69,6 +71,8 @@ func New(cfg Config, log *slog.Logger, now func() time.Time) (*Source, error) {
 		log:     log,
 		now:     now,
 		cfg:     cfg,
+		slots:   newLimiter(cfg.MaxInFlight, cfg.OnDemandInFlight),
+		windows: newWindowSets(cfg.WindowCacheBytes),
 	}, nil
 }
 
@@ -92,34 +96,6 @@ func (s *Source) Refresh(ctx context.Context, window string) ([]source.Observati
 	obs, n, err := s.read(ctx, b, window, dur, s.now())
 	s.lastRefresh.Store(int64(n))
 	return obs, err
-}
-
-// Window returns one node's indicators over window, evaluated at
-// now − offset. The queries select the node's series only. An unknown node
-// is an error wrapping source.ErrUnknownNode; an id that may not reach
-// PromQL one wrapping ErrInvalidValue.
-func (s *Source) Window(ctx context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error) {
-	dur, lifetime, err := metrics.ParseWindow(window)
-	if err != nil {
-		return nil, err
-	}
-	if offset < 0 {
-		return nil, fmt.Errorf("offset %v: must not be negative", offset)
-	}
-	b, err := s.builder(dur, lifetime).forNode(node)
-	if err != nil {
-		return nil, fmt.Errorf("node %q: %w", node, err)
-	}
-	obs, _, err := s.read(ctx, b, window, dur, s.now().Add(-offset))
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range obs {
-		if o.Node.ID == node {
-			return o.Metrics, nil
-		}
-	}
-	return nil, fmt.Errorf("%q: %w", node, source.ErrUnknownNode)
 }
 
 // builder returns the query builder of a window.
@@ -195,7 +171,8 @@ func (s *Source) read(ctx context.Context, b builder, window string, dur time.Du
 	return a.observations(), n, nil
 }
 
-// run sends qs, at most Config.Concurrency at a time, and adds each result
+// run sends qs, at most Config.Concurrency at a time (and within the
+// in-flight limit, see limiter), and adds each result
 // to a as it arrives. It returns how many succeeded and failed.
 func (s *Source) run(ctx context.Context, a *assembly, qs []query, t time.Time) (ok, failed int) {
 	var (
@@ -260,6 +237,11 @@ func newWorker() any { return &worker{intern: map[string]string{}} }
 // nodes — a million bucket series per refresh — is over ten seconds of CPU,
 // and buffers each body anew.
 func (s *Source) query(ctx context.Context, w *worker, q query, t time.Time) (v1.Warnings, error) {
+	release, err := s.slots.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	s.queries.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()

@@ -302,31 +302,38 @@ func buckets(pairs ...float64) []histogram.Bucket {
 	return out
 }
 
+// TestWindowOffset: an on-demand window reads the whole fleet at
+// now − offset, once for every node asked about.
 func TestWindowOffset(t *testing.T) {
-	b, err := defaultBuilder("1h").forNode("vllm-a:8000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fake := fleetFake(t, b)
+	fake := fleetFake(t, defaultBuilder("1h"))
 	src := newTestSource(t, fake.URL, nil)
-	m, err := src.Window(context.Background(), "vllm-a:8000", "1h", 30*time.Minute)
+	m, err := src.Window(context.Background(), "vllm-a:8000", "60m", 30*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The fixtures are rates: over 1h the counts are × 3600.
+	// The fixtures are rates: over 1h the counts are × 3600. "60m" is read
+	// (and answered) as "1h".
 	if m.GetNode() != "vllm-a:8000" || m.GetWindow() != "1h" || m.GetTtft().GetCount() != 7200 {
 		t.Errorf("got node %q window %q ttft count %v", m.GetNode(), m.GetWindow(), m.GetTtft().GetCount())
 	}
+	sent := fake.seenQueries()
 	at := strconv.FormatInt(testNow.Add(-30*time.Minute).Unix(), 10)
-	for _, q := range fake.seenQueries() {
+	for _, q := range sent {
 		if strings.TrimSuffix(q.at, ".000") != at {
 			t.Errorf("query at %q, want now − offset %s", q.at, at)
 		}
-		if !strings.Contains(q.expr, `instance="vllm-a:8000"`) {
-			t.Errorf("query without node matcher: %s", q.expr)
+		if strings.Contains(q.expr, `instance="`) {
+			t.Errorf("fleet-wide read with a node matcher: %s", q.expr)
 		}
 	}
-	if _, err := src.Window(context.Background(), "nope:1", "1h", 0); !errors.Is(err, source.ErrUnknownNode) {
+	// Another node, and the same window spelled otherwise: no query.
+	if m, err := src.Window(context.Background(), "sglang-a:30000", "1h", 30*time.Minute); err != nil || m.GetNode() != "sglang-a:30000" {
+		t.Errorf("second node: %v, %v", m.GetNode(), err)
+	}
+	if n := len(fake.seenQueries()); n != len(sent) {
+		t.Errorf("a second node of the same window sent %d more queries, want 0", n-len(sent))
+	}
+	if _, err := src.Window(context.Background(), "nope:1", "1h", 30*time.Minute); !errors.Is(err, source.ErrUnknownNode) {
 		t.Errorf("unknown node: err = %v, want ErrUnknownNode", err)
 	}
 	for _, bad := range []string{"", "a\nb", "x\x00", string([]byte{0xff}), strings.Repeat("x", 2000)} {

@@ -1062,7 +1062,11 @@ type NodeMetrics struct {
 	Up bool `protobuf:"varint,8,opt,name=up,proto3" json:"up,omitempty"`
 	// The span of data the window was computed from: shorter than the window
 	// while llmdiag has not watched the node that long; absent for lifetime.
-	Covered            *durationpb.Duration `protobuf:"bytes,9,opt,name=covered,proto3" json:"covered,omitempty"`
+	Covered *durationpb.Duration `protobuf:"bytes,9,opt,name=covered,proto3" json:"covered,omitempty"`
+	// How long before the request the window ends: the request's offset,
+	// rounded to the step on-demand windows are read at (so that nearby
+	// offsets share one read); absent when the request gave no offset.
+	Offset             *durationpb.Duration `protobuf:"bytes,15,opt,name=offset,proto3" json:"offset,omitempty"`
 	Ttft               *Distribution        `protobuf:"bytes,10,opt,name=ttft,proto3" json:"ttft,omitempty"`
 	E2E                *Distribution        `protobuf:"bytes,11,opt,name=e2e,proto3" json:"e2e,omitempty"`
 	InterToken         *Distribution        `protobuf:"bytes,12,opt,name=inter_token,json=interToken,proto3" json:"inter_token,omitempty"`
@@ -1189,6 +1193,13 @@ func (x *NodeMetrics) GetUp() bool {
 func (x *NodeMetrics) GetCovered() *durationpb.Duration {
 	if x != nil {
 		return x.Covered
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetOffset() *durationpb.Duration {
+	if x != nil {
+		return x.Offset
 	}
 	return nil
 }
@@ -2188,9 +2199,15 @@ type ComparePercentilesResponse struct {
 	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
 	Staleness  *durationpb.Duration   `protobuf:"bytes,6,opt,name=staleness,proto3" json:"staleness,omitempty"`
 	// Set when the answer comes from this replica's copy.
-	Degraded      *Degraded `protobuf:"bytes,7,opt,name=degraded,proto3" json:"degraded,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Degraded *Degraded `protobuf:"bytes,7,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// The offset the subjects were read at: the request's, rounded to the
+	// step on-demand windows are read at; absent when the request had none.
+	Offset *durationpb.Duration `protobuf:"bytes,8,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The baseline offset used, rounded likewise (at least one step); absent
+	// without a baseline.
+	BaselineOffset *durationpb.Duration `protobuf:"bytes,9,opt,name=baseline_offset,json=baselineOffset,proto3" json:"baseline_offset,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ComparePercentilesResponse) Reset() {
@@ -2268,6 +2285,20 @@ func (x *ComparePercentilesResponse) GetStaleness() *durationpb.Duration {
 func (x *ComparePercentilesResponse) GetDegraded() *Degraded {
 	if x != nil {
 		return x.Degraded
+	}
+	return nil
+}
+
+func (x *ComparePercentilesResponse) GetOffset() *durationpb.Duration {
+	if x != nil {
+		return x.Offset
+	}
+	return nil
+}
+
+func (x *ComparePercentilesResponse) GetBaselineOffset() *durationpb.Duration {
+	if x != nil {
+		return x.BaselineOffset
 	}
 	return nil
 }
@@ -2729,7 +2760,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xfe\v\n" +
+	"\x05_mean\"\xb1\f\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2740,7 +2771,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tstaleness\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x14\n" +
 	"\x05stale\x18\a \x01(\bR\x05stale\x12\x0e\n" +
 	"\x02up\x18\b \x01(\bR\x02up\x123\n" +
-	"\acovered\x18\t \x01(\v2\x19.google.protobuf.DurationR\acovered\x12,\n" +
+	"\acovered\x18\t \x01(\v2\x19.google.protobuf.DurationR\acovered\x121\n" +
+	"\x06offset\x18\x0f \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12,\n" +
 	"\x04ttft\x18\n" +
 	" \x01(\v2\x18.llmdiag.v1.DistributionR\x04ttft\x12*\n" +
 	"\x03e2e\x18\v \x01(\v2\x18.llmdiag.v1.DistributionR\x03e2e\x129\n" +
@@ -2853,7 +2885,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x05count\x18\x06 \x01(\x01R\x05count\x12\x12\n" +
 	"\x04note\x18\a \x01(\tR\x04note\x121\n" +
 	"\x06offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12*\n" +
-	"\x11ratio_to_baseline\x18\t \x01(\x01R\x0fratioToBaseline\"\xd9\x02\n" +
+	"\x11ratio_to_baseline\x18\t \x01(\x01R\x0fratioToBaseline\"\xd0\x03\n" +
 	"\x1aComparePercentilesResponse\x121\n" +
 	"\x06metric\x18\x01 \x01(\x0e2\x19.llmdiag.v1.LatencyMetricR\x06metric\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x12\x1c\n" +
@@ -2862,7 +2894,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\vobserved_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"observedAt\x127\n" +
 	"\tstaleness\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x120\n" +
-	"\bdegraded\x18\a \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xa5\x01\n" +
+	"\bdegraded\x18\a \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\x121\n" +
+	"\x06offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12B\n" +
+	"\x0fbaseline_offset\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0ebaselineOffset\"\xa5\x01\n" +
 	"\x13DiagnoseNodeRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x120\n" +
@@ -3052,68 +3086,71 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	33, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
 	34, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
 	34, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	12, // 12: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
-	12, // 13: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
-	12, // 14: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
-	12, // 15: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
-	12, // 16: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	3,  // 17: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 18: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 19: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 20: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 21: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 22: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	33, // 23: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 24: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 25: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 26: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	10, // 27: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	18, // 28: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 29: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	34, // 30: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 31: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	18, // 32: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 33: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 34: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	34, // 35: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	34, // 36: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 37: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	22, // 38: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	34, // 39: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 40: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	23, // 41: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	33, // 42: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 43: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	18, // 44: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	6,  // 45: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 46: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 47: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	18, // 48: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 49: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	31, // 50: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 51: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 52: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 53: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	33, // 54: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 55: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 56: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	28, // 57: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	33, // 58: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 59: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	19, // 60: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	21, // 61: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	25, // 62: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	27, // 63: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 64: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	20, // 65: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	24, // 66: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	26, // 67: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	29, // 68: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	64, // [64:69] is the sub-list for method output_type
-	59, // [59:64] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	34, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	12, // 13: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
+	12, // 14: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
+	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
+	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
+	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
+	3,  // 18: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	1,  // 19: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	0,  // 20: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 21: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 22: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	14, // 23: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	33, // 24: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 25: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 26: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 27: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	10, // 28: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	18, // 29: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 30: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	34, // 31: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 32: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	18, // 33: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 34: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 35: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	34, // 36: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	34, // 37: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 38: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	22, // 39: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	34, // 40: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 41: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	23, // 42: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	33, // 43: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 44: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	18, // 45: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 46: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	34, // 47: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	6,  // 48: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 49: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	15, // 50: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	18, // 51: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 52: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	31, // 53: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 54: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 55: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	34, // 56: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	33, // 57: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 58: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 59: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	28, // 60: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	33, // 61: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 62: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	19, // 63: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	21, // 64: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	25, // 65: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	27, // 66: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 67: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	20, // 68: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	24, // 69: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	26, // 70: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	29, // 71: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	67, // [67:72] is the sub-list for method output_type
+	62, // [62:67] is the sub-list for method input_type
+	62, // [62:62] is the sub-list for extension type_name
+	62, // [62:62] is the sub-list for extension extendee
+	0,  // [0:62] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }

@@ -1,0 +1,95 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// ErrOverBudget is returned (wrapped) when work a request asks of a source
+// would go past the request's Budget.
+var ErrOverBudget = errors.New("over the request's query budget")
+
+// Budget is how many queries to its backend (Prometheus) one request may
+// cause a source to send. It travels in the request's context (WithBudget):
+// a source charges the queries of a unit of work before it sends them and
+// refuses, with an error wrapping ErrOverBudget, the work that would go past
+// the limit; what it was charged and did not send it refunds. Work another
+// request already started, or a cache answers, costs nothing. A nil *Budget
+// is unlimited. Safe for concurrent use.
+type Budget struct {
+	limit int
+
+	mu   sync.Mutex
+	used int
+}
+
+// NewBudget returns a budget of limit queries.
+func NewBudget(limit int) *Budget { return &Budget{limit: limit} }
+
+// Charge takes n queries for what (named in the error) from b, or takes
+// nothing and returns an error wrapping ErrOverBudget when that would spend
+// more than the limit.
+func (b *Budget) Charge(n int, what string) error {
+	if b == nil || n <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit {
+		return fmt.Errorf("%w of %d: %s needs up to %d queries and %d are spent", ErrOverBudget, b.limit, what, n, b.used)
+	}
+	b.used += n
+	return nil
+}
+
+// Refund gives back n queries charged and not sent; a negative n charges
+// queries sent beyond what was charged, whatever the limit.
+func (b *Budget) Refund(n int) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used = max(b.used-n, 0)
+}
+
+// Used is the number of queries charged so far.
+func (b *Budget) Used() int {
+	if b == nil {
+		return 0
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+type budgetKey struct{}
+
+// WithBudget returns ctx carrying b.
+func WithBudget(ctx context.Context, b *Budget) context.Context {
+	return context.WithValue(ctx, budgetKey{}, b)
+}
+
+// BudgetOf returns the budget ctx carries, or nil (unlimited).
+func BudgetOf(ctx context.Context) *Budget {
+	b, _ := ctx.Value(budgetKey{}).(*Budget)
+	return b
+}
+
+// Reuse is how long the answer for an on-demand window (window long, ending
+// offset ago) may be reused: a twentieth of the window, between 1 s and
+// 15 s (a lifetime window, 0, counts as 5 m). A window in the past changes
+// no more, so it is kept a minute. The server's query cache and the
+// Prometheus source's fleet-wide windows both keep answers this long.
+func Reuse(window, offset time.Duration) time.Duration {
+	if offset > 0 {
+		return time.Minute
+	}
+	if window == 0 {
+		window = 5 * time.Minute
+	}
+	return min(max(window/20, time.Second), 15*time.Second)
+}
