@@ -34,8 +34,8 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     lockstep, agentic traffic from 50 closed-loop agent sessions (a
 //     shared 20k-token system prompt and tool definitions, then ~3k tokens
 //     of history and tool output; mostly tool calls, 5.5% long
-//     generations). Decode is slow per request: a ~90 ms
-//     step (H20 is compute-bound on MLA attention over long contexts), and
+//     generations). Decode is slow per request: a ~90 ms step (H20 is
+//     compute-bound on MLA attention over long contexts), and
 //     every turn's prefill on any rank stalls all ranks, so a step takes
 //     ~330 ms on average, ~3 tok/s per request; ~40 requests decode at once
 //     while KV and queue stay low: decode-bound, not memory- or queue-bound.
