@@ -4,6 +4,7 @@ import (
 	"math"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // The findings beyond the six core rows: per-request decode speed, the
@@ -279,7 +280,7 @@ func (f *facts) stalenessFinding(p printer) *llmdiagv1.Finding {
 func staleFinding(p printer, m *llmdiagv1.NodeMetrics, t Thresholds) *llmdiagv1.Finding {
 	ind, name := llmdiagv1.Indicator_INDICATOR_STALENESS, nameStaleness
 	ev := p.f(evStalenessLimit, p.seconds(t.StaleAfter.Seconds()))
-	if s := m.GetStaleness(); s != nil && s.AsDuration() > t.StaleAfter {
+	if s := m.GetStaleness(); s != nil && metrics.TooOld(s.AsDuration(), t.StaleAfter) {
 		return finding(p, ind, name, p.seconds(s.AsDuration().Seconds()), statusCrit, p.f(stalenessCrit), ev)
 	}
 	return finding(p, ind, name, p.f(valueStaleFlagged), statusCrit, p.f(stalenessFlagged), ev)
