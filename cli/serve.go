@@ -80,6 +80,8 @@ func serveCommand(env Env) *ffcli.Command {
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
 	replicaID := fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
 	syncEvery := fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
+	offsetStep := fs.Duration("offset-step", 0, "finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger")
+	requestQueries := fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	pf := promFlags(fs)
 	newLog := logFlags(fs)
 	return &ffcli.Command{
@@ -116,6 +118,15 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			}
 			if *interval <= 0 || *staleAfter <= 0 || *scrapeTimeout <= 0 {
 				return usageError{errors.New("--interval, --stale-after and --scrape-timeout must be positive")}
+			}
+			if *offsetStep < 0 || *requestQueries <= 0 {
+				return usageError{errors.New("--offset-step must not be negative and --max-request-queries must be positive")}
+			}
+			if *offsetStep == 0 {
+				*offsetStep = *interval
+			}
+			if m, o := *pf.maxInFlight, *pf.onDemandInFlight; o < 1 || m <= o {
+				return usageError{fmt.Errorf("--prometheus-on-demand-in-flight (%d) must be at least 1 and less than --prometheus-max-in-flight (%d), so that refreshes keep slots of their own", o, m)}
 			}
 			if *redisURL != "" && (*leaseTTL < lease.MinTTL || *replicaID == "" || *syncEvery <= 0) {
 				return usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty and --redis-sync positive", lease.MinTTL)}
@@ -205,7 +216,10 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				byID[n.ID] = n
 			}
 			loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th, Fleet: byID})
-			svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th}, ctx.Done())
+			svc := server.NewService(st, src, log, time.Now, server.Config{
+				DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th,
+				OffsetStep: *offsetStep, RequestQueryBudget: *requestQueries,
+			}, ctx.Done())
 			ready := loop.Ready()
 			var deps []server.Dependency
 			if rdb != nil {
@@ -263,6 +277,7 @@ type promFlagSet struct {
 	url, bearer, user, password, ca, cert, key, serverName, nodeLabel, modelLabels *string
 	insecure                                                                       *bool
 	timeout                                                                        *time.Duration
+	maxInFlight, onDemandInFlight                                                  *int
 	headers                                                                        headersFlag
 }
 
@@ -279,6 +294,8 @@ func promFlags(fs *flag.FlagSet) promFlagSet {
 	p.serverName = fs.String("prometheus-server-name", "", "server name to verify --prometheus's certificate against")
 	p.insecure = fs.Bool("prometheus-insecure-skip-verify", false, "do not verify --prometheus's certificate (testing only)")
 	p.timeout = fs.Duration("prometheus-timeout", 10*time.Second, "deadline of one query to --prometheus")
+	p.maxInFlight = fs.Int("prometheus-max-in-flight", 12, "queries to --prometheus in flight at once, refreshes and on-demand windows together")
+	p.onDemandInFlight = fs.Int("prometheus-on-demand-in-flight", 4, "of --prometheus-max-in-flight, the most on-demand windows, offsets and baselines may use; the rest are the refresh's own")
 	p.nodeLabel = fs.String("node-label", "instance", "label that identifies a node in --prometheus")
 	p.modelLabels = fs.String("model-label", "model_name,model,name", "labels that may carry the served model, in order of preference")
 	return p
@@ -295,9 +312,11 @@ func (p promFlagSet) config(staleAfter time.Duration) prom.Config {
 			CAFile: *p.ca, CertFile: *p.cert, KeyFile: *p.key,
 			ServerName: *p.serverName, InsecureSkipVerify: *p.insecure,
 		},
-		Timeout:    *p.timeout,
-		NodeLabel:  *p.nodeLabel,
-		StaleAfter: staleAfter,
+		Timeout:          *p.timeout,
+		MaxInFlight:      *p.maxInFlight,
+		OnDemandInFlight: *p.onDemandInFlight,
+		NodeLabel:        *p.nodeLabel,
+		StaleAfter:       staleAfter,
 	}
 	for _, l := range strings.Split(*p.modelLabels, ",") {
 		if l = strings.TrimSpace(l); l != "" {
