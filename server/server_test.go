@@ -62,6 +62,21 @@ type fakeSource struct {
 	now         time.Time
 	nodes       []fleet.Node
 	windowCalls atomic.Int32
+
+	mu    sync.Mutex
+	reads []windowRead // Window calls
+}
+
+// windowRead is what one Window call asked for.
+type windowRead struct {
+	window string
+	offset time.Duration
+}
+
+func (f *fakeSource) windowReads() []windowRead {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]windowRead(nil), f.reads...)
 }
 
 func (f *fakeSource) samples(n fleet.Node) (older, newer *sample.Sample) {
@@ -104,6 +119,9 @@ func (f *fakeSource) Refresh(_ context.Context, window string) ([]source.Observa
 
 func (f *fakeSource) Window(_ context.Context, node, window string, offset time.Duration) (*llmdiagv1.NodeMetrics, error) {
 	f.windowCalls.Add(1)
+	f.mu.Lock()
+	f.reads = append(f.reads, windowRead{window, offset})
+	f.mu.Unlock()
 	for _, n := range f.nodes {
 		if n.ID == node {
 			m := f.metrics(n, window)

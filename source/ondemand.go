@@ -17,13 +17,20 @@ var ErrOverBudget = errors.New("over the request's query budget")
 // a source charges the queries of a unit of work before it sends them and
 // refuses, with an error wrapping ErrOverBudget, the work that would go past
 // the limit; what it was charged and did not send it refunds. Work another
-// request already started, or a cache answers, costs nothing. A nil *Budget
-// is unlimited. Safe for concurrent use.
+// request already started, or a cache answers, costs nothing.
+//
+// A source may also Keep what it read for the request, so that one request
+// reads each unit of work once, however long it takes to use it (a
+// comparison of 1,000 nodes reads the fleet once, at one evaluation time,
+// though its cache entries expire meanwhile).
+//
+// A nil *Budget is unlimited and keeps nothing. Safe for concurrent use.
 type Budget struct {
 	limit int
 
 	mu   sync.Mutex
 	used int
+	kept map[any]any
 }
 
 // NewBudget returns a budget of limit queries.
@@ -64,6 +71,31 @@ func (b *Budget) Used() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.used
+}
+
+// Keep remembers v under key (a comparable value of the source's own type)
+// for the rest of the request.
+func (b *Budget) Keep(key, v any) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kept == nil {
+		b.kept = map[any]any{}
+	}
+	b.kept[key] = v
+}
+
+// Kept returns what Keep remembered under key.
+func (b *Budget) Kept(key any) (any, bool) {
+	if b == nil {
+		return nil, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	v, ok := b.kept[key]
+	return v, ok
 }
 
 type budgetKey struct{}

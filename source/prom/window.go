@@ -21,7 +21,9 @@ import (
 // metrics.CanonicalWindow spelling, so "60m" is "1h") and offset sends the
 // queries of a refresh, evaluated at now − offset, for the whole fleet;
 // concurrent requests for the same pair wait for that read, and later ones
-// reuse it for source.Reuse(window, offset). A read is charged to the
+// reuse it for source.Reuse(window, offset); a request that carries a
+// source.Budget reads every node of one window and offset from the same
+// read, however long it takes. A read is charged to the
 // source.Budget in ctx at the most queries it may send (every engine's),
 // then refunded to what it sent; when the budget cannot cover it the
 // request gets an error wrapping source.ErrOverBudget and nothing is sent.
@@ -105,6 +107,10 @@ func newWindowSets(maxBytes int64) *windowSets {
 // windowSet returns the read set of key, reading it if no set of key is
 // held or being read.
 func (s *Source) windowSet(ctx context.Context, key setKey) (*windowSet, error) {
+	budget := source.BudgetOf(ctx)
+	if set, ok := budget.Kept(key); ok {
+		return set.(*windowSet), nil
+	}
 	ws := s.windows
 	ws.mu.Lock()
 	ws.sweep(s.now())
@@ -118,7 +124,7 @@ func (s *Source) windowSet(ctx context.Context, key setKey) (*windowSet, error) 
 		b := s.builder(dur, lifetime)
 		cost := s.planned(b)
 		what := fmt.Sprintf("reading every node's %s window ending %v ago", key.window, key.offset)
-		if err := source.BudgetOf(ctx).Charge(cost, what); err != nil {
+		if err := budget.Charge(cost, what); err != nil {
 			ws.mu.Unlock()
 			return nil, err
 		}
@@ -137,6 +143,8 @@ func (s *Source) windowSet(ctx context.Context, key setKey) (*windowSet, error) 
 	if set.err != nil {
 		return nil, set.err
 	}
+	// The rest of the request reads this set, even once it expires here.
+	budget.Keep(key, set)
 	return set, nil
 }
 

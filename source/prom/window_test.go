@@ -115,15 +115,18 @@ func TestWindowReuseBounded(t *testing.T) {
 	now.Store(testNow.UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
 	for _, tc := range []struct {
-		name      string
-		maxBytes  int64
-		advance   time.Duration
-		wantReads int
+		name        string
+		maxBytes    int64
+		advance     time.Duration
+		sameRequest bool // both reads with one budget
+		wantReads   int
 	}{
-		{"reused", 64 << 20, 0, 1},
-		{"reused until it expires", 64 << 20, time.Minute - time.Millisecond, 1},
-		{"expired", 64 << 20, time.Minute, 2},
-		{"over the byte bound", 1, 0, 2},
+		{"reused", 64 << 20, 0, false, 1},
+		{"reused until it expires", 64 << 20, time.Minute - time.Millisecond, false, 1},
+		{"expired", 64 << 20, time.Minute, false, 2},
+		{"over the byte bound", 1, 0, false, 2},
+		{"expired, for the request that read it", 64 << 20, time.Hour, true, 1},
+		{"over the byte bound, for the request that read it", 1, 0, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now.Store(testNow.UnixNano())
@@ -132,12 +135,17 @@ func TestWindowReuseBounded(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := src.Window(t.Context(), "vllm-a:8000", "1h", time.Hour); err != nil {
+			first := source.WithBudget(t.Context(), source.NewBudget(1000))
+			if _, err := src.Window(first, "vllm-a:8000", "1h", time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			one := fake.queries.Load()
 			now.Add(int64(tc.advance))
-			if _, err := src.Window(t.Context(), "vllm-a:8000", "1h", time.Hour); err != nil {
+			second := source.WithBudget(t.Context(), source.NewBudget(1000))
+			if tc.sameRequest {
+				second = first
+			}
+			if _, err := src.Window(second, "sglang-a:30000", "1h", time.Hour); err != nil {
 				t.Fatal(err)
 			}
 			if reads := fake.queries.Load() / one; reads != int64(tc.wantReads) || fake.queries.Load()%one != 0 {
