@@ -57,6 +57,14 @@
 // the refresh loop keeps the last good records, which go stale by
 // themselves.
 //
+// On-demand windows and offsets (Source.Window) are read for the whole
+// fleet too, one read per window and offset, shared by concurrent requests
+// and reused for source.Reuse; a request pays for a read from its
+// source.Budget before it is sent. Queries in flight are bounded
+// (Config.MaxInFlight), and on-demand reads hold at most
+// Config.OnDemandInFlight of them, so a refresh always has slots of its own.
+// Node ids never reach an on-demand query: the node is picked from the read.
+//
 // Node ids and every other value that reaches PromQL go through one function,
 // labelMatcher, which validates and quotes them (FuzzQueryBuilder parses the
 // result with the real PromQL parser).
