@@ -80,7 +80,7 @@ func serveCommand(env Env) *ffcli.Command {
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
 	replicaID := fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
 	syncEvery := fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
-	offsetStep := fs.Duration("offset-step", 0, "finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger")
+	offsetStep := fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	requestQueries := fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	pf := promFlags(fs)
 	newLog := logFlags(fs)
@@ -122,7 +122,7 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			if *offsetStep < 0 || *requestQueries <= 0 {
 				return usageError{errors.New("--offset-step must not be negative and --max-request-queries must be positive")}
 			}
-			if *offsetStep == 0 {
+			if *offsetStep == 0 && *pf.url != "" {
 				*offsetStep = *interval
 			}
 			if m, o := *pf.maxInFlight, *pf.onDemandInFlight; o < 1 || m <= o {

@@ -162,7 +162,7 @@ func startServerAt(t *testing.T, now time.Time) (string, *memory.Store, *fakeSou
 	ready := make(chan struct{})
 	close(ready)
 	ctx, cancel := context.WithCancel(context.Background())
-	svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th}, ctx.Done())
+	svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th, OffsetStep: 5 * time.Second}, ctx.Done())
 	h := server.Handler(svc, server.NewHealth(ready), reg, connect.WithInterceptors(tm.Interceptor()))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -41,8 +41,10 @@ type Config struct {
 	// MaxCompareSubjects bounds the nodes one comparison reads, and the nodes
 	// one stream may select (default 1000).
 	MaxCompareSubjects int
-	// OffsetStep is the finest step offsets are rounded to before they key
-	// the query cache and the source's reads (default 5s; see onDemandStep).
+	// OffsetStep, when positive, is the finest step offsets are rounded to
+	// before they key the query cache and the source's reads (see
+	// onDemandStep): for a source whose reads cost queries. Zero reads
+	// offsets as asked.
 	OffsetStep time.Duration
 	// RequestQueryBudget bounds the queries to the source's backend
 	// (Prometheus) one request may cause; a request that would go past it
@@ -90,9 +92,6 @@ func NewService(st store.Store, win source.Source, log *slog.Logger, now func() 
 	}
 	if cfg.MaxCompareSubjects <= 0 {
 		cfg.MaxCompareSubjects = 1000
-	}
-	if cfg.OffsetStep <= 0 {
-		cfg.OffsetStep = 5 * time.Second
 	}
 	if cfg.RequestQueryBudget <= 0 {
 		cfg.RequestQueryBudget = DefaultRequestQueryBudget
@@ -248,7 +247,7 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 	then := now
 	if baseline > 0 {
 		then.offset = now.offset + s.baselineStep(now, baseline)
-		if then.offset > MaxOffset {
+		if then.offset > MaxOffset && now.step > 0 {
 			// Rounding went past the limit the request kept to.
 			then.offset -= now.step
 		}
@@ -403,7 +402,7 @@ type span struct {
 	window string
 	dur    time.Duration // 0 for the lifetime
 	offset time.Duration
-	step   time.Duration // offsets into window are rounded to
+	step   time.Duration // offsets into window are rounded to; 0 not at all
 }
 
 // spanOf validates window (empty: the default) and normalises it and
@@ -414,16 +413,22 @@ func (s *Service) spanOf(window string, offset time.Duration) (span, error) {
 		return span{}, invalid("window", err)
 	}
 	dur, _, _ := metrics.ParseWindow(w)
-	sp := span{window: w, dur: dur, step: s.onDemandStep(dur)}
-	sp.offset = roundTo(offset, sp.step)
-	if sp.offset > MaxOffset {
-		sp.offset -= sp.step
+	sp := span{window: w, dur: dur, offset: offset}
+	if s.cfg.OffsetStep > 0 {
+		sp.step = s.onDemandStep(dur)
+		sp.offset = roundTo(offset, sp.step)
+		if sp.offset > MaxOffset {
+			sp.offset -= sp.step
+		}
 	}
 	return sp, nil
 }
 
 // baselineStep is baseline rounded to now's step, at least one step.
 func (s *Service) baselineStep(now span, baseline time.Duration) time.Duration {
+	if now.step == 0 {
+		return baseline
+	}
 	return max(roundTo(baseline, now.step), now.step)
 }
 
@@ -520,7 +525,7 @@ func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiag
 			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", sp.window, s.cfg.DefaultWindow))
 		}
 		key := fmt.Sprintf("window\x00%s\x00%s\x00%d", node, sp.window, sp.offset)
-		raw, err := s.st.Cached(ctx, key, source.Reuse(sp.dur, sp.offset), func(ctx context.Context) ([]byte, error) {
+		raw, err := s.st.Cached(ctx, key, source.Reuse(sp.dur), func(ctx context.Context) ([]byte, error) {
 			m, err := s.win.Window(ctx, node, sp.window, sp.offset)
 			if err != nil {
 				return nil, err

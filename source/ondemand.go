@@ -111,15 +111,13 @@ func BudgetOf(ctx context.Context) *Budget {
 	return b
 }
 
-// Reuse is how long the answer for an on-demand window (window long, ending
-// offset ago) may be reused: a twentieth of the window, between 1 s and
-// 15 s (a lifetime window, 0, counts as 5 m). A window in the past changes
-// no more, so it is kept a minute. The server's query cache and the
-// Prometheus source's fleet-wide windows both keep answers this long.
-func Reuse(window, offset time.Duration) time.Duration {
-	if offset > 0 {
-		return time.Minute
-	}
+// Reuse is how long the answer for an on-demand window of length window
+// may be reused: a twentieth of the window, between 1 s and 15 s (a
+// lifetime window, 0, counts as 5 m). Reused, an answer ends that much
+// earlier than asked, whatever its offset; a twentieth of the window is
+// within what an indicator over it can tell. The server's query cache and
+// the Prometheus source's fleet-wide windows both keep answers this long.
+func Reuse(window time.Duration) time.Duration {
 	if window == 0 {
 		window = 5 * time.Minute
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,13 +38,16 @@ import (
 // histogram that grow with every scrape.
 type fleetExposition struct {
 	*httptest.Server
-	n       int
+	labels  []string // per node, rendered once
 	scrapes atomic.Int64
 }
 
 func startFleetExposition(t *testing.T, n int) *fleetExposition {
 	t.Helper()
-	e := &fleetExposition{n: n}
+	e := &fleetExposition{labels: make([]string, n)}
+	for i := range n {
+		e.labels[i] = fmt.Sprintf(`instance=%q,engine="0",model_name="m"`, fleetInstance(i))
+	}
 	e.Server = httptest.NewServer(http.HandlerFunc(e.serve))
 	t.Cleanup(e.Close)
 	return e
@@ -51,36 +55,60 @@ func startFleetExposition(t *testing.T, n int) *fleetExposition {
 
 func fleetInstance(i int) string { return fmt.Sprintf("10.1.%d.%d:8000", i/250, i%250) }
 
+// ttftBuckets are the TTFT buckets and the share of a scrape's ten requests
+// in each, cumulative, for fast nodes and (every tenth node) slow ones.
+var ttftBuckets = []struct {
+	le         string
+	fast, slow float64
+}{{"0.1", 2, 0}, {"0.5", 6, 0}, {"1", 9, 9}, {"2.5", 10, 10}, {"+Inf", 10, 10}}
+
 func (e *fleetExposition) serve(w http.ResponseWriter, _ *http.Request) {
 	k := float64(e.scrapes.Add(1))
-	var sb strings.Builder
-	family := func(name, typ string, line func(i int, ls string)) {
-		fmt.Fprintf(&sb, "# TYPE %s %s\n", name, typ)
-		for i := range e.n {
-			line(i, fmt.Sprintf(`instance=%q,engine="0",model_name="m"`, fleetInstance(i)))
-		}
+	b := make([]byte, 0, 1<<20)
+	num := func(v float64) { b = strconv.AppendFloat(b, v, 'g', -1, 64) }
+	series := func(name, ls string) {
+		b = append(b, name...)
+		b = append(b, '{')
+		b = append(b, ls...)
+		b = append(b, "} "...)
 	}
-	family("vllm:num_requests_waiting", "gauge", func(i int, ls string) { fmt.Fprintf(&sb, "vllm:num_requests_waiting{%s} %d\n", ls, i%3) })
-	family("vllm:num_requests_running", "gauge", func(i int, ls string) { fmt.Fprintf(&sb, "vllm:num_requests_running{%s} 8\n", ls) })
-	family("vllm:generation_tokens_total", "counter", func(i int, ls string) {
-		fmt.Fprintf(&sb, "vllm:generation_tokens_total{%s} %g\n", ls, 1000*k)
-	})
-	// Ten requests a scrape; every tenth node slower.
-	family("vllm:time_to_first_token_seconds", "histogram", func(i int, ls string) {
-		fast := 1.0
-		if i%10 == 0 {
-			fast = 0
+	b = append(b, "# TYPE vllm:num_requests_waiting gauge\n"...)
+	for i, ls := range e.labels {
+		series("vllm:num_requests_waiting", ls)
+		num(float64(i % 3))
+		b = append(b, '\n')
+	}
+	b = append(b, "# TYPE vllm:num_requests_running gauge\n"...)
+	for _, ls := range e.labels {
+		series("vllm:num_requests_running", ls)
+		b = append(b, "8\n"...)
+	}
+	b = append(b, "# TYPE vllm:generation_tokens_total counter\n"...)
+	for _, ls := range e.labels {
+		series("vllm:generation_tokens_total", ls)
+		num(1000 * k)
+		b = append(b, '\n')
+	}
+	b = append(b, "# TYPE vllm:time_to_first_token_seconds histogram\n"...)
+	for i, ls := range e.labels {
+		for _, bk := range ttftBuckets {
+			series("vllm:time_to_first_token_seconds_bucket", ls+`,le="`+bk.le+`"`)
+			if i%10 == 0 {
+				num(bk.slow * k)
+			} else {
+				num(bk.fast * k)
+			}
+			b = append(b, '\n')
 		}
-		for _, b := range []struct {
-			le string
-			n  float64
-		}{{"0.1", 2 * fast}, {"0.5", 6 * fast}, {"1", 9}, {"2.5", 10}, {"+Inf", 10}} {
-			fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_bucket{%s,le=%q} %g\n", ls, b.le, b.n*k)
-		}
-		fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_sum{%s} %g\nvllm:time_to_first_token_seconds_count{%s} %g\n", ls, 6*k, ls, 10*k)
-	})
+		series("vllm:time_to_first_token_seconds_sum", ls)
+		num(6 * k)
+		b = append(b, '\n')
+		series("vllm:time_to_first_token_seconds_count", ls)
+		num(10 * k)
+		b = append(b, '\n')
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	io.WriteString(w, sb.String())
+	w.Write(b)
 }
 
 // countingProxy forwards to Prometheus and counts the queries, the most in
@@ -150,12 +178,14 @@ func (p *countingProxy) evaluationTimes() int {
 //   - a comparison over its query budget is refused with ResourceExhausted
 //     naming the budget and its flag, and sends nothing;
 //   - never more queries in flight than --prometheus-max-in-flight.
+//
+// It runs alone (not in parallel with the package's other tests): a
+// Prometheus ingesting 10,000 series every 2 s is load enough.
 func TestOnDemandCostAgainstRealPrometheus(t *testing.T) {
-	t.Parallel()
 	const nodes = 1000
 	fe := startFleetExposition(t, nodes)
 	_, port, _ := net.SplitHostPort(fe.Listener.Addr().String())
-	p := promtest.Start(t, promtest.Options{ExtraScrapeConfigs: fmt.Sprintf(`
+	p := promtest.Start(t, promtest.Options{ScrapeInterval: 2 * time.Second, ExtraScrapeConfigs: fmt.Sprintf(`
 - job_name: fleet
   honor_labels: true
   static_configs:
@@ -165,9 +195,9 @@ func TestOnDemandCostAgainstRealPrometheus(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	// 24 scrapes: the baseline below, 20 s back over a 30 s window, has
-	// samples of every node.
-	if err := p.WaitForSamples(ctx, fmt.Sprintf(`count(count_over_time(vllm:num_requests_running[1h]) >= 24) == %d`, nodes), 1); err != nil {
+	// The reads below go back 20 s over 30 s and 40 s windows: wait until
+	// every node has TTFT observations there.
+	if err := p.WaitForSamples(ctx, fmt.Sprintf(`count(increase(vllm:time_to_first_token_seconds_count[30s] offset 20s) > 0) == %d`, nodes), 1); err != nil {
 		t.Fatal(err)
 	}
 

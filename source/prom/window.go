@@ -21,7 +21,7 @@ import (
 // metrics.CanonicalWindow spelling, so "60m" is "1h") and offset sends the
 // queries of a refresh, evaluated at now − offset, for the whole fleet;
 // concurrent requests for the same pair wait for that read, and later ones
-// reuse it for source.Reuse(window, offset); a request that carries a
+// reuse it for source.Reuse(window); a request that carries a
 // source.Budget reads every node of one window and offset from the same
 // read, however long it takes. A read is charged to the
 // source.Budget in ctx at the most queries it may send (every engine's),
@@ -178,7 +178,7 @@ func (s *Source) readSet(ctx context.Context, key setKey, set *windowSet, b buil
 	if err != nil {
 		delete(ws.sets, key)
 	} else {
-		set.expires = s.now().Add(source.Reuse(dur, key.offset))
+		set.expires = s.now().Add(source.Reuse(dur))
 		ws.size += size
 		ws.evict(set)
 	}

@@ -122,8 +122,8 @@ func TestWindowReuseBounded(t *testing.T) {
 		wantReads   int
 	}{
 		{"reused", 64 << 20, 0, false, 1},
-		{"reused until it expires", 64 << 20, time.Minute - time.Millisecond, false, 1},
-		{"expired", 64 << 20, time.Minute, false, 2},
+		{"reused until it expires", 64 << 20, 15*time.Second - time.Millisecond, false, 1},
+		{"expired", 64 << 20, 15 * time.Second, false, 2},
 		{"over the byte bound", 1, 0, false, 2},
 		{"expired, for the request that read it", 64 << 20, time.Hour, true, 1},
 		{"over the byte bound, for the request that read it", 1, 0, true, 1},
