@@ -127,22 +127,25 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	return nil
 }
 
+// entry is one node's encoded record, copied out from under the lock to be
+// decoded after it.
+type entry struct {
+	id  string
+	rec []byte
+	raw *store.Record
+}
+
 // Sweep implements store.Store.
 func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	type gone struct {
-		id  string
-		rec []byte
-		raw *store.Record
-	}
-	var removed []gone
+	var removed []entry
 	s.mu.Lock()
 	now := s.opts.Now()
 	for id, n := range s.nodes {
 		if now.Sub(n.written) >= unseenFor {
-			removed = append(removed, gone{id, n.rec, n.raw})
+			removed = append(removed, entry{id, n.rec, n.raw})
 			delete(s.nodes, id)
 		}
 	}
@@ -201,11 +204,6 @@ func (s *Store) decode(id string, b []byte, raw *store.Record) (*store.Record, e
 func (s *Store) List(ctx context.Context) ([]*store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	type entry struct {
-		id  string
-		rec []byte
-		raw *store.Record
 	}
 	s.mu.RLock()
 	entries := make([]entry, 0, len(s.nodes))
