@@ -83,13 +83,13 @@ func TestServeIsolatesBrokenTargets(t *testing.T) {
 	for i := range 10 {
 		add("refused", i, closedAddr(t), "connection refused")
 	}
-	data, err := f.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	if err := os.WriteFile(fleetPath, data, 0o600); err != nil {
-		t.Fatal(err)
+	data, err := f.Marshal()
+	if err == nil {
+		err = writeAtomic(fleetPath, data)
+	}
+	if err != nil {
+		t.Fatalf("fleet file: %v", err)
 	}
 
 	addr := closedAddr(t)

@@ -290,7 +290,7 @@ func TestStallingTargetsCannotHoldEverySlot(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if strings.Contains(strings.Join(m.GetErrors(), ";"), "2 of them for targets that ran out of time last scrape (Concurrency)") {
+			if strings.Contains(strings.Join(m.GetErrors(), ";"), "at most 4 answers are read at once, 2 of them from targets whose last scrape ran out of time") {
 				limited++
 			}
 		}

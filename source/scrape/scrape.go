@@ -205,7 +205,7 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 		// A scrape that ran out of time hung, whatever it had read; one
 		// that found no slot says nothing of its target.
 		if !st.starved {
-			st.slow = ctx.Err() != nil
+			st.slow = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		}
 		st.flight, st.starved = nil, false
 	}()
@@ -253,9 +253,9 @@ func (s *Scraper) acquire(ctx context.Context, node string) (release func(), err
 		st.starved = true
 		s.mu.Unlock()
 		if suspect {
-			return fmt.Errorf("no slot to read the answer in time: %d scrapes read at once, %d of them for targets that ran out of time last scrape (Concurrency)", cap(s.slots), cap(s.suspect))
+			return fmt.Errorf("no slot to read the answer in time: at most %d answers are read at once, %d of them from targets whose last scrape ran out of time, as this one's did", cap(s.slots), cap(s.suspect))
 		}
-		return fmt.Errorf("no slot to read the answer in time: %d scrapes read at once (Concurrency)", cap(s.slots))
+		return fmt.Errorf("no slot to read the answer in time: at most %d answers are read at once", cap(s.slots))
 	}
 	if suspect {
 		select {
