@@ -99,7 +99,9 @@ func TestServeIsolatesBrokenTargets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rpcCtx := func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 5*time.Second) }
+	rpcCtx := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 5*time.Second)
+	}
 
 	// SERVING by the second refresh: the count is read before the health,
 	// so a NOT_SERVING after two counted refreshes is a failure.
