@@ -4,28 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
-	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
-	"github.com/llmdiag/llmdiag/store/memory"
-	"github.com/llmdiag/llmdiag/telemetry"
 )
 
 var ttftLayout = []float64{0.1, 0.5, 1, 2.5, 5, 10, math.Inf(1)}
@@ -106,19 +99,7 @@ func compareService(t *testing.T) *server.Service {
 		ttft:    map[string][2]float64{"a": {3, 0.7}, "b": {0.7, 0.7}, "c": {0.3, 0.3}, "d": {7, 7}},
 		history: map[string]time.Duration{"a": 3 * time.Hour, "b": 3 * time.Hour, "c": 30 * time.Minute, "d": 3 * time.Hour},
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	tm, err := telemetry.New(prometheus.NewRegistry(), time.Now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	th := diagnose.DefaultThresholds()
-	st := memory.New(memory.Options{}, "compare")
-	if err := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th}).Once(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	return server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th}, ctx.Done())
+	return serviceOver(t, src, server.Config{})
 }
 
 func TestCompareBadInput(t *testing.T) {

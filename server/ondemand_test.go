@@ -78,7 +78,7 @@ func TestOffsetsShareReads(t *testing.T) {
 // TestOnDemandStep: offsets are rounded to the larger of --offset-step and
 // a tenth of the window rounded down to a round step.
 func TestOnDemandStep(t *testing.T) {
-	svc := onDemandService(t, &fakeSource{now: time.Now(), nodes: []fleet.Node{{ID: "a-0", Model: "m"}}}, server.Config{OffsetStep: 5 * time.Second})
+	svc := serviceOver(t, &fakeSource{now: time.Now(), nodes: []fleet.Node{{ID: "a-0", Model: "m"}}}, server.Config{OffsetStep: 5 * time.Second})
 	ctx := context.Background()
 	for _, tc := range []struct {
 		window      string
@@ -136,7 +136,7 @@ func (c chargingSource) Window(ctx context.Context, node, window string, offset 
 // rather than leaving a note.
 func TestOverBudgetIsResourceExhausted(t *testing.T) {
 	src := chargingSource{fakeSource: &fakeSource{now: time.Now(), nodes: []fleet.Node{{ID: "a-0", Model: "m"}, {ID: "a-1", Model: "m"}}}, cost: 100}
-	svc := onDemandService(t, src, server.Config{RequestQueryBudget: 150})
+	svc := serviceOver(t, src, server.Config{RequestQueryBudget: 150})
 	ctx := context.Background()
 	ttft := llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT
 
@@ -158,9 +158,9 @@ func TestOverBudgetIsResourceExhausted(t *testing.T) {
 	}
 }
 
-// onDemandService is a service over a memory store filled by one refresh of
-// src.
-func onDemandService(t *testing.T, src source.Source, cfg server.Config) *server.Service {
+// serviceOver is a service over a memory store filled by one refresh of
+// src, with cfg's default window 5m and staleness limit 30s.
+func serviceOver(t *testing.T, src source.Source, cfg server.Config) *server.Service {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tm, err := telemetry.New(prometheus.NewRegistry(), time.Now)
