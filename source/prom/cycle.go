@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,7 +71,8 @@ func newCycle(ctx context.Context, s *Source, a *assembly, b builder, t time.Tim
 
 // priority orders the queue: identity, then the targets request, then the
 // gauges a router reads first (queue, running, KV), then the buckets (the
-// large answers), then the rest.
+// large answers, and the percentiles), then the rest. Within a priority
+// the engines take turns (query.seq).
 func priority(q query) int {
 	switch {
 	case q.shape == shapeIdentity:
@@ -88,7 +90,9 @@ func priority(q query) int {
 // push adds qs to the queue; c.mu must be held.
 func (c *cycle) push(qs ...query) {
 	c.queue = append(c.queue, qs...)
-	slices.SortStableFunc(c.queue, func(x, y query) int { return priority(x) - priority(y) })
+	slices.SortStableFunc(c.queue, func(x, y query) int {
+		return cmp.Or(cmp.Compare(priority(x), priority(y)), cmp.Compare(x.seq, y.seq))
+	})
 	c.cond.Broadcast()
 }
 
@@ -103,6 +107,11 @@ func (c *cycle) queueData(es *engineState) {
 		c.s.log.Error("engine mapping has no query", "engine", es.m.Engine, "err", err)
 		c.a.engineErr(es, fmt.Sprintf("no query for engine %s: %v", es.m.Engine, err))
 		return
+	}
+	// Within a priority the engines take turns, so that under a deadline
+	// each gets its most important families first.
+	for i := range qs {
+		qs[i].seq = i
 	}
 	c.push(qs...)
 }
@@ -132,7 +141,7 @@ func (c *cycle) next() (query, bool) {
 				why = err
 			} else if !c.end.IsZero() {
 				if left, need := c.left(), c.minLeft(); left < need {
-					why = fmt.Errorf("timeout: not sent, %v left before the deadline of the %s, queries take about %v",
+					why = fmt.Errorf("timeout: not sent, %v left before the %s deadline, queries take about %v",
 						max(left, 0).Round(time.Millisecond), c.what(), need.Round(time.Millisecond))
 				}
 			}
@@ -221,7 +230,7 @@ func (c *cycle) explain(ctx context.Context, took time.Duration, err error) erro
 	}
 	d, _ := ctx.Deadline()
 	if !c.end.IsZero() && !d.Before(c.end) {
-		return fmt.Errorf("timeout: no answer within %v, the time left before the deadline of the %s: %w",
+		return fmt.Errorf("timeout: no answer within %v, the time left before the %s deadline: %w",
 			took.Round(time.Millisecond), c.what(), context.DeadlineExceeded)
 	}
 	return fmt.Errorf("timeout: no answer within the query timeout, %v: %w", c.s.cfg.Timeout, context.DeadlineExceeded)

@@ -112,6 +112,9 @@ type query struct {
 	// first.
 	want []string
 	expr string
+	// seq is the query's rank among its engine's in a read's queue: the
+	// engines take turns within a priority (cycle).
+	seq int
 }
 
 // what names the query in errors and warnings.
