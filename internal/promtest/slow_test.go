@@ -99,24 +99,26 @@ func (p *slowProxy) stats() (queries int, maxTimeout time.Duration) {
 // TestSlowPrometheus: a real Prometheus behind a proxy that makes every
 // answer take the same time. The timings are `serve`'s at its default
 // --interval (5s): a refresh timeout of 10s, --prometheus-timeout 10s, 8
-// queries in flight, and answers of 2.5 s and 8 s — all scaled by 0.4, so
+// queries in flight, and answers of 2.5 s and 8 s — all scaled by 0.5, so
 // the ratios, the mechanism and the number of query rounds that fit are
 // the same, in less time.
 //
-// At 2.5 s (1 s here) three rounds of 8 queries fit in a refresh: every
+// At 2.5 s (1.25 s here) three rounds of 8 queries fit in a refresh: every
 // refresh completes, every node is listed with its queue, running and KV
 // gauges (queried first), and what did not fit is absent with the timeout
-// named. At 8 s (3.2 s here) one round fits: the first refresh finds the
+// named. At 8 s (4 s here) one round fits: the first refresh finds the
 // nodes but no data arrives, so it fails (the refresh loop keeps the last
 // good records); from the second on the data queries of the engines seen go
 // out next to the identity queries, and the families that finish — each
 // engine's queue, the most important first — are used, the others absent
-// with the timeout named.
+// with the timeout named. A round then ends 1 s (0.5 s here) before the
+// queries' deadline: on a loaded machine a round may miss it, and the
+// next refresh is tried, a few times at most.
 func TestSlowPrometheus(t *testing.T) {
 	t.Parallel()
 	sf := startSeedFleet(t, 3)
 	proxy := newSlowProxy(t, sf.prom.URL())
-	const scale = 0.4
+	const scale = 0.5
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) * scale) }
 	refreshTimeout := scaled(10 * time.Second) // refresh.Config's default at --interval 5s
 	queryTimeout := scaled(10 * time.Second)   // --prometheus-timeout's default
@@ -201,8 +203,16 @@ func TestSlowPrometheus(t *testing.T) {
 		if err := once(loop); !errors.Is(err, prom.ErrNoData) {
 			t.Fatalf("first refresh: %v, want ErrNoData (nodes found, no data in time)", err)
 		}
-		if err := once(loop); err != nil {
-			t.Fatalf("second refresh: %v", err)
+		var err error
+		for i := range 3 {
+			if err = once(loop); err == nil {
+				t.Logf("refresh %d succeeded", i+2)
+				break
+			}
+			t.Logf("refresh %d: %v", i+2, err)
+		}
+		if err != nil {
+			t.Fatalf("no refresh succeeded after the first: %v", err)
 		}
 		for _, r := range list(st) {
 			m := r.Metrics
