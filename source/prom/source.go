@@ -158,9 +158,12 @@ func (s *Source) Refresh(ctx context.Context, window string) ([]source.Observati
 	// wait for this refresh's identity queries.
 	obs, n, known, err := s.readHinted(ctx, b, window, dur, s.now(), hint)
 	s.lastRefresh.Store(int64(n))
-	s.mu.Lock()
-	s.known = known
-	s.mu.Unlock()
+	if err == nil || len(known) > 0 {
+		// (A refresh whose identities all failed tells nothing new.)
+		s.mu.Lock()
+		s.known = known
+		s.mu.Unlock()
+	}
 	return obs, err
 }
 
