@@ -7,7 +7,7 @@ import (
 	"github.com/llmdiag/llmdiag/metrics"
 )
 
-// The findings beyond the seed's six: per-request decode speed, the
+// The findings beyond the six core rows: per-request decode speed, the
 // prefill/decode ratio, queue time, inter-token latency, aborts, the E2E
 // trend, the peer group and the data's age.
 
@@ -39,7 +39,7 @@ func (f *facts) decodeSpeedFinding(p printer) *llmdiagv1.Finding {
 }
 
 // prefillDecodeFinding is the prompt/generation token-rate ratio: a gap of
-// ~100× is physics (the seed's section 5); it is WARN only when heavy prompts
+// ~100× is physics (docs/verdict-rules.md); it is WARN only when heavy prompts
 // hold back the first token (rule 5).
 func (f *facts) prefillDecodeFinding(p printer) *llmdiagv1.Finding {
 	ind, name := llmdiagv1.Indicator_INDICATOR_PREFILL_DECODE_RATIO, namePrefillDecode

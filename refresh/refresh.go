@@ -26,6 +26,8 @@ import (
 type Recorder interface {
 	ObserveRefresh(d time.Duration, err error)
 	SetNodeStatuses(counts map[llmdiagv1.Status]int)
+	// ObserveNodeSet receives what a refresh did to the node set.
+	ObserveNodeSet(NodeSet)
 }
 
 // Config configures a Loop.
@@ -45,6 +47,15 @@ type Config struct {
 	// Fleet adds what the fleet file knows (profile, model, labels) to nodes a
 	// source found by itself, by node id; a source's own fleet entry wins.
 	Fleet map[string]fleet.Node
+	// Retention is how long a node the source no longer presents is kept
+	// (default DefaultRetention): every refresh sweeps the store of nodes
+	// not written for this long and publishes a final, removed event for
+	// each (see Removed).
+	Retention time.Duration
+	// MaxNodes caps the nodes kept (default DefaultMaxNodes): beyond it new
+	// nodes are refused, logged and counted once per refresh, while known
+	// ones keep refreshing.
+	MaxNodes int
 }
 
 // Loop is the ingest loop.
@@ -57,6 +68,9 @@ type Loop struct {
 	cfg   Config
 	ready chan struct{}
 	once  sync.Once // closes ready
+
+	mu    sync.Mutex // one Once at a time
+	nodes nodeSet
 }
 
 // New returns a Loop; call Run to start it.
@@ -73,7 +87,13 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.MinScoreChange <= 0 {
 		cfg.MinScoreChange = DefaultMinScoreChange
 	}
-	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{})}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.MaxNodes <= 0 {
+		cfg.MaxNodes = DefaultMaxNodes
+	}
+	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}}}
 }
 
 // Ready is closed after the first refresh has been stored.
@@ -85,6 +105,9 @@ func (l *Loop) Ready() <-chan struct{} { return l.ready }
 func (l *Loop) Run(ctx context.Context) {
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
+	l.mu.Lock()
+	l.nodes.seeded = false // a new term: another leader may have written since
+	l.mu.Unlock()
 	first := true
 	for {
 		if err := l.Once(ctx); err != nil && ctx.Err() == nil {
@@ -101,8 +124,12 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 }
 
-// Once performs one refresh.
+// Once performs one refresh: it reads the source, admits the observations
+// (valid ids, within MaxNodes), diagnoses and stores each node, then sweeps
+// the nodes unseen for Retention.
 func (l *Loop) Once(ctx context.Context) (err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	start := l.now()
 	defer func() { l.rec.ObserveRefresh(l.now().Sub(start), err) }()
 
@@ -112,6 +139,11 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("read source: %w", err)
 	}
+	obs, nodeSet := l.admit(ctx, obs)
+	defer func() {
+		nodeSet.Kept = len(l.nodes.seen)
+		l.rec.ObserveNodeSet(nodeSet)
+	}()
 	byModel := make(map[string][]*llmdiagv1.NodeMetrics)
 	for _, o := range obs {
 		if o.Metrics != nil {
@@ -130,7 +162,8 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 		counts[status]++
 	}
 	l.rec.SetNodeStatuses(counts)
-	return nil
+	nodeSet.Removed, err = l.sweep(ctx)
+	return err
 }
 
 func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
