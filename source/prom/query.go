@@ -94,7 +94,12 @@ const (
 
 var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked"}
 
-func (s shape) String() string { return shapeNames[s] }
+func (s shape) String() string {
+	if s < 0 || int(s) >= len(shapeNames) {
+		return "targets"
+	}
+	return shapeNames[s]
+}
 
 // query is one PromQL instant query of a refresh.
 type query struct {
