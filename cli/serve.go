@@ -70,7 +70,7 @@ func serveCommand(env Env) *ffcli.Command {
 	interval := fs.Duration("interval", 5*time.Second, "time between refreshes of the whole fleet")
 	window := fs.String("window", "5m", "default window verdicts are computed for")
 	staleAfter := fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
-	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape")
+	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
 	retention := fs.Duration("retention", refresh.DefaultRetention, "how long llmdiag remembers: samples kept for on-demand windows, and a node its source has not presented for this long is forgotten (store, streams, --redis keys)")
 	maxNodes := fs.Int("max-nodes", refresh.DefaultMaxNodes, "most nodes kept; beyond it new nodes are refused (logged each refresh, counted in llmdiag_nodes_refused_total) while known ones keep refreshing")
 	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
@@ -212,6 +212,14 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				byID[n.ID] = n
 			}
 			loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th, Fleet: byID, Retention: *retention, MaxNodes: *maxNodes})
+			if len(scraped) > 0 {
+				if *scrapeTimeout >= loop.Timeout() {
+					return usageError{fmt.Errorf("--scrape-timeout %s must be below a refresh's deadline (%s, twice --interval and at least 10s)", *scrapeTimeout, loop.Timeout())}
+				}
+				if *scrapeTimeout >= *interval {
+					log.Warn("--scrape-timeout is not below --interval: a target that hangs delays refreshes by up to --scrape-timeout, so healthy nodes' verdicts can be older than two intervals", "scrape_timeout", *scrapeTimeout, "interval", *interval)
+				}
+			}
 			svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th}, ctx.Done())
 			ready := loop.Ready()
 			var deps []server.Dependency

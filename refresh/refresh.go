@@ -42,7 +42,8 @@ type Config struct {
 	// event (default 0.1).
 	MinScoreChange float64
 	// Timeout bounds one whole refresh (default 2×Interval, at least 10s);
-	// the source's own per-target deadlines should be shorter.
+	// the source's own per-target deadlines must be shorter, so that what
+	// arrived is stored when the slowest target is not back.
 	Timeout time.Duration
 	// Fleet adds what the fleet file knows (profile, model, labels) to nodes a
 	// source found by itself, by node id; a source's own fleet entry wins.
@@ -96,8 +97,14 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}}}
 }
 
-// Ready is closed after the first refresh has been stored.
+// Ready is closed after the first completed refresh: the source answered
+// and its nodes were stored, even when some of its targets failed (they are
+// stored as down or unknown) or some nodes could not be written.
 func (l *Loop) Ready() <-chan struct{} { return l.ready }
+
+// Timeout is the deadline of one refresh: sources' own deadlines (a scrape,
+// a query) must be shorter.
+func (l *Loop) Timeout() time.Duration { return l.cfg.Timeout }
 
 // Run refreshes at once and then every Interval until ctx is done. A failed
 // refresh is logged and counted; the loop goes on. Run may be called again
@@ -108,12 +115,16 @@ func (l *Loop) Run(ctx context.Context) {
 	l.mu.Lock()
 	l.nodes.seeded = false // a new term: another leader may have written since
 	l.mu.Unlock()
-	first := true
 	for {
-		if err := l.Once(ctx); err != nil && ctx.Err() == nil {
+		complete, err := l.cycle(ctx)
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case complete:
+			l.log.Warn("refresh incomplete", "err", err)
+		default:
 			l.log.Warn("refresh failed", "err", err)
-		} else if first && err == nil {
-			first = false
+		}
+		if complete {
 			l.once.Do(func() { close(l.ready) })
 		}
 		select {
@@ -125,9 +136,22 @@ func (l *Loop) Run(ctx context.Context) {
 }
 
 // Once performs one refresh: it reads the source, admits the observations
-// (valid ids, within MaxNodes), diagnoses and stores each node, then sweeps
-// the nodes unseen for Retention.
-func (l *Loop) Once(ctx context.Context) (err error) {
+// (valid ids, within MaxNodes), diagnoses, stores and publishes each node on
+// its own (one whose write fails is logged and the others go on), then
+// sweeps the nodes unseen for Retention. Once returns an error when the
+// source could not be read or any node was not stored (the refresh then
+// counts as failed in the Recorder).
+func (l *Loop) Once(ctx context.Context) error {
+	_, err := l.cycle(ctx)
+	return err
+}
+
+// maxNodeErrors is how many nodes' errors a failed refresh's error quotes.
+const maxNodeErrors = 3
+
+// cycle performs one refresh; complete reports whether it counts towards
+// Ready: the source answered, and some node was stored or none failed.
+func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	start := l.now()
@@ -137,7 +161,7 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 	defer cancel()
 	obs, err := l.src.Refresh(ctx, l.cfg.Window)
 	if err != nil {
-		return fmt.Errorf("read source: %w", err)
+		return false, fmt.Errorf("read source: %w", err)
 	}
 	obs, nodeSet := l.admit(ctx, obs)
 	defer func() {
@@ -145,25 +169,52 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 		l.rec.ObserveNodeSet(nodeSet)
 	}()
 	byModel := make(map[string][]*llmdiagv1.NodeMetrics)
+	var nodes int
 	for _, o := range obs {
 		if o.Metrics != nil {
 			byModel[o.Metrics.GetModel()] = append(byModel[o.Metrics.GetModel()], o.Metrics)
+			nodes++
 		}
 	}
 	counts := make(map[llmdiagv1.Status]int)
+	var (
+		stored int
+		errs   []error
+		fenced bool
+	)
 	for _, o := range obs {
 		if o.Metrics == nil {
 			continue
 		}
+		if ctx.Err() != nil || fenced {
+			// Past the refresh's deadline, or no longer the writer: every
+			// write left would fail the same way.
+			break
+		}
 		status, err := l.update(ctx, o, peersOf(o.Metrics, byModel[o.Metrics.GetModel()]))
 		if err != nil {
-			return err
+			l.log.Debug("node not stored", "node", o.Node.ID, "err", err)
+			errs = append(errs, err)
+			fenced = errors.Is(err, store.ErrFenced)
+			continue
 		}
+		stored++
 		counts[status]++
 	}
 	l.rec.SetNodeStatuses(counts)
-	nodeSet.Removed, err = l.sweep(ctx)
-	return err
+	removed, serr := l.sweep(ctx)
+	nodeSet.Removed = removed
+	if failed := nodes - stored; failed > 0 {
+		shown := errs[:min(len(errs), maxNodeErrors)]
+		if ctx.Err() != nil && len(errs) < failed {
+			shown = append(shown, fmt.Errorf("refresh deadline (%s): %w", l.cfg.Timeout, ctx.Err()))
+		}
+		return stored > 0, errors.Join(fmt.Errorf("%d of %d nodes not stored: %w", failed, nodes, errors.Join(shown...)), serr)
+	}
+	if serr != nil {
+		return true, serr
+	}
+	return true, nil
 }
 
 func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
