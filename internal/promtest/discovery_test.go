@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -57,18 +56,6 @@ func trtllmServe(t *testing.T) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-// refusedAddr is a loopback address nothing listens on.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
-}
-
 // writeSD writes a file_sd target file: one target per node label.
 func writeSD(t *testing.T, path string, targets map[string]string) {
 	t.Helper()
@@ -98,7 +85,7 @@ func writeSD(t *testing.T, path string, targets map[string]string) {
 // reported down for the lookback and then no longer listed.
 func TestDiscovery(t *testing.T) {
 	t.Parallel()
-	live, gone, down := trtllmServe(t), trtllmServe(t), refusedAddr(t)
+	live, gone, down := trtllmServe(t), trtllmServe(t), testkit.ClosedAddr(t)
 	sd := filepath.Join(t.TempDir(), "targets.json")
 	writeSD(t, sd, map[string]string{"trt-gone": gone})
 	p := promtest.Start(t, promtest.Options{
