@@ -54,7 +54,7 @@ type Config struct {
 
 // DefaultRequestQueryBudget is Config.RequestQueryBudget's default: room
 // for the two fleet-wide reads a comparison with a baseline needs, each
-// charged at its most (every engine's queries: 120 with the built-in
+// charged at its most (every engine's queries: 114 with the built-in
 // table), twice over.
 const DefaultRequestQueryBudget = 500
 

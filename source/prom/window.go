@@ -233,8 +233,8 @@ func (ws *windowSets) drop(k setKey, set *windowSet) {
 }
 
 // planned is the most queries a read with b sends: every engine's identity
-// and data queries (a read sends the data queries of the engines it found
-// nodes of).
+// query and data queries (a read sends the data queries of the engines it
+// found nodes of).
 func (s *Source) planned(b builder) int {
 	n := 0
 	for _, e := range engine.Engines() {
@@ -242,8 +242,8 @@ func (s *Source) planned(b builder) int {
 		if !ok {
 			continue
 		}
-		if qs, err := b.identity(m); err == nil {
-			n += len(qs)
+		if _, err := b.identity(m); err == nil {
+			n++
 		}
 		if qs, err := b.data(m); err == nil {
 			n += len(qs)

@@ -181,6 +181,10 @@ func TestInFlightLimits(t *testing.T) {
 	)
 	t.Cleanup(stop)
 	fake.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/api/v1/query" {
+			inner.ServeHTTP(w, r) // the targets API: no query
+			return
+		}
 		if err := r.ParseForm(); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
