@@ -144,7 +144,7 @@ func TestSeedEndToEnd(t *testing.T) {
 		}
 	}
 
-	// The seed's six findings, in its order, with its statuses.
+	// The six core findings of the worked example, in order, with its statuses.
 	seed := []struct {
 		ind    llmdiagv1.Indicator
 		status llmdiagv1.Status

@@ -232,10 +232,11 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 
 func diagnoseCommand(env Env) *ffcli.Command {
 	return clientCommand(env, "diagnose", "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", "diagnose one node: findings, root cause, recommendations", `
-Diagnose one node the way the seed document does: one finding per indicator
-(value, status, conclusion), then the root cause with its evidence, what was
-ruled out and what to do. --format markdown suits chat tools, text suits
-terminals, json gives the whole Diagnosis message.`,
+Diagnose one node: one finding per indicator (value, status, conclusion),
+then the root cause with its evidence, what was ruled out and what to do.
+--format markdown suits chat tools, text suits terminals, json gives the
+whole Diagnosis message. The rules, with a worked example, are in
+docs/verdict-rules.md of the llmdiag repository.`,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
 			lang := fs.String("lang", "en", "report language: en or zh")
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")

@@ -291,12 +291,9 @@ func round32(v *float64) *float64 {
 // Restale returns a copy of m with staleness measured at now.
 func Restale(m *llmdiagv1.NodeMetrics, now time.Time, staleAfter time.Duration) *llmdiagv1.NodeMetrics {
 	m = proto.Clone(m).(*llmdiagv1.NodeMetrics)
-	age := now.Sub(m.GetObservedAt().AsTime())
-	if age < 0 {
-		age = 0
-	}
+	age, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, staleAfter)
 	m.Staleness = durationpb.New(age)
-	m.Stale = age > staleAfter
+	m.Stale = stale
 	return m
 }
 

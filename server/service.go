@@ -391,8 +391,9 @@ func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv
 // stale data would say (the refresh that would have said it has not run).
 func (s *Service) markStale(r *store.Record, now time.Time) {
 	n := r.Node
-	n.Staleness = age(r.Metrics, now)
-	if n.Staleness.AsDuration() > s.cfg.StaleAfter {
+	age, stale := metrics.Staleness(r.Metrics.GetObservedAt().AsTime(), now, s.cfg.StaleAfter)
+	n.Staleness = durationpb.New(age)
+	if stale {
 		n.Status, n.RootCause, n.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
 	}
 }
@@ -634,7 +635,7 @@ func (s *Service) syncStream(ctx context.Context, hub *fanout.Hub, opts fanout.S
 	// node on a replica whose copy lags), while their data is fresh.
 	rest := slices.SortedFunc(maps.Values(fromFeed), func(a, b *llmdiagv1.NodeHealth) int { return strings.Compare(a.GetNode(), b.GetNode()) })
 	for _, f := range rest {
-		if now.Sub(f.GetObservedAt().AsTime()) > s.cfg.StaleAfter {
+		if _, stale := metrics.Staleness(f.GetObservedAt().AsTime(), now, s.cfg.StaleAfter); stale {
 			continue
 		}
 		if err := initial(s.restale(f, now)); err != nil {
@@ -653,9 +654,9 @@ func (s *Service) syncStream(ctx context.Context, hub *fanout.Hub, opts fanout.S
 // measured at now, UNKNOWN and unroutable when too old, as markStale does.
 func (s *Service) restale(h *llmdiagv1.NodeHealth, now time.Time) *llmdiagv1.NodeHealth {
 	h = proto.CloneOf(h)
-	d := max(now.Sub(h.GetObservedAt().AsTime()), 0)
-	h.Staleness = durationpb.New(d)
-	if d > s.cfg.StaleAfter {
+	age, stale := metrics.Staleness(h.GetObservedAt().AsTime(), now, s.cfg.StaleAfter)
+	h.Staleness = durationpb.New(age)
+	if stale {
 		h.Status, h.RootCause, h.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
 	}
 	return h
@@ -702,14 +703,6 @@ func windowOr(w, def string) string {
 		return def
 	}
 	return w
-}
-
-func age(m *llmdiagv1.NodeMetrics, now time.Time) *durationpb.Duration {
-	d := now.Sub(m.GetObservedAt().AsTime())
-	if d < 0 {
-		d = 0
-	}
-	return durationpb.New(d)
 }
 
 func invalid(field string, err error) error {

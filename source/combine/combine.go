@@ -11,7 +11,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
 )
 
@@ -88,10 +88,7 @@ func join(h, g source.Observation) source.Observation {
 	if gm.KvCapacityTokens != nil {
 		m.KvCapacityTokens = gm.KvCapacityTokens
 	}
-	m.DecodeTokensPerSecondPerRequest = nil
-	if r, run := m.GenerationTokensPerSecond, m.Running; r != nil && run != nil && *run > 0 {
-		m.DecodeTokensPerSecondPerRequest = sample.F(*r / *run)
-	}
+	m.DecodeTokensPerSecondPerRequest = metrics.DecodePerRequest(m.GenerationTokensPerSecond, m.Running)
 	if gm.GetObservedAt().AsTime().After(m.GetObservedAt().AsTime()) {
 		m.ObservedAt, m.Staleness, m.Stale = gm.ObservedAt, gm.Staleness, gm.Stale
 	}

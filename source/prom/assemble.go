@@ -454,7 +454,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		sec, frac := math.Modf(ns.lastScrape)
 		observed = time.Unix(int64(sec), int64(math.Round(frac*1e3))*1e6).UTC()
 	}
-	staleness := max(a.t.Sub(observed), 0)
+	staleness, stale := metrics.Staleness(observed, a.t, a.cfg.StaleAfter)
 	nm := &llmdiagv1.NodeMetrics{
 		Node:       ns.id,
 		Model:      ns.model,
@@ -462,7 +462,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		Window:     a.window,
 		ObservedAt: timestamppb.New(observed),
 		Staleness:  durationpb.New(staleness),
-		Stale:      staleness > a.cfg.StaleAfter,
+		Stale:      stale,
 		Up:         up,
 		Warnings:   es.warnings(),
 	}
@@ -501,9 +501,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.PreemptionsPerSecond = rate(engine.Preemptions)
 	nm.RequestsPerSecond = rate(engine.RequestsFinished)
 	nm.AbortedRequestsPerSecond = rate(engine.RequestsAborted)
-	if g, run := nm.GenerationTokensPerSecond, nm.Running; g != nil && run != nil && *run > 0 {
-		nm.DecodeTokensPerSecondPerRequest = sample.F(*g / *run)
-	}
+	nm.DecodeTokensPerSecondPerRequest = metrics.DecodePerRequest(nm.GenerationTokensPerSecond, nm.Running)
 	dist := func(c engine.Concept, sum, count engine.Concept) *llmdiagv1.Distribution {
 		if d := a.distribution(ns, c); d != nil {
 			return d

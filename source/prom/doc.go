@@ -1,5 +1,5 @@
 // Package prom reads the fleet from the Prometheus HTTP API: the
-// production source of llmdiag (DESIGN.md, "Sources").
+// production source of llmdiag.
 //
 // A refresh issues a fixed set of instant queries per engine of the mapping
 // table (engine.Engines), each covering every node of that engine at once:
