@@ -215,8 +215,8 @@ func TestExtract(t *testing.T) {
 				// Invalid histograms never reach Extract: Parse leaves
 				// them out.
 				warnings: []string{
-					`histogram vllm:e2e_request_latency_seconds{engine="0",model_name="m"}: bucket le=1 has count NaN; family vllm:e2e_request_latency_seconds left out`,
-					`histogram vllm:time_to_first_token_seconds{engine="0",model_name="m"}: no +Inf bucket; family vllm:time_to_first_token_seconds left out`,
+					`family vllm:e2e_request_latency_seconds left out: histogram series {engine="0",model_name="m"}: bucket le=1 has count NaN`,
+					`family vllm:time_to_first_token_seconds left out: histogram series {engine="0",model_name="m"}: no +Inf bucket`,
 				},
 			},
 		},

@@ -289,7 +289,7 @@ func (b *builder) count(line int) error {
 func (b *builder) refused(line int, text []byte, err error) error {
 	// The parser's message quotes the line again: keep what it says.
 	msg, _, _ := strings.Cut(err.Error(), " while parsing: ")
-	b.leaveOut(b.familyOfLine(text), fmt.Sprintf("line %d %s: Prometheus's parser refuses it (%s), so Prometheus fails the whole scrape", line, quoteLine(text), shorten(msg)))
+	b.leaveOut(b.familyOfLine(text), fmt.Sprintf("line %d: Prometheus's parser refuses it (%s) and fails the scrape: %s", line, shorten(msg), quoteLine(text)))
 	if bytes.TrimLeft(text, " \t")[0] == '#' {
 		return nil
 	}
@@ -314,8 +314,10 @@ func (b *builder) declare(name string, t model.MetricType, line int) {
 // add takes one series.
 func (b *builder) add(lset labels.Labels, v float64, line int) error {
 	name := lset.Get(labels.MetricName)
-	if strings.TrimLeft(name, " \t") != name {
-		b.leaveOut(b.familyOf(strings.TrimLeft(name, " \t")), fmt.Sprintf("line %d is indented: Prometheus reads the blanks as part of the metric name %q, so the series is not its family's (Prometheus 2 fails the whole scrape)", line, name))
+	if trimmed := strings.TrimLeft(name, " \t"); trimmed != name {
+		// Prometheus 2 (and 3 under legacy name validation) then fails the
+		// scrape on an invalid name; 3 stores the series under that name.
+		b.leaveOut(b.familyOf(trimmed), fmt.Sprintf("line %d is indented: Prometheus reads the leading blanks as part of the metric name and fails the scrape", line))
 		return nil
 	}
 	b.good++
@@ -378,7 +380,7 @@ func (b *builder) group(f *dto.MetricFamily, lset labels.Labels, except ...strin
 
 func (b *builder) addHistogram(f *dto.MetricFamily, suffix string, lset labels.Labels, v float64, line int) error {
 	if suffix != "_bucket" && suffix != "_sum" && suffix != "_count" {
-		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a bucket, _sum or _count of histogram %s", line, seriesString(lset), f.GetName()))
+		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a bucket, _sum or _count of the histogram", line, seriesString(lset)))
 		return nil
 	}
 	m := b.group(f, lset, model.BucketLabel)
@@ -404,7 +406,7 @@ func (b *builder) addHistogram(f *dto.MetricFamily, suffix string, lset labels.L
 
 func (b *builder) addSummary(f *dto.MetricFamily, suffix string, lset labels.Labels, v float64, line int) error {
 	if suffix != "" && suffix != "_sum" && suffix != "_count" {
-		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a quantile, _sum or _count of summary %s", line, seriesString(lset), f.GetName()))
+		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a quantile, _sum or _count of the summary", line, seriesString(lset)))
 		return nil
 	}
 	m := b.group(f, lset, model.QuantileLabel)
@@ -532,7 +534,7 @@ func (b *builder) leaveOut(family, why string) {
 		b.left[family] = true
 		delete(b.families, family)
 		delete(b.grouped, family)
-		why += "; family " + family + " left out"
+		why = "family " + family + " left out: " + why
 	}
 	b.warn(why)
 }
@@ -565,7 +567,7 @@ func (b *builder) finish() (*Exposition, error) {
 		}
 		for _, m := range f.GetMetric() {
 			if err := checkHistogram(m.GetHistogram()); err != nil {
-				b.leaveOut(name, fmt.Sprintf("histogram %s%s: %v", name, labelString(m), err))
+				b.leaveOut(name, fmt.Sprintf("histogram series %s: %v", labelString(m), err))
 				break
 			}
 		}
@@ -621,7 +623,7 @@ func formatLe(le float64) string {
 // labelString renders m's labels as {a="b",…}.
 func labelString(m *dto.Metric) string {
 	if len(m.GetLabel()) == 0 {
-		return ""
+		return "{}"
 	}
 	parts := make([]string, len(m.GetLabel()))
 	for i, l := range m.GetLabel() {

@@ -100,7 +100,7 @@ func TestTruncatedAtLineBoundary(t *testing.T) {
 	if s.Hists[0] != nil || s.Hists[1] != nil {
 		t.Errorf("TTFT %v E2E %v, want both nil", s.Hists[0], s.Hists[1])
 	}
-	want := `histogram vllm:time_to_first_token_seconds{engine="0",model_name="Qwen/Qwen3-0.6B"}: no +Inf bucket; family vllm:time_to_first_token_seconds left out`
+	want := `family vllm:time_to_first_token_seconds left out: histogram series {engine="0",model_name="Qwen/Qwen3-0.6B"}: no +Inf bucket`
 	if len(exp.Warnings) != 1 || exp.Warnings[0] != want {
 		t.Errorf("warnings %q, want [%q]", exp.Warnings, want)
 	}
