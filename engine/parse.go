@@ -90,7 +90,7 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	return fmt.Sprintf("more than %d %s (limit %s): exposition refused at line %d", e.Max, e.What, e.Limit, e.Line)
+	return fmt.Sprintf("exposition refused at line %d: more than the limit of %d %s", e.Line, e.Max, e.What)
 }
 
 // Exposition is one parsed /metrics body.

@@ -224,34 +224,34 @@ func TestLimits(t *testing.T) {
 			name: "series over the cap",
 			body: floodBody(101, "pod"),
 			lim:  Limits{MaxSeries: 100},
-			want: "more than 100 series (limit MaxSeries): exposition refused at line 103",
+			want: "exposition refused at line 103: more than the limit of 100 series",
 		},
 		{
 			// A histogram's bucket lines are series, as Prometheus counts.
 			name: "histogram buckets count",
 			body: []byte("# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n"),
 			lim:  Limits{MaxSeries: 3},
-			want: "more than 3 series (limit MaxSeries): exposition refused at line 5",
+			want: "exposition refused at line 5: more than the limit of 3 series",
 		},
 		{
 			// Refused lines count too: a flood of garbage is bounded.
 			name: "refused lines count",
 			body: []byte("a 1\nb one\nc two\n"),
 			lim:  Limits{MaxSeries: 2},
-			want: "more than 2 series (limit MaxSeries): exposition refused at line 3",
+			want: "exposition refused at line 3: more than the limit of 2 series",
 		},
 		{name: "engine values at the cap", body: floodBody(8, "engine"), lim: Limits{MaxRankValues: 8}},
 		{
 			name: "engine values over the cap",
 			body: floodBody(9, "engine"),
 			lim:  Limits{MaxRankValues: 8},
-			want: `more than 8 values of label "engine" (limit MaxRankValues): exposition refused at line 11`,
+			want: `exposition refused at line 11: more than the limit of 8 values of label "engine"`,
 		},
 		{
 			name: "sglang tp_rank over the cap",
 			body: []byte("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{tp_rank=\"0\"} 1\nsglang:num_running_reqs{tp_rank=\"1\"} 1\nsglang:num_running_reqs{tp_rank=\"2\"} 1\n"),
 			lim:  Limits{MaxRankValues: 2},
-			want: `more than 2 values of label "tp_rank" (limit MaxRankValues): exposition refused at line 4`,
+			want: `exposition refused at line 4: more than the limit of 2 values of label "tp_rank"`,
 		},
 		{
 			// Another exporter's engine label is not a rank.
@@ -262,7 +262,7 @@ func TestLimits(t *testing.T) {
 		{
 			name: "line too long",
 			body: []byte("a{x=\"" + strings.Repeat("y", maxLine) + "\"} 1\n"),
-			want: "more than 1048576 bytes in one line (limit line length): exposition refused at line 1",
+			want: "exposition refused at line 1: more than the limit of 1048576 bytes in one line",
 		},
 	}
 	for _, tc := range tests {
@@ -298,8 +298,8 @@ func TestFloodRefusedWithinMemory(t *testing.T) {
 	tests := []struct {
 		label, want string
 	}{
-		{"pod", "more than 50000 series (limit MaxSeries): exposition refused at line 50003"},
-		{"engine", `more than 1024 values of label "engine" (limit MaxRankValues): exposition refused at line 1027`},
+		{"pod", "exposition refused at line 50003: more than the limit of 50000 series"},
+		{"engine", `exposition refused at line 1027: more than the limit of 1024 values of label "engine"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.label, func(t *testing.T) {

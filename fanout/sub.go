@@ -180,14 +180,22 @@ func (s *Sub) wake() {
 // initial state), so that Next does not hand out the same state again and
 // measures score moves from it.
 func (s *Sub) MarkSent(h *llmdiagv1.NodeHealth) {
+	if h.GetRemoved() {
+		delete(s.sent, h.GetNode())
+		return
+	}
 	if s.sent == nil {
 		s.sent = map[string]sent{}
 	}
 	s.sent[h.GetNode()] = sent{h.GetLoadScore(), h.GetStatus(), h.GetRootCause(), h.GetRoutable()}
 }
 
-// changed reports whether h is news to the subscriber.
+// changed reports whether h is news to the subscriber. A removal always
+// is: the subscriber may know the node from before it resumed.
 func (s *Sub) changed(h *llmdiagv1.NodeHealth) bool {
+	if h.GetRemoved() {
+		return true
+	}
 	p, ok := s.sent[h.GetNode()]
 	if !ok || p.status != h.GetStatus() || p.cause != h.GetRootCause() || p.routable != h.GetRoutable() {
 		return true

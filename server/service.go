@@ -85,10 +85,23 @@ func NewService(st store.Store, win source.Source, log *slog.Logger, now func() 
 	return &Service{st: st, win: win, log: log, now: now, cfg: cfg, done: doneCtx}
 }
 
-// ListNodes implements DiagnosisServiceHandler.
+// ListNodes implements DiagnosisServiceHandler: one page of the nodes
+// that pass the filters, sorted by id (see pages.go for paging).
 func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.ListNodesRequest]) (*connect.Response[llmdiagv1.ListNodesResponse], error) {
-	if _, ok := llmdiagv1.Engine_name[int32(req.Msg.GetEngine())]; !ok {
-		return nil, invalid("engine", fmt.Errorf("unknown value %d", req.Msg.GetEngine()))
+	msg := req.Msg
+	if _, ok := llmdiagv1.Engine_name[int32(msg.GetEngine())]; !ok {
+		return nil, invalid("engine", fmt.Errorf("unknown value %d", msg.GetEngine()))
+	}
+	if _, ok := llmdiagv1.Status_name[int32(msg.GetStatus())]; !ok {
+		return nil, invalid("status", fmt.Errorf("unknown value %d", msg.GetStatus()))
+	}
+	size, err := pageSize(msg.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	after, err := decodePageToken(msg)
+	if err != nil {
+		return nil, err
 	}
 	recs, err := s.st.List(ctx)
 	if err != nil {
@@ -98,13 +111,23 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 	now := s.now()
 	for _, r := range recs {
 		n := r.Node
-		if m := req.Msg.GetModel(); m != "" && n.GetModel() != m {
+		if after != "" && n.GetId() <= after {
 			continue
 		}
-		if e := req.Msg.GetEngine(); e != llmdiagv1.Engine_ENGINE_UNSPECIFIED && n.GetEngine() != e {
+		if m := msg.GetModel(); m != "" && n.GetModel() != m {
+			continue
+		}
+		if e := msg.GetEngine(); e != llmdiagv1.Engine_ENGINE_UNSPECIFIED && n.GetEngine() != e {
 			continue
 		}
 		s.markStale(r, now)
+		if st := msg.GetStatus(); st != llmdiagv1.Status_STATUS_UNSPECIFIED && n.GetStatus() != st {
+			continue
+		}
+		if len(out.Nodes) == size {
+			out.NextPageToken = encodePageToken(msg, out.Nodes[size-1].GetId())
+			break
+		}
 		out.Nodes = append(out.Nodes, n)
 	}
 	out.Degraded = s.degraded()

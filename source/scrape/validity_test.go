@@ -124,8 +124,8 @@ func TestFloodRefused(t *testing.T) {
 	tests := []struct {
 		label, want string
 	}{
-		{"pod", "more than 50000 series (limit MaxSeries): exposition refused at line 50002 (serve --scrape-max-series)"},
-		{"engine", `more than 1024 values of label "engine" (limit MaxRankValues): exposition refused at line 1026 (serve --scrape-max-ranks)`},
+		{"pod", "exposition refused at line 50002: more than the limit of 50000 series (serve --scrape-max-series)"},
+		{"engine", `exposition refused at line 1026: more than the limit of 1024 values of label "engine" (serve --scrape-max-ranks)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.label, func(t *testing.T) {

@@ -16,7 +16,7 @@ func (s *Store) Load(ctx context.Context, rec *store.Record, hist []diagnose.Poi
 		return err
 	}
 	id := rec.Node.GetId()
-	n := &node{}
+	n := &node{written: s.opts.Now()}
 	b, err := s.codec.Encode(id, rec)
 	if err != nil {
 		n.raw = cloneRecord(rec)
@@ -44,6 +44,20 @@ func (s *Store) Retain(ctx context.Context, keep map[string]bool) error {
 		if !keep[id] {
 			delete(s.nodes, id)
 		}
+	}
+	return nil
+}
+
+// Delete forgets the named nodes: how a replica's copy follows a Sweep of
+// the shared store.
+func (s *Store) Delete(ctx context.Context, ids ...string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		delete(s.nodes, id)
 	}
 	return nil
 }
