@@ -341,11 +341,9 @@ func (b *builder) add(lset labels.Labels, v float64, line int) error {
 		b.families[family] = f
 	}
 	suffix := strings.TrimPrefix(name, family)
-	switch typ {
-	case dto.MetricType_HISTOGRAM:
-		return b.addHistogram(f, suffix, lset, v, line)
-	case dto.MetricType_SUMMARY:
-		return b.addSummary(f, suffix, lset, v, line)
+	if typ == dto.MetricType_HISTOGRAM || typ == dto.MetricType_SUMMARY {
+		b.addGrouped(f, suffix, lset, v, line)
+		return nil
 	}
 	m := &dto.Metric{Label: pairs(lset)}
 	switch typ {
@@ -378,58 +376,59 @@ func (b *builder) group(f *dto.MetricFamily, lset labels.Labels, except ...strin
 	return m
 }
 
-func (b *builder) addHistogram(f *dto.MetricFamily, suffix string, lset labels.Labels, v float64, line int) error {
-	if suffix != "_bucket" && suffix != "_sum" && suffix != "_count" {
-		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a bucket, _sum or _count of the histogram", line, seriesString(lset)))
-		return nil
+// addGrouped adds a line of a histogram (a bucket, _sum or _count) or a
+// summary (a quantile, _sum or _count) to the metric it belongs to.
+func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, lset labels.Labels, v float64, line int) {
+	hist := f.GetType() == dto.MetricType_HISTOGRAM
+	// part is the suffix of the lines label tells apart: a bucket or a
+	// quantile.
+	kind, part, what, label := "summary", "", "quantile", model.QuantileLabel
+	if hist {
+		kind, part, what, label = "histogram", "_bucket", "bucket", model.BucketLabel
 	}
-	m := b.group(f, lset, model.BucketLabel)
-	if m.Histogram == nil {
-		m.Histogram = &dto.Histogram{}
+	if suffix != part && suffix != "_sum" && suffix != "_count" {
+		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a %s, _sum or _count of the %s", line, seriesString(lset), what, kind))
+		return
 	}
-	h := m.Histogram
-	switch suffix {
-	case "_bucket":
-		le, err := strconv.ParseFloat(lset.Get(model.BucketLabel), 64)
-		if !lset.Has(model.BucketLabel) || err != nil {
-			b.leaveOut(f.GetName(), fmt.Sprintf("line %d: bucket %s has no numeric le", line, seriesString(lset)))
-			return nil
+	var bound float64
+	if suffix == part {
+		var err error
+		bound, err = strconv.ParseFloat(lset.Get(label), 64)
+		if !lset.Has(label) || err != nil {
+			b.leaveOut(f.GetName(), fmt.Sprintf("line %d: %s %s has no numeric %s", line, what, seriesString(lset), label))
+			return
 		}
-		h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(le), CumulativeCountFloat: proto.Float64(v)})
-	case "_sum":
-		h.SampleSum = proto.Float64(v)
-	case "_count":
-		h.SampleCountFloat = proto.Float64(v)
 	}
-	return nil
-}
-
-func (b *builder) addSummary(f *dto.MetricFamily, suffix string, lset labels.Labels, v float64, line int) error {
-	if suffix != "" && suffix != "_sum" && suffix != "_count" {
-		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a quantile, _sum or _count of the summary", line, seriesString(lset)))
-		return nil
+	m := b.group(f, lset, label)
+	if hist {
+		if m.Histogram == nil {
+			m.Histogram = &dto.Histogram{}
+		}
+		h := m.Histogram
+		switch suffix {
+		case part:
+			h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(bound), CumulativeCountFloat: proto.Float64(v)})
+		case "_sum":
+			h.SampleSum = proto.Float64(v)
+		case "_count":
+			h.SampleCountFloat = proto.Float64(v)
+		}
+		return
 	}
-	m := b.group(f, lset, model.QuantileLabel)
 	if m.Summary == nil {
 		m.Summary = &dto.Summary{}
 	}
-	s := m.Summary
+	sm := m.Summary
 	switch suffix {
-	case "":
-		q, err := strconv.ParseFloat(lset.Get(model.QuantileLabel), 64)
-		if err != nil {
-			b.leaveOut(f.GetName(), fmt.Sprintf("line %d: summary series %s has no numeric quantile", line, seriesString(lset)))
-			return nil
-		}
-		s.Quantile = append(s.Quantile, &dto.Quantile{Quantile: proto.Float64(q), Value: proto.Float64(v)})
+	case part:
+		sm.Quantile = append(sm.Quantile, &dto.Quantile{Quantile: proto.Float64(bound), Value: proto.Float64(v)})
 	case "_sum":
-		s.SampleSum = proto.Float64(v)
+		sm.SampleSum = proto.Float64(v)
 	case "_count":
 		if v >= 0 && v <= math.MaxUint64 {
-			s.SampleCount = proto.Uint64(uint64(v))
+			sm.SampleCount = proto.Uint64(uint64(v))
 		}
 	}
-	return nil
 }
 
 // familyOf is the family a series named name belongs to: the name itself

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
 )
@@ -157,4 +159,32 @@ func FuzzParseExtract(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseSummary: a summary's quantile, _sum and _count lines make one
+// metric per label set, as a Prometheus client writes them.
+func TestParseSummary(t *testing.T) {
+	exp, err := Parse(strings.NewReader(`# TYPE rpc_seconds summary
+rpc_seconds{code="200",quantile="0.5"} 0.1
+rpc_seconds{code="200",quantile="0.99"} 0.4
+rpc_seconds_sum{code="200"} 12
+rpc_seconds_count{code="200"} 60
+rpc_seconds{code="500",quantile="0.5"} 1
+rpc_seconds_sum{code="500"} 3
+rpc_seconds_count{code="500"} 2
+`), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := exp.Families["rpc_seconds"]
+	if len(exp.Warnings) != 0 || len(exp.Families) != 1 || f.GetType() != dto.MetricType_SUMMARY || len(f.GetMetric()) != 2 {
+		t.Fatalf("warnings %q families %v", exp.Warnings, exp.Families)
+	}
+	s := f.GetMetric()[0].GetSummary()
+	if len(s.GetQuantile()) != 2 || s.GetQuantile()[1].GetQuantile() != 0.99 || s.GetQuantile()[1].GetValue() != 0.4 || s.GetSampleSum() != 12 || s.GetSampleCount() != 60 {
+		t.Errorf("code=200 summary %v", s)
+	}
+	if exp.Series != 7 {
+		t.Errorf("%d series, want 7", exp.Series)
+	}
 }
