@@ -81,7 +81,7 @@ func TestServeIsolatesBrokenTargets(t *testing.T) {
 		add("http500", i, strings.TrimPrefix(srv.URL, "http://"), "HTTP 500")
 	}
 	for i := range 10 {
-		add("refused", i, closedAddr(t), "connection refused")
+		add("refused", i, testkit.ClosedAddr(t), "connection refused")
 	}
 	fleetPath := filepath.Join(dir, "fleet.yaml")
 	data, err := f.Marshal()
@@ -92,7 +92,7 @@ func TestServeIsolatesBrokenTargets(t *testing.T) {
 		t.Fatalf("fleet file: %v", err)
 	}
 
-	addr := closedAddr(t)
+	addr := testkit.ClosedAddr(t)
 	serveLog := startBinary(t, "serve", bin, "serve", "--fleet", fleetPath, "--listen", addr,
 		"--interval", interval.String(), "--scrape-timeout", scrapeTimeout.String(), "--log-level", "warn")
 	c, err := client.New("http://" + addr)
@@ -289,19 +289,6 @@ func silentListener(t *testing.T) string {
 		}
 	}()
 	return ln.Addr().String()
-}
-
-// closedAddr is a loopback address nothing listens on (a listener opened and
-// closed): connecting to it is refused.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // refreshes is how many refreshes the service at addr has finished, from

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"bytes"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -53,4 +54,17 @@ func (s *SyncBuffer) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Len()
+}
+
+// ClosedAddr is a loopback host:port nothing listens on (a listener opened
+// and closed): connecting to it is refused.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
