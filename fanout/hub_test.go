@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/llmdiag/llmdiag/fanout"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/store"
@@ -435,5 +437,32 @@ func TestFeedOutage(t *testing.T) {
 	f.down.Store(false)
 	if m := next(t, s); m.Health.GetNode() != "a" {
 		t.Fatalf("after the outage got %+v", m)
+	}
+}
+
+// A subscriber that started from a listing newer than the hub's position
+// (a replica's copy is written before the event reaches the feed) is not
+// handed the older events in between: it never goes back in time, and it
+// gets every change after the listing.
+func TestSyncedFromANewerListingNeverGoesBack(t *testing.T) {
+	st, h, _ := start(t, 0, fanout.Options{})
+	ok, crit := llmdiagv1.Status_STATUS_OK, llmdiagv1.Status_STATUS_CRIT
+	at := func(s llmdiagv1.Status, sec int64) *llmdiagv1.NodeHealth {
+		e := health("a", s, 0)
+		e.ObservedAt = timestamppb.New(time.Unix(1_800_000_000+sec, 0))
+		return e
+	}
+	s, _ := syncSub(t, h, fanout.SubOptions{})
+	s.MarkSent(at(ok, 7)) // the listing: the state at 7
+	for _, e := range []*llmdiagv1.NodeHealth{
+		at(crit, 6), // older than the listing: not news
+		at(ok, 7),   // the listing itself
+		at(crit, 8), // news
+	} {
+		publish(t, st, e)
+	}
+	m := next(t, s)
+	if m.Health.GetStatus() != crit || m.Health.GetObservedAt().AsTime().Unix() != 1_800_000_008 {
+		t.Fatalf("first change %v at %v; want CRIT at +8, nothing older than the listing", m.Health.GetStatus(), m.Health.GetObservedAt().AsTime())
 	}
 }

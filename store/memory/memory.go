@@ -53,6 +53,7 @@ type Store struct {
 	opts  Options
 	codec compact.Codec
 	nodes map[string]*node
+	puts  uint64 // Puts so far: the generation RetainUnwritten compares
 
 	// The feed is a ring of the last FeedLen events; seq numbers them from 1.
 	// epoch tells tokens of this store apart from those of another process.
@@ -97,6 +98,12 @@ type node struct {
 	rec  []byte
 	raw  *store.Record
 	hist compact.History
+	// observed is when rec's metrics were observed; written is the store's
+	// write count after the Put that last wrote the node (0 when Load did).
+	// A replica's sync uses both to never undo a write it raced (see Take
+	// and RetainUnwritten).
+	observed time.Time
+	written  uint64
 }
 
 // Put implements store.Store.
@@ -119,7 +126,9 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	if err := n.hist.Append(p, s.opts.HistoryLen); err != nil {
 		return fmt.Errorf("%q: %w", id, err)
 	}
+	s.puts++
 	n.rec, n.raw = b, raw
+	n.observed, n.written = rec.Metrics.GetObservedAt().AsTime(), s.puts
 	s.nodes[id] = n
 	return nil
 }
