@@ -30,8 +30,14 @@ deps:
 vet:
 	$(GO) vet ./...
 
+## lint: buf lint, and buf breaking: the API may only grow (new fields, new
+## numbers) compared with BREAKING_AGAINST (default: the main branch)
+BREAKING_AGAINST ?= .git\#branch=main
 lint:
 	$(GO) tool buf lint
+	@if git rev-parse -q --verify main >/dev/null 2>&1 || [ "$(origin BREAKING_AGAINST)" != file ]; then \
+		$(GO) tool buf breaking --against '$(BREAKING_AGAINST)' && echo "proto/ is wire-compatible with $(BREAKING_AGAINST)"; \
+	else echo "no main branch to check buf breaking against (set BREAKING_AGAINST)"; fi
 
 ## generate: regenerate gen/ from proto/ with the tools pinned in go.mod
 generate:

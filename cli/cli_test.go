@@ -144,7 +144,7 @@ func TestSeedEndToEnd(t *testing.T) {
 		}
 	}
 
-	// The seed's six findings, in its order, with its statuses.
+	// The six core findings of the worked example, in order, with its statuses.
 	seed := []struct {
 		ind    llmdiagv1.Indicator
 		status llmdiagv1.Status
@@ -230,6 +230,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"compare", "--metric", "speed"}, nil, 2, "--metric"},
 		{[]string{"compare", "--quantiles", "half"}, nil, 2, "--quantiles"},
 		{[]string{"nodes", "--protocol", "smoke-signals"}, nil, 2, "--protocol"},
+		{[]string{"nodes", "--status", "sleepy"}, nil, 2, "--status"},
+		{[]string{"nodes", "--status", "unspecified"}, nil, 2, "--status"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--retention", "9s"}, nil, 2, "--retention"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-nodes", "0"}, nil, 2, "--max-nodes"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -114,27 +114,37 @@ func formatFlag(fs *flag.FlagSet, def string, allowed ...string) func() (string,
 }
 
 func nodesCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "nodes", "llmdiag nodes [--model NAME] [--format text|json]", "list the fleet with each node's health", `
+	return clientCommand(env, "nodes", "llmdiag nodes [--model NAME] [--status ok|warn|crit|unknown|down] [--format text|json]", "list the fleet with each node's health", `
 List every node llmdiag watches: model, engine, status, root cause, whether a
-router may send it traffic, load score and the age of its data.`,
+router may send it traffic, load score and the age of its data. The service
+answers in pages of up to 1000 nodes; this reads them all.`,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
 			model := fs.String("model", "", "only nodes serving this model")
+			status := fs.String("status", "", "only nodes with this status: ok, warn, crit, unknown or down")
 			format := formatFlag(fs, "text", "text", "json")
 			return func(ctx context.Context, cl *client.Client, args []string) error {
 				f, err := format()
 				if err != nil {
 					return err
 				}
-				resp, err := cl.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{Model: *model}))
+				req := &llmdiagv1.ListNodesRequest{Model: *model}
+				if *status != "" {
+					v, ok := llmdiagv1.Status_value["STATUS_"+strings.ToUpper(*status)]
+					if !ok || v == 0 {
+						return usageError{fmt.Errorf("--status %q: want ok, warn, crit, unknown or down", *status)}
+					}
+					req.Status = llmdiagv1.Status(v)
+				}
+				all, err := cl.AllNodes(ctx, req)
 				if err != nil {
 					return err
 				}
 				if f == "json" {
-					return printJSON(env.Stdout, resp.Msg)
+					return printJSON(env.Stdout, all)
 				}
 				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "NODE\tMODEL\tENGINE\tSTATUS\tROOT CAUSE\tROUTABLE\tSCORE\tAGE")
-				for _, n := range resp.Msg.GetNodes() {
+				for _, n := range all.GetNodes() {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%.2f\t%s\n", n.GetId(), n.GetModel(), fleet.EngineName(n.GetEngine()),
 						enumWord(n.GetStatus().String(), "STATUS_"), enumWord(n.GetRootCause().String(), "CAUSE_"),
 						n.GetRoutable(), n.GetLoadScore(), dur(n.GetStaleness()))
@@ -232,10 +242,11 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 
 func diagnoseCommand(env Env) *ffcli.Command {
 	return clientCommand(env, "diagnose", "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", "diagnose one node: findings, root cause, recommendations", `
-Diagnose one node the way the seed document does: one finding per indicator
-(value, status, conclusion), then the root cause with its evidence, what was
-ruled out and what to do. --format markdown suits chat tools, text suits
-terminals, json gives the whole Diagnosis message.`,
+Diagnose one node: one finding per indicator (value, status, conclusion),
+then the root cause with its evidence, what was ruled out and what to do.
+--format markdown suits chat tools, text suits terminals, json gives the
+whole Diagnosis message. The rules, with a worked example, are in
+docs/verdict-rules.md of the llmdiag repository.`,
 		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
 			lang := fs.String("lang", "en", "report language: en or zh")
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")

@@ -72,6 +72,7 @@ type nopRecorder struct{}
 
 func (nopRecorder) ObserveRefresh(time.Duration, error)      {}
 func (nopRecorder) SetNodeStatuses(map[llmdiagv1.Status]int) {}
+func (nopRecorder) ObserveNodeSet(refresh.NodeSet)           {}
 
 // stack is one replica: its own Redis client, store, lease and loop.
 type stack struct {

@@ -70,8 +70,9 @@ func serveCommand(env Env) *ffcli.Command {
 	interval := fs.Duration("interval", 5*time.Second, "time between refreshes of the whole fleet")
 	window := fs.String("window", "5m", "default window verdicts are computed for")
 	staleAfter := fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
-	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape")
-	retention := fs.Duration("retention", time.Hour, "how far back samples are kept for on-demand windows")
+	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
+	retention := fs.Duration("retention", refresh.DefaultRetention, "how long llmdiag remembers: samples kept for on-demand windows, and a node its source has not presented for this long is forgotten (store, streams, --redis keys)")
+	maxNodes := fs.Int("max-nodes", refresh.DefaultMaxNodes, "most nodes kept; beyond it new nodes are refused (logged each refresh, counted in llmdiag_nodes_refused_total) while known ones keep refreshing")
 	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
 	thresholdsFile := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); keys it leaves out keep their defaults; --stale-after, when given, overrides its stale_after")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
@@ -116,6 +117,12 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			}
 			if *interval <= 0 || *staleAfter <= 0 || *scrapeTimeout <= 0 {
 				return usageError{errors.New("--interval, --stale-after and --scrape-timeout must be positive")}
+			}
+			if *retention < 2**interval || *retention < *staleAfter {
+				return usageError{fmt.Errorf("--retention %v must be at least twice --interval (%v) and at least --stale-after (%v)", *retention, *interval, *staleAfter)}
+			}
+			if *maxNodes <= 0 {
+				return usageError{fmt.Errorf("--max-nodes %d must be positive", *maxNodes)}
 			}
 			if *redisURL != "" && (*leaseTTL < lease.MinTTL || *replicaID == "" || *syncEvery <= 0) {
 				return usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty and --redis-sync positive", lease.MinTTL)}
@@ -164,7 +171,7 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				// ours, at debug level, since the replica and the lease already
 				// log a Redis outage once, with what it means.
 				redis.SetLogger(redisLogger{log})
-				shared := redisstore.New(rdb, redisstore.Options{Prefix: *redisPrefix, HistoryLen: *historyLen})
+				shared := redisstore.New(rdb, redisstore.Options{Prefix: *redisPrefix, HistoryLen: *historyLen, NodeTTL: *retention})
 				local := memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
 				rep := replica.New(shared, local, replica.Options{SyncEvery: *syncEvery, Log: log})
 				go rep.Run(ctx)
@@ -204,7 +211,15 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			for _, n := range f.Nodes {
 				byID[n.ID] = n
 			}
-			loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th, Fleet: byID})
+			loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th, Fleet: byID, Retention: *retention, MaxNodes: *maxNodes})
+			if len(scraped) > 0 {
+				if *scrapeTimeout >= loop.Timeout() {
+					return usageError{fmt.Errorf("--scrape-timeout %s must be below a refresh's deadline (%s, twice --interval and at least 10s)", *scrapeTimeout, loop.Timeout())}
+				}
+				if *scrapeTimeout >= *interval {
+					log.Warn("--scrape-timeout is not below --interval: a target that hangs delays refreshes by up to --scrape-timeout, so healthy nodes' verdicts can be older than two intervals", "scrape_timeout", *scrapeTimeout, "interval", *interval)
+				}
+			}
 			svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th}, ctx.Done())
 			ready := loop.Ready()
 			var deps []server.Dependency

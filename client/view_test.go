@@ -470,3 +470,39 @@ func BenchmarkPick(b *testing.B) {
 		})
 	})
 }
+
+// A node that left the fleet (removed) leaves the view, whether the removal
+// comes as a change or in the middle of a resync; a client that did not
+// know the field would still stop routing to it (routable false).
+func TestRemovedNodeLeavesTheView(t *testing.T) {
+	clk := newFakeClock()
+	v, w := newTestView(clk, Selector{})
+	w.sync("t1", health("a", true, 0.1), health("b", true, 0.2), health("c", true, 0.3))
+	gone := func(id string) *llmdiagv1.NodeHealth {
+		return &llmdiagv1.NodeHealth{Node: id, Model: "m", Status: llmdiagv1.Status_STATUS_UNKNOWN, RootCause: llmdiagv1.Cause_CAUSE_NO_DATA, Removed: true}
+	}
+	w.apply(ev(change, gone("a"), "t2"))
+	if _, ok := v.Node("a"); ok || v.Status().Nodes != 2 {
+		t.Fatalf("removed node a still in the view (%d nodes)", v.Status().Nodes)
+	}
+	// Unknown again: fail-open routes to it as to any unknown candidate.
+	if !v.Routable("a") {
+		t.Error("a removed node is not treated as unknown")
+	}
+	if p, _ := v.Pick([]string{"a", "b"}); p != "b" {
+		t.Errorf("Pick(a, b) = %q, want the known b", p)
+	}
+	// A removal of a node the view does not hold changes nothing.
+	w.apply(ev(change, gone("zz"), "t3"))
+	if v.Status().Nodes != 2 {
+		t.Errorf("%d nodes after the removal of an unknown node, want 2", v.Status().Nodes)
+	}
+	// During a resync.
+	w.apply(ev(initial, health("b", true, 0.2), "t9"))
+	w.apply(ev(initial, health("c", true, 0.3), "t9"))
+	w.apply(ev(change, gone("b"), "t9"))
+	w.apply(ev(synced, nil, "t9"))
+	if _, ok := v.Node("b"); ok || v.Status().Nodes != 1 {
+		t.Fatalf("node b removed during the resync is in the view (%d nodes)", v.Status().Nodes)
+	}
+}

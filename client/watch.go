@@ -293,9 +293,7 @@ func (w *watcher) apply(ev *llmdiagv1.StreamHealthResponse) {
 		if w.building == nil {
 			w.building = map[string]*NodeState{}
 		}
-		if h := ev.GetHealth(); v.sel.matches(h) {
-			w.building[h.GetNode()] = stateOf(h, now)
-		}
+		w.build(ev.GetHealth(), now)
 	case llmdiagv1.EventKind_EVENT_KIND_SYNCED:
 		w.token = ev.GetResumeToken()
 		next := &snapshot{nodes: make(map[string]*slot, len(w.building)), synced: true}
@@ -316,9 +314,7 @@ func (w *watcher) apply(ev *llmdiagv1.StreamHealthResponse) {
 			break
 		}
 		if w.building != nil {
-			if v.sel.matches(h) {
-				w.building[h.GetNode()] = stateOf(h, now)
-			}
+			w.build(h, now)
 			break
 		}
 		w.change(h, now)
@@ -332,13 +328,25 @@ func (w *watcher) apply(ev *llmdiagv1.StreamHealthResponse) {
 	}
 }
 
+// build folds a state into the resync under way: a node that left the
+// fleet (removed) leaves it.
+func (w *watcher) build(h *llmdiagv1.NodeHealth, now time.Time) {
+	switch {
+	case h.GetRemoved():
+		delete(w.building, h.GetNode())
+	case w.v.sel.matches(h):
+		w.building[h.GetNode()] = stateOf(h, now)
+	}
+}
+
 // change applies a CHANGE to the published snapshot: in place for a node
-// it holds, by a new snapshot when a node joins or leaves the selection.
+// it holds, by a new snapshot when a node joins or leaves the selection or
+// the fleet (removed).
 func (w *watcher) change(h *llmdiagv1.NodeHealth, now time.Time) {
 	cur := w.v.snap.Load()
 	id := h.GetNode()
 	sl := cur.nodes[id]
-	match := w.v.sel.matches(h)
+	match := w.v.sel.matches(h) && !h.GetRemoved()
 	switch {
 	case sl != nil && match:
 		sl.set(stateOf(h, now))
@@ -348,7 +356,7 @@ func (w *watcher) change(h *llmdiagv1.NodeHealth, now time.Time) {
 		sl.set(stateOf(h, now))
 		next.nodes[id] = sl
 		w.v.snap.Store(next)
-	case sl != nil && !match: // its labels no longer match
+	case sl != nil && !match: // its labels no longer match, or it left
 		next := &snapshot{nodes: maps.Clone(cur.nodes), synced: cur.synced}
 		delete(next.nodes, id)
 		w.v.snap.Store(next)

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // Point is one refresh in a node's history. A nil gauge is unknown, never 0.
@@ -104,11 +105,8 @@ func Diagnose(in Input, t Thresholds, lang llmdiagv1.Language) *llmdiagv1.Diagno
 	return d
 }
 
-// isStale reports whether m is no fresh data: flagged stale by its producer,
-// or older than t.StaleAfter.
-func isStale(m *llmdiagv1.NodeMetrics, t Thresholds) bool {
-	return m.GetStale() || (m.GetStaleness() != nil && m.GetStaleness().AsDuration() > t.StaleAfter)
-}
+// isStale reports whether m is no fresh data (metrics.Stale).
+func isStale(m *llmdiagv1.NodeMetrics, t Thresholds) bool { return metrics.Stale(m, t.StaleAfter) }
 
 // routable reports whether a router may send the node traffic: not when
 // llmdiag does not know, the node is down, overloaded or out of KV cache.
@@ -149,7 +147,7 @@ func noData(p printer, summary, evidence string) verdict {
 // data that is no
 // longer fresh: older than StaleAfter, or flagged stale by its source.
 func stale(p printer, m *llmdiagv1.NodeMetrics, t Thresholds) (verdict, []*llmdiagv1.Finding) {
-	if s := m.GetStaleness(); s != nil && s.AsDuration() > t.StaleAfter {
+	if s := m.GetStaleness(); s != nil && metrics.TooOld(s.AsDuration(), t.StaleAfter) {
 		age := p.seconds(s.AsDuration().Seconds())
 		return noData(p, p.f(summaryStale, age, p.seconds(t.StaleAfter.Seconds())), p.f(evStale, age)),
 			append(unknownFindings(p, p.f(unknownStale, age)), staleFinding(p, m, t))

@@ -1,12 +1,13 @@
 // Package diagnose turns one node's metrics into a verdict: one finding per
-// indicator (the table of the seed document's section 8), an overall status, a
-// root cause with evidence, what was ruled out, recommendations, whether a
-// router may send the node traffic, and a load score.
+// indicator, an overall status, a root cause with evidence, what was ruled
+// out, recommendations, whether a router may send the node traffic, and a
+// load score. Why the rules are what they are, with a worked example, is in
+// docs/verdict-rules.md; where each threshold's default comes from, in
+// docs/thresholds.md.
 //
 // The rules are pure: Diagnose reads only its arguments (no I/O, no clock, no
 // randomness), so the same input always yields the same verdict. They run in
-// the order DESIGN.md gives, and the first cause that explains the evidence
-// wins:
+// this order, and the first cause that explains the evidence wins:
 //
 //  1. no fresh data → UNKNOWN / NO_DATA; target down → DOWN / TARGET_DOWN
 //  2. KV pressure ≥ crit, or preemptions → KV_EXHAUSTED (CRIT)
@@ -32,7 +33,8 @@
 // unknown indicator lowers it. Ruled-out lists every cause weighed before the
 // winner with why it does not hold, or which figure was missing to check it.
 //
-// Findings: the seed's six rows first, in its order; then per-request decode
+// Findings: the six core rows first (KV cache pressure, queue, queue/running
+// ratio, prompt and generation token rates, E2E P99); then per-request decode
 // speed, prefill/decode ratio, queue time in TTFT, inter-token latency P99,
 // aborts, the mean E2E trend (Theil–Sen over the history) and the data's
 // age, each UNKNOWN when it cannot be read (never 0); and, only when they

@@ -4,9 +4,10 @@ import (
 	"math"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
-// The findings beyond the seed's six: per-request decode speed, the
+// The findings beyond the six core rows: per-request decode speed, the
 // prefill/decode ratio, queue time, inter-token latency, aborts, the E2E
 // trend, the peer group and the data's age.
 
@@ -38,7 +39,7 @@ func (f *facts) decodeSpeedFinding(p printer) *llmdiagv1.Finding {
 }
 
 // prefillDecodeFinding is the prompt/generation token-rate ratio: a gap of
-// ~100× is physics (the seed's section 5); it is WARN only when heavy prompts
+// ~100× is physics (docs/verdict-rules.md); it is WARN only when heavy prompts
 // hold back the first token (rule 5).
 func (f *facts) prefillDecodeFinding(p printer) *llmdiagv1.Finding {
 	ind, name := llmdiagv1.Indicator_INDICATOR_PREFILL_DECODE_RATIO, namePrefillDecode
@@ -279,7 +280,7 @@ func (f *facts) stalenessFinding(p printer) *llmdiagv1.Finding {
 func staleFinding(p printer, m *llmdiagv1.NodeMetrics, t Thresholds) *llmdiagv1.Finding {
 	ind, name := llmdiagv1.Indicator_INDICATOR_STALENESS, nameStaleness
 	ev := p.f(evStalenessLimit, p.seconds(t.StaleAfter.Seconds()))
-	if s := m.GetStaleness(); s != nil && s.AsDuration() > t.StaleAfter {
+	if s := m.GetStaleness(); s != nil && metrics.TooOld(s.AsDuration(), t.StaleAfter) {
 		return finding(p, ind, name, p.seconds(s.AsDuration().Seconds()), statusCrit, p.f(stalenessCrit), ev)
 	}
 	return finding(p, ind, name, p.f(valueStaleFlagged), statusCrit, p.f(stalenessFlagged), ev)

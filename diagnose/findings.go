@@ -15,7 +15,8 @@ const (
 	statusUnknown = llmdiagv1.Status_STATUS_UNKNOWN
 )
 
-// coreIndicators are the seed's six rows, in its order, with their names.
+// coreIndicators are the six core rows, in order, with their names: the
+// table of the worked example in docs/verdict-rules.md.
 var coreIndicators = [...]struct {
 	ind  llmdiagv1.Indicator
 	name msg
@@ -71,7 +72,7 @@ func worse(a, b llmdiagv1.Status) llmdiagv1.Status {
 	return a
 }
 
-// findings returns the seed's six rows, then the further indicators in a
+// findings returns the six core rows, then the further indicators in a
 // fixed order, each UNKNOWN when it cannot be read (per-request decode
 // speed, prefill/decode ratio, queue time, inter-token latency, aborts, the
 // E2E trend, the data's age), with rows that appear only when they carry
@@ -201,7 +202,7 @@ func (f *facts) ratioFinding(p printer) *llmdiagv1.Finding {
 	case h.noHistory() && f.ratio.v >= t.QueueRunningRatioWarn:
 		s, c = statusWarn, ratioNoHistory
 	// A ratio above the limit for one refresh with a handful waiting is
-	// one of the occasional spikes the seed calls normal; a queue above
+	// one of the occasional spikes a healthy node has; a queue above
 	// QueueSaturated, or a ratio that outlasts a refresh, is not.
 	case h.surgeNow || (f.ratio.v >= t.QueueRunningRatioWarn && h.ratio.now && h.ratio.cur >= 2):
 		s, c = statusWarn, ratioBurst

@@ -35,8 +35,8 @@ func stableJSON(t *testing.T, d *llmdiagv1.Diagnosis) []byte {
 	return buf.Bytes()
 }
 
-// TestSeedGolden is the product's first acceptance case: the seed document's
-// section-8 diagnosis of a DeepSeek v4 node.
+// TestSeedGolden is the product's first acceptance case: the worked
+// diagnosis of a decode-bound DeepSeek v4 node in docs/verdict-rules.md.
 func TestSeedGolden(t *testing.T) {
 	wantIndicators := []llmdiagv1.Indicator{
 		llmdiagv1.Indicator_INDICATOR_KV_PRESSURE,
@@ -92,8 +92,8 @@ func TestSeedGolden(t *testing.T) {
 				t.Errorf("verdict = %v / %v / routable %v, want STATUS_WARN / CAUSE_DECODE_BOUND / routable true",
 					d.GetStatus(), d.GetRootCause(), d.GetRoutable())
 			}
-			// The seed's six first, in its order; then the further
-			// indicators, which the seed's figures partly leave unknown.
+			// The six core rows first, in order; then the further
+			// indicators, which the example's figures partly leave unknown.
 			wantExtra := []struct {
 				ind    llmdiagv1.Indicator
 				status llmdiagv1.Status
@@ -107,7 +107,7 @@ func TestSeedGolden(t *testing.T) {
 				{llmdiagv1.Indicator_INDICATOR_STALENESS, ok},
 			}
 			if len(d.GetFindings()) != len(wantIndicators)+len(wantExtra) {
-				t.Fatalf("got %d findings, want the seed's six and %d more", len(d.GetFindings()), len(wantExtra))
+				t.Fatalf("got %d findings, want the six core rows and %d more", len(d.GetFindings()), len(wantExtra))
 			}
 			for i, w := range wantExtra {
 				if f := d.GetFindings()[len(wantIndicators)+i]; f.GetIndicator() != w.ind || f.GetStatus() != w.status {

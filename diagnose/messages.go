@@ -307,7 +307,8 @@ const (
 )
 
 // catalog holds every human-readable text Diagnose writes, in English and
-// Chinese. The Chinese follows the seed document's wording.
+// Chinese. The Chinese keeps the terms Chinese-speaking SREs read off their
+// dashboards (KV Cache, Queue, Prefill, Decode) in English.
 var catalog = [numMsgs]struct{ en, zh string }{
 	nameKV:          {"KV cache pressure", "KV Cache 压力"},
 	nameQueue:       {"Queue", "Queue 积压"},

@@ -179,7 +179,7 @@ func TestProperties(t *testing.T) {
 			fail("zh diagnosis identical to en")
 		}
 
-		// The seed's six come first, in order; absent values are UNKNOWN.
+		// The six core rows come first, in order; absent values are UNKNOWN.
 		if len(en.GetFindings()) < len(core) {
 			fail("%d findings, want at least 6", len(en.GetFindings()))
 			continue

@@ -208,31 +208,31 @@ var thresholdDocs = []struct{ key, doc string }{
 		"Default 5m: Prometheus's default lookback delta; PromQL itself treats an older sample as gone. " +
 		"`llmdiag serve` uses its --stale-after (30s) unless this file sets the key."},
 	{"kv_saturated", "KV pressure (0..1) at which the load score reaches 1. " +
-		"Default 0.80: request routers in the field treat KV > 0.8 as saturated (DESIGN.md, anchored defaults)."},
-	{"kv_warn", "KV pressure at which the KV finding turns WARN. Default 0.90: common alert rules (DESIGN.md)."},
-	{"kv_crit", "KV pressure at which the node is KV_EXHAUSTED (CRIT). Default 0.95: common alert rules (DESIGN.md)."},
+		"Default 0.80: request routers in the field treat KV > 0.8 as saturated (docs/thresholds.md)."},
+	{"kv_warn", "KV pressure at which the KV finding turns WARN. Default 0.90: common alert rules (docs/thresholds.md)."},
+	{"kv_crit", "KV pressure at which the node is KV_EXHAUSTED (CRIT). Default 0.95: common alert rules (docs/thresholds.md)."},
 	{"preemptions_per_second", "Preemption rate above which the node is KV_EXHAUSTED (CRIT); any rate above 0 is WARN. " +
 		"Default 0.01: llmdiag's choice, about three preemptions in a 5-minute window, more than a one-off; " +
 		"every preemption means recomputed work."},
 	{"queue_saturated", "Waiting requests above which the node counts as queueing (queue finding WARN), and at which the load score reaches 1. " +
-		"Default 5: request routers in the field treat queue > 5 as saturated (DESIGN.md)."},
+		"Default 5: request routers in the field treat queue > 5 as saturated (docs/thresholds.md)."},
 	{"queue_crit", "Waiting requests that, held for queue_crit_for, make the queue finding CRIT. " +
-		"Default 50: common alert rule \"queue > 50 for 5 min\" (DESIGN.md)."},
-	{"queue_crit_for", "How long the queue must stay above queue_crit. Default 5m: the same common alert rule (DESIGN.md)."},
+		"Default 50: common alert rule \"queue > 50 for 5 min\" (docs/thresholds.md)."},
+	{"queue_crit_for", "How long the queue must stay above queue_crit. Default 5m: the same common alert rule (docs/thresholds.md)."},
 	{"queue_running_ratio_warn", "Queue/running ratio at which the ratio finding turns WARN. " +
-		"Default 0.1: llmdiag's choice; the seed calls a ratio near 0 healthy, 0.1 is one request waiting for every ten running."},
+		"Default 0.1: llmdiag's choice; a ratio near 0 is healthy, 0.1 is one request waiting for every ten running."},
 	{"queue_running_ratio_crit", "Queue/running ratio from which the node counts as queueing whatever the queue length " +
 		"(CRIT when sustained). Default 1.0: llmdiag's choice, as many waiting as running."},
 	{"sustained_fraction", "Share of the history that must be queueing for the queue to count as sustained: OVERLOADED rather than BURST. " +
-		"Default 0.5: \"over most of the history\" (DESIGN.md rule 3)."},
-	{"ttft_p99_warn", "P99 time to first token at which TTFT turns WARN. Default 10s: common alert rules (DESIGN.md)."},
+		"Default 0.5: \"over most of the history\" (rule 3 in docs/verdict-rules.md)."},
+	{"ttft_p99_warn", "P99 time to first token at which TTFT turns WARN. Default 10s: common alert rules (docs/thresholds.md)."},
 	{"ttft_p99_crit", "P99 time to first token at which TTFT turns CRIT. " +
-		"Default 30s: common alert rules (DESIGN.md); the seed calls a 40 s P99 \"as good as frozen\"."},
+		"Default 30s: common alert rules (docs/thresholds.md); at a 40 s P99 one user in a hundred waits long enough to call the system frozen."},
 	{"e2e_p99_warn", "P99 end-to-end latency at which E2E turns WARN. " +
 		"Default 60s: llmdiag's choice; the default read timeout of common reverse proxies (nginx proxy_read_timeout), " +
 		"beyond which non-streaming clients start to fail."},
 	{"e2e_p99_crit", "P99 end-to-end latency at which E2E turns CRIT. " +
-		"Default 30m: llmdiag's choice, past any interactive use; the seed's 13.3 min P99 is WARN, as the seed reads it: a long tail, not an outage."},
+		"Default 30m: llmdiag's choice, past any interactive use; the 13.3 min P99 of the worked example in docs/verdict-rules.md is WARN: a long tail, not an outage."},
 	{"e2e_mean_rise", "Relative rise of the mean E2E latency over the history reported as \"rising\" (0.5 = +50%). " +
 		"Default 0.5: llmdiag's choice."},
 	{"itl_p99_warn", "P99 gap between output tokens graded WARN. " +
@@ -247,15 +247,15 @@ var thresholdDocs = []struct{ key, doc string }{
 		"Default 0.25: llmdiag's choice, one in four is an outage as clients see it."},
 	{"decode_tokens_per_request_low", "Per-request decode speed (tok/s) below which decode counts as slow. " +
 		"Default 10: llmdiag's choice, 100 ms per output token, about the pace people read at; " +
-		"the seed's node decodes ~3 tok/s per request (121 tok/s over ~40 running requests)."},
+		"the worked example's node decodes ~3 tok/s per request (121 tok/s over ~40 running requests)."},
 	{"large_model_active_params_billions", "Parameters active per token (billions) from which a model is large enough to explain slow decode by itself. " +
-		"Default 30: llmdiag's choice; the seed's DeepSeek v4 (MoE, 37B active per token) is \"a large model\"."},
+		"Default 30: llmdiag's choice; the worked example's DeepSeek v4 (MoE, 37B active per token) is a large model."},
 	{"prefill_decode_ratio_high", "Prompt/generation token-rate ratio from which prompts count as heavy. " +
-		"Default 1000: the seed calls a ~100x gap physics, not a fault (~165x in its figures); ten times that means prompts dominate."},
+		"Default 1000: a ~100x gap between prefill and decode is physics, not a fault (~165x in the worked example); ten times that means prompts dominate."},
 	{"heavy_prompt_tokens", "Prompt tokens per finished request from which prompts count as heavy. " +
 		"Default 8192: llmdiag's choice; an 8k prompt takes seconds of prefill on a busy node."},
 	{"outlier_ratio", "How many times the peer median a node's P99 (E2E or TTFT) must be for the node to be a NODE_OUTLIER. " +
-		"Default 3: \"several x\" the peer median (DESIGN.md rule 7)."},
+		"Default 3: \"several x\" the peer median (rule 7 in docs/verdict-rules.md)."},
 	{"outlier_min_latency", "P99 below which a node is never an outlier: sub-second differences need no verdict. Default 1s: llmdiag's choice."},
 	{"outlier_load_margin", "How much higher than the peer median a node's load score may be for the load to count as similar. " +
 		"Default 0.25: llmdiag's choice."},
@@ -382,7 +382,8 @@ func WriteThresholds(w io.Writer, t Thresholds) error {
 	b.WriteString("# llmdiag thresholds. Every key is optional: a key left out keeps the default\n" +
 		"# shown here. Durations are strings such as \"5m\" or \"200ms\".\n" +
 		"#   llmdiag serve --thresholds FILE    verdicts\n" +
-		"#   llmdiag rules --thresholds FILE    the same limits as Prometheus alerting rules\n")
+		"#   llmdiag rules --thresholds FILE    the same limits as Prometheus alerting rules\n" +
+		"# Where the defaults come from: docs/thresholds.md in the llmdiag repository.\n")
 	fields := thresholdFields()
 	v := reflect.ValueOf(t)
 	for _, d := range thresholdDocs {

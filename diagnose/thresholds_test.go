@@ -1,7 +1,9 @@
 package diagnose_test
 
 import (
+	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -175,6 +177,53 @@ func TestShortDuration(t *testing.T) {
 	} {
 		if got := diagnose.ShortDuration(d); got != want {
 			t.Errorf("ShortDuration(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestThresholdsPage: docs/thresholds.md lists every key, once, with the
+// default `llmdiag thresholds` prints for it.
+func TestThresholdsPage(t *testing.T) {
+	page, err := os.ReadFile("../docs/thresholds.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := diagnose.WriteThresholds(&b, diagnose.DefaultThresholds()); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{} // key → default as printed
+	for _, l := range strings.Split(b.String(), "\n") {
+		if k, v, ok := strings.Cut(l, ": "); ok && !strings.HasPrefix(l, "#") {
+			want[k] = strings.Trim(v, `"`)
+		}
+	}
+	row := regexp.MustCompile("^\\| `([a-z0-9_]+)` \\| `([^`]*)` \\|")
+	got := map[string]string{}
+	for _, l := range strings.Split(string(page), "\n") {
+		m := row.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if _, dup := got[m[1]]; dup {
+			t.Errorf("docs/thresholds.md lists %s twice", m[1])
+		}
+		got[m[1]] = m[2]
+	}
+	if len(want) == 0 {
+		t.Fatal("read no keys from WriteThresholds")
+	}
+	for k, v := range want {
+		switch g, ok := got[k]; {
+		case !ok:
+			t.Errorf("docs/thresholds.md does not list %s (default %s)", k, v)
+		case g != v:
+			t.Errorf("docs/thresholds.md: %s default %s, llmdiag thresholds prints %s", k, g, v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("docs/thresholds.md lists %s, which is not a threshold", k)
 		}
 	}
 }

@@ -334,7 +334,7 @@ func (f *facts) metricName(p printer) string {
 }
 
 // not turns a cause fragment into a sentence that first says what it is not,
-// as the seed does: "Not memory, not queueing, but …".
+// as an SRE would: "Not memory, not queueing, but …" (docs/verdict-rules.md).
 func (f *facts) not(p printer, cause string) string {
 	var nots []string
 	if f.kv.below(f.t.KVWarn) {

@@ -459,12 +459,13 @@ var table = []Mapping{
 		},
 	},
 	{
-		// Hugging Face TGI (router/src/server.rs, docs reference/metrics.md),
-		// exported by the Rust metrics crate: no labels on these families,
-		// counters without _total, every *duration histogram on buckets
-		// 0.0001·1.5^k (k = 1..35). Token counts exist only as histograms
-		// observed when a request finishes: their _sum is read as a counter.
-		// No TTFT histogram, no KV-cache gauges, no preemptions.
+		// Hugging Face TGI (its router/src/server.rs and
+		// docs/source/reference/metrics.md), exported by the Rust metrics
+		// crate: no labels on these families, counters without _total, every
+		// *duration histogram on buckets 0.0001·1.5^k (k = 1..35). Token
+		// counts exist only as histograms observed when a request finishes:
+		// their _sum is read as a counter. No TTFT histogram, no KV-cache
+		// gauges, no preemptions.
 		Engine: llmdiagv1.Engine_ENGINE_TGI,
 		Prefix: "tgi_",
 		Concepts: map[Concept][]Source{

@@ -52,6 +52,17 @@
 // longer holds, or returns store.ErrTokenExpired when the feed does not hold
 // it either.
 //
+// # Nodes that leave
+//
+// A node that leaves the fleet gets one last event, its state marked
+// removed (NodeHealth.removed; see refresh.Removed). The hub forgets the
+// node, and a Sub hands the removal out like any change (always: it is news
+// even to a subscriber that resumed without the node's earlier states) and
+// then forgets what it sent of the node. A hub resynchronising from the
+// current state folds a removal into every subscriber for each node it knew
+// that the current state no longer has. The hub and every Sub thus hold
+// state only of nodes in the fleet: at most the store's node count.
+//
 // When the hub stops (its context ends) every Sub's Next returns ErrClosed at
 // once, so every stream ends together.
 package fanout

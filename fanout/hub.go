@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/store"
 )
@@ -197,7 +199,7 @@ func (h *Hub) publish(evs []store.Event) {
 	defer h.mu.Unlock()
 	for _, ev := range evs {
 		h.pushRing(ringEvent{ev.Token, ev.Health})
-		h.latest[ev.Health.GetNode()] = ev.Health
+		h.remember(ev.Health)
 		h.pos = ev.Token
 	}
 	h.events.Add(uint64(len(evs)))
@@ -241,8 +243,19 @@ func (h *Hub) resync(ctx context.Context) error {
 	h.pos, h.havePos = tok, true
 	h.ringStart, h.ringLen = 0, 0
 	clear(h.ring)
+	// Nodes the hub knew that the current state no longer has left the
+	// fleet while the hub was behind: they get the removal they missed.
+	present := make(map[string]bool, len(cur))
 	for _, hh := range cur {
-		h.latest[hh.GetNode()] = hh
+		present[hh.GetNode()] = true
+	}
+	for id, last := range h.latest {
+		if !present[id] {
+			cur = append(cur, removal(last))
+		}
+	}
+	for _, hh := range cur {
+		h.remember(hh)
 	}
 	for _, s := range h.subs {
 		s.mu.Lock()
@@ -258,6 +271,33 @@ func (h *Hub) resync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// remember keeps hh as its node's newest state, or forgets the node when
+// hh says it left the fleet; h.mu is held.
+func (h *Hub) remember(hh *llmdiagv1.NodeHealth) {
+	if hh.GetRemoved() {
+		delete(h.latest, hh.GetNode())
+		return
+	}
+	h.latest[hh.GetNode()] = hh
+}
+
+// removal is the state of a node that left the fleet, made from its last
+// known one (its model and labels, for selectors): as refresh.Removed
+// publishes it.
+func removal(last *llmdiagv1.NodeHealth) *llmdiagv1.NodeHealth {
+	r := proto.CloneOf(last)
+	r.Status, r.RootCause, r.Routable, r.Removed = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false, true
+	return r
+}
+
+// Nodes is the number of nodes the hub holds a state of: every node the
+// feed announced and did not announce the removal of.
+func (h *Hub) Nodes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.latest)
 }
 
 func (h *Hub) pushRing(e ringEvent) {

@@ -181,6 +181,10 @@ func (s *Sub) wake() {
 // initial state), so that Next does not hand out the same state again and
 // measures score moves from it.
 func (s *Sub) MarkSent(h *llmdiagv1.NodeHealth) {
+	if h.GetRemoved() {
+		delete(s.sent, h.GetNode())
+		return
+	}
 	if s.sent == nil {
 		s.sent = map[string]sent{}
 	}
@@ -191,11 +195,16 @@ func (s *Sub) MarkSent(h *llmdiagv1.NodeHealth) {
 	s.sent[h.GetNode()] = sent{h.GetLoadScore(), h.GetStatus(), h.GetRootCause(), h.GetRoutable(), observed}
 }
 
-// changed reports whether h is news to the subscriber: not observed at or
-// before the state it already has of the node (a subscriber that started
-// from a listing newer than the hub's position would otherwise be handed
-// the older events in between, going back in time), and different from it.
+// changed reports whether h is news to the subscriber: a removal always is
+// (the subscriber may know the node from before it resumed); a state is
+// when it was observed after the state the subscriber has of the node (a
+// subscriber that started from a listing newer than the hub's position
+// would otherwise be handed the older events in between, going back in
+// time) and differs from it.
 func (s *Sub) changed(h *llmdiagv1.NodeHealth) bool {
+	if h.GetRemoved() {
+		return true
+	}
 	p, ok := s.sent[h.GetNode()]
 	if ok && !p.observed.IsZero() && h.GetObservedAt() != nil && !h.GetObservedAt().AsTime().After(p.observed) {
 		return false

@@ -40,14 +40,14 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 	if base == nil {
 		window = Lifetime
 	}
-	staleness := max(now.Sub(newest.At), 0)
+	staleness, stale := Staleness(newest.At, now, staleAfter)
 	nm := &llmdiagv1.NodeMetrics{
 		Model:      newest.Model,
 		Engine:     newest.Engine,
 		Window:     window,
 		ObservedAt: timestamppb.New(newest.At),
 		Staleness:  durationpb.New(staleness),
-		Stale:      staleness > staleAfter,
+		Stale:      stale,
 		Up:         newest.Up,
 		Errors:     slices.Clone(newest.Errors),
 
@@ -67,9 +67,7 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 	nm.PreemptionsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.Preemptions })
 	nm.RequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsFinished })
 	nm.AbortedRequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsAborted })
-	if g, run := nm.GenerationTokensPerSecond, newest.Running; g != nil && run != nil && *run > 0 {
-		nm.DecodeTokensPerSecondPerRequest = sample.F(*g / *run)
-	}
+	nm.DecodeTokensPerSecondPerRequest = DecodePerRequest(nm.GenerationTokensPerSecond, newest.Running)
 
 	dist := func(h sample.Hist) *llmdiagv1.Distribution {
 		hist := newest.Hists[h]

@@ -26,6 +26,8 @@ import (
 type Recorder interface {
 	ObserveRefresh(d time.Duration, err error)
 	SetNodeStatuses(counts map[llmdiagv1.Status]int)
+	// ObserveNodeSet receives what a refresh did to the node set.
+	ObserveNodeSet(NodeSet)
 }
 
 // Config configures a Loop.
@@ -40,11 +42,21 @@ type Config struct {
 	// event (default 0.1).
 	MinScoreChange float64
 	// Timeout bounds one whole refresh (default 2×Interval, at least 10s);
-	// the source's own per-target deadlines should be shorter.
+	// the source's own per-target deadlines must be shorter, so that what
+	// arrived is stored when the slowest target is not back.
 	Timeout time.Duration
 	// Fleet adds what the fleet file knows (profile, model, labels) to nodes a
 	// source found by itself, by node id; a source's own fleet entry wins.
 	Fleet map[string]fleet.Node
+	// Retention is how long a node the source no longer presents is kept
+	// (default DefaultRetention): every refresh sweeps the store of nodes
+	// not written for this long and publishes a final, removed event for
+	// each (see Removed).
+	Retention time.Duration
+	// MaxNodes caps the nodes kept (default DefaultMaxNodes): beyond it new
+	// nodes are refused, logged and counted once per refresh, while known
+	// ones keep refreshing.
+	MaxNodes int
 }
 
 // Loop is the ingest loop.
@@ -57,6 +69,9 @@ type Loop struct {
 	cfg   Config
 	ready chan struct{}
 	once  sync.Once // closes ready
+
+	mu    sync.Mutex // one Once at a time
+	nodes nodeSet
 }
 
 // New returns a Loop; call Run to start it.
@@ -73,11 +88,23 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.MinScoreChange <= 0 {
 		cfg.MinScoreChange = DefaultMinScoreChange
 	}
-	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{})}
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.MaxNodes <= 0 {
+		cfg.MaxNodes = DefaultMaxNodes
+	}
+	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}}}
 }
 
-// Ready is closed after the first refresh has been stored.
+// Ready is closed after the first completed refresh: the source answered
+// and its nodes were stored, even when some of its targets failed (they are
+// stored as down or unknown) or some nodes could not be written.
 func (l *Loop) Ready() <-chan struct{} { return l.ready }
+
+// Timeout is the deadline of one refresh: sources' own deadlines (a scrape,
+// a query) must be shorter.
+func (l *Loop) Timeout() time.Duration { return l.cfg.Timeout }
 
 // Run refreshes at once and then every Interval until ctx is done. A failed
 // refresh is logged and counted; the loop goes on. Run may be called again
@@ -85,12 +112,19 @@ func (l *Loop) Ready() <-chan struct{} { return l.ready }
 func (l *Loop) Run(ctx context.Context) {
 	t := time.NewTicker(l.cfg.Interval)
 	defer t.Stop()
-	first := true
+	l.mu.Lock()
+	l.nodes.seeded = false // a new term: another leader may have written since
+	l.mu.Unlock()
 	for {
-		if err := l.Once(ctx); err != nil && ctx.Err() == nil {
+		complete, err := l.cycle(ctx)
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case complete:
+			l.log.Warn("refresh incomplete", "err", err)
+		default:
 			l.log.Warn("refresh failed", "err", err)
-		} else if first && err == nil {
-			first = false
+		}
+		if complete {
 			l.once.Do(func() { close(l.ready) })
 		}
 		select {
@@ -101,8 +135,25 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 }
 
-// Once performs one refresh.
-func (l *Loop) Once(ctx context.Context) (err error) {
+// Once performs one refresh: it reads the source, admits the observations
+// (valid ids, within MaxNodes), diagnoses, stores and publishes each node on
+// its own (one whose write fails is logged and the others go on), then
+// sweeps the nodes unseen for Retention. Once returns an error when the
+// source could not be read or any node was not stored (the refresh then
+// counts as failed in the Recorder).
+func (l *Loop) Once(ctx context.Context) error {
+	_, err := l.cycle(ctx)
+	return err
+}
+
+// maxNodeErrors is how many nodes' errors a failed refresh's error quotes.
+const maxNodeErrors = 3
+
+// cycle performs one refresh; complete reports whether it counts towards
+// Ready: the source answered, and some node was stored or none failed.
+func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	start := l.now()
 	defer func() { l.rec.ObserveRefresh(l.now().Sub(start), err) }()
 
@@ -110,27 +161,60 @@ func (l *Loop) Once(ctx context.Context) (err error) {
 	defer cancel()
 	obs, err := l.src.Refresh(ctx, l.cfg.Window)
 	if err != nil {
-		return fmt.Errorf("read source: %w", err)
+		return false, fmt.Errorf("read source: %w", err)
 	}
+	obs, nodeSet := l.admit(ctx, obs)
+	defer func() {
+		nodeSet.Kept = len(l.nodes.seen)
+		l.rec.ObserveNodeSet(nodeSet)
+	}()
 	byModel := make(map[string][]*llmdiagv1.NodeMetrics)
+	var nodes int
 	for _, o := range obs {
 		if o.Metrics != nil {
 			byModel[o.Metrics.GetModel()] = append(byModel[o.Metrics.GetModel()], o.Metrics)
+			nodes++
 		}
 	}
 	counts := make(map[llmdiagv1.Status]int)
+	var (
+		stored int
+		errs   []error
+		fenced bool
+	)
 	for _, o := range obs {
 		if o.Metrics == nil {
 			continue
 		}
+		if ctx.Err() != nil || fenced {
+			// Past the refresh's deadline, or no longer the writer: every
+			// write left would fail the same way.
+			break
+		}
 		status, err := l.update(ctx, o, peersOf(o.Metrics, byModel[o.Metrics.GetModel()]))
 		if err != nil {
-			return err
+			l.log.Debug("node not stored", "node", o.Node.ID, "err", err)
+			errs = append(errs, err)
+			fenced = errors.Is(err, store.ErrFenced)
+			continue
 		}
+		stored++
 		counts[status]++
 	}
 	l.rec.SetNodeStatuses(counts)
-	return nil
+	removed, serr := l.sweep(ctx)
+	nodeSet.Removed = removed
+	if failed := nodes - stored; failed > 0 {
+		shown := errs[:min(len(errs), maxNodeErrors)]
+		if ctx.Err() != nil && len(errs) < failed {
+			shown = append(shown, fmt.Errorf("refresh deadline (%s): %w", l.cfg.Timeout, ctx.Err()))
+		}
+		return stored > 0, errors.Join(fmt.Errorf("%d of %d nodes not stored: %w", failed, nodes, errors.Join(shown...)), serr)
+	}
+	if serr != nil {
+		return true, serr
+	}
+	return true, nil
 }
 
 func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
@@ -291,12 +375,9 @@ func round32(v *float64) *float64 {
 // Restale returns a copy of m with staleness measured at now.
 func Restale(m *llmdiagv1.NodeMetrics, now time.Time, staleAfter time.Duration) *llmdiagv1.NodeMetrics {
 	m = proto.Clone(m).(*llmdiagv1.NodeMetrics)
-	age := now.Sub(m.GetObservedAt().AsTime())
-	if age < 0 {
-		age = 0
-	}
+	age, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, staleAfter)
 	m.Staleness = durationpb.New(age)
-	m.Stale = age > staleAfter
+	m.Stale = stale
 	return m
 }
 

@@ -52,6 +52,7 @@ func (r *nopRecorder) ObserveRefresh(_ time.Duration, err error) {
 	}
 }
 func (r *nopRecorder) SetNodeStatuses(map[llmdiagv1.Status]int) {}
+func (r *nopRecorder) ObserveNodeSet(refresh.NodeSet)           {}
 
 func TestLoopPublishesOnlyChanges(t *testing.T) {
 	now := time.Unix(1000, 0)

@@ -1,5 +1,5 @@
 // Package report renders a diagnosis for people: Markdown for chat tools
-// (a heading, the seed document's section-8 table, then the root cause with
+// (a heading, the table of findings, then the root cause with
 // its evidence, what was ruled out and what to do) and aligned plain text for
 // terminals, with the same content. Neither uses HTML.
 //

@@ -23,7 +23,7 @@ cat <<MSG
 llmdiag is starting on http://$listen, watching the simulated fleet in $fleet.
 Verdicts appear after the first refresh (a few seconds). Try, in another terminal:
 
-  $bin diagnose deepseek-v4-0                # the seed's section-8 diagnosis (--lang zh for Chinese)
+  $bin diagnose deepseek-v4-0                # decode-bound, see docs/verdict-rules.md (--lang zh for Chinese)
   grpcurl -plaintext $listen list            # gRPC with reflection
   curl -s -H 'Content-Type: application/json' -d '{"node":"deepseek-v4-0"}' \\
        http://$listen/llmdiag.v1.DiagnosisService/DiagnoseNode   # Connect JSON

@@ -85,10 +85,23 @@ func NewService(st store.Store, win source.Source, log *slog.Logger, now func() 
 	return &Service{st: st, win: win, log: log, now: now, cfg: cfg, done: doneCtx}
 }
 
-// ListNodes implements DiagnosisServiceHandler.
+// ListNodes implements DiagnosisServiceHandler: one page of the nodes
+// that pass the filters, sorted by id (see pages.go for paging).
 func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.ListNodesRequest]) (*connect.Response[llmdiagv1.ListNodesResponse], error) {
-	if _, ok := llmdiagv1.Engine_name[int32(req.Msg.GetEngine())]; !ok {
-		return nil, invalid("engine", fmt.Errorf("unknown value %d", req.Msg.GetEngine()))
+	msg := req.Msg
+	if _, ok := llmdiagv1.Engine_name[int32(msg.GetEngine())]; !ok {
+		return nil, invalid("engine", fmt.Errorf("unknown value %d", msg.GetEngine()))
+	}
+	if _, ok := llmdiagv1.Status_name[int32(msg.GetStatus())]; !ok {
+		return nil, invalid("status", fmt.Errorf("unknown value %d", msg.GetStatus()))
+	}
+	size, err := pageSize(msg.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	after, err := decodePageToken(msg)
+	if err != nil {
+		return nil, err
 	}
 	recs, err := s.st.List(ctx)
 	if err != nil {
@@ -98,13 +111,23 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 	now := s.now()
 	for _, r := range recs {
 		n := r.Node
-		if m := req.Msg.GetModel(); m != "" && n.GetModel() != m {
+		if after != "" && n.GetId() <= after {
 			continue
 		}
-		if e := req.Msg.GetEngine(); e != llmdiagv1.Engine_ENGINE_UNSPECIFIED && n.GetEngine() != e {
+		if m := msg.GetModel(); m != "" && n.GetModel() != m {
+			continue
+		}
+		if e := msg.GetEngine(); e != llmdiagv1.Engine_ENGINE_UNSPECIFIED && n.GetEngine() != e {
 			continue
 		}
 		s.markStale(r, now)
+		if st := msg.GetStatus(); st != llmdiagv1.Status_STATUS_UNSPECIFIED && n.GetStatus() != st {
+			continue
+		}
+		if len(out.Nodes) == size {
+			out.NextPageToken = encodePageToken(msg, out.Nodes[size-1].GetId())
+			break
+		}
 		out.Nodes = append(out.Nodes, n)
 	}
 	out.Degraded = s.degraded()
@@ -391,8 +414,9 @@ func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv
 // stale data would say (the refresh that would have said it has not run).
 func (s *Service) markStale(r *store.Record, now time.Time) {
 	n := r.Node
-	n.Staleness = age(r.Metrics, now)
-	if n.Staleness.AsDuration() > s.cfg.StaleAfter {
+	age, stale := metrics.Staleness(r.Metrics.GetObservedAt().AsTime(), now, s.cfg.StaleAfter)
+	n.Staleness = durationpb.New(age)
+	if stale {
 		n.Status, n.RootCause, n.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
 	}
 }
@@ -634,7 +658,7 @@ func (s *Service) syncStream(ctx context.Context, hub *fanout.Hub, opts fanout.S
 	// node on a replica whose copy lags), while their data is fresh.
 	rest := slices.SortedFunc(maps.Values(fromFeed), func(a, b *llmdiagv1.NodeHealth) int { return strings.Compare(a.GetNode(), b.GetNode()) })
 	for _, f := range rest {
-		if now.Sub(f.GetObservedAt().AsTime()) > s.cfg.StaleAfter {
+		if _, stale := metrics.Staleness(f.GetObservedAt().AsTime(), now, s.cfg.StaleAfter); stale {
 			continue
 		}
 		if err := initial(s.restale(f, now)); err != nil {
@@ -653,9 +677,9 @@ func (s *Service) syncStream(ctx context.Context, hub *fanout.Hub, opts fanout.S
 // measured at now, UNKNOWN and unroutable when too old, as markStale does.
 func (s *Service) restale(h *llmdiagv1.NodeHealth, now time.Time) *llmdiagv1.NodeHealth {
 	h = proto.CloneOf(h)
-	d := max(now.Sub(h.GetObservedAt().AsTime()), 0)
-	h.Staleness = durationpb.New(d)
-	if d > s.cfg.StaleAfter {
+	age, stale := metrics.Staleness(h.GetObservedAt().AsTime(), now, s.cfg.StaleAfter)
+	h.Staleness = durationpb.New(age)
+	if stale {
 		h.Status, h.RootCause, h.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
 	}
 	return h
@@ -702,14 +726,6 @@ func windowOr(w, def string) string {
 		return def
 	}
 	return w
-}
-
-func age(m *llmdiagv1.NodeMetrics, now time.Time) *durationpb.Duration {
-	d := now.Sub(m.GetObservedAt().AsTime())
-	if d < 0 {
-		d = 0
-	}
-	return durationpb.New(d)
 }
 
 func invalid(field string, err error) error {

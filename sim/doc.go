@@ -46,6 +46,7 @@
 // Nodes can be taken down (their listener closes: connection refused) on a
 // schedule or by SetDown, or made to serve a truncated or junk body
 // (Garbage) to exercise scrapers. Scenario returns ready-made fleets: the
-// seed document's DeepSeek/GLM/Kimi fleet, one fleet per failure mode, and
+// DeepSeek/GLM/Kimi fleet of the worked example (docs/verdict-rules.md),
+// one fleet per failure mode, and
 // one small node per schema.
 package sim

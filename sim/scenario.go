@@ -29,12 +29,13 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 
 // Scenario returns a ready-made fleet with stable node ids:
 //
-//   - seed: the seed document's fleet. deepseek-v4-0/1: vLLM, DP=8 TP=1
-//     EP=8 on H20, the DP ranks in lockstep, agentic traffic from 50
-//     closed-loop agent sessions (a shared 20k-token system prompt and tool
-//     definitions, then ~3k tokens of history and tool output; mostly tool
-//     calls, 5.5% long generations). Decode is slow per request: a ~90 ms
-//     step (H20 is compute-bound on MLA attention over long contexts), and
+//   - seed: the fleet of the worked example in docs/verdict-rules.md.
+//     deepseek-v4-0/1: vLLM, DP=8 TP=1 EP=8 on H20, the DP ranks in
+//     lockstep, agentic traffic from 50 closed-loop agent sessions (a
+//     shared 20k-token system prompt and tool definitions, then ~3k tokens
+//     of history and tool output; mostly tool calls, 5.5% long
+//     generations). Decode is slow per request: a ~90 ms step (H20 is
+//     compute-bound on MLA attention over long contexts), and
 //     every turn's prefill on any rank stalls all ranks, so a step takes
 //     ~330 ms on average, ~3 tok/s per request; ~40 requests decode at once
 //     while KV and queue stay low: decode-bound, not memory- or queue-bound.

@@ -17,7 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/sim"
 )
 
-// Bucket lists of reference/metric-definitions.md.
+// The engines' bucket lists, as docs/engine-metrics.md gives them.
 var (
 	refTTFT    = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560}
 	refITL     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}

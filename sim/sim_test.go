@@ -189,7 +189,7 @@ func check(t *testing.T, what string, ok bool, got any) {
 	}
 }
 
-// TestSeedPhysics checks the seed document's fleet after SeedWarmup, in
+// TestSeedPhysics checks the seed scenario's fleet after SeedWarmup, in
 // each of four consecutive 5-minute windows (llmdiag may read any of them)
 // and then five 1-minute windows. The DeepSeek DP nodes are decode-bound:
 // KV ≈ 0.3, queue ≈ 0, ~40 running, prompt ≈ 20,000 tok/s, generation
@@ -404,8 +404,8 @@ func bounds(m *dto.Metric) []float64 {
 	return b[:len(b)-1]
 }
 
-// TestExposition checks names, types, labels and buckets against
-// reference/metric-definitions.md.
+// TestExposition checks names, types, labels and buckets against the
+// engines' own (docs/engine-metrics.md).
 func TestExposition(t *testing.T) {
 	f := newScenario(t, "seed", 1)
 	f.Step(2 * time.Minute)

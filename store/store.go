@@ -84,6 +84,13 @@ type Store interface {
 	// token the feed no longer holds gives ErrTokenExpired.
 	Events(ctx context.Context, token string, max int, wait time.Duration) ([]Event, error)
 
+	// Sweep forgets every node not written (Put) for unseenFor, by the
+	// store's own clock, and returns the last record of each, sorted by node
+	// id: how nodes that left the fleet leave the store (the refresh loop
+	// sweeps on its cadence with the retention). A record whose data had
+	// already expired comes back with only its Node's id.
+	Sweep(ctx context.Context, unseenFor time.Duration) ([]*Record, error)
+
 	// Cached returns the value cached under key, or calls load, caches its
 	// result for ttl and returns it. Concurrent calls with the same key share
 	// one load. Errors are not cached.

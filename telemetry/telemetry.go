@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/refresh"
 )
 
 // Metrics are llmdiag's own metrics.
@@ -18,6 +19,10 @@ type Metrics struct {
 	refreshSeconds prometheus.Histogram
 	refreshErrors  prometheus.Counter
 	nodes          *prometheus.GaugeVec
+	nodesKept      prometheus.Gauge
+	nodesRefused   prometheus.Counter
+	nodesInvalid   prometheus.Counter
+	nodesRemoved   prometheus.Counter
 	now            func() time.Time
 }
 
@@ -46,9 +51,26 @@ func New(reg prometheus.Registerer, now func() time.Time) (*Metrics, error) {
 			Name: "llmdiag_nodes",
 			Help: "Nodes by status after the last refresh.",
 		}, []string{"status"}),
+		nodesKept: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "llmdiag_nodes_kept",
+			Help: "Nodes the refresh loop keeps after the last refresh (at most --max-nodes).",
+		}),
+		nodesRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmdiag_nodes_refused_total",
+			Help: "New nodes refused because --max-nodes nodes were kept, counted once per refresh that refused them.",
+		}),
+		nodesInvalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmdiag_nodes_invalid_id_total",
+			Help: "Observations skipped because their node id is not a valid id, counted once per refresh.",
+		}),
+		nodesRemoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmdiag_nodes_removed_total",
+			Help: "Nodes forgotten because their source had not presented them for --retention.",
+		}),
 		now: now,
 	}
-	for _, c := range []prometheus.Collector{m.rpcs, m.rpcLatency, m.refreshSeconds, m.refreshErrors, m.nodes} {
+	for _, c := range []prometheus.Collector{m.rpcs, m.rpcLatency, m.refreshSeconds, m.refreshErrors, m.nodes,
+		m.nodesKept, m.nodesRefused, m.nodesInvalid, m.nodesRemoved} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -72,6 +94,16 @@ func (m *Metrics) SetNodeStatuses(counts map[llmdiagv1.Status]int) {
 		}
 		m.nodes.WithLabelValues(name).Set(float64(counts[llmdiagv1.Status(v)]))
 	}
+}
+
+// ObserveNodeSet records what a refresh did to the node set. Nodes are
+// counted, never named: no metric has a node label, so nodes joining and
+// leaving never grow the registry.
+func (m *Metrics) ObserveNodeSet(ns refresh.NodeSet) {
+	m.nodesKept.Set(float64(ns.Kept))
+	m.nodesRefused.Add(float64(ns.Refused))
+	m.nodesInvalid.Add(float64(ns.Invalid))
+	m.nodesRemoved.Add(float64(len(ns.Removed)))
 }
 
 // Interceptor counts and times every RPC.

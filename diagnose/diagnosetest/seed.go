@@ -1,6 +1,7 @@
 // Package diagnosetest holds inputs for tests of diagnose and of the packages
-// that render or serve its verdicts: above all the seed document's section-8
-// node, the product's first acceptance case.
+// that render or serve its verdicts: above all the decode-bound DeepSeek v4
+// node of the worked example in docs/verdict-rules.md, the product's first
+// acceptance case.
 package diagnosetest
 
 import (
@@ -28,9 +29,9 @@ func VLLMTTFTBuckets() []float64 {
 	return []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640, 2560, math.Inf(1)}
 }
 
-// SeedMetrics is the seed's DeepSeek v4 node over a 5-minute window: KV ~30%,
-// no queue, ~20,000 tok/s prefill, ~121 tok/s decode over 40 running requests
-// (~3 tok/s each), E2E P99 13.3 min.
+// SeedMetrics is the worked example's DeepSeek v4 node over a 5-minute
+// window: KV ~30%, no queue, ~20,000 tok/s prefill, ~121 tok/s decode over
+// 40 running requests (~3 tok/s each), E2E P99 13.3 min.
 //
 // The percentiles are what histogram_quantile gives for the bucket counts
 // (10,000 requests in the window), for example for E2E on vLLM's

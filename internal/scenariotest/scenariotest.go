@@ -115,6 +115,7 @@ type nopRecorder struct{}
 
 func (nopRecorder) ObserveRefresh(time.Duration, error)      {}
 func (nopRecorder) SetNodeStatuses(map[llmdiagv1.Status]int) {}
+func (nopRecorder) ObserveNodeSet(refresh.NodeSet)           {}
 
 // Run runs one scenario in one schema and returns every node's readings.
 func Run(ctx context.Context, o Options) (*Result, error) {

@@ -1,7 +1,8 @@
 // Package testkit is llmdiag's one kit of test helpers, so that packages do
 // not each keep a copy: waiting on a condition with an overall deadline
 // (Eventually), a buffer safe to write from one goroutine and read from
-// another (SyncBuffer), and the conventions every test of a real part
+// another (SyncBuffer), a loopback address that refuses connections
+// (ClosedAddr), and the conventions every test of a real part
 // follows.
 //
 // Waits poll a condition rather than sleeping for a guessed time: a test

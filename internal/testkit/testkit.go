@@ -3,6 +3,7 @@ package testkit
 import (
 	"bytes"
 	"flag"
+	"net"
 	"os"
 	"sync"
 	"testing"
@@ -111,4 +112,17 @@ func golden(t testing.TB, path string, got []byte, update bool) {
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from the golden file (check the change, then run go test -update):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
+}
+
+// ClosedAddr is a loopback host:port nothing listens on (a listener opened
+// and closed): connecting to it is refused.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

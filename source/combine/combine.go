@@ -11,7 +11,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
 )
 
@@ -21,7 +21,9 @@ type Combined struct {
 	Gauges  source.Source // direct scrape
 }
 
-// Refresh refreshes both sides concurrently and joins them by node id.
+// Refresh refreshes both sides concurrently and joins them by node id. One
+// side failing as a whole leaves the other's nodes, with the failure in
+// their warnings; only both failing fails the refresh.
 func (c Combined) Refresh(ctx context.Context, window string) ([]source.Observation, error) {
 	var (
 		wg           sync.WaitGroup
@@ -43,9 +45,16 @@ func (c Combined) Refresh(ctx context.Context, window string) ([]source.Observat
 	}
 	out := make([]source.Observation, 0, len(hist)+len(gauges))
 	for _, o := range hist {
-		if g, ok := scraped[o.Node.ID]; ok {
-			delete(scraped, o.Node.ID)
+		g, ok := scraped[o.Node.ID]
+		delete(scraped, o.Node.ID)
+		switch {
+		case ok && o.Metrics == nil: // the history source has nothing yet
+			o = g
+		case ok:
 			o = join(o, g)
+		case gerr != nil && o.Metrics != nil:
+			o.Metrics = proto.Clone(o.Metrics).(*llmdiagv1.NodeMetrics)
+			o.Metrics.Warnings = append(o.Metrics.Warnings, fmt.Sprintf("direct scrapes unavailable, gauges from the history source: %v", gerr))
 		}
 		out = append(out, o)
 	}
@@ -88,10 +97,7 @@ func join(h, g source.Observation) source.Observation {
 	if gm.KvCapacityTokens != nil {
 		m.KvCapacityTokens = gm.KvCapacityTokens
 	}
-	m.DecodeTokensPerSecondPerRequest = nil
-	if r, run := m.GenerationTokensPerSecond, m.Running; r != nil && run != nil && *run > 0 {
-		m.DecodeTokensPerSecondPerRequest = sample.F(*r / *run)
-	}
+	m.DecodeTokensPerSecondPerRequest = metrics.DecodePerRequest(m.GenerationTokensPerSecond, m.Running)
 	if gm.GetObservedAt().AsTime().After(m.GetObservedAt().AsTime()) {
 		m.ObservedAt, m.Staleness, m.Stale = gm.ObservedAt, gm.Staleness, gm.Stale
 	}

@@ -95,3 +95,31 @@ func TestPrometheusDownKeepsScrapedNodes(t *testing.T) {
 		t.Fatal("both down must fail the refresh")
 	}
 }
+
+func TestScrapeDownKeepsPrometheusNodes(t *testing.T) {
+	boom := errors.New("scrape refresh cancelled")
+	prom := fake{obs: []source.Observation{
+		obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)}),
+		{Node: fleet.Node{ID: "not-yet"}}, // known to Prometheus, nothing read yet
+	}}
+	got, err := combine.Combined{History: prom, Gauges: fake{err: boom}}.Refresh(context.Background(), "5m")
+	if err != nil || len(got) != 2 {
+		t.Fatalf("got %v, %v; want both Prometheus nodes", got, err)
+	}
+	if a := got[0].Metrics; a.GetQueue() != 1 || !strings.Contains(strings.Join(a.GetWarnings(), ""), "scrape refresh cancelled") {
+		t.Fatalf("a: %v; want Prometheus's gauges with the scrape's failure in its warnings", a)
+	}
+	if len(prom.obs[0].Metrics.GetWarnings()) != 0 {
+		t.Fatal("the warning was written into the history source's own observation")
+	}
+	if got[1].Node.ID != "not-yet" || got[1].Metrics != nil {
+		t.Fatalf("not-yet: %v", got[1])
+	}
+
+	// A node Prometheus has nothing for yet takes the scrape's reading.
+	scrape := fake{obs: []source.Observation{obs("not-yet", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(4)})}}
+	got, err = combine.Combined{History: prom, Gauges: scrape}.Refresh(context.Background(), "5m")
+	if err != nil || len(got) != 2 || got[1].Metrics.GetQueue() != 4 {
+		t.Fatalf("got %v, %v; want not-yet from the scrape", got, err)
+	}
+}

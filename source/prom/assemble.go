@@ -38,8 +38,14 @@ type assembly struct {
 	engines    []*engineState
 	firstErr   error
 	identityOK bool // some identity query succeeded
-	identities int  // identity queries failed or succeeded
+	// invalid are node ids that fail fleet.ValidID, skipped (at most
+	// maxInvalid kept; nInvalid counts them all).
+	invalid  map[string]bool
+	nInvalid int
 }
+
+// maxInvalid bounds the invalid node ids an assembly remembers.
+const maxInvalid = 1024
 
 // engineState is what the queries of one engine told.
 type engineState struct {
@@ -52,6 +58,9 @@ type engineState struct {
 	warns map[string][]string
 	// nconc bounds the concepts of m, for per-node arrays.
 	nconc int
+	// identified: the engine's identity query succeeded; only then are its
+	// nodes reported.
+	identified bool
 }
 
 // nodeState is what the queries told about one node of one engine.
@@ -59,6 +68,8 @@ type nodeState struct {
 	id         string
 	live       bool    // in the identity result: has series now
 	vanished   bool    // had series within the lookback, has none now
+	down       bool    // up == 0 in a job serving the engine
+	scrapeErr  string  // Prometheus's last scrape error of the target
 	lastScrape float64 // Unix seconds of its newest series; 0 unknown
 	model      string
 	modelRank  int // index in engineState.modelNames of model's label
@@ -111,7 +122,7 @@ type hist struct {
 }
 
 func newAssembly(cfg Config, lifetime bool, window string, dur time.Duration, t time.Time) *assembly {
-	a := &assembly{cfg: cfg, lifetime: lifetime, window: window, t: t}
+	a := &assembly{cfg: cfg, lifetime: lifetime, window: window, t: t, invalid: map[string]bool{}}
 	if !lifetime {
 		a.seconds = dur.Seconds()
 	}
@@ -138,9 +149,21 @@ func (a *assembly) engineOf(e llmdiagv1.Engine) *engineState {
 	return nil
 }
 
-func (es *engineState) nodeOf(id string) *nodeState {
+// nodeOf returns the state of node id, created on first use; nil when id
+// is not a valid node id (fleet.ValidID), which is counted in a.
+func (a *assembly) nodeOf(es *engineState, id string) *nodeState {
 	ns := es.nodes[id]
 	if ns == nil {
+		if a.invalid[id] {
+			return nil
+		}
+		if !fleet.ValidID(id) {
+			if len(a.invalid) < maxInvalid {
+				a.invalid[id] = true
+			}
+			a.nInvalid++
+			return nil
+		}
 		ns = &nodeState{
 			id:        id,
 			modelRank: len(es.modelNames),
@@ -161,11 +184,55 @@ func (a *assembly) fail(q query, err error) {
 	if a.firstErr == nil {
 		a.firstErr = err
 	}
-	if q.shape == shapeIdentity {
-		a.identities++
-	}
 	es := a.engineOf(q.engine)
 	es.errs = append(es.errs, fmt.Sprintf("%s: %v", q.what(), err))
+}
+
+// engineErr records an error that concerns every node of es.
+func (a *assembly) engineErr(es *engineState, msg string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	es.errs = append(es.errs, msg)
+}
+
+// enginesWithNodes are the engines whose identity found nodes.
+func (a *assembly) enginesWithNodes() []llmdiagv1.Engine {
+	var out []llmdiagv1.Engine
+	for _, es := range a.engines {
+		if n, _ := a.census(es); es.identified && n > 0 {
+			out = append(out, es.m.Engine)
+		}
+	}
+	return out
+}
+
+// census counts the nodes es has so far, and those not live.
+func (a *assembly) census(es *engineState) (nodes, notLive int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, ns := range es.nodes {
+		if ns.live || ns.vanished || ns.down {
+			nodes++
+			if !ns.live {
+				notLive++
+			}
+		}
+	}
+	return nodes, notLive
+}
+
+// targetErrs records Prometheus's last scrape error of the targets whose
+// node label is a key of errs on the nodes that are not live.
+func (a *assembly) targetErrs(errs map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, es := range a.engines {
+		for id, ns := range es.nodes {
+			if e := errs[id]; e != "" && !ns.live {
+				ns.scrapeErr = e
+			}
+		}
+	}
 }
 
 // add reads the result of q.
@@ -174,8 +241,8 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 	defer a.mu.Unlock()
 	es := a.engineOf(q.engine)
 	if q.shape == shapeIdentity {
-		a.identities++
 		a.identityOK = true
+		es.identified = true
 	}
 	for _, w := range warnings {
 		es.warns[w] = append(es.warns[w], q.what())
@@ -211,21 +278,28 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 		if id == "" {
 			continue
 		}
-		if ns == nil || id != lastID {
-			ns, lastID = es.nodeOf(id), id
+		if i == 0 || id != lastID {
+			ns, lastID = a.nodeOf(es, id), id
+		}
+		if ns == nil {
+			continue
 		}
 		v := vec.vs[i]
 		switch q.shape {
 		case shapeIdentity:
-			ns.live = true
-			ns.lastScrape = max(ns.lastScrape, v)
-			ns.dp = addDistinct(ns.dp, ls, dpAt)
-			ns.tp = addDistinct(ns.tp, ls, tpAt)
-			ns.pp = addDistinct(ns.pp, ls, ppAt)
-			ns.ep = addDistinct(ns.ep, ls, epAt)
-			ns.readModel(ls, modelAt)
-		case shapeVanished:
-			ns.vanished = true
+			switch {
+			case v == identityDown:
+				ns.down = true
+			case v == identityVanished:
+				ns.vanished = true
+			default:
+				ns.live = true
+				ns.lastScrape = max(ns.lastScrape, v)
+				ns.dp = addDistinct(ns.dp, ls, dpAt)
+				ns.tp = addDistinct(ns.tp, ls, tpAt)
+				ns.pp = addDistinct(ns.pp, ls, ppAt)
+				ns.ep = addDistinct(ns.ep, ls, epAt)
+			}
 			ns.readModel(ls, modelAt)
 		case shapeNode, shapeHistSum, shapeHistCount:
 			if !finite(v) {
@@ -421,9 +495,19 @@ func (a *assembly) observations() []source.Observation {
 	}
 	best := map[string]pick{}
 	for _, es := range a.engines {
+		if !es.identified {
+			// Without identity no node of the engine is known: data that
+			// arrived for it is not enough to say a node exists.
+			continue
+		}
 		// Queries finish in any order: keep the output deterministic.
 		slices.Sort(es.errs)
 		for id, ns := range es.nodes {
+			if !ns.live && !ns.vanished && !ns.down {
+				// In a data query only (a rate over the window of a node
+				// gone longer than the lookback): not a node now.
+				continue
+			}
 			slices.Sort(ns.errs)
 			sc := ns.score()
 			if p, ok := best[id]; !ok || sc > p.score {
@@ -448,13 +532,13 @@ func (a *assembly) observations() []source.Observation {
 
 // finish computes one node's indicators.
 func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetrics, *sample.Sample) {
-	up := ns.live || !ns.vanished
+	up := ns.live
 	observed := a.t
 	if ns.live && ns.lastScrape > 0 {
 		sec, frac := math.Modf(ns.lastScrape)
 		observed = time.Unix(int64(sec), int64(math.Round(frac*1e3))*1e6).UTC()
 	}
-	staleness := max(a.t.Sub(observed), 0)
+	staleness, stale := metrics.Staleness(observed, a.t, a.cfg.StaleAfter)
 	nm := &llmdiagv1.NodeMetrics{
 		Node:       ns.id,
 		Model:      ns.model,
@@ -462,7 +546,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		Window:     a.window,
 		ObservedAt: timestamppb.New(observed),
 		Staleness:  durationpb.New(staleness),
-		Stale:      staleness > a.cfg.StaleAfter,
+		Stale:      stale,
 		Up:         up,
 		Warnings:   es.warnings(),
 	}
@@ -501,9 +585,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.PreemptionsPerSecond = rate(engine.Preemptions)
 	nm.RequestsPerSecond = rate(engine.RequestsFinished)
 	nm.AbortedRequestsPerSecond = rate(engine.RequestsAborted)
-	if g, run := nm.GenerationTokensPerSecond, nm.Running; g != nil && run != nil && *run > 0 {
-		nm.DecodeTokensPerSecondPerRequest = sample.F(*g / *run)
-	}
+	nm.DecodeTokensPerSecondPerRequest = metrics.DecodePerRequest(nm.GenerationTokensPerSecond, nm.Running)
 	dist := func(c engine.Concept, sum, count engine.Concept) *llmdiagv1.Distribution {
 		if d := a.distribution(ns, c); d != nil {
 			return d
@@ -516,7 +598,13 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.TimePerOutputToken = dist(engine.TPOT, -1, -1)
 	nm.QueueTime = dist(engine.QueueTime, engine.QueueTimeSum, engine.QueueTimeCount)
 	nm.Errors = slices.Concat(es.errs, ns.errs)
-	if !up {
+	switch {
+	case up:
+	case ns.scrapeErr != "":
+		nm.Errors = append(nm.Errors, "prometheus cannot scrape the target (up == 0): "+ns.scrapeErr)
+	case ns.down:
+		nm.Errors = append(nm.Errors, "prometheus cannot scrape the target (up == 0); its last error is not known")
+	default:
 		nm.Errors = append(nm.Errors, fmt.Sprintf("no series at %s: target down or no longer exporting", a.t.UTC().Format(time.RFC3339)))
 	}
 

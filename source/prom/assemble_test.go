@@ -46,8 +46,8 @@ func TestAssemblyEngineChoice(t *testing.T) {
 	for _, e := range []llmdiagv1.Engine{vllm, dynamo} {
 		m, _ := engine.Lookup(e)
 		id, _ := b.identity(m)
-		k := len(id[0].want)
-		a.add(id[0], vec(k, append(append([]any{"x"}, anys(k-1, "")...), ts), append(append([]any{"y"}, anys(k-1, "")...), ts)), nil)
+		k := len(id.want)
+		a.add(id, vec(k, append(append([]any{"x"}, anys(k-1, "")...), ts), append(append([]any{"y"}, anys(k-1, "")...), ts)), nil)
 		data, _ := b.data(m)
 		for _, q := range data {
 			if q.shape != shapeNode {
@@ -65,6 +65,16 @@ func TestAssemblyEngineChoice(t *testing.T) {
 	}
 }
 
+// identify adds an identity result to a that lists the nodes ids of e as
+// live, scraped at testNow.
+func identify(a *assembly, e llmdiagv1.Engine, ids ...string) {
+	rows := make([][]any, len(ids))
+	for i, id := range ids {
+		rows[i] = []any{id, float64(testNow.Unix())}
+	}
+	a.add(query{engine: e, shape: shapeIdentity, want: []string{"instance"}}, vec(1, rows...), nil)
+}
+
 func anys(n int, v any) []any {
 	out := make([]any, n)
 	for i := range out {
@@ -79,6 +89,7 @@ func TestAssemblyRuns(t *testing.T) {
 	q := func(sh shape, c engine.Concept, run int, want ...string) query {
 		return query{engine: e, shape: sh, concept: c, run: run, want: want}
 	}
+	identify(a, e, "n")
 	// A later run does not replace an earlier one; an earlier one does.
 	a.add(q(shapeNode, engine.Queue, 1, "instance"), vec(1, []any{"n", 7.0}), nil)
 	a.add(q(shapeNode, engine.Queue, 0, "instance"), vec(1, []any{"n", 3.0}), nil)
@@ -123,6 +134,7 @@ func TestAssemblyTotals(t *testing.T) {
 	q := func(c engine.Concept) query {
 		return query{engine: triton, shape: shapeNode, concept: c, want: []string{"instance"}}
 	}
+	identify(a, triton, "t")
 	// 2 requests/s taking 1.5 s/s in all: a mean of 0.75 s, 600 requests in 5m.
 	a.add(q(engine.E2ESum), vec(1, []any{"t", 1.5}), nil)
 	a.add(q(engine.E2ECount), vec(1, []any{"t", 2.0}), nil)

@@ -34,8 +34,10 @@ type Config struct {
 	// basic authentication.
 	Headers map[string]string
 	TLS     TLSConfig
-	// Timeout bounds every query (default 10s); it is also sent to
-	// Prometheus as the query's timeout.
+	// Timeout bounds every query (default 10s); a context deadline closer
+	// than that bounds it too, less a tenth kept for assembling what
+	// arrived (see the package doc). The bound is also sent to Prometheus
+	// as the query's timeout.
 	Timeout time.Duration
 	// Concurrency bounds the queries in flight (default 8).
 	Concurrency int
@@ -53,7 +55,10 @@ type Config struct {
 	// of 10,000 vLLM nodes answers ~12 MB).
 	MaxBodyBytes int64
 	// Lookback is how long a node that stopped reporting is still listed,
-	// as down (default 10m; negative: not at all).
+	// as down, and how recently a job must have served an engine's families
+	// for its targets with up == 0 to be listed down (default 10m;
+	// negative: vanished nodes are not listed, and only jobs serving the
+	// families now count).
 	Lookback time.Duration
 }
 

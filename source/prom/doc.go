@@ -1,16 +1,25 @@
 // Package prom reads the fleet from the Prometheus HTTP API: the
-// production source of llmdiag (DESIGN.md, "Sources").
+// production source of llmdiag.
 //
 // A refresh issues a fixed set of instant queries per engine of the mapping
 // table (engine.Engines), each covering every node of that engine at once:
 //
-//   - identity: max by (node, dp, tp, model labels) (timestamp(gauges)): which
-//     nodes exist, their model, their data- and tensor-parallel degree (the
-//     distinct values of Mapping.DPLabel and TPLabel) and when each was last
-//     scraped;
-//   - vanished: the nodes that had the engine's queue gauge within
-//     Config.Lookback but have no series now (target down or gone): they are
-//     reported with Up false;
+//   - identity: which nodes exist, one query per engine in three parts
+//     joined with or on (node). Live nodes: max by (node, dp, tp, model
+//     labels) (timestamp(…)) over every family of the engine — gauges,
+//     counters and histograms' _count alike, so that an engine exporting no
+//     gauge (trtllm-serve) is found — with their model, data- and
+//     tensor-parallel degree (the distinct values of Mapping.DPLabel and
+//     TPLabel) and when each was last scraped. Down nodes: up == 0 in a job
+//     that served the engine's families within Config.Lookback, so that a
+//     target Prometheus never scraped is found too. Vanished nodes: those
+//     with the engine's series within the lookback and none now (target gone
+//     from service discovery, or no longer exporting). Down and vanished
+//     nodes are reported with Up false; for them the targets API
+//     (/api/v1/targets?state=active, one request) gives Prometheus's last
+//     scrape error where the server has it (Prometheus does, Thanos and
+//     Mimir do not), which goes into NodeMetrics.errors. A node gone from
+//     Prometheus for longer than the lookback is no longer reported;
 //   - per number concept, one value per node: gauges aggregated with
 //     sum/avg/max by (node) as Source.Agg says (per rank, see below, for
 //     engines with ranks), counters as
@@ -50,12 +59,30 @@
 // time since Mapping.Created (absent where the engine does not say).
 //
 // Every query is evaluated at one timestamp: now, or now − offset for
-// Source.Window. Each has its own deadline (Config.Timeout). A query that
-// fails leaves its concept absent, with an error, on every node of its
-// engine; Prometheus warnings go into NodeMetrics.warnings of every node the
-// query covered. When no query at all succeeds Refresh returns an error, and
-// the refresh loop keeps the last good records, which go stale by
+// Source.Window. Queries are sent at most Config.Concurrency at a time, most
+// important first: identity, then each engine's queue, running and KV
+// gauges (the engines take turns), then the buckets, then the rest. The data
+// queries of an engine go out when its identity reports nodes, or at once
+// for the engines that had nodes at the last refresh.
+//
+// Each query has its own deadline, strictly shorter than the refresh's:
+// Config.Timeout, or, when the context has a deadline, the time left until
+// nine tenths of it (the last tenth is kept for assembling and storing what
+// arrived). No query is sent with less time left than a twentieth of that
+// span, or than the queries of the refresh have taken on average. A query
+// that fails, times out or is not sent leaves its concept absent, with the
+// error (a timeout named as such), on every node of its engine; what
+// arrived is used. Prometheus warnings go into NodeMetrics.warnings of
+// every node the query covered. Refresh returns an error (ErrNoData) when
+// no identity query succeeded, or when no data query did while some failed:
+// the refresh loop then keeps the last good records, which go stale by
 // themselves.
+//
+// A node is reported only when an identity query found it; node ids must
+// be valid fleet ids (fleet.ValidID: 1–128 letters, digits and ._:/-,
+// starting with a letter or digit). Series with another id are skipped,
+// counted (Source.InvalidNodeIDs) and logged once at warn level with a few
+// examples, later at debug level.
 //
 // Node ids and every other value that reaches PromQL go through one function,
 // labelMatcher, which validates and quotes them (FuzzQueryBuilder parses the

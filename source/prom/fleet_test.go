@@ -74,7 +74,7 @@ func synthBodies(qs []query, nodes []synthNode, at time.Time) map[string]canned 
 		}
 		m, _ := engine.Lookup(q.engine)
 		for i, n := range nodes {
-			if n.eng != q.engine || q.shape == shapeVanished {
+			if n.eng != q.engine {
 				continue
 			}
 			inst := `"instance":"` + n.id + `"`
@@ -173,8 +173,8 @@ func TestQueryBudget(t *testing.T) {
 	if counts[10] != counts[1000] {
 		t.Errorf("queries per refresh: %d for 10 nodes, %d for 1,000", counts[10], counts[1000])
 	}
-	// Identity and vanished of every engine, then the data of vLLM and SGLang.
-	want := 2 * len(engine.Engines())
+	// The identity of every engine, then the data of vLLM and SGLang.
+	want := len(engine.Engines())
 	for _, e := range []llmdiagv1.Engine{llmdiagv1.Engine_ENGINE_VLLM, llmdiagv1.Engine_ENGINE_SGLANG} {
 		m, _ := engine.Lookup(e)
 		qs, err := defaultBuilder("5m").data(m)

@@ -34,7 +34,7 @@ func TestRealPrometheus(t *testing.T) {
 	want := map[string]*sample.Sample{}
 	var targets []string
 	for _, f := range files {
-		body, err := os.ReadFile(filepath.Join("..", "engine", "testdata", f))
+		body, err := os.ReadFile(filepath.Join("..", "..", "engine", "testdata", f))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,11 +67,10 @@ func labelMatcher(name, op, value string) (string, error) {
 type shape int
 
 const (
-	// shapeIdentity: last scrape time per node and combination of the DP,
-	// TP and model labels.
+	// shapeIdentity: per node and combination of the DP, TP and model
+	// labels, the last scrape time, or what became of the node
+	// (builder.identity).
 	shapeIdentity shape = iota
-	// shapeVanished: nodes that stopped reporting, with their model labels.
-	shapeVanished
 	// shapeNode: one value per node.
 	shapeNode
 	// shapeReplica: one value per node and replica (Mapping.ReplicaLabels).
@@ -93,9 +92,14 @@ const (
 	shapeRanked
 )
 
-var shapeNames = [...]string{"identity", "vanished", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked"}
+var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked"}
 
-func (s shape) String() string { return shapeNames[s] }
+func (s shape) String() string {
+	if s < 0 || int(s) >= len(shapeNames) {
+		return "targets"
+	}
+	return shapeNames[s]
+}
 
 // query is one PromQL instant query of a refresh.
 type query struct {
@@ -113,12 +117,15 @@ type query struct {
 	// first.
 	want []string
 	expr string
+	// seq is the query's rank among its engine's in a read's queue: the
+	// engines take turns within a priority (cycle).
+	seq int
 }
 
 // what names the query in errors and warnings.
 func (q query) what() string {
 	switch q.shape {
-	case shapeIdentity, shapeVanished, shapeCreated:
+	case shapeIdentity, shapeCreated:
 		return q.shape.String()
 	case shapeBuckets, shapeHistSum, shapeHistCount:
 		return q.concept.String() + " " + q.shape.String()
@@ -375,20 +382,23 @@ func (b builder) modelLabels(m *engine.Mapping) []string {
 	return uniq(slices.Concat([]string{m.ModelLabel}, m.ModelLabelFallbacks, b.models)...)
 }
 
-// gaugeSources are the sources whose series tell that a node of m exists:
-// those of Kind Gauge (operands included), else counters, else histograms'
-// _count.
-func gaugeSources(m *engine.Mapping, concepts []engine.Concept) []engine.Source {
-	var gauges, counters, hists []engine.Source
+// familySources are the sources whose series tell that a node of m exists:
+// every family of concepts (operands included): gauges, counters, and the
+// _count of histograms (one series per node and label set, where the
+// buckets have one per bound), without the sources' label matchers: any
+// series of the family tells. An engine that exports no gauge at all
+// (trtllm-serve) is found by its counters and histograms.
+func familySources(m *engine.Mapping, concepts []engine.Concept) []engine.Source {
+	var out []engine.Source
 	var walk func(src engine.Source)
 	walk = func(src engine.Source) {
 		switch src.Kind {
-		case engine.Gauge:
-			gauges = append(gauges, src)
-		case engine.Counter:
-			counters = append(counters, src)
+		case engine.Gauge, engine.Info, engine.Counter:
+			out = append(out, engine.Source{Family: src.Family})
 		case engine.Histogram, engine.HistogramCount:
-			hists = append(hists, engine.Source{Family: src.Family + "_count", Match: src.Match, MatchAny: src.MatchAny})
+			out = append(out, engine.Source{Family: src.Family + "_count"})
+		case engine.HistogramSum:
+			out = append(out, engine.Source{Family: src.Family + "_sum"})
 		case engine.Product, engine.Difference:
 			for _, o := range src.Operands {
 				walk(o)
@@ -400,13 +410,7 @@ func gaugeSources(m *engine.Mapping, concepts []engine.Concept) []engine.Source 
 			walk(src)
 		}
 	}
-	switch {
-	case len(gauges) > 0:
-		return gauges
-	case len(counters) > 0:
-		return counters
-	}
-	return hists
+	return out
 }
 
 // selectors returns the distinct selectors of srcs.
@@ -429,58 +433,104 @@ func concepts(m *engine.Mapping) []engine.Concept {
 	return slices.Sorted(maps.Keys(m.Concepts))
 }
 
-// identity returns the queries that find m's nodes: identity and, with a
-// lookback, vanished.
-func (b builder) identity(m *engine.Mapping) ([]query, error) {
-	all := concepts(m)
-	sels, err := b.selectors(gaugeSources(m, all))
+// jobLabel is the label Prometheus gives every series of a scrape job,
+// and up.
+const jobLabel = "job"
+
+// Values of an identity query's samples besides the last scrape time.
+const (
+	// identityVanished: the node had series of the engine within the
+	// lookback and has none now.
+	identityVanished = 0
+	// identityDown: up == 0 for the node, in a job that served the
+	// engine's families within the lookback.
+	identityDown = -1
+)
+
+// identity returns the query that finds m's nodes, one sample per node and
+// combination of the DP, TP, PP, EP and model labels. Its value tells what
+// became of the node:
+//
+//   - > 0: the time of its newest series (Unix seconds), from every family
+//     of m (familySources): the node is live;
+//   - identityDown: Prometheus's last scrape of the target failed
+//     (up == 0), and its job served m's families within the lookback (so
+//     that a target never scraped successfully is found too);
+//   - identityVanished: the node had m's series within the lookback and
+//     has none now (target gone from service discovery, or no longer
+//     exporting).
+//
+// The three parts are joined with or on (node), in that order: each node
+// reads the first that has it. Without a lookback the down part looks at
+// the jobs serving m now, and there is no vanished part.
+func (b builder) identity(m *engine.Mapping) (query, error) {
+	sels, err := b.selectors(familySources(m, concepts(m)))
 	if err != nil {
-		return nil, err
+		return query{}, err
 	}
 	if len(sels) == 0 {
-		return nil, fmt.Errorf("engine %s: no family to find nodes by", m.Engine)
+		return query{}, fmt.Errorf("engine %s: no family to find nodes by", m.Engine)
 	}
-	by, err := labelList(uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel, m.PPLabel, m.EPLabel}, b.modelLabels(m))...)...)
+	want := uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel, m.PPLabel, m.EPLabel}, b.modelLabels(m))...)
+	by, err := labelList(want...)
 	if err != nil {
-		return nil, err
+		return query{}, err
+	}
+	node, err := labelList(b.node)
+	if err != nil {
+		return query{}, err
 	}
 	ts := make([]string, len(sels))
 	for i, s := range sels {
 		ts[i] = "timestamp(" + s + ")"
 	}
-	qs := []query{{
-		engine: m.Engine,
-		shape:  shapeIdentity,
-		want:   uniq(slices.Concat([]string{b.node, m.DPLabel, m.TPLabel, m.PPLabel, m.EPLabel}, b.modelLabels(m))...),
-		expr:   "max by (" + by + ") (" + strings.Join(ts, " or ") + ")",
-	}}
-	if b.lookback == "" {
-		return qs, nil
-	}
-	// The queue gauge (else the first family found) is enough to tell that
-	// a node stopped reporting: every family of a target goes stale at once.
-	vs := gaugeSources(m, []engine.Concept{engine.Queue})
-	if len(vs) == 0 {
-		vs = gaugeSources(m, all)
-	}
-	if sels, err = b.selectors(vs); err != nil {
-		return nil, err
-	}
-	by, err = labelList(uniq(slices.Concat([]string{b.node}, b.modelLabels(m))...)...)
+	up, err := b.sel("up", nil)
 	if err != nil {
-		return nil, err
+		return query{}, err
 	}
+	jobs := strings.Join(sels, " or ")
+	if b.lookback != "" {
+		jobs = b.lastOverTime(sels)
+	}
+	expr := "max by (" + by + ") (" + strings.Join(ts, " or ") + ")" +
+		" or on (" + node + ") (max by (" + node + ") (" + up + " == 0 and on (" + jobLabel + ") group by (" + jobLabel + ") (" + jobs + ")) - 1)"
+	if b.lookback != "" {
+		v, err := b.vanished(m)
+		if err != nil {
+			return query{}, err
+		}
+		expr += " or on (" + node + ") (" + v + ") * 0"
+	}
+	return query{engine: m.Engine, shape: shapeIdentity, want: want, expr: expr}, nil
+}
+
+// lastOverTime joins last_over_time of sels over the lookback with or.
+func (b builder) lastOverTime(sels []string) string {
 	last := make([]string, len(sels))
 	for i, s := range sels {
 		last[i] = "last_over_time(" + s + "[" + b.lookback + "])"
 	}
-	return append(qs, query{
-		engine: m.Engine,
-		shape:  shapeVanished,
-		want:   uniq(slices.Concat([]string{b.node}, b.modelLabels(m))...),
-		expr: "group by (" + by + ") (" + strings.Join(last, " or ") + ") unless on (" + b.node + ") (" +
-			strings.Join(sels, " or ") + ")",
-	}), nil
+	return strings.Join(last, " or ")
+}
+
+// vanished is the PromQL of the nodes that had series of m's families
+// within the lookback and have none now, one series of value 1 per node
+// and model label, labelled with the node and model labels. b.lookback must
+// be set.
+func (b builder) vanished(m *engine.Mapping) (string, error) {
+	sels, err := b.selectors(familySources(m, concepts(m)))
+	if err != nil {
+		return "", err
+	}
+	if len(sels) == 0 {
+		return "", fmt.Errorf("engine %s: no family to find nodes by", m.Engine)
+	}
+	by, err := labelList(uniq(slices.Concat([]string{b.node}, b.modelLabels(m))...)...)
+	if err != nil {
+		return "", err
+	}
+	return "group by (" + by + ") (" + b.lastOverTime(sels) + ") unless on (" + b.node + ") (" +
+		strings.Join(sels, " or ") + ")", nil
 }
 
 // isKV reports whether c is read per replica: the KV concepts, combined as

@@ -33,7 +33,7 @@ func plan(t testing.TB, b builder, engines ...llmdiagv1.Engine) []query {
 		if err != nil {
 			t.Fatalf("data of %s: %v", e, err)
 		}
-		qs = append(append(qs, id...), data...)
+		qs = append(append(qs, id), data...)
 	}
 	return qs
 }
@@ -93,7 +93,7 @@ func TestAbortSelectors(t *testing.T) {
 			srcs := m.Concepts[engine.RequestsAborted]
 			var aborted []query
 			for _, q := range plan(t, defaultBuilder(rng), e) {
-				if q.concept == engine.RequestsAborted && q.shape != shapeIdentity && q.shape != shapeVanished && q.shape != shapeCreated {
+				if q.concept == engine.RequestsAborted && q.shape != shapeIdentity && q.shape != shapeCreated {
 					aborted = append(aborted, q)
 				}
 			}

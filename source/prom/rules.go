@@ -150,14 +150,8 @@ func RuleExpressions(e llmdiagv1.Engine, cfg RuleConfig) (RuleExprs, error) {
 		return strings.Join(alts, " or on ("+b.node+") ")
 	}
 	r.TTFTBuckets, r.E2EBuckets, r.ITLBuckets = buckets(engine.TTFT), buckets(engine.E2E), buckets(engine.ITL)
-	ids, err := b.identity(m)
-	if err != nil {
+	if r.Vanished, err = b.vanished(m); err != nil {
 		return r, err
-	}
-	for _, q := range ids {
-		if q.shape == shapeVanished {
-			r.Vanished = q.expr
-		}
 	}
 	if r.Model, err = b.ruleModel(m); err != nil {
 		return r, err
@@ -257,7 +251,7 @@ func (b builder) ruleModel(m *engine.Mapping) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	srcs := gaugeSources(m, concepts(m))
+	srcs := familySources(m, concepts(m))
 	var alts []string
 	for _, l := range b.modelLabels(m) {
 		if !validLabelName(l) {

@@ -2,12 +2,13 @@ package prom
 
 import (
 	"bytes"
-	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -43,6 +44,11 @@ type Source struct {
 
 	queries     atomic.Int64 // sent since New
 	lastRefresh atomic.Int64 // sent by the last Refresh
+	invalid     atomic.Int64 // invalid node ids skipped by the last read
+	warnedOnce  atomic.Bool  // an invalid node id was logged at warn level
+
+	mu    sync.Mutex
+	known []llmdiagv1.Engine // engines with nodes at the last Refresh
 }
 
 // New returns a Source for cfg. It checks the configuration and reads the
@@ -75,6 +81,62 @@ func New(cfg Config, log *slog.Logger, now func() time.Time) (*Source, error) {
 // QueriesLastRefresh is the number of queries the last Refresh sent.
 func (s *Source) QueriesLastRefresh() int { return int(s.lastRefresh.Load()) }
 
+// InvalidNodeIDs is the number of node ids the last Refresh or Window
+// skipped because they are not valid fleet ids (fleet.ValidID).
+func (s *Source) InvalidNodeIDs() int { return int(s.invalid.Load()) }
+
+// invalidIDs counts the invalid node ids a skipped, and logs the first
+// ones at warn level once in the life of s, then at debug level.
+func (s *Source) invalidIDs(a *assembly) {
+	s.invalid.Store(int64(a.nInvalid))
+	if a.nInvalid == 0 {
+		return
+	}
+	examples := slices.Sorted(maps.Keys(a.invalid))
+	examples = examples[:min(len(examples), 5)]
+	level := slog.LevelDebug
+	if s.warnedOnce.CompareAndSwap(false, true) {
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, "node ids that are not valid fleet ids skipped (1-128 letters, digits and ._:/-, starting with a letter or digit); this is logged once",
+		"label", s.cfg.NodeLabel, "count", a.nInvalid, "examples", examples)
+}
+
+// scrapeErrors asks the targets API for Prometheus's last scrape error of
+// each active target and gives a those of its nodes that are not live.
+// It is best effort: servers of the API without it (Thanos, Mimir) or an
+// error leave the nodes without the detail.
+func (s *Source) scrapeErrors(ctx context.Context, w *worker, a *assembly) {
+	u := s.client.URL("/api/v1/targets", nil)
+	u.RawQuery = "state=active"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return
+	}
+	code, err := s.do(w, req)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("status %d", code)
+	}
+	var resp struct {
+		Status string           `json:"status"`
+		Data   v1.TargetsResult `json:"data"`
+	}
+	if err == nil {
+		err = json.Unmarshal(w.buf.Bytes(), &resp)
+	}
+	if err != nil {
+		s.log.Debug("prometheus targets api: no last scrape errors", "err", err)
+		return
+	}
+	errs := map[string]string{}
+	for _, tg := range resp.Data.Active {
+		if id := string(tg.Labels[model.LabelName(s.cfg.NodeLabel)]); id != "" && tg.LastError != "" {
+			errs[id] = tg.LastError
+		}
+	}
+	a.targetErrs(errs)
+}
+
 // QueriesTotal is the number of queries sent since New.
 func (s *Source) QueriesTotal() int64 { return s.queries.Load() }
 
@@ -89,8 +151,19 @@ func (s *Source) Refresh(ctx context.Context, window string) ([]source.Observati
 		return nil, err
 	}
 	b := s.builder(dur, lifetime)
-	obs, n, err := s.read(ctx, b, window, dur, s.now())
+	s.mu.Lock()
+	hint := s.known
+	s.mu.Unlock()
+	// The engines that had nodes last time: their data queries need not
+	// wait for this refresh's identity queries.
+	obs, n, known, err := s.readHinted(ctx, b, window, dur, s.now(), hint)
 	s.lastRefresh.Store(int64(n))
+	if err == nil || len(known) > 0 {
+		// (A refresh whose identities all failed tells nothing new.)
+		s.mu.Lock()
+		s.known = known
+		s.mu.Unlock()
+	}
 	return obs, err
 }
 
@@ -134,106 +207,66 @@ func (s *Source) builder(dur time.Duration, lifetime bool) builder {
 	return b
 }
 
-// read runs the queries of b at t in two rounds, identity of every engine
-// and then the data of the engines that have nodes, and assembles the
-// observations. n is the number of queries sent.
+// read runs the queries of b at t and assembles the observations. n is
+// the number of queries sent.
 func (s *Source) read(ctx context.Context, b builder, window string, dur time.Duration, t time.Time) (obs []source.Observation, n int, err error) {
+	obs, n, _, err = s.readHinted(ctx, b, window, dur, t, nil)
+	return obs, n, err
+}
+
+// readHinted is read with the data queries of the engines of hint queued
+// from the start, next to the identity queries (see cycle). known are the
+// engines the identity queries found nodes of, even when it fails. When ctx has a
+// deadline, every query ends before it (cycle.end) and what arrived by then
+// is used: a query not answered in time leaves its concept absent on the
+// nodes of its engine, with the timeout named in their errors. It fails
+// only when no identity query succeeded (no node is known) or ctx was
+// cancelled.
+func (s *Source) readHinted(ctx context.Context, b builder, window string, dur time.Duration, t time.Time, hint []llmdiagv1.Engine) (obs []source.Observation, n int, known []llmdiagv1.Engine, err error) {
 	a := newAssembly(s.cfg, b.rng == "", window, dur, t)
-	var first []query
+	c := newCycle(ctx, s, a, b, t)
+	c.mu.Lock()
 	for _, e := range engine.Engines() {
 		m, ok := engine.Lookup(e)
 		if !ok {
 			continue
 		}
 		es := a.engine(m)
-		qs, err := b.identity(m)
+		q, err := b.identity(m)
 		if err != nil {
 			// A mapping PromQL cannot express: the other engines go on.
 			s.log.Error("engine mapping has no query", "engine", e, "err", err)
-			es.errs = append(es.errs, fmt.Sprintf("no query for engine %s: %v", e, err))
+			a.engineErr(es, fmt.Sprintf("no query for engine %s: %v", e, err))
 			continue
 		}
-		first = append(first, qs...)
-	}
-	ok1, fail1 := s.run(ctx, a, first, t)
-	n += len(first)
-	if err := ctx.Err(); err != nil {
-		return nil, n, err
-	}
-	if (ok1 == 0 && fail1 > 0) || (!a.identityOK && a.identities > 0) {
-		// Without a single identity no node is known: nothing to report.
-		return nil, n, fmt.Errorf("%w: %w", ErrNoData, a.firstErr)
-	}
-	var second []query
-	for _, es := range a.engines {
-		if len(es.nodes) == 0 {
-			continue
-		}
-		qs, err := b.data(es.m)
-		if err != nil {
-			s.log.Error("engine mapping has no query", "engine", es.m.Engine, "err", err)
-			es.errs = append(es.errs, fmt.Sprintf("no query for engine %s: %v", es.m.Engine, err))
-			continue
-		}
-		second = append(second, qs...)
-	}
-	// The bucket queries are the large answers: start them first.
-	slices.SortStableFunc(second, func(x, y query) int {
-		return cmp.Compare(boolInt(x.shape != shapeBuckets), boolInt(y.shape != shapeBuckets))
-	})
-	ok2, fail2 := s.run(ctx, a, second, t)
-	n += len(second)
-	if err := ctx.Err(); err != nil {
-		return nil, n, err
-	}
-	if ok2 == 0 && fail2 > 0 {
-		return nil, n, fmt.Errorf("%w: %w", ErrNoData, a.firstErr)
-	}
-	if failed := fail1 + fail2; failed > 0 {
-		s.log.Warn("some prometheus queries failed: their concepts are absent", "failed", failed, "of", n, "first", a.firstErr)
-	}
-	return a.observations(), n, nil
-}
-
-// run sends qs, at most Config.Concurrency at a time, and adds each result
-// to a as it arrives. It returns how many succeeded and failed.
-func (s *Source) run(ctx context.Context, a *assembly, qs []query, t time.Time) (ok, failed int) {
-	var (
-		wg      sync.WaitGroup
-		next    = make(chan query)
-		nOK     atomic.Int64
-		nFailed atomic.Int64
-	)
-	for range min(s.cfg.Concurrency, len(qs)) {
-		wg.Go(func() {
-			w := s.workers.Get().(*worker)
-			defer s.workers.Put(w)
-			for q := range next {
-				warnings, err := s.query(ctx, w, q, t)
-				if err != nil {
-					nFailed.Add(1)
-					if ctx.Err() == nil {
-						s.log.Debug("prometheus query failed", "query", q.expr, "err", err)
-					}
-					a.fail(q, err)
-					continue
-				}
-				nOK.Add(1)
-				a.add(q, &w.vec, warnings)
-			}
-		})
-	}
-feed:
-	for _, q := range qs {
-		select {
-		case next <- q:
-		case <-ctx.Done():
-			break feed
+		c.push(q)
+		if slices.Contains(hint, e) {
+			c.queueData(es)
 		}
 	}
-	close(next)
-	wg.Wait()
-	return int(nOK.Load()), int(nFailed.Load())
+	c.mu.Unlock()
+	c.run()
+	n = c.sent
+	// What the identities told, even when the data failed.
+	known = a.enginesWithNodes()
+	s.invalidIDs(a)
+	if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return nil, n, known, err
+	}
+	if !a.identityOK || (c.dataOK == 0 && c.dataBad > 0) {
+		// Without a single identity no node is known; without any data
+		// the nodes would be reported empty, where the last good records
+		// say more while they age: nothing to report.
+		if a.firstErr == nil {
+			return nil, n, known, ErrNoData
+		}
+		return nil, n, known, fmt.Errorf("%w: %w", ErrNoData, a.firstErr)
+	}
+	if c.failed > 0 || c.dropped > 0 {
+		s.log.Warn("some prometheus queries failed or were not sent: their concepts are absent",
+			"failed", c.failed, "not_sent", c.dropped, "sent", n, "first", a.firstErr)
+	}
+	return a.observations(), n, known, nil
 }
 
 // worker is what one query in flight reuses from one query to the next:
@@ -250,7 +283,8 @@ const maxIntern = 1 << 18
 
 func newWorker() any { return &worker{intern: map[string]string{}} }
 
-// query runs one instant query at t with its own deadline and decodes the
+// query runs one instant query at t with its own deadline (Config.Timeout,
+// or ctx's when sooner, also sent to Prometheus) and decodes the
 // labels of q it reads into w.vec.
 //
 // It speaks the HTTP API at the URL client_golang's api.Client builds and
@@ -261,12 +295,17 @@ func newWorker() any { return &worker{intern: map[string]string{}} }
 // and buffers each body anew.
 func (s *Source) query(ctx context.Context, w *worker, q query, t time.Time) (v1.Warnings, error) {
 	s.queries.Add(1)
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	budget := s.cfg.Timeout
+	if d, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(d))
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	args := url.Values{}
 	args.Set("query", q.expr)
 	args.Set("time", strconv.FormatFloat(float64(t.UnixMilli())/1e3, 'f', -1, 64))
-	args.Set("timeout", model.Duration(s.cfg.Timeout).String())
+	// Prometheus takes the timeout in whole milliseconds at least.
+	args.Set("timeout", model.Duration(max(budget, time.Millisecond)).String())
 	u := s.client.URL("/api/v1/query", nil)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(args.Encode()))
 	if err != nil {
@@ -334,11 +373,4 @@ func (s *Source) do(w *worker, req *http.Request) (int, error) {
 		return 0, fmt.Errorf("response larger than %d bytes", s.cfg.MaxBodyBytes)
 	}
 	return resp.StatusCode, nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

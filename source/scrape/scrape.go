@@ -2,10 +2,12 @@ package scrape
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sort"
 	"sync"
 	"time"
@@ -22,7 +24,10 @@ import (
 
 // Options configure a Scraper. Zero values take the defaults shown.
 type Options struct {
-	// Timeout bounds one scrape (default 3s).
+	// Timeout bounds one scrape (default 3s): connecting, waiting for the
+	// answer, a free slot and the body. A Refresh waits no longer than this
+	// for the scrapes it started, so keep it below the refresh cycle's
+	// deadline (and below the refresh interval, for fresh verdicts).
 	Timeout time.Duration
 	// MaxBodyBytes bounds one /metrics body (default 16 MiB).
 	MaxBodyBytes int64
@@ -30,7 +35,10 @@ type Options struct {
 	Retention time.Duration
 	// MaxSamples bounds the ring per node (default 720).
 	MaxSamples int
-	// Concurrency bounds simultaneous scrapes (default 16).
+	// Concurrency bounds the scrapes reading and parsing a body at once
+	// (default 16), and with it the memory parsing takes. Waiting for a
+	// target to answer takes no slot; targets whose last scrape ran out of
+	// time share at most half of the slots (at least one).
 	Concurrency int
 	// StaleAfter marks metrics stale when older (default 30s).
 	StaleAfter time.Duration
@@ -70,8 +78,31 @@ type Scraper struct {
 	opts    Options
 	targets []fleet.Node
 
-	mu    sync.RWMutex
-	rings map[string][]*sample.Sample
+	// slots bounds bodies read at once; suspect bounds those of targets
+	// whose last scrape ran out of time, so they can never hold every slot.
+	slots, suspect chan struct{}
+
+	mu     sync.RWMutex
+	rings  map[string][]*sample.Sample
+	states map[string]*state
+}
+
+// state is what the scheduler knows of one target.
+type state struct {
+	// flight is the scrape in progress; nil when none is.
+	flight *flight
+	// slow: the last scrape that ended ran out of time, for want of an
+	// answer or of the rest of the body (not of a free slot).
+	slow bool
+	// starved: the scrape in flight found no free slot in time.
+	starved bool
+}
+
+// flight is one scrape in progress.
+type flight struct {
+	started time.Time
+	done    chan struct{} // closed when the scrape has ended and is recorded
+	cancel  context.CancelFunc
 }
 
 // New returns a Scraper for targets. client may be nil (http.DefaultClient's
@@ -83,52 +114,183 @@ func New(targets []fleet.Node, client *http.Client, log *slog.Logger, now func()
 	}
 	ts := append([]fleet.Node(nil), targets...)
 	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
+	states := make(map[string]*state, len(ts))
+	for _, t := range ts {
+		states[t.ID] = &state{}
+	}
 	return &Scraper{
 		client:  client,
 		log:     log,
 		now:     now,
 		opts:    opts,
 		targets: ts,
+		slots:   make(chan struct{}, opts.Concurrency),
+		suspect: make(chan struct{}, max(1, opts.Concurrency/2)),
 		rings:   make(map[string][]*sample.Sample, len(ts)),
+		states:  states,
 	}
 }
 
 // Targets returns the scrape targets, sorted by id.
 func (s *Scraper) Targets() []fleet.Node { return append([]fleet.Node(nil), s.targets...) }
 
-// Refresh scrapes every target once, records the samples, and returns each
-// node's indicators over window (a metrics.ParseWindow string).
+// Refresh scrapes every target whose previous scrape has ended, waits for
+// them until they are all back, Options.Timeout has passed or ctx's deadline
+// comes, whichever is first, and returns one Observation per target with its
+// indicators over window (a metrics.ParseWindow string).
+//
+// A scrape not back by then goes on to its own deadline and is recorded
+// when it ends; meanwhile its target is reported from its last sample, with
+// an error saying the scrape is still running (as down when it has none).
+// Refresh fails only on a bad window or when ctx is cancelled (not merely
+// past its deadline); then it stops the scrapes it started.
 func (s *Scraper) Refresh(ctx context.Context, window string) ([]source.Observation, error) {
 	dur, lifetime, err := metrics.ParseWindow(window)
 	if err != nil {
 		return nil, err
 	}
-	obs := make([]source.Observation, len(s.targets))
-	sem := make(chan struct{}, s.opts.Concurrency)
-	var wg sync.WaitGroup
-	for i, t := range s.targets {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-				defer func() { <-sem }()
-			case <-ctx.Done():
-				return
-			}
-			smp := s.scrape(ctx, t)
-			s.record(t.ID, smp)
-			s.mu.RLock()
-			ring := s.rings[t.ID]
-			s.mu.RUnlock()
-			obs[i] = source.Observation{Node: t, Engine: smp.Engine, Sample: smp, Metrics: s.compute(t, ring, dur, lifetime, window)}
-		}()
+	wait, stop := context.WithTimeout(ctx, s.opts.Timeout)
+	defer stop()
+	// Scrapes outlive this call, up to their own deadline: what a slow target
+	// answers is kept for the next refresh.
+	base := context.WithoutCancel(ctx)
+	var started []*flight
+	for _, t := range s.targets {
+		if f := s.start(base, t); f != nil {
+			started = append(started, f)
+		}
 	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
+waiting:
+	for _, f := range started {
+		select {
+		case <-f.done:
+		case <-wait.Done():
+			break waiting
+		}
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		for _, f := range started {
+			f.cancel()
+		}
+		return nil, ctx.Err()
+	}
+	now := s.now()
+	obs := make([]source.Observation, len(s.targets))
+	for i, t := range s.targets {
+		obs[i] = s.observe(t, dur, lifetime, window, now)
 	}
 	return obs, nil
+}
+
+// start begins a scrape of t unless one is still running; it returns the
+// scrape begun, or nil.
+func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
+	s.mu.Lock()
+	st := s.states[t.ID]
+	if st.flight != nil {
+		s.mu.Unlock()
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(base, s.opts.Timeout)
+	f := &flight{started: s.now(), done: make(chan struct{}), cancel: cancel}
+	st.flight = f
+	s.mu.Unlock()
+	go func() {
+		defer close(f.done)
+		defer cancel()
+		smp := s.scrape(ctx, t)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.recordLocked(t.ID, smp)
+		// A scrape that ran out of time hung, whatever it had read; one
+		// that found no slot says nothing of its target.
+		if !st.starved {
+			st.slow = errors.Is(ctx.Err(), context.DeadlineExceeded)
+		}
+		st.flight, st.starved = nil, false
+	}()
+	return f
+}
+
+// observe is t's Observation from what has been recorded, at now.
+func (s *Scraper) observe(t fleet.Node, dur time.Duration, lifetime bool, window string, now time.Time) source.Observation {
+	s.mu.RLock()
+	ring := s.rings[t.ID]
+	f := s.states[t.ID].flight
+	s.mu.RUnlock()
+	o := source.Observation{Node: t}
+	if len(ring) > 0 {
+		o.Sample = ring[len(ring)-1]
+		o.Engine = o.Sample.Engine
+	}
+	o.Metrics = s.compute(t, ring, dur, lifetime, window)
+	if f == nil {
+		return o
+	}
+	running := fmt.Sprintf("scrape %s still running after %s (deadline %s)", shown(t.URL), now.Sub(f.started).Round(time.Millisecond), s.opts.Timeout)
+	if o.Metrics != nil {
+		o.Metrics.Errors = append(o.Metrics.Errors, running+": figures are from the scrape before")
+		return o
+	}
+	// Nothing read yet: the target has not answered within a refresh.
+	eng, _ := fleet.ParseEngine(t.Engine)
+	o.Sample = &sample.Sample{At: now, Engine: eng, Errors: []string{running + ": no answer yet"}}
+	o.Engine = eng
+	o.Metrics = s.compute(t, []*sample.Sample{o.Sample}, dur, lifetime, window)
+	return o
+}
+
+// acquire takes a slot to read node's body, waiting at most until ctx is
+// done; a target whose last scrape ran out of time first takes one of the
+// slots such targets share. release gives them back.
+func (s *Scraper) acquire(ctx context.Context, node string) (release func(), err error) {
+	s.mu.RLock()
+	st := s.states[node]
+	suspect := st.slow
+	s.mu.RUnlock()
+	full := func() error {
+		s.mu.Lock()
+		st.starved = true
+		s.mu.Unlock()
+		if suspect {
+			return fmt.Errorf("no slot to read the answer in time: at most %d answers are read at once, %d of them from targets whose last scrape ran out of time, as this one's did", cap(s.slots), cap(s.suspect))
+		}
+		return fmt.Errorf("no slot to read the answer in time: at most %d answers are read at once", cap(s.slots))
+	}
+	if suspect {
+		select {
+		case s.suspect <- struct{}{}:
+		case <-ctx.Done():
+			return nil, full()
+		}
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		if suspect {
+			<-s.suspect
+		}
+		return nil, full()
+	}
+	release = func() {
+		<-s.slots
+		if suspect {
+			<-s.suspect
+		}
+	}
+	if ctx.Err() != nil { // a slot freed just as time ran out
+		release()
+		return nil, full()
+	}
+	return release, nil
+}
+
+// shown is u without its password, for errors and logs.
+func shown(u string) string {
+	if p, err := url.Parse(u); err == nil {
+		return p.Redacted()
+	}
+	return "(unparsable url)"
 }
 
 // Window returns one node's indicators over window, ending offset ago, from
@@ -187,12 +349,10 @@ func (s *Scraper) compute(t fleet.Node, ring []*sample.Sample, dur time.Duration
 	return m
 }
 
-// record appends smp to the node's ring, trimming by count and age. Samples of
-// a target that is down are kept: they carry Up=false and the error, while
-// the window computation skips them.
-func (s *Scraper) record(node string, smp *sample.Sample) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// recordLocked appends smp to the node's ring, trimming by count and age.
+// Samples of a target that is down are kept: they carry Up=false and the
+// error, while the window computation skips them. s.mu must be held.
+func (s *Scraper) recordLocked(node string, smp *sample.Sample) {
 	ring := append(s.rings[node], smp)
 	cut := 0
 	for cut < len(ring)-1 && (len(ring)-cut > s.opts.MaxSamples || smp.At.Sub(ring[cut].At) > s.opts.Retention) {
@@ -204,10 +364,9 @@ func (s *Scraper) record(node string, smp *sample.Sample) {
 	s.rings[node] = ring
 }
 
-// scrape reads one target. It never fails: problems go into the sample.
+// scrape reads one target within ctx's deadline (start sets it). It never
+// fails: problems go into the sample.
 func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
 	eng, _ := fleet.ParseEngine(t.Engine) // validated with the fleet file
 	down := func(err error) *sample.Sample {
 		s.log.Debug("scrape failed", "node", t.ID, "url", t.URL, "err", err)
@@ -220,13 +379,21 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	// Ask for the classic text format: it is what every engine serves.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return down(fmt.Errorf("scrape %s: no answer within %s: %w", shown(t.URL), s.opts.Timeout, err))
+	}
 	if err != nil {
-		return down(fmt.Errorf("scrape %s: %w", t.URL, err))
+		return down(fmt.Errorf("scrape %s: %w", shown(t.URL), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return down(fmt.Errorf("scrape %s: HTTP %s", t.URL, resp.Status))
+		return down(fmt.Errorf("scrape %s: HTTP %s", shown(t.URL), resp.Status))
 	}
+	release, err := s.acquire(ctx, t.ID)
+	if err != nil {
+		return down(fmt.Errorf("scrape %s: %w", shown(t.URL), err))
+	}
+	defer release()
 	body := io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)
 	lr := &countingReader{r: body}
 	fams, perr := engine.Parse(lr)

@@ -57,8 +57,8 @@ vllm:e2e_request_latency_seconds_sum{engine="0",model_name="m"} 2.5
 `
 
 func TestRefreshIsolatesBadTargets(t *testing.T) {
-	vllm := serveFile(t, "../engine/testdata/vllm-v1-dynamo-metrics_examples.prom")
-	sglang := serveFile(t, "../engine/testdata/sglang-dynamo-metrics_examples.prom")
+	vllm := serveFile(t, "../../engine/testdata/vllm-v1-dynamo-metrics_examples.prom")
+	sglang := serveFile(t, "../../engine/testdata/sglang-dynamo-metrics_examples.prom")
 	garbage := serveBody(t, "<html>this is not prometheus</html>\n\x00\x01")
 	cut := serveBody(t, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\nvllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=")
 	trunc := serveBody(t, truncatedHistogram)

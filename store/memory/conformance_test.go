@@ -16,7 +16,7 @@ func TestConformance(t *testing.T) {
 	storetest.Conformance(t, storetest.Harness{
 		New: func(t *testing.T, o storetest.Options) store.Store {
 			n++
-			return memory.New(memory.Options{HistoryLen: o.HistoryLen, FeedLen: o.FeedLen}, fmt.Sprint("e", n, "-", time.Now().UnixNano()))
+			return memory.New(memory.Options{HistoryLen: o.HistoryLen, FeedLen: o.FeedLen, Now: o.Now}, fmt.Sprint("e", n, "-", time.Now().UnixNano()))
 		},
 		Ahead: func(tok string) string { return tok[:strings.LastIndexByte(tok, '-')+1] + "99" },
 	})

@@ -20,7 +20,7 @@ func (s *Store) Take(ctx context.Context, rec *store.Record, hist []diagnose.Poi
 		return false, err
 	}
 	id := rec.Node.GetId()
-	n := &node{observed: rec.Metrics.GetObservedAt().AsTime()}
+	n := &node{written: s.opts.Now(), observed: rec.Metrics.GetObservedAt().AsTime()}
 	b, err := s.codec.Encode(id, rec)
 	if err != nil {
 		n.raw = cloneRecord(rec)
@@ -59,9 +59,23 @@ func (s *Store) RetainUnwritten(ctx context.Context, keep map[string]bool, since
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, n := range s.nodes {
-		if !keep[id] && n.written <= since {
+		if !keep[id] && n.put <= since {
 			delete(s.nodes, id)
 		}
+	}
+	return nil
+}
+
+// Delete forgets the named nodes: how a replica's copy follows a Sweep of
+// the shared store.
+func (s *Store) Delete(ctx context.Context, ids ...string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		delete(s.nodes, id)
 	}
 	return nil
 }

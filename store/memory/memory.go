@@ -35,7 +35,8 @@ type Options struct {
 	FeedLen int
 	// CacheEntries bounds the query cache (default 4096).
 	CacheEntries int
-	// Now is the clock for cache expiry (default time.Now).
+	// Now is the clock for cache expiry and for the last write of each
+	// node, which Sweep reads (default time.Now).
 	Now func() time.Time
 }
 
@@ -98,12 +99,14 @@ type node struct {
 	rec  []byte
 	raw  *store.Record
 	hist compact.History
-	// observed is when rec's metrics were observed; written is the store's
-	// write count after the Put that last wrote the node (0 when Load did).
-	// A replica's sync uses both to never undo a write it raced (see Take
-	// and RetainUnwritten).
+	// written is when Put (or Take) last wrote the node, by opts.Now.
+	written time.Time
+	// observed is when rec's metrics were observed; put is the store's Put
+	// count after the Put that last wrote the node (0 when Take did). A
+	// replica's sync uses both to never undo a write it raced (see Take and
+	// RetainUnwritten).
 	observed time.Time
-	written  uint64
+	put      uint64
 }
 
 // Put implements store.Store.
@@ -127,10 +130,53 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 		return fmt.Errorf("%q: %w", id, err)
 	}
 	s.puts++
-	n.rec, n.raw = b, raw
-	n.observed, n.written = rec.Metrics.GetObservedAt().AsTime(), s.puts
+	n.rec, n.raw, n.written = b, raw, s.opts.Now()
+	n.observed, n.put = rec.Metrics.GetObservedAt().AsTime(), s.puts
 	s.nodes[id] = n
 	return nil
+}
+
+// entry is one node's encoded record, copied out from under the lock to be
+// decoded after it.
+type entry struct {
+	id  string
+	rec []byte
+	raw *store.Record
+}
+
+// Sweep implements store.Store.
+func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var removed []entry
+	s.mu.Lock()
+	now := s.opts.Now()
+	for id, n := range s.nodes {
+		if now.Sub(n.written) >= unseenFor {
+			removed = append(removed, entry{id, n.rec, n.raw})
+			delete(s.nodes, id)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(removed, func(i, j int) bool { return removed[i].id < removed[j].id })
+	out := make([]*store.Record, len(removed))
+	for i, g := range removed {
+		rec, err := s.decode(g.id, g.rec, g.raw)
+		if err != nil {
+			// Gone all the same; the caller still learns its id.
+			rec = &store.Record{Node: &llmdiagv1.Node{Id: g.id}}
+		}
+		out[i] = rec
+	}
+	return out, nil
+}
+
+// Len is the number of nodes the store holds.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.nodes)
 }
 
 // Get implements store.Store.
@@ -167,11 +213,6 @@ func (s *Store) decode(id string, b []byte, raw *store.Record) (*store.Record, e
 func (s *Store) List(ctx context.Context) ([]*store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
-	}
-	type entry struct {
-		id  string
-		rec []byte
-		raw *store.Record
 	}
 	s.mu.RLock()
 	entries := make([]entry, 0, len(s.nodes))

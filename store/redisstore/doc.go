@@ -9,8 +9,8 @@
 // Every key starts with Options.Prefix (default "llmdiag:"). A node's keys
 // share a Cluster slot through the hash tag {n:<id>}:
 //
-//	llmdiag:{n:<id>}:rec   string, PX NodeTTL: "epoch sec nanos seq\n" + record
-//	llmdiag:{n:<id>}:hist  string, PX NodeTTL: compact.History bytes
+//	llmdiag:{n:<id>}:rec   string, PX NodeTTL×1.25: "epoch sec nanos seq\n" + record
+//	llmdiag:{n:<id>}:hist  string, PX NodeTTL×1.25: compact.History bytes
 //	llmdiag:nodes          sorted set: node id → last write, Unix ms
 //	llmdiag:{feed}:events  stream: entries 0-<seq>, field h = NodeHealth protobuf
 //	llmdiag:{feed}:id      string: the feed's random id
@@ -44,7 +44,16 @@
 // when the stored record was observed later, and retries when another write
 // of the node came between (the write counter). It then adds the node to
 // the index (ZADD GT; another slot, so not in the script) and now and then
-// prunes the index of nodes older than NodeTTL; their keys have expired.
+// prunes the index of nodes whose keys have expired.
+//
+// # Leaving
+//
+// A node is listed while its last write is at most NodeTTL old (List reads
+// the index from now−NodeTTL on). Sweep, which the ingest leader runs on
+// every refresh with the same retention, removes older nodes' keys and
+// index entries and returns their records, so the leader can tell streams
+// they left; the keys' own expiry, a quarter later, and the index pruning
+// above clean up when no leader runs.
 // Publish appends to the stream in a Lua script fenced by the feed's fence
 // key, trimming with MAXLEN ~ FeedLen.
 //

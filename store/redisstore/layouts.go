@@ -5,7 +5,7 @@ import "math"
 // layouts are the lists the record codec refers to by index instead of
 // writing them out: the engines' bucket bounds (as Distributions carry
 // them, +Inf last; from vllm/v1/metrics/loggers.py and SGLang's
-// collector.py, see reference/metric-definitions.md) and the quantile
+// collector.py, listed in docs/engine-metrics.md) and the quantile
 // lists. Records written by one process are read by others, possibly of
 // another version, so this table is append-only: never reorder, change or
 // remove an entry. A layout not listed is written inline.

@@ -46,8 +46,10 @@ type Options struct {
 	// keeps at least FeedLen, and up to a stream node's worth more
 	// (stream-node-max-entries, 100 by default). Default DefaultFeedLen.
 	FeedLen int
-	// NodeTTL is how long a node's keys outlive its last write, and how
-	// long it stays in the index (default DefaultNodeTTL).
+	// NodeTTL is how long a node is listed after its last write (default
+	// DefaultNodeTTL; llmdiag serve sets it to --retention). Its keys
+	// outlive it by a quarter more, so that Sweep can still read what it
+	// removes; List and Dump leave out nodes older than NodeTTL.
 	NodeTTL time.Duration
 	// LockTTL bounds how long a Cached load holds its lock without renewing
 	// it: when the holder dies, others load after at most this long
@@ -106,6 +108,16 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 	}
 }
 
+// keyTTL is how long a node's keys outlive its last write: NodeTTL and a
+// grace for Sweep to read them.
+func (s *Store) keyTTL() time.Duration { return s.opts.NodeTTL + s.opts.NodeTTL/4 }
+
+// listedSince is the oldest last write of a node List shows, as a
+// ZRANGEBYSCORE bound.
+func (s *Store) listedSince() string {
+	return strconv.FormatInt(s.opts.Now().Add(-s.opts.NodeTTL).UnixMilli(), 10)
+}
+
 func (s *Store) recKey(id string) string  { return s.opts.Prefix + "{n:" + id + "}:rec" }
 func (s *Store) histKey(id string) string { return s.opts.Prefix + "{n:" + id + "}:hist" }
 
@@ -156,7 +168,7 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 			return fmt.Errorf("history of %q: %w", id, err)
 		}
 		res, err := putScript.Run(ctx, s.rdb, []string{rk, hk},
-			strconv.FormatUint(epoch, 10), sec, nanos, seq, s.opts.NodeTTL.Milliseconds(), b, hb).Text()
+			strconv.FormatUint(epoch, 10), sec, nanos, seq, s.keyTTL().Milliseconds(), b, hb).Text()
 		if err != nil {
 			return fmt.Errorf("write %q: %w", id, err)
 		}
@@ -184,7 +196,8 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 }
 
 // index records id as seen now and, at most every NodeTTL/10, prunes the
-// index of nodes not seen for NodeTTL.
+// index of nodes whose keys have expired (Sweep, run by the ingest leader,
+// removes them earlier and says so; this is for when no leader runs).
 func (s *Store) index(ctx context.Context, id string) error {
 	now := s.opts.Now()
 	pipe := s.rdb.Pipeline()
@@ -192,7 +205,7 @@ func (s *Store) index(ctx context.Context, id string) error {
 	s.pruneMu.Lock()
 	if now.Sub(s.lastPrune) >= s.opts.NodeTTL/10 {
 		s.lastPrune = now
-		pipe.ZRemRangeByScore(ctx, s.indexKey, "-inf", "("+strconv.FormatInt(now.Add(-s.opts.NodeTTL).UnixMilli(), 10))
+		pipe.ZRemRangeByScore(ctx, s.indexKey, "-inf", "("+strconv.FormatInt(now.Add(-s.keyTTL()).UnixMilli(), 10))
 	}
 	s.pruneMu.Unlock()
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -250,8 +263,8 @@ func (s *Store) Get(ctx context.Context, node string) (*store.Record, error) {
 // listBatch bounds the GETs of one List pipeline.
 const listBatch = 1000
 
-// List implements store.Store: the indexed nodes whose keys have not
-// expired. Diagnoses are nil.
+// List implements store.Store: the nodes written within NodeTTL whose
+// keys have not expired. Diagnoses are nil.
 func (s *Store) List(ctx context.Context) ([]*store.Record, error) {
 	recs, _, err := s.readNodes(ctx, false)
 	return recs, err
@@ -267,7 +280,7 @@ func (s *Store) Dump(ctx context.Context) ([]*store.Record, [][]diagnose.Point, 
 // readNodes reads the indexed nodes' records, and their histories when
 // withHist.
 func (s *Store) readNodes(ctx context.Context, withHist bool) ([]*store.Record, [][]diagnose.Point, error) {
-	ids, err := s.rdb.ZRange(ctx, s.indexKey, 0, -1).Result()
+	ids, err := s.rdb.ZRangeByScore(ctx, s.indexKey, &redis.ZRangeBy{Min: s.listedSince(), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, nil, fmt.Errorf("list nodes: %w", err)
 	}
@@ -486,6 +499,51 @@ func (s *Store) read(ctx context.Context, tok, fid string, after uint64, max int
 			return nil, fmt.Errorf("decode event %s: %w", id, err)
 		}
 		out = append(out, store.Event{Token: token(fid, strings.TrimPrefix(id, "0-")), Health: h})
+	}
+	return out, nil
+}
+
+// Sweep implements store.Store: it removes the nodes the index says were
+// last written unseenFor ago or more (by Options.Now), in a few pipelined
+// round trips per listBatch nodes, and returns their records (a record
+// whose keys had expired comes back with only its id).
+func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Record, error) {
+	cutoff := strconv.FormatInt(s.opts.Now().Add(-unseenFor).UnixMilli(), 10)
+	ids, err := s.rdb.ZRangeByScore(ctx, s.indexKey, &redis.ZRangeBy{Min: "-inf", Max: cutoff}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	sort.Strings(ids)
+	out := make([]*store.Record, 0, len(ids))
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), listBatch)]
+		ids = ids[len(batch):]
+		pipe := s.rdb.Pipeline()
+		gets := make([]*redis.StringCmd, len(batch))
+		for i, id := range batch {
+			gets[i] = pipe.Get(ctx, s.recKey(id))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("sweep: %w", err)
+		}
+		pipe = s.rdb.Pipeline()
+		members := make([]any, len(batch))
+		for i, id := range batch {
+			members[i] = id
+			pipe.Del(ctx, s.recKey(id))
+			pipe.Del(ctx, s.histKey(id))
+			rec := &store.Record{Node: &llmdiagv1.Node{Id: id}}
+			if v, err := gets[i].Result(); err == nil {
+				if r, err := s.decode(id, v); err == nil {
+					rec = r
+				}
+			}
+			out = append(out, rec)
+		}
+		pipe.ZRem(ctx, s.indexKey, members...)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("sweep: %w", err)
+		}
 	}
 	return out, nil
 }

@@ -47,7 +47,7 @@ func harness(rdb redis.UniversalClient) storetest.Harness {
 		New: func(t *testing.T, o storetest.Options) store.Store {
 			return redisstore.New(rdb, redisstore.Options{
 				Prefix:     fmt.Sprintf("t%d-%d:", n.Add(1), time.Now().UnixNano()),
-				HistoryLen: o.HistoryLen, FeedLen: o.FeedLen,
+				HistoryLen: o.HistoryLen, FeedLen: o.FeedLen, Now: o.Now,
 			})
 		},
 		Ahead: func(tok string) string { return tok[:strings.LastIndexByte(tok, ':')+1] + "99" },
@@ -490,5 +490,39 @@ func TestNewClientParsing(t *testing.T) {
 			user != tc.user || pass != tc.pass || !ctxTimeout || tls != tc.wantTLS {
 			t.Errorf("%s: cluster %v addrs %v user %q pass %q ctx deadlines %v tls %v", tc.url, isCluster, addrs, user, pass, ctxTimeout, tls)
 		}
+	}
+}
+
+// A node is listed for NodeTTL after its last write; its keys live a quarter
+// longer so that Sweep can read what it removes.
+func TestNodeTTLBoundsListing(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := client(t, srv.URL())
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	st := redisstore.New(rdb, redisstore.Options{Prefix: "ttl:", NodeTTL: time.Minute, Now: func() time.Time { return now }})
+	rec := &store.Record{Node: &llmdiagv1.Node{Id: "a", Model: "m"}, Metrics: &llmdiagv1.NodeMetrics{Node: "a", Model: "m"}}
+	if err := st.Put(ctx, rec, diagnose.Point{At: now}); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := rdb.PTTL(ctx, "ttl:{n:a}:rec").Val(); ttl <= time.Minute || ttl > 75*time.Second {
+		t.Errorf("record key PTTL %v, want in (1m, 75s]", ttl)
+	}
+	if list, err := st.List(ctx); err != nil || len(list) != 1 {
+		t.Fatalf("List = %v, %v; want a", list, err)
+	}
+	now = now.Add(61 * time.Second)
+	if list, err := st.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("List past NodeTTL = %v, %v; want nothing", list, err)
+	}
+	gone, err := st.Sweep(ctx, time.Minute)
+	if err != nil || len(gone) != 1 || gone[0].Node.GetModel() != "m" {
+		t.Fatalf("Sweep = %v, %v; want a with its model", gone, err)
+	}
+	if n := rdb.Exists(ctx, "ttl:{n:a}:rec", "ttl:{n:a}:hist").Val(); n != 0 {
+		t.Errorf("%d keys of a swept node remain", n)
+	}
+	if n := rdb.ZCard(ctx, "ttl:nodes").Val(); n != 0 {
+		t.Errorf("index holds %d nodes after Sweep", n)
 	}
 }

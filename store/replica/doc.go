@@ -26,6 +26,11 @@
 // node written since the last sync began stays though the shared store
 // does not list it yet.
 //
+// Sweep removes old nodes from the shared store and the same nodes from the
+// copy at once; the next Sync would drop them anyway (it keeps only what the
+// shared store lists). While the shared store is unreachable Sweep removes
+// nothing and is not an error: the next one does it.
+//
 // The health feed (Events, LastToken) and the query cache (Cached) are the
 // shared store's, so tokens and cached answers are the same on every
 // replica; Cached falls back to the copy's own cache when the shared store

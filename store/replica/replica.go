@@ -245,6 +245,29 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	return nil
 }
 
+// Sweep removes old nodes from the shared store, then the same nodes from
+// the copy. When the shared store is unreachable it removes nothing (the
+// next sweep will) and is not an error, as Put.
+func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Record, error) {
+	recs, err := s.shared.Sweep(ctx, unseenFor)
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrFenced), ctx.Err() != nil:
+		return nil, err
+	default:
+		_ = s.failed(err)
+		return nil, nil
+	}
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.Node.GetId()
+	}
+	if err := s.local.Delete(ctx, ids...); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
 // Publish sends h to the shared feed, after any events still queued; when
 // the shared store is unreachable (or was, and Sync has not yet found it
 // answering) h is queued and the returned event has no token yet.

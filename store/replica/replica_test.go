@@ -416,3 +416,43 @@ func TestSyncNeverUndoesANewerWrite(t *testing.T) {
 		}
 	}
 }
+
+func (f *flaky) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Record, error) {
+	if err := f.err(); err != nil {
+		return nil, err
+	}
+	return f.Store.Sweep(ctx, unseenFor)
+}
+
+func TestSweepRemovesFromBothAndWaitsOutAnOutage(t *testing.T) {
+	ctx := context.Background()
+	clock := t0
+	shared := &flaky{Store: memory.New(memory.Options{Now: func() time.Time { return clock }}, "shared")}
+	r := replica.New(shared, memory.New(memory.Options{}, "copy"), replica.Options{Now: func() time.Time { return clock }})
+	for _, id := range []string{"a", "b"} {
+		if err := r.Put(ctx, record(id, t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock = clock.Add(time.Hour)
+	shared.down.Store(true)
+	if gone, err := r.Sweep(ctx, time.Minute); err != nil || len(gone) != 0 {
+		t.Fatalf("Sweep while the shared store is down = %v, %v; want nothing and no error", gone, err)
+	}
+	if _, _, degraded := r.Degraded(); !degraded {
+		t.Error("a failed Sweep did not mark the copy degraded")
+	}
+	if _, err := r.Get(ctx, "a"); err != nil {
+		t.Fatalf("the copy lost a while the sweep could not run: %v", err)
+	}
+	shared.down.Store(false)
+	gone, err := r.Sweep(ctx, time.Minute)
+	if err != nil || len(gone) != 2 || gone[0].Node.GetId() != "a" || gone[1].Node.GetId() != "b" {
+		t.Fatalf("Sweep = %v, %v; want a and b", gone, err)
+	}
+	for _, st := range []store.Store{shared.Store, r} {
+		if _, err := st.Get(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("swept node still readable: %v", err)
+		}
+	}
+}

@@ -1592,11 +1592,21 @@ func (x *Diagnosis) GetLanguage() Language {
 	return Language_LANGUAGE_UNSPECIFIED
 }
 
-// ListNodesRequest filters the fleet; empty fields match everything.
+// ListNodesRequest filters the fleet and asks for one page of it; empty
+// fields match everything.
 type ListNodesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	Engine        Engine                 `protobuf:"varint,2,opt,name=engine,proto3,enum=llmdiag.v1.Engine" json:"engine,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Model  string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Engine Engine                 `protobuf:"varint,2,opt,name=engine,proto3,enum=llmdiag.v1.Engine" json:"engine,omitempty"`
+	// The most nodes to return: 0 means the server's default (1000), and more
+	// than the maximum (1000) is taken as the maximum.
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page, with the same filters; empty for
+	// the first page.
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only nodes with this status (as ListNodes reports it: stale data reads
+	// UNKNOWN).
+	Status        Status `protobuf:"varint,5,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1645,12 +1655,35 @@ func (x *ListNodesRequest) GetEngine() Engine {
 	return Engine_ENGINE_UNSPECIFIED
 }
 
-// ListNodesResponse is the fleet, sorted by node id.
+func (x *ListNodesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListNodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetStatus() Status {
+	if x != nil {
+		return x.Status
+	}
+	return Status_STATUS_UNSPECIFIED
+}
+
+// ListNodesResponse is one page of the fleet, sorted by node id.
 type ListNodesResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// Set when the answer comes from this replica's copy.
-	Degraded      *Degraded `protobuf:"bytes,2,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	Degraded *Degraded `protobuf:"bytes,2,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	// Pass as page_token to read the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,3,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1697,6 +1730,13 @@ func (x *ListNodesResponse) GetDegraded() *Degraded {
 		return x.Degraded
 	}
 	return nil
+}
+
+func (x *ListNodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 // Degraded marks an answer served from this replica's own copy of the state
@@ -2512,7 +2552,12 @@ type NodeHealth struct {
 	Staleness  *durationpb.Duration   `protobuf:"bytes,7,opt,name=staleness,proto3" json:"staleness,omitempty"`
 	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
 	// The node's fleet-file labels, for label selectors.
-	Labels        map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The node has left the fleet: its source has not presented it for the
+	// service's retention (--retention). Sent once, as a CHANGE with status
+	// UNKNOWN, cause NO_DATA and routable false, so a client that does not know
+	// this field stops routing to the node; a client that does forgets it.
+	Removed       bool `protobuf:"varint,10,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2608,6 +2653,13 @@ func (x *NodeHealth) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *NodeHealth) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
 }
 
 // StreamHealthResponse is one event of the health stream.
@@ -2809,13 +2861,18 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"observedAt\x127\n" +
 	"\tstaleness\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x14\n" +
 	"\x05stale\x18\x11 \x01(\bR\x05stale\x120\n" +
-	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\"T\n" +
+	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\"\xbc\x01\n" +
 	"\x10ListNodesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12*\n" +
-	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\"m\n" +
+	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12*\n" +
+	"\x06status\x18\x05 \x01(\x0e2\x12.llmdiag.v1.StatusR\x06status\"\x95\x01\n" +
 	"\x11ListNodesResponse\x12&\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x10.llmdiag.v1.NodeR\x05nodes\x120\n" +
-	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"X\n" +
+	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\x12&\n" +
+	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"X\n" +
 	"\bDegraded\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x124\n" +
 	"\bcopy_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\acopyAge\"v\n" +
@@ -2881,7 +2938,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x10min_score_change\x18\x06 \x01(\x01R\x0eminScoreChange\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xbc\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd6\x03\n" +
 	"\n" +
 	"NodeHealth\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
@@ -2895,7 +2952,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tstaleness\x18\a \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12;\n" +
 	"\vobserved_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"observedAt\x12:\n" +
-	"\x06labels\x18\t \x03(\v2\".llmdiag.v1.NodeHealth.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\t \x03(\v2\".llmdiag.v1.NodeHealth.LabelsEntryR\x06labels\x12\x18\n" +
+	"\aremoved\x18\n" +
+	" \x01(\bR\aremoved\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc9\x01\n" +
@@ -3067,53 +3126,54 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	34, // 24: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
 	6,  // 25: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
 	0,  // 26: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	10, // 27: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	18, // 28: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 29: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	34, // 30: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 31: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	18, // 32: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 33: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 34: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	34, // 35: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	34, // 36: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 37: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	22, // 38: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	34, // 39: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 40: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	23, // 41: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	33, // 42: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 43: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	18, // 44: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	6,  // 45: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 46: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 47: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	18, // 48: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 49: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	31, // 50: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 51: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 52: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 53: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	33, // 54: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 55: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 56: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	28, // 57: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	33, // 58: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 59: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	19, // 60: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	21, // 61: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	25, // 62: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	27, // 63: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 64: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	20, // 65: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	24, // 66: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	26, // 67: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	29, // 68: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	64, // [64:69] is the sub-list for method output_type
-	59, // [59:64] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	1,  // 27: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	10, // 28: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	18, // 29: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 30: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	34, // 31: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 32: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	18, // 33: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 34: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 35: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	34, // 36: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	34, // 37: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 38: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	22, // 39: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	34, // 40: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 41: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	23, // 42: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	33, // 43: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 44: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	18, // 45: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	6,  // 46: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 47: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	15, // 48: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	18, // 49: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 50: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	31, // 51: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 52: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 53: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	34, // 54: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	33, // 55: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 56: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 57: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	28, // 58: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	33, // 59: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 60: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	19, // 61: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	21, // 62: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	25, // 63: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	27, // 64: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 65: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	20, // 66: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	24, // 67: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	26, // 68: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	29, // 69: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	65, // [65:70] is the sub-list for method output_type
+	60, // [60:65] is the sub-list for method input_type
+	60, // [60:60] is the sub-list for extension type_name
+	60, // [60:60] is the sub-list for extension extendee
+	0,  // [0:60] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }

@@ -18,6 +18,8 @@ import (
 type Options struct {
 	HistoryLen int // points kept per node
 	FeedLen    int // events kept in the feed; trimming must be exact
+	// Now is the store's clock (nil: time.Now); Sweep reads it.
+	Now func() time.Time
 }
 
 // Harness makes stores for Conformance.
@@ -37,6 +39,76 @@ func Conformance(t *testing.T, h Harness) {
 	t.Run("EventsWakesOnPublishAndHonoursContext", func(t *testing.T) { testEventsWake(t, h) })
 	t.Run("CachedCoalescesConcurrentLoads", func(t *testing.T) { testCachedCoalesces(t, h) })
 	t.Run("CachedExpiryAndErrors", func(t *testing.T) { testCachedExpiry(t, h) })
+	t.Run("SweepForgetsUnwrittenNodes", func(t *testing.T) { testSweep(t, h) })
+}
+
+func testSweep(t *testing.T, h Harness) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	s := h.New(t, Options{HistoryLen: 3, FeedLen: 16, Now: clock})
+	put := func(id string) {
+		t.Helper()
+		r := rec(id, "m-"+id)
+		r.Node.Labels = map[string]string{"pool": id}
+		if err := s.Put(ctx, r, diagnose.Point{At: clock()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(recs []*store.Record) []string {
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.Node.GetId())
+		}
+		return out
+	}
+	put("a")
+	put("c")
+	put("b")
+	if gone, err := s.Sweep(ctx, 5*time.Minute); err != nil || len(gone) != 0 {
+		t.Fatalf("Sweep of fresh nodes = %v, %v; want none", ids(gone), err)
+	}
+	advance(10 * time.Minute)
+	put("b")
+	gone, err := s.Sweep(ctx, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(ids(gone)) != "[a c]" {
+		t.Fatalf("Sweep = %v, want [a c] (sorted, b was written since)", ids(gone))
+	}
+	// What left comes back as it was, for the caller to announce.
+	if gone[0].Node.GetModel() != "m-a" || gone[0].Node.GetLabels()["pool"] != "a" {
+		t.Errorf("swept record = %v, want a's model and labels", gone[0].Node)
+	}
+	if list, err := s.List(ctx); err != nil || fmt.Sprint(ids(list)) != "[b]" {
+		t.Fatalf("List after Sweep = %v, %v; want [b]", ids(list), err)
+	}
+	for _, call := range []func() error{
+		func() error { _, err := s.Get(ctx, "a"); return err },
+		func() error { _, err := s.History(ctx, "a"); return err },
+	} {
+		if err := call(); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("swept node: err = %v, want ErrNotFound", err)
+		}
+	}
+	if again, err := s.Sweep(ctx, 5*time.Minute); err != nil || len(again) != 0 {
+		t.Fatalf("second Sweep = %v, %v; want none", ids(again), err)
+	}
+	// A node that comes back starts afresh.
+	put("a")
+	if hist, err := s.History(ctx, "a"); err != nil || len(hist) != 1 {
+		t.Fatalf("History of a returning node = %v, %v; want its one new point", hist, err)
+	}
+	advance(6 * time.Minute)
+	if gone, err := s.Sweep(ctx, 5*time.Minute); err != nil || fmt.Sprint(ids(gone)) != "[a b]" {
+		t.Fatalf("Sweep = %v, %v; want [a b]", ids(gone), err)
+	}
+	if list, err := s.List(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("List = %v, %v; want empty", ids(list), err)
+	}
 }
 
 func rec(id, model string) *store.Record {
