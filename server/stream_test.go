@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -295,9 +294,13 @@ func TestStreamManySubscribers(t *testing.T) {
 		t.Skip("opens 500 streams")
 	}
 	url, st := streamServer(t)
-	lat := deliver(t, url, st, 500, 3)
-	slices.Sort(lat)
-	t.Logf("500 streams: delivery p50 %v p99 %v", lat[len(lat)/2], lat[len(lat)*99/100])
+	// deliver fails unless every stream gets every change, in order; the
+	// delivery latency it measures is a figure for BenchmarkStreamHealth
+	// (p50, p99 as metrics), not something a test on a busy machine can
+	// bound.
+	if lat := deliver(t, url, st, 500, 3); len(lat) != 500*3 {
+		t.Fatalf("%d deliveries, want %d (500 streams × 3 changes)", len(lat), 500*3)
+	}
 }
 
 // deliver opens n streams over conns HTTP/2 connections, publishes `rounds`
