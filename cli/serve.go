@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/metrics"
@@ -71,6 +72,8 @@ func serveCommand(env Env) *ffcli.Command {
 	window := fs.String("window", "5m", "default window verdicts are computed for")
 	staleAfter := fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
 	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
+	maxSeries := fs.Int("scrape-max-series", engine.DefaultMaxSeries, "refuse a scraped exposition with more series than this (every histogram bucket counts, as in Prometheus); the parse stops there and the node reads UNKNOWN with the limit named")
+	maxRanks := fs.Int("scrape-max-ranks", engine.DefaultMaxRankValues, "refuse a scraped exposition with more distinct values than this of one rank label (vLLM's engine, SGLang's dp_rank, tp_rank, pp_rank, moe_ep_rank, pid)")
 	retention := fs.Duration("retention", refresh.DefaultRetention, "how long llmdiag remembers: samples kept for on-demand windows, and a node its source has not presented for this long is forgotten (store, streams, --redis keys)")
 	maxNodes := fs.Int("max-nodes", refresh.DefaultMaxNodes, "most nodes kept; beyond it new nodes are refused (logged each refresh, counted in llmdiag_nodes_refused_total) while known ones keep refreshing")
 	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
@@ -115,8 +118,8 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			if _, _, err := metrics.ParseWindow(*window); err != nil {
 				return usageError{fmt.Errorf("--window: %w", err)}
 			}
-			if *interval <= 0 || *staleAfter <= 0 || *scrapeTimeout <= 0 {
-				return usageError{errors.New("--interval, --stale-after and --scrape-timeout must be positive")}
+			if *interval <= 0 || *staleAfter <= 0 || *scrapeTimeout <= 0 || *maxSeries <= 0 || *maxRanks <= 0 {
+				return usageError{errors.New("--interval, --stale-after, --scrape-timeout, --scrape-max-series and --scrape-max-ranks must be positive")}
 			}
 			if *retention < 2**interval || *retention < *staleAfter {
 				return usageError{fmt.Errorf("--retention %v must be at least twice --interval (%v) and at least --stale-after (%v)", *retention, *interval, *staleAfter)}
@@ -190,7 +193,7 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 					scraped = append(scraped, n)
 				}
 			}
-			scraper := scrape.New(scraped, nil, log, time.Now, scrape.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter})
+			scraper := scrape.New(scraped, nil, log, time.Now, scrape.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter, MaxSeries: *maxSeries, MaxRankValues: *maxRanks})
 			switch {
 			case *pf.url == "":
 				src, from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))

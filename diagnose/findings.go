@@ -127,6 +127,10 @@ func (f *facts) unknown(p printer) string {
 	if errs := f.m.GetErrors(); len(errs) > 0 {
 		return p.f(unknownErrors, quoteErrors(errs))
 	}
+	if len(f.m.GetWarnings()) > 0 {
+		// An exposition's invalid family is left out (engine.Parse).
+		return p.f(unknownWarned)
+	}
 	return p.f(unknownNotExposed)
 }
 

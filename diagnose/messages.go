@@ -34,6 +34,7 @@ const (
 	unknownStaleFlagged
 	unknownDown
 	unknownErrors
+	unknownWarned
 	unknownNotExposed
 
 	summaryNoMetrics
@@ -325,6 +326,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	unknownStaleFlagged: {"No fresh data: the source marks it stale", "没有新数据：数据源标记为过期"},
 	unknownDown:         {"The metrics endpoint does not answer", "指标端点无响应"},
 	unknownErrors:       {"The engine does not expose it, or it could not be read: %s", "引擎未暴露该指标，或读取失败：%s"},
+	unknownWarned:       {"Unknown: the engine does not expose it, or the source left it out for a problem its warnings name (see the evidence)", "未知：引擎未暴露该指标，或数据源因其警告所述的问题将其剔除（见证据）"},
 	unknownNotExposed:   {"Unknown: the engine does not expose it, or the window holds too little data yet", "未知：引擎未暴露该指标，或窗口内数据尚不足"},
 
 	summaryNoMetrics: {

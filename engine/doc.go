@@ -5,8 +5,12 @@
 // metric family names to read (current names first, then older aliases), what
 // kind of value each is, and how the sub-series of a family (vLLM data-parallel
 // engine cores, SGLang ranks, Triton models) combine into one value per node.
-// Parse reads the Prometheus text format with github.com/prometheus/common/expfmt,
-// Detect tells the engine from the family names, and Extract fills a Sample.
+// Parse reads the Prometheus text format line by line with Prometheus's own
+// parser (github.com/prometheus/prometheus/model/textparse), leaves out every
+// family a Prometheus would not store as given or that is not a valid
+// histogram, with a warning, and refuses a body over its Limits at the line
+// that crossed them; Detect tells the engine from the family names, and
+// Extract fills a Sample.
 // The same table drives the PromQL of the Prometheus-API source (source/prom).
 //
 // # Engines

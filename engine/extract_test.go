@@ -72,6 +72,8 @@ type want struct {
 	hists   [sample.NumHists]*sample.Histogram
 	totals  [sample.NumHists]*sample.Total
 	errs    []string // each a substring of one error, in order
+	// warnings: each a substring of one of Parse's warnings, in order.
+	warnings []string
 }
 
 func f(v float64) *float64 { return &v }
@@ -207,10 +209,14 @@ func TestExtract(t *testing.T) {
 				errs: []string{
 					"vllm:num_requests_running (running): value is NaN",
 					`vllm:cache_config_info (kv_capacity_tokens): label num_gpu_blocks="None" is not a number`,
-					"vllm:time_to_first_token_seconds (ttft): invalid histogram: no +Inf bucket",
-					"vllm:e2e_request_latency_seconds (e2e): invalid histogram: bucket le=1 has count NaN",
 					"vllm:inter_token_latency_seconds (inter_token): family is a summary, want a histogram",
 					"vllm:request_queue_time_seconds (queue_time): histogram bucket layouts differ: bucket 0 is le=0.3 vs le=0.5",
+				},
+				// Invalid histograms never reach Extract: Parse leaves
+				// them out.
+				warnings: []string{
+					`family vllm:e2e_request_latency_seconds left out: histogram series {engine="0",model_name="m"}: bucket le=1 has count NaN`,
+					`family vllm:time_to_first_token_seconds left out: histogram series {engine="0",model_name="m"}: no +Inf bucket`,
 				},
 			},
 		},
@@ -467,9 +473,17 @@ func TestExtract(t *testing.T) {
 	at := time.Date(2026, 1, 13, 0, 0, 0, 0, time.UTC)
 	for _, tc := range tests {
 		t.Run(tc.file+"/"+tc.engine.String(), func(t *testing.T) {
-			families := parseFile(t, tc.file)
-			got := Extract(tc.engine, families, at)
+			exp := parseFileWarn(t, tc.file)
+			got := Extract(tc.engine, exp.Families, at)
 			w := tc.want
+			if len(exp.Warnings) != len(w.warnings) {
+				t.Fatalf("warnings = %q, want %d matching %q", exp.Warnings, len(w.warnings), w.warnings)
+			}
+			for i, e := range w.warnings {
+				if !strings.Contains(exp.Warnings[i], e) {
+					t.Errorf("warning %d = %q, want it to contain %q", i, exp.Warnings[i], e)
+				}
+			}
 			if !got.At.Equal(at) || !got.Up {
 				t.Errorf("At %v Up %v, want %v true", got.At, got.Up, at)
 			}
@@ -578,10 +592,7 @@ func TestDetect(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			families, err := Parse(strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
+			families := parseString(t, tc.body)
 			if got := Detect(families); got != tc.want {
 				t.Errorf("Detect = %v, want %v", got, tc.want)
 			}
@@ -802,10 +813,7 @@ func TestCombinedSources(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			families, err := Parse(strings.NewReader(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
+			families := parseString(t, tc.body)
 			tc.check(t, Extract(tc.engine, families, time.Time{}))
 		})
 	}
@@ -867,18 +875,42 @@ func TestTableConsistent(t *testing.T) {
 	}
 }
 
+// parseFile parses testdata/name, failing t on an error or a warning.
 func parseFile(t testing.TB, name string) map[string]*dto.MetricFamily {
+	t.Helper()
+	exp := parseFileWarn(t, name)
+	if len(exp.Warnings) > 0 {
+		t.Fatalf("Parse(%s) warns: %q", name, exp.Warnings)
+	}
+	return exp.Families
+}
+
+// parseFileWarn parses testdata/name, failing t on an error.
+func parseFileWarn(t testing.TB, name string) *Exposition {
 	t.Helper()
 	r, err := os.Open("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	families, err := Parse(r)
+	exp, err := Parse(r, Limits{})
 	if err != nil {
 		t.Fatalf("Parse(%s): %v", name, err)
 	}
-	return families
+	return exp
+}
+
+// parseString parses body, failing t on an error or a warning.
+func parseString(t testing.TB, body string) map[string]*dto.MetricFamily {
+	t.Helper()
+	exp, err := Parse(strings.NewReader(body), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(exp.Warnings) > 0 {
+		t.Fatalf("Parse warns: %q", exp.Warnings)
+	}
+	return exp.Families
 }
 
 func samePtr(got, want *float64) bool {

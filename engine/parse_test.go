@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
 )
@@ -64,12 +66,12 @@ func TestParseBad(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			families, err := Parse(strings.NewReader(tc.body))
+			exp, err := Parse(strings.NewReader(tc.body), Limits{})
 			if err == nil {
-				t.Fatalf("Parse succeeded with %d families, want an error", len(families))
+				t.Fatalf("Parse succeeded with %d families, want an error", len(exp.Families))
 			}
-			if families != nil {
-				t.Errorf("Parse returned families with its error")
+			if exp != nil {
+				t.Errorf("Parse returned an exposition with its error")
 			}
 			if errors.Is(err, ErrEmpty) != tc.empty {
 				t.Errorf("error %v, want ErrEmpty %v", err, tc.empty)
@@ -79,7 +81,8 @@ func TestParseBad(t *testing.T) {
 }
 
 // TestTruncatedAtLineBoundary: a body cut between lines parses; the
-// histogram it cut loses its +Inf bucket and is reported, the families
+// histogram it cut loses its +Inf bucket: a warning, and the family is left
+// out, so Extract has no error to report and TTFT is unknown. The families
 // before it are read, the ones after it are absent.
 func TestTruncatedAtLineBoundary(t *testing.T) {
 	vllm, err := os.ReadFile("testdata/vllm-v1-dynamo-metrics_examples.prom")
@@ -88,20 +91,23 @@ func TestTruncatedAtLineBoundary(t *testing.T) {
 	}
 	marker := []byte(`vllm:time_to_first_token_seconds_bucket{engine="0",le="0.75"`)
 	i := bytes.Index(vllm, marker)
-	families, err := Parse(bytes.NewReader(vllm[:i]))
+	exp, err := Parse(bytes.NewReader(vllm[:i]), Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := Extract(llmdiagv1.Engine_ENGINE_UNSPECIFIED, families, time.Time{})
+	s := Extract(llmdiagv1.Engine_ENGINE_UNSPECIFIED, exp.Families, time.Time{})
 	if s.Engine != llmdiagv1.Engine_ENGINE_VLLM || s.Queue == nil || *s.Queue != 0 || s.GenerationTokens == nil || *s.GenerationTokens != 600 {
 		t.Errorf("families before the cut not read: %+v", s)
 	}
 	if s.Hists[0] != nil || s.Hists[1] != nil {
 		t.Errorf("TTFT %v E2E %v, want both nil", s.Hists[0], s.Hists[1])
 	}
-	want := "vllm:time_to_first_token_seconds (ttft): invalid histogram: no +Inf bucket"
-	if len(s.Errors) != 1 || s.Errors[0] != want {
-		t.Errorf("errors %q, want [%q]", s.Errors, want)
+	want := `family vllm:time_to_first_token_seconds left out: histogram series {engine="0",model_name="Qwen/Qwen3-0.6B"}: no +Inf bucket`
+	if len(exp.Warnings) != 1 || exp.Warnings[0] != want {
+		t.Errorf("warnings %q, want [%q]", exp.Warnings, want)
+	}
+	if len(s.Errors) != 0 {
+		t.Errorf("Extract errors %q, want none: the family is absent", s.Errors)
 	}
 }
 
@@ -127,10 +133,11 @@ func FuzzParseExtract(f *testing.F) {
 	f.Add([]byte("# TYPE nv_inference_request_duration_us counter\nnv_inference_request_duration_us{model=\"a\"} 1e308\nnv_inference_request_duration_us{model=\"b\"} NaN\n# TYPE nv_inference_request_success counter\nnv_inference_request_success{model=\"a\"} 0\n"))
 	engines := append(Engines(), llmdiagv1.Engine_ENGINE_UNSPECIFIED, unmapped)
 	f.Fuzz(func(t *testing.T, body []byte) {
-		families, err := Parse(bytes.NewReader(body))
+		exp, err := Parse(bytes.NewReader(body), Limits{})
 		if err != nil {
 			return
 		}
+		families := exp.Families
 		for _, e := range engines {
 			s := Extract(e, families, time.Unix(1, 0))
 			for _, v := range []*float64{s.Queue, s.Running, s.KVUsage, s.KVCapacityTokens, s.PromptTokens, s.GenerationTokens, s.Preemptions, s.RequestsFinished} {
@@ -152,4 +159,32 @@ func FuzzParseExtract(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseSummary: a summary's quantile, _sum and _count lines make one
+// metric per label set, as a Prometheus client writes them.
+func TestParseSummary(t *testing.T) {
+	exp, err := Parse(strings.NewReader(`# TYPE rpc_seconds summary
+rpc_seconds{code="200",quantile="0.5"} 0.1
+rpc_seconds{code="200",quantile="0.99"} 0.4
+rpc_seconds_sum{code="200"} 12
+rpc_seconds_count{code="200"} 60
+rpc_seconds{code="500",quantile="0.5"} 1
+rpc_seconds_sum{code="500"} 3
+rpc_seconds_count{code="500"} 2
+`), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := exp.Families["rpc_seconds"]
+	if len(exp.Warnings) != 0 || len(exp.Families) != 1 || f.GetType() != dto.MetricType_SUMMARY || len(f.GetMetric()) != 2 {
+		t.Fatalf("warnings %q families %v", exp.Warnings, exp.Families)
+	}
+	s := f.GetMetric()[0].GetSummary()
+	if len(s.GetQuantile()) != 2 || s.GetQuantile()[1].GetQuantile() != 0.99 || s.GetQuantile()[1].GetValue() != 0.4 || s.GetSampleSum() != 12 || s.GetSampleCount() != 60 {
+		t.Errorf("code=200 summary %v", s)
+	}
+	if exp.Series != 7 {
+		t.Errorf("%d series, want 7", exp.Series)
+	}
 }

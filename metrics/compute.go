@@ -50,6 +50,7 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 		Stale:      stale,
 		Up:         newest.Up,
 		Errors:     slices.Clone(newest.Errors),
+		Warnings:   slices.Clone(newest.Warnings),
 
 		Queue:             clone(newest.Queue),
 		Running:           clone(newest.Running),

@@ -239,10 +239,11 @@ func TestComputeLifetimeScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	families, err := engine.Parse(r)
+	exp, err := engine.Parse(r, engine.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	families := exp.Families
 	s := engine.Extract(llmdiagv1.Engine_ENGINE_UNSPECIFIED, families, time.Time{})
 	// prompt_tokens_created 1.768264339889982e+09 is the earliest start.
 	if d := s.CountersCreated.Sub(time.Unix(1768264339, 889982000)); d.Abs() > time.Microsecond {

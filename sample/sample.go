@@ -110,6 +110,10 @@ type Sample struct {
 	// Errors are problems met while reading: transport, parse, truncated or
 	// inconsistent families. A concept touched by an error is left nil.
 	Errors []string
+	// Warnings are problems of the exposition that left a family out (a
+	// line Prometheus refuses, an invalid histogram; see engine.Parse):
+	// the concepts it held are nil, the others are read.
+	Warnings []string
 }
 
 // F returns a pointer to v, for filling optional fields.

@@ -80,10 +80,14 @@ func TestEngineCrossCheck(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mfs, err := engine.Parse(bytes.NewReader(body))
+			exp, err := engine.Parse(bytes.NewReader(body), engine.Limits{})
 			if err != nil {
 				t.Fatalf("%s: %v", n.ID, err)
 			}
+			if len(exp.Warnings) > 0 {
+				t.Errorf("%s: exposition warnings %q", n.ID, exp.Warnings)
+			}
+			mfs := exp.Families
 			st, _ := f.Stats(n.ID)
 			crossCheckEngine(t, n, want, mfs, st)
 			if cfg.Nodes[0].Workload.QueueTimeout == 3*time.Second && st.Aborted == 0 {

@@ -38,10 +38,11 @@ func TestRealPrometheus(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fams, err := engine.Parse(bytesReader(body))
+		exp, err := engine.Parse(bytesReader(body), engine.Limits{})
 		if err != nil {
 			t.Fatal(err)
 		}
+		fams := exp.Families
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)

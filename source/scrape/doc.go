@@ -1,7 +1,8 @@
 // Package scrape reads inference nodes' /metrics endpoints directly: the
 // embedded default source. It parses each exposition with package engine
-// (expfmt underneath), keeps a bounded ring of samples per node, and turns
-// them into the indicators of any window the ring covers (package metrics).
+// (Prometheus's text parser underneath, bounded by Options.MaxSeries and
+// MaxRankValues), keeps a bounded ring of samples per node, and turns them
+// into the indicators of any window the ring covers (package metrics).
 //
 // # Fault isolation
 //
@@ -15,7 +16,9 @@
 //   - A target that does not answer, answers an error, or serves garbage is
 //     reported with the reason in its NodeMetrics.errors: down (Up=false,
 //     which reads TARGET_DOWN) when it could not be read, up with the parse
-//     error when it answered something unreadable.
+//     error when it answered something unreadable or over a limit.
+//   - An exposition with invalid families (see engine.Parse) is read
+//     without them, with NodeMetrics.warnings naming each.
 //   - At most one scrape per target is in flight. A scrape has its own
 //     deadline (Options.Timeout) and outlives the Refresh that started it:
 //     when it ends, late, its sample is recorded for the next refresh. Until

@@ -44,6 +44,13 @@ type Options struct {
 	StaleAfter time.Duration
 	// Quantiles reported in distributions (default 0.5, 0.95, 0.99).
 	Quantiles []float64
+	// MaxSeries refuses an exposition with more series (sample lines;
+	// default engine.DefaultMaxSeries, serve --scrape-max-series).
+	MaxSeries int
+	// MaxRankValues refuses an exposition with more distinct values of one
+	// rank label (vLLM's engine, SGLang's dp_rank, tp_rank, …; default
+	// engine.DefaultMaxRankValues, serve --scrape-max-ranks).
+	MaxRankValues int
 }
 
 func (o *Options) defaults() {
@@ -396,21 +403,42 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	defer release()
 	body := io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)
 	lr := &countingReader{r: body}
-	fams, perr := engine.Parse(lr)
+	// The parse stops at the first line over a limit: a flood of series
+	// costs what the limit allows, not what the body holds.
+	exp, perr := engine.Parse(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues})
 	at := s.now()
 	if lr.n > s.opts.MaxBodyBytes {
 		perr = fmt.Errorf("body exceeds %d bytes", s.opts.MaxBodyBytes)
 	}
 	if perr != nil {
 		s.log.Debug("parse failed", "node", t.ID, "err", perr)
-		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", t.URL, perr)}}
+		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", t.URL, withFlag(perr))}}
+	}
+	if len(exp.Warnings) > 0 {
+		s.log.Debug("exposition problems", "node", t.ID, "warnings", exp.Warnings)
 	}
 	if eng == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
-		eng = engine.Detect(fams)
+		eng = engine.Detect(exp.Families)
 	}
-	smp := engine.Extract(eng, fams, at)
+	smp := engine.Extract(eng, exp.Families, at)
 	smp.Up = true
+	smp.Warnings = exp.Warnings
 	return smp
+}
+
+// withFlag names the serve flag of the limit that refused an exposition.
+func withFlag(err error) error {
+	var le *engine.LimitError
+	if !errors.As(err, &le) {
+		return err
+	}
+	switch le.Limit {
+	case engine.LimitSeries:
+		return fmt.Errorf("%w (serve --scrape-max-series)", err)
+	case engine.LimitRankValues:
+		return fmt.Errorf("%w (serve --scrape-max-ranks)", err)
+	}
+	return err
 }
 
 type countingReader struct {

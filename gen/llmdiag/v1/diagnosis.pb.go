@@ -1094,7 +1094,8 @@ type NodeMetrics struct {
 	// Problems reading the node: scrape or parse errors, missing families.
 	Errors []string `protobuf:"bytes,40,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Warnings and partial-result notes from the source (for example
-	// Prometheus query warnings); the values are still used.
+	// Prometheus query warnings, or a family of a scraped exposition left out
+	// as invalid, its indicators then unset); the values given are still used.
 	Warnings      []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
