@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,34 +16,17 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
-// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func env(vars map[string]string, out, errw *syncBuffer) cli.Env {
+func env(vars map[string]string, out, errw *testkit.SyncBuffer) cli.Env {
 	return cli.Env{Getenv: func(k string) string { return vars[k] }, Stdout: out, Stderr: errw}
 }
 
 // run runs one command to completion and returns its output.
 func run(t *testing.T, vars map[string]string, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errw syncBuffer
+	var out, errw testkit.SyncBuffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := cli.Run(ctx, args, env(vars, &out, &errw))
@@ -53,9 +34,9 @@ func run(t *testing.T, vars map[string]string, args ...string) (string, string, 
 }
 
 // background starts a long-running command and stops it at cleanup.
-func background(t *testing.T, vars map[string]string, args ...string) *syncBuffer {
+func background(t *testing.T, vars map[string]string, args ...string) *testkit.SyncBuffer {
 	t.Helper()
-	var out, errw syncBuffer
+	var out, errw testkit.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- cli.Run(ctx, args, env(vars, &out, &errw)) }()
@@ -83,18 +64,15 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// waitFor waits for ok, polling every 100ms (ok runs a command), and
+// logs the last answer when it times out.
 func waitFor(t *testing.T, what string, d time.Duration, ok func() bool, last ...*string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			if len(last) > 0 {
-				t.Logf("last answer:\n%s", *last[0])
-			}
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
+	w := testkit.Wait{For: d, Every: 100 * time.Millisecond}
+	if len(last) > 0 {
+		w.Last = func() string { return *last[0] }
 	}
+	w.Until(t, what, ok)
 }
 
 // TestSeedEndToEnd is `make run` in a test: the simulator's seed scenario,
@@ -199,7 +177,7 @@ func TestSeedEndToEnd(t *testing.T) {
 	}
 
 	// watch prints the current state, the marker, then runs until stopped.
-	var wout, werr syncBuffer
+	var wout, werr testkit.SyncBuffer
 	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer wcancel()
 	if err := cli.Run(wctx, []string{"watch", "--model", "glm-4.6", "--heartbeat", "1s"}, env(vars, &wout, &werr)); err != nil {

@@ -40,7 +40,10 @@ func parseCompare(out string) (compareTable, bool) {
 		return t, false
 	}
 	t.head = columnGap.Split(strings.TrimSpace(lines[i]), -1)
-	for i++; i < len(lines) && strings.TrimSpace(lines[i]) != ""; i++ {
+	// Rows end at a blank line (before the ≈ legend) or at the first note:
+	// with no value within resolution there is no legend, and the notes
+	// follow the table directly.
+	for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "" && !strings.HasPrefix(lines[i], "note: "); i++ {
 		cells := columnGap.Split(strings.TrimSpace(lines[i]), -1)
 		if len(cells) != len(t.head) {
 			return t, false
@@ -56,6 +59,23 @@ func parseCompare(out string) (compareTable, bool) {
 		}
 	}
 	return t, true
+}
+
+// TestParseCompareWithoutLegend is the output of a run on a busy machine:
+// two groups, neither value within the median's bucket, so no ≈ legend and
+// the note right under the table. The parser read the note as a row.
+func TestParseCompareWithoutLegend(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "compare-by-label-no-legend.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct, ok := parseCompare(string(b))
+	if !ok || len(ct.rows) != 3 || ct.legend || len(ct.notes) != 1 || ct.col("P90") < 0 {
+		t.Fatalf("parsed %v: %d rows, legend %v, notes %q, head %q", ok, len(ct.rows), ct.legend, ct.notes, ct.head)
+	}
+	if got := ct.rows[0][0] + "," + ct.rows[1][0] + "," + ct.rows[2][0]; got != "a,b,(no pool label)" {
+		t.Errorf("subjects %s", got)
+	}
 }
 
 func (t compareTable) col(name string) int {

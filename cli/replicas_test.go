@@ -28,6 +28,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sample"
@@ -217,18 +218,6 @@ func (m *monitor) firstWrite(epoch uint64) (time.Time, bool) {
 	return at, ok
 }
 
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // TestReplicasOneLeaderTakeoverFencing is issue 5's acceptance: three
 // replicas (refresh loop + ingest lease, each with its own Redis client)
 // against one real redis-server. Exactly one refreshes at a time; when the
@@ -280,10 +269,10 @@ func TestReplicasOneLeaderTakeoverFencing(t *testing.T) {
 	var old *stack
 	var oldEpoch uint64
 	for round := range 2 {
-		waitUntil(t, 5*time.Second, "a leader", func() bool { return leader() != nil })
+		testkit.Wait{Every: 2 * time.Millisecond, For: 5 * time.Second}.Until(t, "a leader", func() bool { return leader() != nil })
 		lead := leader()
 		_, epoch, _ := lead.l.Leader()
-		waitUntil(t, 5*time.Second, "the leader's first records", func() bool { _, ok := mon.firstWrite(epoch); return ok })
+		testkit.Wait{Every: 2 * time.Millisecond, For: 5 * time.Second}.Until(t, "the leader's first records", func() bool { _, ok := mon.firstWrite(epoch); return ok })
 		time.Sleep(ttl) // three renewals' worth of refreshing under contention
 		// Every replica reads the leader's records and agrees who leads.
 		for _, s := range stacks() {
@@ -300,10 +289,10 @@ func TestReplicasOneLeaderTakeoverFencing(t *testing.T) {
 		mu.Lock()
 		delete(live, lead.id)
 		mu.Unlock()
-		took := waitUntil(t, 2*ttl, "another replica takes over within 2×ttl", func() bool { return leader() != nil })
+		took := testkit.Wait{Every: 2 * time.Millisecond, For: 2 * ttl}.Until(t, "another replica takes over within 2×ttl", func() bool { return leader() != nil })
 		next := leader()
 		_, nextEpoch, _ := next.l.Leader()
-		waitUntil(t, 2*ttl, "the new leader's first records", func() bool { _, ok := mon.firstWrite(nextEpoch); return ok })
+		testkit.Wait{Every: 2 * time.Millisecond, For: 2 * ttl}.Until(t, "the new leader's first records", func() bool { _, ok := mon.firstWrite(nextEpoch); return ok })
 		wrote, _ := mon.firstWrite(nextEpoch)
 		t.Logf("round %d: leader %s (epoch %d) crashed; %s (epoch %d) took the lease after %v and its first records were in the store after %v (ttl %v)",
 			round, lead.id, epoch, next.id, nextEpoch, took.Round(time.Millisecond), wrote.Sub(crashed).Round(time.Millisecond), ttl)
@@ -375,24 +364,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// lockedBuffer collects a command's log while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func health(addr, service string) string {
 	body, _ := json.Marshal(map[string]string{"service": service})
 	c := http.Client{Timeout: 3 * time.Second}
@@ -440,7 +411,7 @@ func TestServeReplicasWithRedis(t *testing.T) {
 
 	type replica struct {
 		addr string
-		log  *lockedBuffer
+		log  *testkit.SyncBuffer
 	}
 	var reps []replica
 	for _, id := range []string{"a", "b"} {
@@ -450,7 +421,7 @@ func TestServeReplicasWithRedis(t *testing.T) {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		r := replica{addr: addr, log: &lockedBuffer{}}
+		r := replica{addr: addr, log: &testkit.SyncBuffer{}}
 		reps = append(reps, r)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -475,7 +446,7 @@ func TestServeReplicasWithRedis(t *testing.T) {
 		})
 	}
 	nodes := func(addr string) (string, error) {
-		var out lockedBuffer
+		var out testkit.SyncBuffer
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		err := Run(ctx, []string{"nodes", "--addr", "http://" + addr}, Env{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: io.Discard})
@@ -488,7 +459,7 @@ func TestServeReplicasWithRedis(t *testing.T) {
 				t.Logf("last answer of %s: %s", r.addr, last)
 			}
 		})
-		waitUntil(t, 20*time.Second, r.addr+" serving with n0", func() bool {
+		testkit.Wait{Every: 2 * time.Millisecond, For: 20 * time.Second}.Until(t, r.addr+" serving with n0", func() bool {
 			out, err := nodes(r.addr)
 			last = fmt.Sprintf("nodes: %v %q; health %s, redis %s", err, out, health(r.addr, ""), health(r.addr, "redis"))
 			return err == nil && strings.Contains(out, "n0") && health(r.addr, "") == "SERVING" && health(r.addr, "redis") == "SERVING"
@@ -541,10 +512,10 @@ func TestServeReplicasWithRedis(t *testing.T) {
 
 	srv.Kill()
 	killed := time.Now()
-	waitUntil(t, 2*time.Second, "the leader steps down", func() bool { return leaders() == 0 })
+	testkit.Wait{Every: 2 * time.Millisecond, For: 2 * time.Second}.Until(t, "the leader steps down", func() bool { return leaders() == 0 })
 	t.Logf("leader stepped down %v after Redis died (lease ttl 1s)", time.Since(killed).Round(time.Millisecond))
 	for _, r := range reps {
-		waitUntil(t, 5*time.Second, r.addr+" redis NOT_SERVING", func() bool { return health(r.addr, "redis") == "NOT_SERVING" })
+		testkit.Wait{Every: 2 * time.Millisecond, For: 5 * time.Second}.Until(t, r.addr+" redis NOT_SERVING", func() bool { return health(r.addr, "redis") == "NOT_SERVING" })
 		if got := health(r.addr, ""); got != "SERVING" {
 			t.Errorf("%s overall status %s while Redis is down, want it unchanged (SERVING)", r.addr, got)
 		}
@@ -559,9 +530,9 @@ func TestServeReplicasWithRedis(t *testing.T) {
 
 	srv.Restart() // empty: no persistence
 	for _, r := range reps {
-		waitUntil(t, 5*time.Second, r.addr+" redis SERVING again", func() bool { return health(r.addr, "redis") == "SERVING" })
+		testkit.Wait{Every: 2 * time.Millisecond, For: 5 * time.Second}.Until(t, r.addr+" redis SERVING again", func() bool { return health(r.addr, "redis") == "SERVING" })
 	}
-	back := waitUntil(t, 5*time.Second, "a leader again and n0 refreshed", func() bool {
+	back := testkit.Wait{Every: 2 * time.Millisecond, For: 5 * time.Second}.Until(t, "a leader again and n0 refreshed", func() bool {
 		out, err := nodes(reps[1].addr)
 		return leaders() == 1 && err == nil && strings.Contains(out, "n0")
 	})

@@ -3,19 +3,15 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/refresh"
-	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
@@ -33,20 +29,11 @@ func startFleet() *fleet { return startFleetAt("127.0.0.1:0") }
 
 func startFleetAt(addr string) *fleet {
 	st := memory.New(memory.Options{}, "example")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	svc := server.NewService(st, nil, log, time.Now, server.Config{}, ctx.Done())
-	ready := make(chan struct{})
-	close(ready)
-	ln, err := net.Listen("tcp", addr)
+	srv, err := servertest.Run(servertest.Options{Store: st, Addr: addr, Grace: time.Second})
 	if err != nil {
 		panic(err)
 	}
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, ln, server.Handler(svc, server.NewHealth(ready), prometheus.NewRegistry()), log, time.Second)
-	}()
-	return &fleet{URL: "http://" + ln.Addr().String(), st: st, stop: func() { cancel(); <-done }}
+	return &fleet{URL: srv.URL, st: st, stop: func() { _ = srv.Stop() }}
 }
 
 func (f *fleet) set(id string, status llmdiagv1.Status, cause llmdiagv1.Cause, routable bool, score float64) {
@@ -62,7 +49,8 @@ func (f *fleet) set(id string, status llmdiagv1.Status, cause llmdiagv1.Cause, r
 	}
 }
 
-// waitFor polls a condition an example waits on.
+// waitFor polls a condition an example waits on (an Example has no
+// testing.TB for testkit.Eventually; the output check fails it instead).
 func waitFor(ok func() bool) {
 	for deadline := time.Now().Add(10 * time.Second); !ok() && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)

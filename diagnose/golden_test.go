@@ -3,12 +3,13 @@ package diagnose_test
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"math"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmdiag/llmdiag/internal/testkit"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -17,8 +18,6 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // stableJSON renders d as indented JSON whose bytes do not depend on
 // protojson's deliberately unstable whitespace.
@@ -137,7 +136,7 @@ func TestSeedGolden(t *testing.T) {
 			if d.GetLanguage() != tc.lang || d.GetNode() != "deepseek-v4-node-01" || d.GetModel() != "deepseek-v4" || d.GetWindow() != "5m" {
 				t.Errorf("header not copied: %v %q %q %q", d.GetLanguage(), d.GetNode(), d.GetModel(), d.GetWindow())
 			}
-			diagnosetest.Golden(t, filepath.Join("testdata", tc.file), stableJSON(t, d), *update)
+			testkit.Golden(t, filepath.Join("testdata", tc.file), stableJSON(t, d))
 		})
 	}
 }

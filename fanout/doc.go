@@ -25,7 +25,8 @@
 // every event at or before T that the subscriber selects has been handed
 // out, itself or folded into a later state of its node that has been handed
 // out or is still pending after T (or it was dropped because it did not
-// change what the subscriber was last sent). Reading the feed after T thus
+// change what the subscriber was last sent, or was observed no later than
+// that). Reading the feed after T thus
 // gives no gap and repeats no state already handed out. The rule:
 //
 //   - pending states are ordered by the position of the newest event folded
@@ -45,7 +46,8 @@
 // position and returns the newest state the hub has read of every selected
 // node (a caller that lists the store afterwards takes, per node, whichever
 // is newer, so nothing before the position is lost, and MarkSent so that
-// events after it repeating the listing are not handed out again); Resume
+// events after it repeating the listing, or older than it, are not handed
+// out: a subscriber never goes back in time); Resume
 // attaches after a token, reading from the feed itself what the hub no
 // longer holds, or returns store.ErrTokenExpired when the feed does not hold
 // it either.

@@ -3,11 +3,14 @@ package fanout_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/llmdiag/llmdiag/fanout"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
@@ -74,20 +77,19 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 // waitTimers waits until n timers are armed (a reader is waiting).
-func (c *fakeClock) waitTimers(n int) {
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+func (c *fakeClock) waitTimers(t *testing.T, n int) {
+	t.Helper()
+	testkit.Wait{For: time.Minute, Every: time.Millisecond}.Until(t, fmt.Sprintf("%d armed timers", n), func() bool {
 		c.mu.Lock()
+		defer c.mu.Unlock()
 		armed := 0
 		for _, t := range c.timers {
 			if t.armed {
 				armed++
 			}
 		}
-		c.mu.Unlock()
-		if armed >= n {
-			return
-		}
-	}
+		return armed >= n
+	})
 }
 
 type fakeTimer struct {

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/llmdiag/llmdiag/fanout"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
@@ -341,22 +344,22 @@ func TestHeartbeatTiming(t *testing.T) {
 			t.Fatalf("no message; want kind %v", kind)
 		}
 	}
-	clk.waitTimers(1)
+	clk.waitTimers(t, 1)
 	clk.Advance(9 * time.Second)
 	expectNone()
 	clk.Advance(time.Second)
 	expect(fanout.Heartbeat, pos)
 	other := publish(t, st, health("b", 1, 0)) // not selected: only moves the token
 	waitRead(t, h, 1)
-	clk.waitTimers(1)
+	clk.waitTimers(t, 1)
 	clk.Advance(10 * time.Second)
 	expect(fanout.Heartbeat, other.Token)
-	clk.waitTimers(1)
+	clk.waitTimers(t, 1)
 	clk.Advance(5 * time.Second)
 	ev := publish(t, st, health("a", 1, 0))
 	waitRead(t, h, 2)
 	expect(fanout.Change, ev.Token)
-	clk.waitTimers(1)
+	clk.waitTimers(t, 1)
 	clk.Advance(9 * time.Second) // 14s after the last heartbeat, 9s after the change
 	expectNone()
 	clk.Advance(time.Second)
@@ -366,11 +369,7 @@ func TestHeartbeatTiming(t *testing.T) {
 // waitRead waits until the hub has read n events.
 func waitRead(t *testing.T, h *fanout.Hub, n uint64) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); h.Stats().Events < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("hub read %d events, want %d", h.Stats().Events, n)
-		}
-	}
+	testkit.Wait{For: time.Minute, Every: time.Millisecond}.Until(t, fmt.Sprintf("the hub to read %d events", n), func() bool { return h.Stats().Events >= n })
 }
 
 // Stopping the hub ends every subscriber at once.
@@ -421,13 +420,11 @@ func TestFeedOutage(t *testing.T) {
 	}
 	f.down.Store(false)
 	var s *fanout.Sub
-	for deadline := time.Now().Add(5 * time.Second); s == nil; {
-		var err error
-		if s, _, _, err = h.Sync(ctx, fanout.SubOptions{}); err != nil && time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var err error
+	testkit.Wait{For: time.Minute, Every: 5 * time.Millisecond, Last: func() string { return fmt.Sprint(err) }}.Until(t, "Sync once the feed answers", func() bool {
+		s, _, _, err = h.Sync(ctx, fanout.SubOptions{})
+		return err == nil
+	})
 	defer s.Close()
 	f.down.Store(true)
 	publish(t, st, health("a", 2, 0)) // written while the hub cannot read
@@ -435,5 +432,32 @@ func TestFeedOutage(t *testing.T) {
 	f.down.Store(false)
 	if m := next(t, s); m.Health.GetNode() != "a" {
 		t.Fatalf("after the outage got %+v", m)
+	}
+}
+
+// A subscriber that started from a listing newer than the hub's position
+// (a replica's copy is written before the event reaches the feed) is not
+// handed the older events in between: it never goes back in time, and it
+// gets every change after the listing.
+func TestSyncedFromANewerListingNeverGoesBack(t *testing.T) {
+	st, h, _ := start(t, 0, fanout.Options{})
+	ok, crit := llmdiagv1.Status_STATUS_OK, llmdiagv1.Status_STATUS_CRIT
+	at := func(s llmdiagv1.Status, sec int64) *llmdiagv1.NodeHealth {
+		e := health("a", s, 0)
+		e.ObservedAt = timestamppb.New(time.Unix(1_800_000_000+sec, 0))
+		return e
+	}
+	s, _ := syncSub(t, h, fanout.SubOptions{})
+	s.MarkSent(at(ok, 7)) // the listing: the state at 7
+	for _, e := range []*llmdiagv1.NodeHealth{
+		at(crit, 6), // older than the listing: not news
+		at(ok, 7),   // the listing itself
+		at(crit, 8), // news
+	} {
+		publish(t, st, e)
+	}
+	m := next(t, s)
+	if m.Health.GetStatus() != crit || m.Health.GetObservedAt().AsTime().Unix() != 1_800_000_008 {
+		t.Fatalf("first change %v at %v; want CRIT at +8, nothing older than the listing", m.Health.GetStatus(), m.Health.GetObservedAt().AsTime())
 	}
 }

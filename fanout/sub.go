@@ -56,6 +56,7 @@ type sent struct {
 	status   llmdiagv1.Status
 	cause    llmdiagv1.Cause
 	routable bool
+	observed time.Time // zero when the state carried no observation time
 }
 
 // entry is one pending state of a node, and the token of the newest event
@@ -187,16 +188,27 @@ func (s *Sub) MarkSent(h *llmdiagv1.NodeHealth) {
 	if s.sent == nil {
 		s.sent = map[string]sent{}
 	}
-	s.sent[h.GetNode()] = sent{h.GetLoadScore(), h.GetStatus(), h.GetRootCause(), h.GetRoutable()}
+	var observed time.Time
+	if h.GetObservedAt() != nil {
+		observed = h.GetObservedAt().AsTime()
+	}
+	s.sent[h.GetNode()] = sent{h.GetLoadScore(), h.GetStatus(), h.GetRootCause(), h.GetRoutable(), observed}
 }
 
-// changed reports whether h is news to the subscriber. A removal always
-// is: the subscriber may know the node from before it resumed.
+// changed reports whether h is news to the subscriber: a removal always is
+// (the subscriber may know the node from before it resumed); a state is
+// when it was observed after the state the subscriber has of the node (a
+// subscriber that started from a listing newer than the hub's position
+// would otherwise be handed the older events in between, going back in
+// time) and differs from it.
 func (s *Sub) changed(h *llmdiagv1.NodeHealth) bool {
 	if h.GetRemoved() {
 		return true
 	}
 	p, ok := s.sent[h.GetNode()]
+	if ok && !p.observed.IsZero() && h.GetObservedAt() != nil && !h.GetObservedAt().AsTime().After(p.observed) {
+		return false
+	}
 	if !ok || p.status != h.GetStatus() || p.cause != h.GetRootCause() || p.routable != h.GetRoutable() {
 		return true
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/lease"
 )
 
@@ -119,24 +120,12 @@ func startReplica(t *testing.T, b *board, c redis.UniversalClient, id string, tt
 	return r
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 func TestAcquireRenewRelease(t *testing.T) {
 	srv := redistest.Start(t)
 	const ttl = 300 * time.Millisecond
 	var b board
 	r := startReplica(t, &b, client(t, srv.Addr()), "a", ttl)
-	waitFor(t, 5*time.Second, "a leads", func() bool { return b.leader() == "a" })
+	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads", func() bool { return b.leader() == "a" })
 
 	key, epochKey := r.l.Keys()
 	_, epoch, _ := r.l.Leader()
@@ -215,7 +204,7 @@ func TestOneLeaderAndTakeover(t *testing.T) {
 	}
 	epoch := uint64(0)
 	for round := range 2 {
-		waitFor(t, 5*time.Second, "a leader", func() bool { return b.leader() != "" })
+		testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leader", func() bool { return b.leader() != "" })
 		time.Sleep(ttl) // a lease period of renewals, with two contenders
 		lead := rs[b.leader()]
 		_, e, _ := lead.l.Leader()
@@ -230,7 +219,7 @@ func TestOneLeaderAndTakeover(t *testing.T) {
 		}
 		crash(lead)
 		delete(rs, lead.id)
-		took := waitFor(t, 2*ttl, "takeover within 2 ttl", func() bool { return b.leader() != "" })
+		took := testkit.Wait{For: 2 * ttl, Every: 5 * time.Millisecond}.Until(t, "takeover within 2 ttl", func() bool { return b.leader() != "" })
 		t.Logf("round %d: %s (epoch %d) crashed; %s took over after %v (ttl %v)", round, lead.id, e, b.leader(), took.Round(time.Millisecond), ttl)
 	}
 	if m := b.max.Load(); m != 1 {
@@ -243,18 +232,18 @@ func TestStepsDownBeforeExpiryWhenRedisIsGone(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	var b board
 	r := startReplica(t, &b, client(t, srv.Addr()), "a", ttl)
-	waitFor(t, 5*time.Second, "a leads", func() bool { return b.leader() == "a" })
+	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads", func() bool { return b.leader() == "a" })
 	time.Sleep(ttl / 2)
 
 	srv.Kill()
 	killed := time.Now()
-	waitFor(t, ttl, "a steps down within a ttl of losing Redis", func() bool { return b.leader() == "" })
+	testkit.Wait{For: ttl, Every: 5 * time.Millisecond}.Until(t, "a steps down within a ttl of losing Redis", func() bool { return b.leader() == "" })
 	stepped := time.Since(killed)
 	t.Logf("stepped down %v after Redis died (ttl %v)", stepped.Round(time.Millisecond), ttl)
-	waitFor(t, ttl/2, "Leader() not ok while Redis is down", func() bool { _, _, ok := r.l.Leader(); return !ok })
+	testkit.Wait{For: ttl / 2, Every: 5 * time.Millisecond}.Until(t, "Leader() not ok while Redis is down", func() bool { _, _, ok := r.l.Leader(); return !ok })
 
 	srv.Restart() // persisted: the epoch goes on
-	waitFor(t, 5*time.Second, "a leads again", func() bool { return b.leader() == "a" })
+	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads again", func() bool { return b.leader() == "a" })
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.epochs) != 2 || r.epochs[1] <= r.epochs[0] {
@@ -270,14 +259,14 @@ func TestLostWhenTaken(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	var b board
 	r := startReplica(t, &b, client(t, srv.Addr()), "a", ttl)
-	waitFor(t, 5*time.Second, "a leads", func() bool { return b.leader() == "a" })
+	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads", func() bool { return b.leader() == "a" })
 	key, _ := r.l.Keys()
 	// An operator (or a split brain) hands the lease to "z" by hand.
 	if _, err := srv.Do("SET", key, "99:z", "PX", "5000"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, ttl/2, "a steps down at its next renewal", func() bool { return b.leader() == "" })
-	waitFor(t, ttl, "a follows z", func() bool { h, e, ok := r.l.Leader(); return ok && h == "z" && e == 99 })
+	testkit.Wait{For: ttl / 2, Every: 5 * time.Millisecond}.Until(t, "a steps down at its next renewal", func() bool { return b.leader() == "" })
+	testkit.Wait{For: ttl, Every: 5 * time.Millisecond}.Until(t, "a follows z", func() bool { h, e, ok := r.l.Leader(); return ok && h == "z" && e == 99 })
 	if v, _ := srv.Do("GET", key); v != "99:z" {
 		t.Fatalf("a touched z's lease: %q", v)
 	}
@@ -305,7 +294,7 @@ func TestCluster(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		rs[id] = startReplica(t, &b, client(t, cl.Addrs()...), id, ttl)
 	}
-	waitFor(t, 10*time.Second, "a leader", func() bool { return b.leader() != "" })
+	testkit.Wait{For: 10 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leader", func() bool { return b.leader() != "" })
 	lead := rs[b.leader()]
 	key, epochKey := lead.l.Keys()
 	s1, _ := cl.Nodes[0].Do("CLUSTER", "KEYSLOT", key)
@@ -316,7 +305,7 @@ func TestCluster(t *testing.T) {
 	_, e1, _ := lead.l.Leader()
 	crash(lead)
 	delete(rs, lead.id)
-	took := waitFor(t, 2*ttl, "takeover within 2 ttl on a cluster", func() bool { return b.leader() != "" })
+	took := testkit.Wait{For: 2 * ttl, Every: 5 * time.Millisecond}.Until(t, "takeover within 2 ttl on a cluster", func() bool { return b.leader() != "" })
 	_, e2, _ := rs[b.leader()].l.Leader()
 	t.Logf("cluster: %s (epoch %d) crashed; %s (epoch %d) took over after %v", lead.id, e1, b.leader(), e2, took.Round(time.Millisecond))
 	if e2 <= e1 {
@@ -332,7 +321,7 @@ func TestEpochGrowsAfterCounterLoss(t *testing.T) {
 	var b board
 	c := client(t, srv.Addr())
 	r := startReplica(t, &b, c, "a", 300*time.Millisecond)
-	waitFor(t, 5*time.Second, "a leads", func() bool { return b.leader() == "a" })
+	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads", func() bool { return b.leader() == "a" })
 	_, e1, _ := r.l.Leader()
 	r.cancel()
 	<-r.done
@@ -342,7 +331,7 @@ func TestEpochGrowsAfterCounterLoss(t *testing.T) {
 	}
 	time.Sleep(5 * time.Millisecond)
 	r2 := startReplica(t, &b, c, "a", 300*time.Millisecond)
-	waitFor(t, 5*time.Second, "a leads again", func() bool { return b.leader() == "a" })
+	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads again", func() bool { return b.leader() == "a" })
 	if _, e2, _ := r2.l.Leader(); e2 <= e1 {
 		t.Fatalf("epoch %d after the counter was lost, below the earlier %d", e2, e1)
 	}
@@ -356,10 +345,10 @@ func TestReleaseHandsOverQuickly(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		rs[id] = startReplica(t, &b, client(t, srv.Addr()), id, ttl)
 	}
-	waitFor(t, 5*time.Second, "a leader", func() bool { return b.leader() != "" })
+	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leader", func() bool { return b.leader() != "" })
 	lead := rs[b.leader()]
 	lead.cancel() // SIGTERM: release on the way out
 	<-lead.done
-	took := waitFor(t, ttl/3+ttl/10, "the follower takes a released lease within ttl/3", func() bool { return b.leader() != "" })
+	took := testkit.Wait{For: ttl/3 + ttl/10, Every: 5 * time.Millisecond}.Until(t, "the follower takes a released lease within ttl/3", func() bool { return b.leader() != "" })
 	t.Logf("%s released; %s took over after %v (ttl %v)", lead.id, b.leader(), took.Round(time.Millisecond), ttl)
 }

@@ -1,11 +1,12 @@
 package report_test
 
 import (
-	"flag"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/llmdiag/llmdiag/internal/testkit"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/diagnose/diagnosetest"
@@ -14,8 +15,6 @@ import (
 )
 
 var htmlTag = regexp.MustCompile(`<[A-Za-z/!]`)
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 var (
 	en       = llmdiagv1.Language_LANGUAGE_EN
@@ -63,7 +62,7 @@ func TestSeedReports(t *testing.T) {
 			if htmlTag.MatchString(got) {
 				t.Errorf("report contains %q: no HTML in chat tools", htmlTag.FindString(got))
 			}
-			diagnosetest.Golden(t, filepath.Join("testdata", tc.file), []byte(got), *update)
+			testkit.Golden(t, filepath.Join("testdata", tc.file), []byte(got))
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
@@ -94,23 +94,9 @@ func TestSharedStoreOutage(t *testing.T) {
 	if err := rep.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
-	close(ready)
-	sctx, cancel := context.WithCancel(ctx)
-	svc := server.NewService(rep, src, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th}, sctx.Done())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(sctx, ln, server.Handler(svc, server.NewHealth(ready), reg), log, 5*time.Second)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	c, err := client.New("http://" + ln.Addr().String())
+	srv := servertest.Start(t, servertest.Options{Store: rep, Source: src, Log: log, Registry: reg,
+		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th}})
+	c, err := client.New(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}

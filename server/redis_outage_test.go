@@ -2,10 +2,10 @@ package server_test
 
 import (
 	"context"
-	"io"
+	"fmt"
 	"log/slog"
-	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +20,8 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
@@ -71,7 +73,12 @@ func (r *recording) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store
 // TestRedisOutageUnderLoad stops a real redis-server while a bounded load
 // runs against a replica and the leader keeps refreshing, then starts it
 // again: no unary call fails, answers say when they come from the copy, and
-// a subscriber sees every status change the leader made, in order.
+// a subscriber sees every status change the leader made, in order, with no
+// gap and no repeat, from the state it was first sent on.
+//
+// Every phase waits for what it needs (changes published with Redis up,
+// during the outage, after recovery) rather than for a guessed time, so a
+// busy machine only makes it slower.
 func TestRedisOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs for about 10 s")
@@ -82,7 +89,7 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := slog.New(slog.DiscardHandler)
 	reg := prometheus.NewRegistry()
 	tm, err := telemetry.New(reg, time.Now)
 	if err != nil {
@@ -104,62 +111,67 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() { defer bg.Done(); rep.Run(ctx) }()
-	go func() { defer bg.Done(); loop.Run(ctx) }()
+	defer bg.Wait()
+	defer cancel()
+	bg.Go(func() { rep.Run(ctx) })
+	leaderCtx, stopLeader := context.WithCancel(ctx)
+	leaderDone := make(chan struct{})
+	go func() { defer close(leaderDone); loop.Run(leaderCtx) }()
+	defer func() { stopLeader(); <-leaderDone }()
 
-	ready := make(chan struct{})
-	close(ready)
-	svc := server.NewService(rep, src, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th}, ctx.Done())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() {
-		served <- server.Serve(ctx, ln, server.Handler(svc, server.NewHealth(ready), reg), log, 5*time.Second)
-	}()
-	c, err := client.New("http://" + ln.Addr().String())
+	srv := servertest.Start(t, servertest.Options{Store: rep, Source: src, Registry: reg, Log: log,
+		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th}})
+	c, err := client.New(srv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	// The subscriber records the changes it sees.
+	// The subscriber records the state it is first sent and the changes
+	// that follow.
 	var seenMu sync.Mutex
+	initial := map[string]*llmdiagv1.NodeHealth{}
 	var seen []*llmdiagv1.NodeHealth
-	stream, err := c.StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{HeartbeatInterval: durationpb.New(time.Second)}))
+	streamCtx, closeStream := context.WithCancel(ctx)
+	defer closeStream()
+	stream, err := c.StreamHealth(streamCtx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{HeartbeatInterval: durationpb.New(time.Second)}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	synced := make(chan struct{})
-	bg.Add(1)
-	go func() {
-		defer bg.Done()
+	var reader sync.WaitGroup
+	reader.Go(func() {
 		for stream.Receive() {
 			m := stream.Msg()
+			seenMu.Lock()
 			switch m.GetKind() {
+			case llmdiagv1.EventKind_EVENT_KIND_INITIAL:
+				initial[m.GetHealth().GetNode()] = m.GetHealth()
 			case llmdiagv1.EventKind_EVENT_KIND_SYNCED:
 				close(synced)
 			case llmdiagv1.EventKind_EVENT_KIND_CHANGE:
-				seenMu.Lock()
 				seen = append(seen, m.GetHealth())
-				seenMu.Unlock()
 			}
+			seenMu.Unlock()
 		}
-	}()
-	<-synced
-	leader.mu.Lock()
-	before := len(leader.evs) // published before the subscriber's position
-	leader.mu.Unlock()
+	})
+	select {
+	case <-synced:
+	case <-time.After(time.Minute):
+		t.Fatal("no SYNCED within a minute")
+	}
+	changes := func() int {
+		leader.mu.Lock()
+		defer leader.mu.Unlock()
+		return len(leader.evs)
+	}
+	degraded := func() bool { _, _, bad := rep.Degraded(); return bad }
 
 	// A bounded load: four callers until the outage is over.
-	var calls, failures, degraded atomic.Int64
+	var calls, failures, fromCopy atomic.Int64
 	stop := make(chan struct{})
 	var load sync.WaitGroup
 	for g := range 4 {
-		load.Add(1)
-		go func() {
-			defer load.Done()
+		load.Go(func() {
 			for i := 0; ; i++ {
 				select {
 				case <-stop:
@@ -187,80 +199,107 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 					failures.Add(1)
 					t.Logf("call failed: %v", err)
 				} else if d != nil {
-					degraded.Add(1)
+					fromCopy.Add(1)
 				}
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(5 * time.Millisecond) // pacing, not a wait
 			}
-		}()
+		})
 	}
 
-	time.Sleep(time.Second)
+	n := changes()
+	testkit.Eventually(t, time.Minute, "3 status changes with Redis up", func() bool { return changes() >= n+3 })
 	rs.Stop()
-	time.Sleep(2 * time.Second) // the leader refreshes ~10 times meanwhile
+	n = changes()
+	outage := testkit.Eventually(t, time.Minute, "the replica to see the outage and the leader to publish 5 changes during it", func() bool {
+		return degraded() && changes() >= n+5
+	})
+	during := changes() - n
 	rs.Restart()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, _, bad := rep.Degraded(); !bad {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the replica did not recover within 10 s of Redis restarting")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	time.Sleep(time.Second)
+	testkit.Eventually(t, time.Minute, "the replica to recover after Redis restarted", func() bool { return !degraded() })
+	n = changes()
+	testkit.Eventually(t, time.Minute, "3 status changes after recovery", func() bool { return changes() >= n+3 })
 	close(stop)
 	load.Wait()
-	// Every change published up to now must reach the subscriber, in order,
-	// with no gap and no repeat. The subscriber's feed position at SYNCED
-	// may be a change or so before the count taken then, so its changes are
-	// the leader's from some k <= before on.
+
+	// The leader stops; every change it published must reach the
+	// subscriber.
+	stopLeader()
+	<-leaderDone
 	leader.mu.Lock()
 	published := append([]*llmdiagv1.NodeHealth(nil), leader.evs...)
 	leader.mu.Unlock()
 	same := func(a, b *llmdiagv1.NodeHealth) bool {
 		return a.GetNode() == b.GetNode() && a.GetStatus() == b.GetStatus() && a.GetObservedAt().AsTime().Equal(b.GetObservedAt().AsTime())
 	}
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	last := published[len(published)-1]
+	testkit.Eventually(t, time.Minute, "the subscriber to see the leader's last change", func() bool {
 		seenMu.Lock()
-		done := len(seen) > 0 && same(seen[len(seen)-1], published[len(published)-1])
-		seenMu.Unlock()
-		if done {
-			break
-		}
-	}
-	cancel()
-	bg.Wait()
-	<-served
+		defer seenMu.Unlock()
+		return slices.ContainsFunc(seen, func(h *llmdiagv1.NodeHealth) bool { return same(h, last) })
+	})
+	closeStream()
+	reader.Wait()
 
-	t.Logf("%d calls, %d answered from the copy, %d failed", calls.Load(), degraded.Load(), failures.Load())
+	t.Logf("%d calls, %d answered from the copy, %d failed; the leader published %d changes, %d during the outage (in %v); the subscriber saw %d",
+		calls.Load(), fromCopy.Load(), failures.Load(), len(published), during, outage.Round(time.Millisecond), len(seen))
 	if failures.Load() != 0 {
 		t.Errorf("%d of %d unary calls failed during the outage; want 0", failures.Load(), calls.Load())
 	}
-	if degraded.Load() == 0 {
+	if fromCopy.Load() == 0 {
 		t.Error("no answer said it came from the copy during the outage")
 	}
-	seenMu.Lock()
-	defer seenMu.Unlock()
-	if len(published)-before < 10 {
-		t.Fatalf("only %d status changes were published; the test needs the leader to keep changing glm-1", len(published)-before)
-	}
-	if len(seen) == 0 {
-		t.Fatal("the subscriber saw no change")
-	}
-	k := slices.IndexFunc(published, func(h *llmdiagv1.NodeHealth) bool { return same(h, seen[0]) })
-	t.Logf("leader published %d changes; the subscriber saw %d, from the leader's #%d on (synced after #%d)", len(published), len(seen), k, before)
-	switch {
-	case k < 0 || k > before:
-		t.Errorf("the subscriber's first change %v is not one the leader published at or before it synced", seen[0])
-	case len(seen) != len(published)-k:
-		t.Errorf("subscriber saw %d changes, want the leader's %d from #%d on", len(seen), len(published)-k, k)
-	default:
-		for i, h := range seen {
-			if !same(h, published[k+i]) {
-				t.Errorf("change %d: saw %s %v, published %s %v", i, h.GetNode(), h.GetStatus(), published[k+i].GetNode(), published[k+i].GetStatus())
-				break
+	// Per node: the state the subscriber was first sent is the one the
+	// leader last published at or before that state's observation (a
+	// refresh that changed nothing published nothing), and the changes it
+	// saw are exactly the leader's after it.
+	for _, node := range []string{"glm-0", "glm-1"} {
+		var pub, got []*llmdiagv1.NodeHealth
+		for _, h := range published {
+			if h.GetNode() == node {
+				pub = append(pub, h)
 			}
 		}
+		for _, h := range seen {
+			if h.GetNode() == node {
+				got = append(got, h)
+			}
+		}
+		// The leader publishes a node only when it changed from the state
+		// its copy holds: the same state twice in a row means its copy
+		// went back in time and a change was never announced.
+		for i := 1; i < len(pub); i++ {
+			if pub[i].GetStatus() == pub[i-1].GetStatus() && pub[i].GetRootCause() == pub[i-1].GetRootCause() && pub[i].GetRoutable() == pub[i-1].GetRoutable() && pub[i].GetLoadScore() == pub[i-1].GetLoadScore() {
+				t.Errorf("%s: the leader published the same state twice in a row (#%d and #%d): %s", node, i-1, i, describe(pub))
+			}
+		}
+		first := initial[node]
+		if first == nil {
+			t.Errorf("%s: no initial state", node)
+			continue
+		}
+		k := -1
+		for i, h := range pub {
+			if !h.GetObservedAt().AsTime().After(first.GetObservedAt().AsTime()) {
+				k = i
+			}
+		}
+		if k < 0 || pub[k].GetStatus() != first.GetStatus() || pub[k].GetRootCause() != first.GetRootCause() {
+			t.Errorf("%s: the initial state %s is not the one the leader last published before it (published: %s)", node, describe([]*llmdiagv1.NodeHealth{first}), describe(pub))
+			continue
+		}
+		want := pub[k+1:]
+		if len(got) != len(want) || !slices.EqualFunc(got, want, same) {
+			t.Errorf("%s: after the initial state %s (the leader's #%d of %d) the subscriber saw %d changes, want the leader's %d:\n saw  %s\n want %s",
+				node, describe([]*llmdiagv1.NodeHealth{first}), k, len(pub), len(got), len(want), describe(got), describe(want))
+		}
 	}
+}
+
+// describe lists health events as status@time, for a failure message.
+func describe(hs []*llmdiagv1.NodeHealth) string {
+	var b strings.Builder
+	for _, h := range hs {
+		fmt.Fprintf(&b, "%s@%s ", strings.TrimPrefix(h.GetStatus().String(), "STATUS_"), h.GetObservedAt().AsTime().Format("15:04:05.000"))
+	}
+	return b.String()
 }

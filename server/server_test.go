@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -29,6 +28,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sample"
@@ -159,24 +159,10 @@ func startServerAt(t *testing.T, now time.Time) (string, *memory.Store, *fakeSou
 	if err := loop.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ready := make(chan struct{})
-	close(ready)
-	ctx, cancel := context.WithCancel(context.Background())
-	svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th, OffsetStep: 5 * time.Second}, ctx.Done())
-	h := server.Handler(svc, server.NewHealth(ready), reg, connect.WithInterceptors(tm.Interceptor()))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- server.Serve(ctx, ln, h, log, 5*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String(), st, src
+	srv := servertest.Start(t, servertest.Options{Store: st, Source: src, Log: log, Registry: reg,
+		Config:         server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th, OffsetStep: 5 * time.Second},
+		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(tm.Interceptor())}})
+	return srv.URL, st, src
 }
 
 // api is the part of the service the protocol matrix exercises, spelled
@@ -599,21 +585,8 @@ func TestStaleDataIsNeverHealthy(t *testing.T) {
 // grace period.
 func TestShutdownEndsStreams(t *testing.T) {
 	st := memory.New(memory.Options{}, "s")
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	svc := server.NewService(st, nil, log, time.Now, server.Config{}, ctx.Done())
-	ready := make(chan struct{})
-	close(ready)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, ln, server.Handler(svc, server.NewHealth(ready), prometheus.NewRegistry()), log, 30*time.Second)
-	}()
-	c, _ := client.New("http://"+ln.Addr().String(), client.WithProtocol(client.ProtocolGRPC))
+	srv := servertest.Start(t, servertest.Options{Store: st, Grace: 30 * time.Second})
+	c, _ := client.New(srv.URL, client.WithProtocol(client.ProtocolGRPC))
 	stream, err := c.StreamHealth(context.Background(), connect.NewRequest(&llmdiagv1.StreamHealthRequest{}))
 	if err != nil {
 		t.Fatal(err)
@@ -622,10 +595,11 @@ func TestShutdownEndsStreams(t *testing.T) {
 		t.Fatalf("want SYNCED first on an empty fleet, got %v %v", stream.Msg(), stream.Err())
 	}
 	start := time.Now()
-	cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop() }()
 	for stream.Receive() {
 	}
-	if err := <-done; err != nil {
+	if err := <-stopped; err != nil {
 		t.Fatalf("serve: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {

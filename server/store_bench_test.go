@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"slices"
 	"sync"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
@@ -109,22 +109,10 @@ func benchService(b *testing.B, st store.Store) *client.Client {
 			b.Fatal(err)
 		}
 	}
-	ready := make(chan struct{})
-	close(ready)
-	svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: time.Hour, Thresholds: th}, ctx.Done())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, ln, server.Handler(svc, server.NewHealth(ready), reg), log, 5*time.Second)
-	}()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	c, err := client.New("http://" + ln.Addr().String())
+	srv := servertest.Start(b, servertest.Options{Store: st, Source: src, Log: log, Registry: reg,
+		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Hour, Thresholds: th}})
+	b.Cleanup(cancel)
+	c, err := client.New(srv.URL)
 	if err != nil {
 		b.Fatal(err)
 	}

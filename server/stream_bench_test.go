@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -16,12 +14,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
-	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/internal/servertest"
 )
 
 // BenchmarkStreamHealth opens LLMDIAG_BENCH_STREAMS (default 10,000) real
@@ -158,23 +155,8 @@ func BenchmarkStreamHealthServerMemory(b *testing.B) {
 // stack (net/http's HTTP/2, connect): what any idle stream costs before
 // llmdiag does anything, so the difference is llmdiag's own.
 func BenchmarkStreamFloorServerMemory(b *testing.B) {
-	log := slog.New(slog.DiscardHandler)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	close(ready)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, ln, server.Handler(idleStreams{}, server.NewHealth(ready), prometheus.NewRegistry()), log, 5*time.Second)
-	}()
-	b.Cleanup(func() {
-		cancel()
-		<-done
-	})
-	serverMemoryPerStream(b, "http://"+ln.Addr().String())
+	srv := servertest.Start(b, servertest.Options{Handler: idleStreams{}})
+	serverMemoryPerStream(b, srv.URL)
 }
 
 // idleStreams answers StreamHealth with SYNCED, then nothing.

@@ -3,23 +3,19 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
-	"net"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
@@ -50,26 +46,8 @@ func streamServer(t testing.TB) (string, *memory.Store) {
 			t.Fatal(err)
 		}
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	svc := server.NewService(st, nil, log, time.Now, server.Config{StaleAfter: time.Hour}, ctx.Done())
-	ready := make(chan struct{})
-	close(ready)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Serve(ctx, ln, server.Handler(svc, server.NewHealth(ready), prometheus.NewRegistry()), log, 5*time.Second)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-	})
-	return "http://" + ln.Addr().String(), st
+	srv := servertest.Start(t, servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour}})
+	return srv.URL, st
 }
 
 func change(node, model string, labels map[string]string, status llmdiagv1.Status, score float64) *llmdiagv1.NodeHealth {
@@ -316,9 +294,13 @@ func TestStreamManySubscribers(t *testing.T) {
 		t.Skip("opens 500 streams")
 	}
 	url, st := streamServer(t)
-	lat := deliver(t, url, st, 500, 3)
-	slices.Sort(lat)
-	t.Logf("500 streams: delivery p50 %v p99 %v", lat[len(lat)/2], lat[len(lat)*99/100])
+	// deliver fails unless every stream gets every change, in order; the
+	// delivery latency it measures is a figure for BenchmarkStreamHealth
+	// (p50, p99 as metrics), not something a test on a busy machine can
+	// bound.
+	if lat := deliver(t, url, st, 500, 3); len(lat) != 500*3 {
+		t.Fatalf("%d deliveries, want %d (500 streams × 3 changes)", len(lat), 500*3)
+	}
 }
 
 // deliver opens n streams over conns HTTP/2 connections, publishes `rounds`

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -465,7 +466,7 @@ func TestSchemasServe(t *testing.T) {
 	}()
 	for i, fn := range ff.Nodes {
 		var body []byte
-		waitFor(t, fn.ID+" to answer", func() bool {
+		testkit.Eventually(t, time.Minute, fn.ID+" to answer", func() bool {
 			body, err = get(t, fn.URL)
 			return err == nil
 		})

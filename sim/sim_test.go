@@ -22,6 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -599,17 +600,6 @@ func get(t *testing.T, u string) ([]byte, error) {
 
 func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestServe runs the down scenario on loopback: URLs, scrapes, a node down
 // from the start, SetDown both ways, the clock driving simulated time, and
 // Start returning once ctx is cancelled.
@@ -645,9 +635,9 @@ func TestServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- f.Start(ctx) }()
 
-	waitFor(t, "warm-up", func() bool { return f.Now() >= cfg.Warmup })
+	testkit.Eventually(t, time.Minute, "warm-up", func() bool { return f.Now() >= cfg.Warmup })
 	var body []byte
-	waitFor(t, "glm-4.6-0 to answer", func() bool {
+	testkit.Eventually(t, time.Minute, "glm-4.6-0 to answer", func() bool {
 		body, err = get(t, urls["glm-4.6-0"])
 		return err == nil
 	})
@@ -667,7 +657,7 @@ func TestServe(t *testing.T) {
 	// The clock drives simulated time at Speed.
 	before := f.Now()
 	clk.add(time.Second)
-	waitFor(t, "a simulated minute", func() bool { return f.Now() >= before+time.Minute })
+	testkit.Eventually(t, time.Minute, "a simulated minute", func() bool { return f.Now() >= before+time.Minute })
 
 	if err := f.SetDown("kimi-k2.6-0", true); err != nil {
 		t.Fatal(err)

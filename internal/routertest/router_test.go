@@ -1,7 +1,6 @@
 package routertest
 
 import (
-	"bytes"
 	"context"
 	"net"
 	"os"
@@ -12,40 +11,16 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/client"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitUntil polls ok every 10ms until it holds or d has passed, and
-// returns when it first held.
-func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) time.Time {
+// waitedUntil waits for ok, polling every 10ms so the latency measured
+// from it is fine-grained, and returns when it first held.
+func waitedUntil(t *testing.T, what string, d time.Duration, ok func() bool) time.Time {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		if ok() {
-			return time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.Wait{For: d, Every: 10 * time.Millisecond}.Until(t, what, ok)
+	return time.Now()
 }
 
 const (
@@ -103,7 +78,7 @@ func TestRouterSteersAroundOverload(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var serveOut, serveErr syncBuffer
+	var serveOut, serveErr testkit.SyncBuffer
 	wg.Go(func() {
 		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &serveOut, Stderr: &serveErr}
 		if err := cli.Run(ctx, []string{"serve", "--fleet", fleetPath, "--listen", addr, "--interval", interval.String(), "--log-level", "warn"}, env); err != nil {
@@ -134,18 +109,18 @@ func TestRouterSteersAroundOverload(t *testing.T) {
 			hot, score(hot), peer, score(peer), view.Status())
 	}
 
-	waitUntil(t, "the router to prefer the lightly loaded "+hot, 60*time.Second, func() bool { return picks(50) == 50 })
+	testkit.Eventually(t, 60*time.Second, "the router to prefer the lightly loaded "+hot, func() bool { return picks(50) == 50 })
 	logState("before")
 
 	// Overload: 12 req/s against ~6 it can serve.
 	if err := fl.SetRate(hot, 12); err != nil {
 		t.Fatal(err)
 	}
-	overloaded := waitUntil(t, hot+"'s queue to pass saturation (5)", 30*time.Second, func() bool {
+	overloaded := waitedUntil(t, hot+"'s queue to pass saturation (5)", 30*time.Second, func() bool {
 		st, _ := fl.Stats(hot)
 		return st.Waiting > 5
 	})
-	stopped := waitUntil(t, "the router to stop picking "+hot, 30*time.Second, func() bool { return picks(50) == 0 })
+	stopped := waitedUntil(t, "the router to stop picking "+hot, 30*time.Second, func() bool { return picks(50) == 0 })
 	logState("overloaded")
 	bound := 2*interval + time.Second
 	t.Logf("router stopped picking %s %v after its queue passed saturation (bound %v)", hot, stopped.Sub(overloaded).Round(time.Millisecond), bound)
@@ -165,11 +140,11 @@ func TestRouterSteersAroundOverload(t *testing.T) {
 	if err := fl.SetRate(hot, 0); err != nil {
 		t.Fatal(err)
 	}
-	drained := waitUntil(t, hot+"'s queue to drain", 60*time.Second, func() bool {
+	drained := waitedUntil(t, hot+"'s queue to drain", 60*time.Second, func() bool {
 		st, _ := fl.Stats(hot)
 		return st.Waiting == 0
 	})
-	back := waitUntil(t, "the router to pick "+hot+" again", 90*time.Second, func() bool { return picks(50) > 0 })
+	back := waitedUntil(t, "the router to pick "+hot+" again", 90*time.Second, func() bool { return picks(50) > 0 })
 	logState("recovered")
 	t.Logf("router picked %s again %v after its queue drained", hot, back.Sub(drained).Round(time.Millisecond))
 	if st := view.Status(); st.Stale || !st.Connected {

@@ -2,7 +2,9 @@ package testkit
 
 import (
 	"bytes"
+	"flag"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,14 +18,42 @@ const Poll = 20 * time.Millisecond
 // returns how long it waited.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
+	return Wait{For: d}.Until(t, what, cond)
+}
+
+// Wait is Eventually with its knobs.
+type Wait struct {
+	// For bounds the wait: generous, it only bounds how long a broken test
+	// hangs.
+	For time.Duration
+	// Every is how often the condition is checked (default Poll): shorter
+	// when the wait's length is measured, longer when checking is costly
+	// (it runs a command).
+	Every time.Duration
+	// Last, when set, is logged when the wait times out: what the
+	// condition saw last, to tell why.
+	Last func() string
+}
+
+// Until waits until cond holds and returns how long it waited, or fails
+// the test naming what it waited for.
+func (w Wait) Until(t testing.TB, what string, cond func() bool) time.Duration {
+	t.Helper()
+	every := w.Every
+	if every <= 0 {
+		every = Poll
+	}
 	start := time.Now()
-	deadline := start.Add(d)
+	deadline := start.Add(w.For)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
+			if w.Last != nil {
+				t.Logf("last seen:\n%s", w.Last())
+			}
+			t.Fatalf("timed out after %s waiting for %s", w.For, what)
 			return time.Since(start)
 		}
-		time.Sleep(Poll)
+		time.Sleep(every)
 	}
 	return time.Since(start)
 }
@@ -54,6 +84,34 @@ func (s *SyncBuffer) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Len()
+}
+
+// update is go test's -update flag, for every package that compares with
+// golden files.
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ instead of comparing with them")
+
+// Golden compares got with the golden file at path; run with -update it
+// rewrites the file instead.
+func Golden(t testing.TB, path string, got []byte) {
+	t.Helper()
+	golden(t, path, got, *update)
+}
+
+func golden(t testing.TB, path string, got []byte, update bool) {
+	t.Helper()
+	if update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs from the golden file (check the change, then run go test -update):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
 }
 
 // ClosedAddr is a loopback host:port nothing listens on (a listener opened

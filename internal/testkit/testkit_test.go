@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,3 +55,43 @@ func TestSyncBufferConcurrentWrites(t *testing.T) {
 		t.Fatalf("Len = %d, want 800", b.Len())
 	}
 }
+
+func TestWaitLogsWhatItLastSaw(t *testing.T) {
+	var logged []string
+	f := &logFailer{failer: failer{TB: t}, logs: &logged}
+	Wait{For: 30 * time.Millisecond, Every: time.Millisecond, Last: func() string { return "answer 42" }}.Until(f, "never", func() bool { return false })
+	if f.msg == "" || len(logged) != 1 || !strings.Contains(logged[0], "answer 42") {
+		t.Fatalf("Fatalf %q, logs %q; want a failure and the last answer logged", f.msg, logged)
+	}
+}
+
+type logFailer struct {
+	failer
+	logs *[]string
+}
+
+func (f *logFailer) Logf(format string, args ...any) {
+	*f.logs = append(*f.logs, fmt.Sprintf(format, args...))
+}
+
+func TestGolden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.golden")
+	f := &failer{TB: t}
+	golden(f, path, []byte("v1\n"), true)
+	golden(f, path, []byte("v1\n"), false)
+	if f.msg != "" {
+		t.Fatalf("same content failed: %s", f.msg)
+	}
+	errs := &errFailer{failer: failer{TB: t}}
+	golden(errs, path, []byte("v2\n"), false)
+	if !strings.Contains(errs.err, "differs") || !strings.Contains(errs.err, "v2") {
+		t.Fatalf("changed content: Errorf %q, want one naming the difference", errs.err)
+	}
+}
+
+type errFailer struct {
+	failer
+	err string
+}
+
+func (f *errFailer) Errorf(format string, args ...any) { f.err = fmt.Sprintf(format, args...) }

@@ -2,12 +2,12 @@ package prom
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/llmdiag/llmdiag/internal/testkit"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
@@ -15,8 +15,6 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // plan returns every query of one refresh of engines, identity first.
 func plan(t testing.TB, b builder, engines ...llmdiagv1.Engine) []query {
@@ -56,24 +54,8 @@ func TestQueriesGolden(t *testing.T) {
 			for _, q := range plan(t, defaultBuilder(tc.rng), llmdiagv1.Engine_ENGINE_VLLM, llmdiagv1.Engine_ENGINE_SGLANG) {
 				fmt.Fprintf(&sb, "# %s %s\n%s\n", q.engine, q.what(), q.expr)
 			}
-			golden(t, filepath.Join("testdata", tc.file), sb.String())
+			testkit.Golden(t, filepath.Join("testdata", tc.file), []byte(sb.String()))
 		})
-	}
-}
-
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs (run with -update to accept):\n%s", path, got)
 	}
 }
 

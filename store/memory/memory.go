@@ -54,6 +54,7 @@ type Store struct {
 	opts  Options
 	codec compact.Codec
 	nodes map[string]*node
+	puts  uint64 // Puts so far: the generation RetainUnwritten compares
 
 	// The feed is a ring of the last FeedLen events; seq numbers them from 1.
 	// epoch tells tokens of this store apart from those of another process.
@@ -98,8 +99,14 @@ type node struct {
 	rec  []byte
 	raw  *store.Record
 	hist compact.History
-	// written is when Put (or Load) last wrote the node, by opts.Now.
+	// written is when Put (or Take) last wrote the node, by opts.Now.
 	written time.Time
+	// observed is when rec's metrics were observed; put is the store's Put
+	// count after the Put that last wrote the node (0 when Take did). A
+	// replica's sync uses both to never undo a write it raced (see Take and
+	// RetainUnwritten).
+	observed time.Time
+	put      uint64
 }
 
 // Put implements store.Store.
@@ -122,7 +129,9 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	if err := n.hist.Append(p, s.opts.HistoryLen); err != nil {
 		return fmt.Errorf("%q: %w", id, err)
 	}
+	s.puts++
 	n.rec, n.raw, n.written = b, raw, s.opts.Now()
+	n.observed, n.put = rec.Metrics.GetObservedAt().AsTime(), s.puts
 	s.nodes[id] = n
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/internal/storetest"
 	"github.com/llmdiag/llmdiag/store/redisstore"
@@ -251,20 +252,28 @@ func TestNodesExpire(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	rdb := client(t, srv.URL())
-	s := redisstore.New(rdb, redisstore.Options{NodeTTL: 300 * time.Millisecond})
+	// b is written on every poll while a is left alone: a expires and
+	// leaves the index, b never does. (Sleeping 200 ms twice against a
+	// 300 ms TTL expired b too when the machine was busy.)
+	const ttl = time.Second
+	s := redisstore.New(rdb, redisstore.Options{NodeTTL: ttl})
 	for _, id := range []string{"a", "b"} {
 		if err := s.Put(ctx, observed(id, 1), diagnose.Point{At: time.Unix(1, 0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	time.Sleep(200 * time.Millisecond)
-	if err := s.Put(ctx, observed("b", 2), diagnose.Point{At: time.Unix(2, 0)}); err != nil {
-		t.Fatal(err)
+	seq := int64(1)
+	putB := func() {
+		seq++
+		if err := s.Put(ctx, observed("b", seq), diagnose.Point{At: time.Unix(seq, 0)}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	time.Sleep(200 * time.Millisecond) // a is 400 ms old, b 200 ms
-	if _, err := s.Get(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("Get of an expired node: %v", err)
-	}
+	testkit.Eventually(t, time.Minute, "a to expire while b is written", func() bool {
+		putB()
+		_, err := s.Get(ctx, "a")
+		return errors.Is(err, store.ErrNotFound)
+	})
 	if _, err := s.History(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("History of an expired node: %v", err)
 	}
@@ -272,13 +281,13 @@ func TestNodesExpire(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Node.GetId() != "b" {
 		t.Fatalf("List = %v, %v; want b alone", list, err)
 	}
-	if err := s.Put(ctx, observed("b", 3), diagnose.Point{At: time.Unix(3, 0)}); err != nil {
-		t.Fatal(err)
-	}
-	ids, _ := rdb.ZRange(ctx, redisstore.DefaultPrefix+"nodes", 0, -1).Result()
-	if fmt.Sprint(ids) != "[b]" {
-		t.Fatalf("index = %v, want a pruned", ids)
-	}
+	// The index is pruned by a write at most every ttl/10.
+	var ids []string
+	testkit.Wait{For: time.Minute, Last: func() string { return fmt.Sprint(ids) }}.Until(t, "a write to prune a from the index", func() bool {
+		putB()
+		ids, _ = rdb.ZRange(ctx, redisstore.DefaultPrefix+"nodes", 0, -1).Result()
+		return fmt.Sprint(ids) == "[b]"
+	})
 }
 
 func TestFeedResumesAcrossRestart(t *testing.T) {

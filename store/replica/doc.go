@@ -15,7 +15,16 @@
 // an error to the writer: the record reaches the shared store with the next
 // refresh, and health events wait, in order, in a bounded queue until the
 // shared store answers again, so subscribers on every replica miss no status
-// change.
+// change. Once a write found the shared store unreachable, writes go to the
+// copy and the queue without trying it until Sync finds it answering, so
+// the writer never waits on a store that is down (a Redis client's dial
+// retries cost seconds per call); a stale leader hears its fence at its
+// first write after that.
+//
+// Sync never undoes this replica's own writes: a record observed after the
+// shared store's stays (the check and the replacement are one step), and a
+// node written since the last sync began stays though the shared store
+// does not list it yet.
 //
 // Sweep removes old nodes from the shared store and the same nodes from the
 // copy at once; the next Sync would drop them anyway (it keeps only what the

@@ -53,6 +53,15 @@ type Store struct {
 	down      error // the shared store's last failure; nil when it answered
 	pending   []*llmdiagv1.NodeHealth
 	dropped   int // pending events dropped since the shared store went away
+	// skip is set when a write or cached read found the shared store
+	// unreachable: until Sync finds it answering, writes go to the copy
+	// only and events to the queue, so the writer never waits on a store
+	// that is down (a client's dial retries take seconds per call).
+	skip bool
+	// retainFrom is the copy's Put count when the last successful Sync
+	// began: a node written after it and absent from the shared store is
+	// this replica's own, not yet there, and stays.
+	retainFrom uint64
 }
 
 // New returns a Store over shared, keeping its copy in local.
@@ -87,31 +96,45 @@ func (s *Store) Run(ctx context.Context) {
 }
 
 // Sync sends the queued health events, then replaces the copy with what the
-// shared store holds.
+// shared store holds, except what this replica wrote that the shared store
+// does not hold yet: a record observed after the shared store's, or a node
+// written since the last sync began.
 func (s *Store) Sync(ctx context.Context) error {
+	start := s.local.Puts()
 	if err := s.flush(ctx); err != nil {
-		return s.failed(err)
+		if errors.Is(err, store.ErrFenced) {
+			// It answers, refusing this writer: the writer's next Put
+			// hears it and stops.
+			s.mu.Lock()
+			s.skip = false
+			s.mu.Unlock()
+			return s.failed(err)
+		}
+		return s.unreachable(err)
 	}
 	tok, err := s.shared.LastToken(ctx)
 	if err != nil {
-		return s.failed(err)
+		return s.unreachable(err)
 	}
+	s.mu.Lock()
+	s.skip = false // it answers: writes go to it again
+	since := s.retainFrom
+	s.mu.Unlock()
 	recs, hists, err := s.dump(ctx)
 	if err != nil {
 		return s.failed(err)
 	}
 	keep := make(map[string]bool, len(recs))
 	for i, rec := range recs {
-		id := rec.Node.GetId()
-		keep[id] = true
-		if mine, err := s.local.Get(ctx, id); err == nil && newer(mine, rec) {
-			continue // this replica wrote it since; the shared store will have it next
-		}
-		if err := s.local.Load(ctx, rec, hists[i]); err != nil {
-			return fmt.Errorf("copy %s: %w", id, err)
+		keep[rec.Node.GetId()] = true
+		// Take keeps this replica's record when it is newer: written since
+		// the dump was read, or while the shared store did not answer; the
+		// shared store gets it with the next refresh.
+		if _, err := s.local.Take(ctx, rec, hists[i]); err != nil {
+			return fmt.Errorf("copy %s: %w", rec.Node.GetId(), err)
 		}
 	}
-	if err := s.local.Retain(ctx, keep); err != nil {
+	if err := s.local.RetainUnwritten(ctx, keep, since); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -121,12 +144,8 @@ func (s *Store) Sync(ctx context.Context) error {
 	}
 	s.syncedAt, s.down, s.dropped = s.opts.Now(), nil, 0
 	s.syncedTok, s.synced = tok, true
+	s.retainFrom = start
 	return nil
-}
-
-// newer reports whether a's metrics were observed after b's.
-func newer(a, b *store.Record) bool {
-	return a.Metrics.GetObservedAt().AsTime().After(b.Metrics.GetObservedAt().AsTime())
 }
 
 func (s *Store) dump(ctx context.Context) ([]*store.Record, [][]diagnose.Point, error) {
@@ -162,6 +181,18 @@ func (s *Store) failed(err error) error {
 	return err
 }
 
+// unreachable records, as failed does, that the shared store did not
+// answer, and sends writes to the copy only until Sync finds it answering.
+func (s *Store) unreachable(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return err
+	}
+	s.mu.Lock()
+	s.skip = true
+	s.mu.Unlock()
+	return s.failed(err)
+}
+
 // Degraded reports whether reads are served from a copy the shared store
 // could not bring up to date, why, and how old the copy is.
 func (s *Store) Degraded() (reason string, age time.Duration, degraded bool) {
@@ -184,12 +215,24 @@ func (s *Store) Degraded() (reason string, age time.Duration, degraded bool) {
 	return reason, age, true
 }
 
+// skipping reports whether the shared store was found unreachable and Sync
+// has not yet found it answering.
+func (s *Store) skipping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.skip
+}
+
 // Put writes the copy, then the shared store. Only a fencing or ordering
 // refusal is an error: when the shared store is unreachable the next
-// refresh writes the record again.
+// refresh writes the record again (once Sync finds it answering, Put does
+// not wait on it meanwhile).
 func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
 	if err := s.local.Put(ctx, rec, p); err != nil {
 		return err
+	}
+	if s.skipping() {
+		return nil
 	}
 	err := s.shared.Put(ctx, rec, p)
 	switch {
@@ -198,7 +241,7 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrOutOfOrder), ctx.Err() != nil:
 		return err
 	}
-	_ = s.failed(err)
+	_ = s.unreachable(err)
 	return nil
 }
 
@@ -226,17 +269,21 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 }
 
 // Publish sends h to the shared feed, after any events still queued; when
-// the shared store is unreachable h is queued and the returned event has
-// no token yet.
+// the shared store is unreachable (or was, and Sync has not yet found it
+// answering) h is queued and the returned event has no token yet.
 func (s *Store) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store.Event, error) {
-	if err := s.flush(ctx); err == nil {
-		ev, err := s.shared.Publish(ctx, h)
-		if err == nil || errors.Is(err, store.ErrFenced) || ctx.Err() != nil {
-			return ev, err
+	if !s.skipping() {
+		err := s.flush(ctx)
+		if err == nil {
+			var ev store.Event
+			if ev, err = s.shared.Publish(ctx, h); err == nil {
+				return ev, nil
+			}
 		}
-		_ = s.failed(err)
-	} else if errors.Is(err, store.ErrFenced) || ctx.Err() != nil {
-		return store.Event{}, err
+		if errors.Is(err, store.ErrFenced) || ctx.Err() != nil {
+			return store.Event{}, err
+		}
+		_ = s.unreachable(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -315,6 +362,9 @@ func (s *Store) Events(ctx context.Context, token string, max int, wait time.Dur
 // Cached implements store.Store through the shared cache, or the copy's
 // own when the shared store does not answer.
 func (s *Store) Cached(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) ([]byte, error) {
+	if s.skipping() {
+		return s.local.Cached(ctx, key, ttl, load)
+	}
 	var loadErr error
 	b, err := s.shared.Cached(ctx, key, ttl, func(ctx context.Context) ([]byte, error) {
 		b, err := load(ctx)
@@ -324,6 +374,6 @@ func (s *Store) Cached(ctx context.Context, key string, ttl time.Duration, load 
 	if err == nil || loadErr != nil || ctx.Err() != nil {
 		return b, err
 	}
-	_ = s.failed(err)
+	_ = s.unreachable(err)
 	return s.local.Cached(ctx, key, ttl, load)
 }

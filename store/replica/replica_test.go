@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,12 +24,19 @@ import (
 type flaky struct {
 	store.Store
 	down, fenced atomic.Bool
+	// refused counts the calls answered with errDown: each would cost a
+	// real client its dial retries.
+	refused atomic.Int64
+	// listed, when set, runs after List read the shared store: a write
+	// racing a sync.
+	listed func()
 }
 
 var errDown = errors.New("connection refused")
 
 func (f *flaky) err() error {
 	if f.down.Load() {
+		f.refused.Add(1)
 		return errDown
 	}
 	return nil
@@ -45,6 +53,9 @@ func (f *flaky) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 }
 
 func (f *flaky) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store.Event, error) {
+	if f.fenced.Load() {
+		return store.Event{}, store.ErrFenced
+	}
 	if err := f.err(); err != nil {
 		return store.Event{}, err
 	}
@@ -55,7 +66,11 @@ func (f *flaky) List(ctx context.Context) ([]*store.Record, error) {
 	if err := f.err(); err != nil {
 		return nil, err
 	}
-	return f.Store.List(ctx)
+	recs, err := f.Store.List(ctx)
+	if f.listed != nil {
+		f.listed()
+	}
+	return recs, err
 }
 
 func (f *flaky) Cached(ctx context.Context, key string, ttl time.Duration, load func(context.Context) ([]byte, error)) ([]byte, error) {
@@ -213,6 +228,11 @@ func TestQueueBoundedAndFencingStops(t *testing.T) {
 	}
 	shared.down.Store(false)
 	shared.fenced.Store(true)
+	// The queued events are refused: the store answers, so the next write
+	// goes to it and hears the refusal.
+	if err := r.Sync(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("Sync with fenced events queued = %v, want ErrFenced", err)
+	}
 	err := r.Put(ctx, record("a", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true})
 	if !errors.Is(err, store.ErrFenced) {
 		t.Errorf("fenced Put = %v, want ErrFenced so the stale leader stops", err)
@@ -258,6 +278,142 @@ func TestStateAndFeedLeaveNoGap(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].Health.GetStatus() != llmdiagv1.Status_STATUS_CRIT {
 		t.Errorf("events after the copy's token = %v; want the CRIT the copy does not hold yet", evs)
+	}
+}
+
+// TestOutageWritesDoNotWait: once the shared store did not answer, the
+// writer's Put, Publish and Cached go to the copy without trying it again
+// (a real client spends seconds of dial retries on each try, which stalled
+// the leader's refresh for the whole outage); Sync alone tries it, and once
+// it answers, writes reach it again.
+func TestOutageWritesDoNotWait(t *testing.T) {
+	ctx := context.Background()
+	shared, r, _ := setup(t)
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shared.down.Store(true)
+	for i := range 10 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		if err := r.Put(ctx, record("a", at, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: at, Up: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Publish(ctx, health("a", llmdiagv1.Status_STATUS_OK)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Cached(ctx, "k", time.Minute, func(context.Context) ([]byte, error) { return []byte("v"), nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := shared.refused.Load(); n != 1 {
+		t.Errorf("the shared store was tried %d times by 30 writes and reads during the outage; want 1 (the first)", n)
+	}
+	if err := r.Sync(ctx); err == nil {
+		t.Fatal("Sync with the shared store down did not fail")
+	}
+	if n := shared.refused.Load(); n != 2 {
+		t.Errorf("after a Sync the shared store was tried %d times; want 2", n)
+	}
+	shared.down.Store(false)
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(time.Minute)
+	if err := r.Put(ctx, record("a", at, llmdiagv1.Status_STATUS_WARN), diagnose.Point{At: at, Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := shared.Store.Get(ctx, "a"); err != nil || rec.Node.GetStatus() != llmdiagv1.Status_STATUS_WARN {
+		t.Errorf("after recovery the shared store holds %v, %v; want the WARN just written", rec, err)
+	}
+}
+
+// TestSyncKeepsANodeWrittenMeanwhile: a node the writer adds while Sync
+// reads the shared store (or while the shared store is down) is not in the
+// shared store's listing, yet it must stay in the copy: dropping it lost its
+// history and made the next refresh announce it again.
+func TestSyncKeepsANodeWrittenMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	shared, r, _ := setup(t)
+	if err := r.Put(ctx, record("a", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	shared.listed = func() {
+		shared.listed = nil
+		if err := r.Put(ctx, record("b", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true}); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, "b"); err != nil {
+		t.Fatalf("b, written while Sync read the shared store, left the copy: %v", err)
+	}
+	// Written during an outage: kept through the sync that recovers.
+	shared.down.Store(true)
+	if err := r.Put(ctx, record("c", t0, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: t0, Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	shared.down.Store(false)
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(ctx, "c"); err != nil {
+		t.Fatalf("c, written during the outage, left the copy at recovery: %v", err)
+	}
+	// A node the shared store dropped and nobody writes leaves the copy.
+	gone := memory.New(memory.Options{}, "shared2")
+	shared.Store = gone
+	for range 2 {
+		if err := r.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if recs, err := r.List(ctx); err != nil || len(recs) != 0 {
+		t.Errorf("copy after the shared store emptied = %d records, %v; want none", len(recs), err)
+	}
+}
+
+// TestSyncNeverUndoesANewerWrite races the writer against Sync: the copy's
+// record of a node never goes back to an older observation. It did when
+// Sync checked the copy and then loaded the shared store's older record in
+// two steps: the writer's Put between them was undone, so the next refresh
+// compared with the wrong state and a status change was never announced.
+func TestSyncNeverUndoesANewerWrite(t *testing.T) {
+	ctx := context.Background()
+	shared := &flaky{Store: memory.New(memory.Options{}, "shared")}
+	r := replica.New(shared, memory.New(memory.Options{}, "copy"), replica.Options{SyncEvery: time.Second})
+	stop := make(chan struct{})
+	var syncs sync.WaitGroup
+	syncs.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := r.Sync(ctx); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	defer func() { close(stop); syncs.Wait() }()
+	for i := range 3000 {
+		at := t0.Add(time.Duration(i) * time.Second)
+		if err := r.Put(ctx, record("a", at, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: at, Up: true}); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := r.Get(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.Metrics.GetObservedAt().AsTime(); got.Before(at) {
+			t.Fatalf("put #%d: the copy went back to the record observed at %v, before the one just written (%v)", i, got, at)
+		}
 	}
 }
 

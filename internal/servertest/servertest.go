@@ -1,0 +1,126 @@
+package servertest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/store"
+	"github.com/llmdiag/llmdiag/store/memory"
+)
+
+// Options say what to serve. Zero values take the defaults.
+type Options struct {
+	// Store is what the service reads (default: an empty memory store).
+	Store store.Store
+	// Source answers windows other than the refresh's (default nil: only
+	// the default window).
+	Source source.Source
+	// Config configures the service.
+	Config server.Config
+	// Handler replaces the service (Store, Source and Config are then
+	// unused): a stand-in that measures the server stack alone.
+	Handler llmdiagv1connect.DiagnosisServiceHandler
+	// Registry is what /metrics serves (default: a new, empty one).
+	Registry *prometheus.Registry
+	// HandlerOptions are passed to server.Handler (interceptors).
+	HandlerOptions []connect.HandlerOption
+	// Now is the service's clock (default time.Now).
+	Now func() time.Time
+	// Log receives the service's log (default: discarded).
+	Log *slog.Logger
+	// Addr is where to listen (default 127.0.0.1:0, a free loopback port).
+	Addr string
+	// Grace bounds the shutdown (default 5s).
+	Grace time.Duration
+}
+
+// Server is a running service.
+type Server struct {
+	// URL is the service's base URL, http://127.0.0.1:port.
+	URL string
+	// Service is the service being served (nil with Options.Handler).
+	Service *server.Service
+	// Store is what the service reads.
+	Store store.Store
+
+	cancel  context.CancelFunc
+	done    chan error
+	stop    sync.Once
+	stopErr error
+}
+
+// Start serves the service until the test ends, then stops it (ending its
+// streams) and fails the test if the server did not shut down cleanly.
+func Start(t testing.TB, o Options) *Server {
+	t.Helper()
+	s, err := Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return s
+}
+
+// Run serves the service until Stop: for callers with no testing.TB (an
+// Example).
+func Run(o Options) (*Server, error) {
+	if o.Store == nil {
+		o.Store = memory.New(memory.Options{}, "servertest")
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:0"
+	}
+	if o.Grace <= 0 {
+		o.Grace = 5 * time.Second
+	}
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{URL: "http://" + ln.Addr().String(), Store: o.Store, cancel: cancel, done: make(chan error, 1)}
+	h := o.Handler
+	if h == nil {
+		s.Service = server.NewService(o.Store, o.Source, o.Log, o.Now, o.Config, ctx.Done())
+		h = s.Service
+	}
+	ready := make(chan struct{})
+	close(ready)
+	handler := server.Handler(h, server.NewHealth(ready), o.Registry, o.HandlerOptions...)
+	go func() { s.done <- server.Serve(ctx, ln, handler, o.Log, o.Grace) }()
+	return s, nil
+}
+
+// Stop shuts the server down, ending its streams, and returns what Serve
+// returned. It may be called more than once.
+func (s *Server) Stop() error {
+	s.stop.Do(func() {
+		s.cancel()
+		s.stopErr = <-s.done
+	})
+	return s.stopErr
+}
