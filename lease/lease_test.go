@@ -120,9 +120,15 @@ func startReplica(t *testing.T, b *board, c redis.UniversalClient, id string, tt
 	return r
 }
 
+// The lease periods below are seconds, not milliseconds: every bound a test
+// asserts is a fraction or multiple of its ttl (steps down within a ttl,
+// takes over within two), and on two busy cores the scheduler alone can
+// delay a timer by a hundred milliseconds, which must stay a small part of
+// the bound.
+
 func TestAcquireRenewRelease(t *testing.T) {
 	srv := redistest.Start(t)
-	const ttl = 300 * time.Millisecond
+	const ttl = time.Second
 	var b board
 	r := startReplica(t, &b, client(t, srv.Addr()), "a", ttl)
 	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads", func() bool { return b.leader() == "a" })
@@ -196,7 +202,7 @@ func crash(r *replica) {
 
 func TestOneLeaderAndTakeover(t *testing.T) {
 	srv := redistest.Start(t)
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	var b board
 	rs := map[string]*replica{}
 	for _, id := range []string{"a", "b", "c"} {
@@ -229,7 +235,7 @@ func TestOneLeaderAndTakeover(t *testing.T) {
 
 func TestStepsDownBeforeExpiryWhenRedisIsGone(t *testing.T) {
 	srv := redistest.StartWith(t, redistest.Options{Persist: true})
-	const ttl = 600 * time.Millisecond
+	const ttl = 2 * time.Second
 	var b board
 	r := startReplica(t, &b, client(t, srv.Addr()), "a", ttl)
 	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads", func() bool { return b.leader() == "a" })
@@ -256,13 +262,13 @@ func TestStepsDownBeforeExpiryWhenRedisIsGone(t *testing.T) {
 
 func TestLostWhenTaken(t *testing.T) {
 	srv := redistest.Start(t)
-	const ttl = 600 * time.Millisecond
+	const ttl = 2 * time.Second
 	var b board
 	r := startReplica(t, &b, client(t, srv.Addr()), "a", ttl)
 	testkit.Wait{For: 5 * time.Second, Every: 5 * time.Millisecond}.Until(t, "a leads", func() bool { return b.leader() == "a" })
 	key, _ := r.l.Keys()
 	// An operator (or a split brain) hands the lease to "z" by hand.
-	if _, err := srv.Do("SET", key, "99:z", "PX", "5000"); err != nil {
+	if _, err := srv.Do("SET", key, "99:z", "PX", "10000"); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Wait{For: ttl / 2, Every: 5 * time.Millisecond}.Until(t, "a steps down at its next renewal", func() bool { return b.leader() == "" })
@@ -288,7 +294,7 @@ func TestNewRejects(t *testing.T) {
 
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t, 3)
-	const ttl = time.Second
+	const ttl = 2 * time.Second
 	var b board
 	rs := map[string]*replica{}
 	for _, id := range []string{"a", "b", "c"} {
@@ -339,7 +345,7 @@ func TestEpochGrowsAfterCounterLoss(t *testing.T) {
 
 func TestReleaseHandsOverQuickly(t *testing.T) {
 	srv := redistest.Start(t)
-	const ttl = time.Second
+	const ttl = 3 * time.Second
 	var b board
 	rs := map[string]*replica{}
 	for _, id := range []string{"a", "b"} {
