@@ -225,7 +225,9 @@ func (m *monitor) firstWrite(epoch uint64) (time.Time, bool) {
 // that comes back and writes with its old epoch is fenced.
 func TestReplicasOneLeaderTakeoverFencing(t *testing.T) {
 	srv := redistest.Start(t)
-	const ttl = time.Second
+	// Seconds, so that scheduler delays on busy cores stay a small part of
+	// the bounds below, each of which is relative to the ttl.
+	const ttl = 2 * time.Second
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	nodes := []string{"n0", "n1", "n2"}
 	var clock atomic.Int64
