@@ -376,7 +376,7 @@ func (s *Scraper) recordLocked(node string, smp *sample.Sample) {
 func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	eng, _ := fleet.ParseEngine(t.Engine) // validated with the fleet file
 	down := func(err error) *sample.Sample {
-		s.log.Debug("scrape failed", "node", t.ID, "url", t.URL, "err", err)
+		s.log.Debug("scrape failed", "node", t.ID, "url", shown(t.URL), "err", err)
 		return &sample.Sample{At: s.now(), Up: false, Engine: eng, Errors: []string{err.Error()}}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
@@ -412,7 +412,7 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	}
 	if perr != nil {
 		s.log.Debug("parse failed", "node", t.ID, "err", perr)
-		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", t.URL, withFlag(perr))}}
+		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", shown(t.URL), withFlag(perr))}}
 	}
 	if len(exp.Warnings) > 0 {
 		s.log.Debug("exposition problems", "node", t.ID, "warnings", exp.Warnings)

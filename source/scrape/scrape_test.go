@@ -171,3 +171,41 @@ func TestWindowFromRing(t *testing.T) {
 		t.Fatalf("offset beyond the ring: %v", err)
 	}
 }
+
+// TestErrorsHideTheURLPassword: a target's URL may carry credentials; no
+// error the scraper reports, and no log line it writes, repeats the
+// password, whether the target is down, answers an error or serves what
+// cannot be parsed.
+func TestErrorsHideTheURLPassword(t *testing.T) {
+	const secret = "s3cret-pw"
+	withUser := func(raw string) string { return strings.Replace(raw, "http://", "http://scraper:"+secret+"@", 1) }
+	garbage := serveBody(t, "\x00\x01 not an exposition\n")
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	t.Cleanup(failing.Close)
+	targets := []fleet.Node{
+		{ID: "down", URL: withUser(deadURL(t)), Engine: "vllm"},
+		{ID: "failing", URL: withUser(failing.URL + "/metrics"), Engine: "vllm"},
+		{ID: "garbage", URL: withUser(garbage.URL + "/metrics"), Engine: "vllm"},
+	}
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s := scrape.New(targets, nil, log, time.Now, scrape.Options{Timeout: 5 * time.Second})
+	obs, err := s.Refresh(context.Background(), "5m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range obs {
+		errs := strings.Join(o.Metrics.GetErrors(), "; ")
+		if errs == "" {
+			t.Errorf("%s: no error reported", o.Node.ID)
+		}
+		if strings.Contains(errs, secret) {
+			t.Errorf("%s: errors show the password: %s", o.Node.ID, errs)
+		}
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("logs show the password:\n%s", logs.String())
+	}
+}
