@@ -8,8 +8,10 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
 )
@@ -29,6 +31,9 @@ type NodeSet struct {
 	Invalid int
 	// Removed names the nodes swept this refresh: unseen for Retention.
 	Removed []string
+	// Quiet counts the nodes announced UNKNOWN this refresh: kept, but not
+	// presented by the source for longer than StaleAfter.
+	Quiet int
 	// Kept is the number of nodes kept after the refresh.
 	Kept int
 }
@@ -41,6 +46,9 @@ type NodeSet struct {
 type nodeSet struct {
 	seeded bool
 	seen   map[string]time.Time
+	// quiet holds the nodes of seen that the feed was told have gone quiet
+	// (quieten): a node leaves it when it comes back or is swept.
+	quiet map[string]bool
 }
 
 // admit filters a refresh's observations at the loop's entrance: ids that
@@ -119,6 +127,7 @@ func (l *Loop) sweep(ctx context.Context) ([]string, error) {
 	for _, r := range gone {
 		id := r.Node.GetId()
 		delete(l.nodes.seen, id)
+		delete(l.nodes.quiet, id)
 		ids = append(ids, id)
 		if _, err := l.st.Publish(ctx, Removed(r, now)); err != nil {
 			return ids, fmt.Errorf("publish the removal of %s: %w", id, err)
@@ -127,6 +136,7 @@ func (l *Loop) sweep(ctx context.Context) ([]string, error) {
 	for id, at := range l.nodes.seen {
 		if now.Sub(at) >= l.cfg.Retention {
 			delete(l.nodes.seen, id)
+			delete(l.nodes.quiet, id)
 		}
 	}
 	if len(ids) > 0 {
@@ -135,16 +145,69 @@ func (l *Loop) sweep(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// Removed is the final health event of a node that left the fleet: its
+// quieten tells the health feed, once per node, that the source has not
+// presented a node kept in the store for longer than the thresholds'
+// StaleAfter (a pod gone from Prometheus, a target dropped from discovery):
+// its last verdict is no longer the truth, so subscribers (routers) get it
+// UNKNOWN and not routable, as ListNodes already shows it, until it comes
+// back (its next verdict is published whatever it is) or is swept after
+// Retention. It returns how many nodes it announced; only a fenced or
+// cancelled publish is an error.
+func (l *Loop) quieten(ctx context.Context) (int, error) {
+	staleAfter := l.cfg.Thresholds.StaleAfter
+	if staleAfter <= 0 {
+		staleAfter = diagnose.DefaultThresholds().StaleAfter
+	}
+	now := l.now()
+	var n int
+	for id, at := range l.nodes.seen {
+		if l.nodes.quiet[id] || !metrics.TooOld(now.Sub(at), staleAfter) {
+			continue
+		}
+		r, err := l.st.Get(ctx, id)
+		switch {
+		case isNotFound(err):
+			l.nodes.quiet[id] = true // nothing was told of it: nothing to take back
+			continue
+		case err != nil:
+			l.log.Debug("could not read a quiet node; retrying next refresh", "node", id, "err", err)
+			continue
+		}
+		if _, err := l.st.Publish(ctx, Quiet(r, now)); err != nil {
+			if errors.Is(err, store.ErrFenced) || ctx.Err() != nil {
+				return n, fmt.Errorf("publish that %s went quiet: %w", id, err)
+			}
+			l.log.Debug("could not publish that a node went quiet; retrying next refresh", "node", id, "err", err)
+			continue
+		}
+		l.nodes.quiet[id] = true
+		n++
+	}
+	if n > 0 {
+		l.log.Info("nodes no longer presented by the source: UNKNOWN and not routable until they come back",
+			"count", n, "stale_after", staleAfter, "retention", l.cfg.Retention)
+	}
+	return n, nil
+}
+
+// Quiet is the health event of a node the source no longer presents: its
 // last model and labels (so every stream that selected it matches it),
-// UNKNOWN, NO_DATA and not routable (what a client that does not know the
-// removed field acts on), and removed.
-func Removed(r *store.Record, now time.Time) *llmdiagv1.NodeHealth {
+// UNKNOWN, NO_DATA and not routable, with the age of its last observation.
+func Quiet(r *store.Record, now time.Time) *llmdiagv1.NodeHealth {
 	h := Health(r.Node, r.Metrics.GetObservedAt())
-	h.Status, h.RootCause, h.Routable, h.Removed = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false, true
+	h.Status, h.RootCause, h.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
 	if at := r.Metrics.GetObservedAt(); at != nil {
 		h.Staleness = durationpb.New(max(now.Sub(at.AsTime()), 0))
 	}
+	return h
+}
+
+// Removed is the final health event of a node that left the fleet: Quiet
+// (what a client that does not know the removed field acts on), and
+// removed.
+func Removed(r *store.Record, now time.Time) *llmdiagv1.NodeHealth {
+	h := Quiet(r, now)
+	h.Removed = true
 	return h
 }
 

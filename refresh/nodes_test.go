@@ -129,3 +129,73 @@ func TestCapCountsWhatTheStoreHolds(t *testing.T) {
 		t.Fatalf("a new loop over a full store: refused %d, store %d nodes; want 1 and 2", rec.refused, st.Len())
 	}
 }
+
+// TestQuietNodesTurnUnknownOnce: a node the source stops presenting (a pod
+// gone from Prometheus) is announced UNKNOWN and not routable once, after
+// stale_after, so routers stop sending it traffic long before the retention
+// sweeps it; when it comes back its verdict is news again.
+func TestQuietNodesTurnUnknownOnce(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := memory.New(memory.Options{Now: clock}, "n")
+	src := &listed{now: &now, ids: []string{"a", "b"}}
+	th := diagnose.DefaultThresholds()
+	th.StaleAfter = 30 * time.Second // serve's --stale-after default
+	loop := refresh.New(src, st, &sets{}, discardLog(), clock, refresh.Config{Interval: 5 * time.Second, Retention: time.Hour, Thresholds: th})
+	once := func() []*llmdiagv1.NodeHealth {
+		t.Helper()
+		from, err := st.LastToken(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		evs, err := st.Events(ctx, from, 100, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hs []*llmdiagv1.NodeHealth
+		for _, e := range evs {
+			hs = append(hs, e.Health)
+		}
+		return hs
+	}
+	if hs := once(); len(hs) != 2 {
+		t.Fatalf("first refresh published %d events, want a's and b's", len(hs))
+	}
+	src.ids = []string{"a"}
+	for _, step := range []time.Duration{5 * time.Second, 25 * time.Second} { // b unseen for 30s: not yet past stale_after
+		now = now.Add(step)
+		if hs := once(); len(hs) != 0 {
+			t.Fatalf("%v after b left: events %v, want none while b is within stale_after", step, hs)
+		}
+	}
+	now = now.Add(5 * time.Second)
+	hs := once()
+	if len(hs) != 1 {
+		t.Fatalf("past stale_after: events %v, want one for b", hs)
+	}
+	if b := hs[0]; b.GetNode() != "b" || b.GetStatus() != llmdiagv1.Status_STATUS_UNKNOWN || b.GetRootCause() != llmdiagv1.Cause_CAUSE_NO_DATA ||
+		b.GetRoutable() || b.GetRemoved() || b.GetModel() != "m" || b.GetLabels()["pool"] != "p1" || b.GetStaleness().AsDuration() != 35*time.Second {
+		t.Fatalf("b's event = %v, want UNKNOWN, NO_DATA, not routable, not removed, model m, pool p1, 35s stale", b)
+	}
+	now = now.Add(5 * time.Second)
+	if hs := once(); len(hs) != 0 {
+		t.Fatalf("b announced again: %v", hs)
+	}
+	if _, err := st.Get(ctx, "b"); err != nil {
+		t.Fatalf("b left the store before the retention: %v", err)
+	}
+	src.ids = []string{"a", "b"}
+	now = now.Add(5 * time.Second)
+	hs = once()
+	if len(hs) != 1 || hs[0].GetNode() != "b" || !hs[0].GetRoutable() || hs[0].GetStatus() == llmdiagv1.Status_STATUS_UNKNOWN {
+		t.Fatalf("b came back: events %v, want b's fresh verdict, routable", hs)
+	}
+	now = now.Add(5 * time.Second)
+	if hs := once(); len(hs) != 0 {
+		t.Fatalf("b's return published twice: %v", hs)
+	}
+}

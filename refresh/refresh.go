@@ -94,7 +94,7 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.MaxNodes <= 0 {
 		cfg.MaxNodes = DefaultMaxNodes
 	}
-	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}}}
+	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}}
 }
 
 // Ready is closed after the first completed refresh: the source answered
@@ -204,6 +204,9 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	l.rec.SetNodeStatuses(counts)
 	removed, serr := l.sweep(ctx)
 	nodeSet.Removed = removed
+	if serr == nil {
+		nodeSet.Quiet, serr = l.quieten(ctx)
+	}
 	if failed := nodes - stored; failed > 0 {
 		shown := errs[:min(len(errs), maxNodeErrors)]
 		if ctx.Err() != nil && len(errs) < failed {
@@ -270,10 +273,13 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
 	h := Health(node, m.GetObservedAt())
-	if prev == nil || Changed(Health(prev.Node, prev.Metrics.GetObservedAt()), h, l.cfg.MinScoreChange) {
+	// A node the feed was told went quiet is news again, whatever it reads.
+	back := l.nodes.quiet[o.Node.ID]
+	if prev == nil || back || Changed(Health(prev.Node, prev.Metrics.GetObservedAt()), h, l.cfg.MinScoreChange) {
 		if _, err := l.st.Publish(ctx, h); err != nil {
 			return 0, fmt.Errorf("publish %s: %w", o.Node.ID, err)
 		}
+		delete(l.nodes.quiet, o.Node.ID)
 		if prev != nil {
 			// Status, cause and routability changes are news; a load score
 			// drifting past the threshold is not.
