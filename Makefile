@@ -2,7 +2,9 @@
 GO      ?= go
 BIN     := bin/llmdiag
 # Tests with -race on 2 cores; keep the whole run well under 10 minutes.
-TESTFLAGS ?= -race -timeout 9m
+# -count=1: tests start real Prometheus and Redis servers, whose behaviour
+# the test cache cannot see, so every run runs them.
+TESTFLAGS ?= -race -count=1 -timeout 9m
 
 .PHONY: all build run test vet lint generate checkgenerate deps bench clean
 
@@ -22,7 +24,7 @@ run: build
 test: deps lint checkgenerate vet
 	$(GO) test $(TESTFLAGS) -short ./internal/scenariotest/
 	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v /internal/scenariotest)
-	$(GO) test -timeout 5m ./internal/scenariotest/
+	$(GO) test -count=1 -timeout 5m ./internal/scenariotest/
 
 deps:
 	./scripts/deps.sh
