@@ -43,6 +43,12 @@ type Store struct {
 	opts   Options
 
 	flushMu sync.Mutex // one flush at a time
+	// writes is held (read) by every Put across its two writes, and taken
+	// by Sync only to read the copy's Put count: every Put that count
+	// includes has then finished writing the shared store, so the dump
+	// Sync reads next holds it, and RetainUnwritten never drops a node
+	// whose shared write is still on its way.
+	writes sync.RWMutex
 
 	mu       sync.Mutex
 	syncedAt time.Time // when the copy last matched the shared store
@@ -100,7 +106,9 @@ func (s *Store) Run(ctx context.Context) {
 // does not hold yet: a record observed after the shared store's, or a node
 // written since the last sync began.
 func (s *Store) Sync(ctx context.Context) error {
+	s.writes.Lock()
 	start := s.local.Puts()
+	s.writes.Unlock()
 	if err := s.flush(ctx); err != nil {
 		if errors.Is(err, store.ErrFenced) {
 			// It answers, refusing this writer: the writer's next Put
@@ -228,6 +236,8 @@ func (s *Store) skipping() bool {
 // refresh writes the record again (once Sync finds it answering, Put does
 // not wait on it meanwhile).
 func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
+	s.writes.RLock()
+	defer s.writes.RUnlock()
 	if err := s.local.Put(ctx, rec, p); err != nil {
 		return err
 	}
