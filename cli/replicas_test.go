@@ -551,9 +551,3 @@ func TestServeReplicasWithRedis(t *testing.T) {
 		t.Errorf("leadership changes not logged:\n%s", all)
 	}
 }
-
-func TestRedactURL(t *testing.T) {
-	if got := redactURL("redis://u:secret@h1,h2/0"); strings.Contains(got, "secret") {
-		t.Errorf("redactURL kept the password: %s", got)
-	}
-}

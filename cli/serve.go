@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
@@ -258,7 +259,7 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				go func() { defer close(ingestDone); loop.Run(ingestCtx) }()
 			} else {
 				log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window,
-					"redis", redactURL(*redisURL), "replica", *replicaID, "lease_ttl", *leaseTTL)
+					"redis", redact.URL(*redisURL), "replica", *replicaID, "lease_ttl", *leaseTTL)
 				go func() { defer close(ingestDone); leadRefresh(ingestCtx, ingestLease, loop) }()
 			}
 			go func() {
@@ -396,18 +397,4 @@ func defaultReplicaID() string {
 		h = "llmdiag"
 	}
 	return h + "-" + strconv.Itoa(os.Getpid())
-}
-
-// redactURL hides the password of a --redis URL for logs.
-func redactURL(raw string) string {
-	scheme, rest, ok := strings.Cut(raw, "://")
-	if !ok {
-		return "(redacted)"
-	}
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		if user, _, hasPass := strings.Cut(rest[:i], ":"); hasPass {
-			return scheme + "://" + user + ":xxxxx@" + rest[i+1:]
-		}
-	}
-	return raw
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"sort"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/source"
@@ -234,7 +234,7 @@ func (s *Scraper) observe(t fleet.Node, dur time.Duration, lifetime bool, window
 	if f == nil {
 		return o
 	}
-	running := fmt.Sprintf("scrape %s still running after %s (deadline %s)", shown(t.URL), now.Sub(f.started).Round(time.Millisecond), s.opts.Timeout)
+	running := fmt.Sprintf("scrape %s still running after %s (deadline %s)", redact.URL(t.URL), now.Sub(f.started).Round(time.Millisecond), s.opts.Timeout)
 	if o.Metrics != nil {
 		o.Metrics.Errors = append(o.Metrics.Errors, running+": figures are from the scrape before")
 		return o
@@ -290,14 +290,6 @@ func (s *Scraper) acquire(ctx context.Context, node string) (release func(), err
 		return nil, full()
 	}
 	return release, nil
-}
-
-// shown is u without its password, for errors and logs.
-func shown(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
-	}
-	return "(unparsable url)"
 }
 
 // Window returns one node's indicators over window, ending offset ago, from
@@ -376,7 +368,7 @@ func (s *Scraper) recordLocked(node string, smp *sample.Sample) {
 func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	eng, _ := fleet.ParseEngine(t.Engine) // validated with the fleet file
 	down := func(err error) *sample.Sample {
-		s.log.Debug("scrape failed", "node", t.ID, "url", shown(t.URL), "err", err)
+		s.log.Debug("scrape failed", "node", t.ID, "url", redact.URL(t.URL), "err", err)
 		return &sample.Sample{At: s.now(), Up: false, Engine: eng, Errors: []string{err.Error()}}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
@@ -387,18 +379,18 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := s.client.Do(req)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return down(fmt.Errorf("scrape %s: no answer within %s: %w", shown(t.URL), s.opts.Timeout, err))
+		return down(fmt.Errorf("scrape %s: no answer within %s: %w", redact.URL(t.URL), s.opts.Timeout, err))
 	}
 	if err != nil {
-		return down(fmt.Errorf("scrape %s: %w", shown(t.URL), err))
+		return down(fmt.Errorf("scrape %s: %w", redact.URL(t.URL), err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return down(fmt.Errorf("scrape %s: HTTP %s", shown(t.URL), resp.Status))
+		return down(fmt.Errorf("scrape %s: HTTP %s", redact.URL(t.URL), resp.Status))
 	}
 	release, err := s.acquire(ctx, t.ID)
 	if err != nil {
-		return down(fmt.Errorf("scrape %s: %w", shown(t.URL), err))
+		return down(fmt.Errorf("scrape %s: %w", redact.URL(t.URL), err))
 	}
 	defer release()
 	body := io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)
@@ -412,7 +404,7 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	}
 	if perr != nil {
 		s.log.Debug("parse failed", "node", t.ID, "err", perr)
-		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", shown(t.URL), withFlag(perr))}}
+		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", redact.URL(t.URL), withFlag(perr))}}
 	}
 	if len(exp.Warnings) > 0 {
 		s.log.Debug("exposition problems", "node", t.ID, "warnings", exp.Warnings)
