@@ -111,6 +111,18 @@ func (e *fleetExposition) serve(w http.ResponseWriter, _ *http.Request) {
 	w.Write(b)
 }
 
+// queryForm is the form of a Prometheus API query, from its URL and its
+// body, leaving the body for the proxy to forward.
+func queryForm(r *http.Request) (url.Values, error) {
+	if err := r.ParseForm(); err != nil {
+		return nil, err
+	}
+	// ParseForm read the body: hand the proxy the form again.
+	body := r.PostForm.Encode()
+	r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+	return r.Form, nil
+}
+
 // countingProxy forwards to Prometheus and counts the queries, the most in
 // flight at once, and the evaluation times asked for.
 type countingProxy struct {
@@ -131,20 +143,18 @@ func startCountingProxy(t *testing.T, target string) *countingProxy {
 	p := &countingProxy{times: map[string]int{}}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/api/v1/query" {
-			if err := r.ParseForm(); err != nil {
+			form, err := queryForm(r)
+			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			// ParseForm read the body: hand the proxy the form again.
-			body := r.PostForm.Encode()
-			r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
 			p.queries.Add(1)
 			n := p.inFlight.Add(1)
 			defer p.inFlight.Add(-1)
 			for old := p.peak.Load(); n > old && !p.peak.CompareAndSwap(old, n); old = p.peak.Load() {
 			}
 			p.mu.Lock()
-			p.times[r.Form.Get("time")]++
+			p.times[form.Get("time")]++
 			p.mu.Unlock()
 		}
 		rp.ServeHTTP(w, r)

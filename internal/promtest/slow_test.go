@@ -1,7 +1,6 @@
 package promtest_test
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -50,15 +49,10 @@ func newSlowProxy(t *testing.T, target string) *slowProxy {
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		until := time.Now().Add(time.Duration(p.delay.Load()))
 		if r.URL.Path == "/api/v1/query" {
-			body, err := io.ReadAll(r.Body)
+			form, err := queryForm(r)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			form, _ := url.ParseQuery(string(body))
-			if r.URL.RawQuery != "" {
-				form, _ = url.ParseQuery(r.URL.RawQuery)
 			}
 			d, err := time.ParseDuration(form.Get("timeout"))
 			p.mu.Lock()
