@@ -57,8 +57,10 @@ func (f *facts) prefillDecodeFinding(p printer) *llmdiagv1.Finding {
 	switch {
 	case f.prefillBound():
 		return finding(p, ind, name, times(r), statusWarn, p.f(pdHeavyTTFT), ev...)
-	case r >= f.t.PrefillDecodeRatioHigh:
+	case r >= f.t.PrefillDecodeRatioHigh && f.ttftStatus() == statusOK:
 		return finding(p, ind, name, times(r), statusOK, p.f(pdHeavy), ev...)
+	case r >= f.t.PrefillDecodeRatioHigh:
+		return finding(p, ind, name, times(r), statusOK, p.f(pdHeavyOnly), ev...)
 	}
 	return finding(p, ind, name, times(r), statusOK, p.f(pdPhysics), ev...)
 }
@@ -85,8 +87,10 @@ func (f *facts) queueTimeFinding(p printer) *llmdiagv1.Finding {
 		return finding(p, ind, name, value, statusOK, p.f(queueTimeOK), ev...)
 	case elevated(f.ttftStatus()):
 		return finding(p, ind, name, value, statusWarn, p.f(queueTimeWarn), ev...)
+	case f.ttftStatus() == statusOK:
+		return finding(p, ind, name, value, statusOK, p.f(queueTimeShort), ev...)
 	}
-	return finding(p, ind, name, value, statusOK, p.f(queueTimeShort), ev...)
+	return finding(p, ind, name, value, statusOK, p.f(queueTimeMostly), ev...)
 }
 
 // interTokenStatus grades the P99 gap between output tokens.

@@ -143,6 +143,8 @@ func (f *facts) kvFinding(p printer) *llmdiagv1.Finding {
 	s := grade(f.kv.v, t.KVWarn, t.KVCrit)
 	var c msg
 	switch {
+	case s == statusCrit && f.preempt.ok && f.preempt.v > 0:
+		c = kvCritPreempt
 	case s == statusCrit:
 		c = kvCrit
 	case s == statusWarn:
@@ -419,8 +421,10 @@ func (f *facts) e2eFinding(p printer) *llmdiagv1.Finding {
 		switch {
 		case f.hist.now:
 			c = e2eTailQueue
-		case f.slowDecode():
+		case f.slowDecode() && f.running.ok && f.running.v > 0:
 			c = e2eTailConcurrency
+		case f.slowDecode():
+			c = e2eTailSlowDecode
 		default:
 			c = e2eTail
 		}

@@ -10,6 +10,7 @@ type msg int
 // the word order differs from English.
 func (p printer) f(id msg, args ...any) string {
 	e := catalog[id]
+	p.rec.add(id)
 	if p.zh {
 		return fmt.Sprintf(e.zh, args...)
 	}
@@ -304,6 +305,22 @@ const (
 	recQueueTime
 	recScrape
 
+	kvCritPreempt
+	summaryKVFullNoPreempt
+	recKVShedPreempt
+	recPreemptWatch
+	summaryHealthyPartial
+	e2eTailSlowDecode
+	decodeTail
+	causePrefillQueueUnknown
+	pdHeavyOnly
+	queueTimeMostly
+	roBurstSmall
+	roBurstQueueUnknown
+	roMemoryNearFullUnknown
+	causeDecodeStallsBare
+	roPrefillPromptsUnknown
+
 	numMsgs
 )
 
@@ -368,7 +385,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	kvOK:         {"Memory is not the bottleneck", "显存不是瓶颈"},
 	kvBusy:       {"Memory is busy but not yet the bottleneck", "显存占用偏高，但还不是瓶颈"},
 	kvWarn:       {"The KV cache is filling up; preemption is near", "KV Cache 接近占满，即将触发抢占"},
-	kvCrit:       {"The KV cache is nearly full: requests get preempted and latency collapses", "KV Cache 几乎占满：请求被抢占，延迟大幅上升"},
+	kvCrit:       {"The KV cache is nearly full: new requests will wait for room or preempt running ones", "KV Cache 几乎占满：新请求将等待空间，或抢占运行中的请求"},
 	evKV:         {"KV pressure %s (warn %s, crit %s)", "KV 压力 %s（警告 %s，严重 %s）"},
 	evKVCapacity: {"KV capacity %s tokens", "KV 容量 %s Token"},
 
@@ -397,7 +414,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 
 	genOK:                {"Decode speed is normal", "Decode 速度正常"},
 	genIdle:              {"No tokens generated in the window", "窗口内没有生成 Token"},
-	genPerRequestUnknown: {"Per-request decode speed unknown: running requests not exposed", "无法得出单请求 Decode 速度：未暴露运行中请求数"},
+	genPerRequestUnknown: {"Per-request decode speed unknown: running requests are unknown or 0, and no time-per-output-token or inter-token histogram", "无法得出单请求 Decode 速度：运行中请求数未知或为 0，且没有每输出 Token 耗时或 Token 间隔直方图"},
 	genSlow:              {"Decode is slow per request", "单请求 Decode 慢"},
 	genSlowModel:         {"Decode is slow, but consistent with the model", "Decode 慢，但符合模型特性"},
 	evPerRequestDerived: {
@@ -463,11 +480,11 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	causeAfterNots: {"%s, but %s.", "%s，而是 %s。"},
 
 	summaryKVFull: {
-		"Memory-bound: the KV cache is nearly full (%s ≥ %s), so the engine preempts requests and latency collapses.",
-		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），引擎开始抢占请求，延迟大幅上升。"},
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s). Whether requests are being preempted is not known; new requests will wait for room or preempt running ones.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s）。是否已有请求被抢占未知；新请求将等待空间，或抢占运行中的请求。"},
 	summaryKVFullPreempt: {
-		"Memory-bound: the KV cache is nearly full (%s ≥ %s) and requests are being preempted (%s); preempted work is recomputed and latency collapses.",
-		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），请求正被抢占（%s），被抢占的请求需要重算，延迟大幅上升。"},
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s) and requests are being preempted (%s); preempted work is recomputed, so those requests take longer.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），请求正被抢占（%s）；被抢占的请求需要重算，耗时更长。"},
 	summaryPreempt: {
 		"Memory-bound: requests are being preempted (%s) because the KV cache cannot hold all running requests; preempted work is recomputed.",
 		"显存瓶颈：请求正被抢占（%s），KV Cache 装不下所有运行中的请求，被抢占的请求需要重算。"},
@@ -552,7 +569,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	factorCost:               {"%s's per-token cost (the profile gives no model size)", "%s 的单 Token 计算量（profile 未给出模型体量）"},
 	factorDataParallel:       {"its data-parallel strategy (DP %d)", "数据并行策略（DP %d）"},
 	factorConcurrency:        {"concurrency (%s requests decoding at once)", "高并发（%s 个请求同时 Decode）"},
-	factorConcurrencyUnknown: {"concurrency", "高并发"},
+	factorConcurrencyUnknown: {"a cause other than the model's size", "模型体量以外的原因"},
 	theModel:                 {"the model", "该模型"},
 	evTailRatio: {
 		"E2E P99 is %s the median (P50 %s): a long tail",
@@ -589,7 +606,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Compare its engine version, flags and deployment profile with its peers'.",
 		"对比它与同伴的引擎版本、启动参数和部署 profile。"},
 
-	summaryHealthy:     {"Healthy: every indicator is within bounds; nothing needs explaining.", "系统健康：各项指标均在正常范围内。"},
+	summaryHealthy:     {"Healthy: every indicator read is within bounds; nothing needs explaining.", "系统健康：读取到的各项指标均在正常范围内。"},
 	summaryUnexplained: {"No known cause explains %s; it needs a closer look.", "没有已知原因能解释：%s；需要进一步排查。"},
 	evReading:          {"%s: %s", "%s：%s"},
 	recNone:            {"No action needed.", "无需处理。"},
@@ -740,8 +757,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Bursts: %d queue spike(s) in %d refreshes over %s drained, and they explain the tail (%s); nothing else needs explaining. The node keeps taking traffic.",
 		"突发流量：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化，长尾（%[4]s）由此而来，没有其他异常。节点仍可接收流量。"},
 	summaryBurstShort: {
-		"Bursts too short for the queue gauge: %s of TTFT is queue time while the queue reads low, which explains %s. The node keeps taking traffic.",
-		"突发短于刷新间隔：排队数很低，但 TTFT 中 %[1]s 是排队时间，这解释了 %[2]s。节点仍可接收流量。"},
+		"Short waits in the queue: %s of the wait for the first token is queue time, which explains %s, though no refresh caught a queue surge. The node keeps taking traffic.",
+		"短暂排队：首 Token 等待中 %[1]s 是排队时间，这解释了 %[2]s，但没有一次刷新捕捉到排队激增。节点仍可接收流量。"},
 	recBurstHeadroom: {
 		"If the tail during bursts matters, keep headroom: add a replica, or let the router steer away while the queue is above its saturation point.",
 		"若突发期间的长尾不可接受，预留余量：增加副本，或让路由在排队超过饱和点时绕开该节点。"},
@@ -782,4 +799,40 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	recScrape: {
 		"Fix the scrape errors so the indicators they feed can be read.",
 		"修复指标采集错误，让受影响的指标可以读取。"},
+
+	kvCritPreempt: {"The KV cache is nearly full and requests are being preempted", "KV Cache 几乎占满，请求正被抢占"},
+	summaryKVFullNoPreempt: {
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s), though no request has been preempted yet; new requests will wait for room or preempt running ones.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），虽然尚无请求被抢占；新请求将等待空间，或抢占运行中的请求。"},
+	recKVShedPreempt: {
+		"Steer new and long requests away from this node until the preemptions stop.",
+		"在抢占停止之前，把新的和长的请求引到其他节点。"},
+	recPreemptWatch: {
+		"Requests are already being preempted: lower max_num_seqs, or enable prefix caching, to give the KV cache room.",
+		"已有请求被抢占：调低 max_num_seqs 或开启前缀缓存，为 KV Cache 腾出空间。"},
+	summaryHealthyPartial: {
+		"Healthy as far as llmdiag can tell: every indicator read is within bounds, but these are unknown: %s.",
+		"就现有数据而言系统健康：读取到的各项指标均在正常范围内，但以下指标未知：%s。"},
+	e2eTailSlowDecode: {"Long tail: each request decodes slowly", "长尾延迟明显：单请求 Decode 慢"},
+	decodeTail:        {" The long tail rises markedly (E2E P99 %s).", "长尾延迟显著上升（E2E P99 %s）。"},
+	causePrefillQueueUnknown: {
+		"heavy prompts (%s), which make prefill the bottleneck: the unluckiest 1%% wait %s for the first token (TTFT P99)",
+		"Prompt 过重（%s）导致 Prefill 成为瓶颈：最倒霉的 1%% 用户要等 %s 才见到首 Token（TTFT P99）"},
+	pdHeavyOnly:     {"Prompts dominate the work", "Prompt 占了主要工作量"},
+	queueTimeMostly: {"Mostly queue time", "主要是排队时间"},
+	roBurstSmall: {
+		"not bursts: queueing now, but %s waiting is no surge (a burst is above %s), and no earlier spike drained",
+		"不是突发流量：当前有排队，但 %s 个等待算不上激增（突发需超过 %s），也没有已消化的尖刺"},
+	roBurstQueueUnknown: {
+		"bursts not checked: queue/running says requests are queueing, but the queue gauge that would show a surge is unknown",
+		"无法检查突发流量：排队比显示有请求在排队，但能显示激增的排队数未知"},
+	roMemoryNearFullUnknown: {
+		"not memory yet: KV pressure %s < %s; preemptions are not known",
+		"还不是显存耗尽：KV 压力 %s < %s；抢占情况未知"},
+	causeDecodeStallsBare: {
+		"decode stalls: the slowest 1%% of gaps between output tokens last %s (inter-token P99, median %s)%s",
+		"Decode 卡顿：最慢 1%% 的 Token 间隔长达 %[1]s（Token 间隔 P99，中位数 %[2]s）%[3]s"},
+	roPrefillPromptsUnknown: {
+		"prefill not checked: TTFT P99 %s is high, but the prompt token rate is unknown",
+		"无法检查 Prefill：TTFT P99 %s 偏高，但 Prompt 速率未知"},
 }
