@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"testing"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
@@ -38,8 +39,8 @@ func CheckClaims(in Input, t Thresholds, lang llmdiagv1.Language) ClaimReport {
 	}
 	seen := map[msg]bool{}
 	for _, id := range rec.msgs {
-		cs, ok := catalogClaims[id]
-		if !ok || seen[id] {
+		cs := catalogClaims[id]
+		if len(cs) == 0 || seen[id] {
 			continue
 		}
 		seen[id] = true
@@ -57,8 +58,10 @@ func CheckClaims(in Input, t Thresholds, lang llmdiagv1.Language) ClaimReport {
 // text.
 func ClaimingMsgs() map[int]string {
 	out := map[int]string{}
-	for id := range catalogClaims {
-		out[int(id)] = catalog[id].en
+	for id, cs := range catalogClaims {
+		if len(cs) > 0 {
+			out[int(id)] = catalog[id].en
+		}
 	}
 	return out
 }
@@ -203,4 +206,19 @@ func (r reading) String() string {
 		return names[r]
 	}
 	return fmt.Sprintf("reading(%d)", int(r))
+}
+
+// Every catalog entry declares its claims, nil when it asserts nothing
+// about the node's figures: a new entry cannot escape the catalog test.
+func TestEveryEntryDeclaresItsClaims(t *testing.T) {
+	for id := range numMsgs {
+		if _, ok := catalogClaims[id]; !ok {
+			t.Errorf("catalog entry %d %q declares no claims: add it to catalogClaims (nil when it asserts nothing about the node's figures)", id, catalog[id].en)
+		}
+	}
+	for id := range catalogClaims {
+		if id < 0 || id >= numMsgs {
+			t.Errorf("catalogClaims declares entry %d, not in the catalog", id)
+		}
+	}
 }

@@ -10,8 +10,9 @@ package diagnose
 // (claims_test.go) diagnoses every variant of every rule with each
 // indicator knocked out in turn, in both languages, and checks every claim
 // of every entry a diagnosis was written from against what llmdiag knew.
-// Entries absent from catalogClaims assert nothing about the node's
-// figures (names, thresholds, profile facts, advice that presumes nothing).
+// Every entry must be declared, nil when it asserts nothing (names,
+// thresholds, profile facts, advice that presumes nothing), so that a new
+// entry cannot escape the check.
 
 // subject is what a claim is about: an indicator, or a figure several
 // indicators share (running requests, the history).
@@ -61,8 +62,9 @@ type claim struct {
 	reads reading
 }
 
-// catalogClaims declares, for each catalog entry that asserts something
-// about the node's figures, what it asserts. It is read-only.
+// catalogClaims declares, for every catalog entry, what it asserts about
+// the node's figures: nil for entries that assert nothing. It is
+// read-only.
 var catalogClaims = map[msg][]claim{
 	summaryUnreadable: {{aboutKV, isUnknown}, {aboutQueue, isUnknown}, {aboutRatio, isUnknown}, {aboutPrompts, isUnknown}, {aboutGeneration, isUnknown}, {aboutE2E, isUnknown}},
 	evUnreadable:      {{aboutKV, isUnknown}, {aboutQueue, isUnknown}, {aboutRatio, isUnknown}, {aboutPrompts, isUnknown}, {aboutGeneration, isUnknown}, {aboutE2E, isUnknown}},
@@ -262,6 +264,121 @@ var catalogClaims = map[msg][]claim{
 	roMemoryNearFullUnknown:  {{aboutKV, isHigh}, {aboutPreemptions, isUnknown}},
 	causeDecodeStallsBare:    {{aboutInterToken, isHigh}},
 	roPrefillPromptsUnknown:  {{aboutTTFT, isHigh}, {aboutPrompts, isUnknown}},
+	// Entries that assert nothing about the node's figures.
+
+	// Finding names.
+	nameKV:            nil,
+	nameQueue:         nil,
+	nameRatio:         nil,
+	namePrompt:        nil,
+	nameGeneration:    nil,
+	nameE2EP99:        nil,
+	nameTTFTP99:       nil,
+	namePreemptions:   nil,
+	nameScrape:        nil,
+	nameDecodeSpeed:   nil,
+	namePrefillDecode: nil,
+	nameQueueTime:     nil,
+	nameInterToken:    nil,
+	nameAborts:        nil,
+	nameTrend:         nil,
+	namePeers:         nil,
+	nameStaleness:     nil,
+
+	// Why a finding is UNKNOWN.
+	unknownNoMetrics:    nil,
+	unknownStale:        nil,
+	unknownStaleFlagged: nil,
+	unknownDown:         nil,
+	unknownErrors:       nil,
+	unknownWarned:       nil,
+	unknownNotExposed:   nil,
+
+	// No fresh data, target down: there are no figures to claim.
+	summaryNoMetrics:    nil,
+	summaryStale:        nil,
+	summaryStaleFlagged: nil,
+	summaryDown:         nil,
+	evStale:             nil,
+	evStaleFlagged:      nil,
+	evDown:              nil,
+	evScrapeError:       nil,
+	evSourceWarning:     nil,
+	stalenessCrit:       nil,
+	stalenessFlagged:    nil,
+	valueStaleFlagged:   nil,
+	evStalenessLimit:    nil,
+
+	// Scrape errors, quoted.
+	scrapeErrors: nil,
+	scrapeDown:   nil,
+	valueErrors:  nil,
+
+	// Limits quoted.
+	evQueueLimits:   nil,
+	evLatencyLimits: nil,
+	evPreemptLimit:  nil,
+	condQueue:       nil,
+	condRatio:       nil,
+	condKV:          nil,
+
+	// The deployment profile, which is configuration.
+	evModelLarge:             nil,
+	evModelSmall:             nil,
+	evDataParallel:           nil,
+	evTensorParallel:         nil,
+	evExpertParallel:         nil,
+	evPipelineParallel:       nil,
+	evMoE:                    nil,
+	evGPU:                    nil,
+	evNoProfile:              nil,
+	decodeLockstep:           nil,
+	factorSize:               nil,
+	factorSizeMoE:            nil,
+	factorCost:               nil,
+	factorDataParallel:       nil,
+	factorConcurrencyUnknown: nil,
+	theModel:                 nil,
+
+	// Sentence frames; lists of the findings themselves; quotes with "?" for an unknown figure.
+	causeOnly:             nil,
+	causeAfterNots:        nil,
+	summaryUnexplained:    nil,
+	evReading:             nil,
+	evReadingWhy:          nil,
+	evUnexplainedAlso:     nil,
+	restNothing:           nil,
+	summaryHealthyPartial: nil,
+	evQueueHigh:           nil,
+	evQueueTimeP99:        nil,
+
+	// Advice that presumes nothing about the figures.
+	recNoData:         nil,
+	recNoDataRouting:  nil,
+	recDown:           nil,
+	recDownRouting:    nil,
+	recKVCapacity:     nil,
+	recKVContext:      nil,
+	recAdmission:      nil,
+	recBurstKeep:      nil,
+	recBurstSmooth:    nil,
+	recBurstHeadroom:  nil,
+	recChunkedPrefill: nil,
+	recPrefixCache:    nil,
+	recDisaggregate:   nil,
+	recSmallerChunks:  nil,
+	recTensorParallel: nil,
+	recTPAlready:      nil,
+	recConcurrency:    nil,
+	recSpeculative:    nil,
+	recProfile:        nil,
+	recOutlierDrain:   nil,
+	recOutlierCompare: nil,
+	recNone:           nil,
+	recWatch:          nil,
+	recLatency:        nil,
+	recAborts:         nil,
+	recScrape:         nil,
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for
