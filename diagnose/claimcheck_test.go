@@ -164,6 +164,9 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 		return !h.noHistory(), float64(h.points), false
 	case aboutSpikes:
 		return h.points > 0, float64(h.spikes), h.now || h.spikes > 0
+	case aboutFirstToken:
+		s := f.firstTokenStatus()
+		return s != statusUnknown, 0, elevated(s)
 	case aboutAge:
 		return o(f.staleness, false)
 	}
@@ -193,7 +196,7 @@ func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 func (s subject) String() string {
 	names := []string{"", "KV pressure", "KV capacity", "queue", "queueing", "queue/running", "running", "waiting",
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
-		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "queue spikes", "data age"}
+		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue spikes", "data age"}
 	if int(s) < len(names) {
 		return names[s]
 	}

@@ -40,6 +40,7 @@ const (
 	aboutTrend      // the mean E2E trend: high is rising
 	aboutPeers      // the peer comparison: high is an outlier
 	aboutHistory    // earlier refreshes with a known queue
+	aboutFirstToken // the wait for the first token (firstTokenStatus): high is at its warn level or past
 	aboutSpikes     // queue spikes: high is queueing now or spikes drained in the history
 	aboutAge        // the data's age
 )
@@ -187,7 +188,7 @@ var catalogClaims = map[msg][]claim{
 	evQueueTimeSplit:    {{aboutQueueTime, isKnown}},
 	queueTimeOK:         {{aboutQueueTime, isLow}},
 	queueTimeShort:      {{aboutQueueTime, isHigh}, {aboutTTFT, isLow}},
-	queueTimeWarn:       {{aboutQueueTime, isHigh}, {aboutTTFT, isHigh}},
+	queueTimeWarn:       {{aboutQueueTime, isHigh}, {aboutFirstToken, isHigh}},
 
 	itlNotExposed: {{aboutInterToken, isUnknown}},
 	itlNoData:     {{aboutInterToken, isUnknown}},
@@ -264,9 +265,18 @@ var catalogClaims = map[msg][]claim{
 	roMemoryNearFullUnknown:  {{aboutKV, isHigh}, {aboutPreemptions, isUnknown}},
 	causeDecodeStallsBare:    {{aboutInterToken, isHigh}},
 	roPrefillPromptsUnknown:  {{aboutTTFT, isHigh}, {aboutPrompts, isUnknown}},
+	evKVOverClamped:          {{aboutKV, isKnown}},
+	evRunningStuck:           {{aboutGeneration, isAbove0}, {aboutRunning, isUnknown}},
+	evTTFTExcludesQueue:      {{aboutQueueTime, isKnown}},
+	evTTFTBelowQueue:         {{aboutQueueTime, isKnown}},
+	evQueueTimeSplitExcluded: {{aboutQueueTime, isKnown}},
+	valueShareOfWait:         {{aboutQueueTime, isKnown}},
 	// Entries that assert nothing about the node's figures.
 
 	// Finding names.
+	nameRunning:       nil,
+	nameKVCapacity:    nil,
+	nameFinished:      nil,
 	nameKV:            nil,
 	nameQueue:         nil,
 	nameRatio:         nil,
@@ -293,6 +303,7 @@ var catalogClaims = map[msg][]claim{
 	unknownErrors:       nil,
 	unknownWarned:       nil,
 	unknownNotExposed:   nil,
+	unknownInconsistent: nil,
 
 	// No fresh data, target down: there are no figures to claim.
 	summaryNoMetrics:    nil,
@@ -311,8 +322,12 @@ var catalogClaims = map[msg][]claim{
 
 	// Scrape errors, quoted.
 	scrapeErrors: nil,
-	scrapeDown:   nil,
-	valueErrors:  nil,
+	// Readings the consistency checks discarded, quoted.
+	evNegative:      nil,
+	noteNegative:    nil,
+	evKVOverUnknown: nil,
+	scrapeDown:      nil,
+	valueErrors:     nil,
 
 	// Limits quoted.
 	evQueueLimits:   nil,

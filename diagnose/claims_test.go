@@ -329,6 +329,19 @@ func claimVariants() []claimVariant {
 		{"E2E with no observations", withM(func(m *llmdiagv1.NodeMetrics) {
 			m.E2E = &llmdiagv1.Distribution{Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.99, Value: -1}}}
 		})},
+		{"contradiction: KV pressure just above 1", withM(func(m *llmdiagv1.NodeMetrics) { m.KvPressure = f64(1.02) })},
+		{"contradiction: KV pressure far above 1", withM(func(m *llmdiagv1.NodeMetrics) { m.KvPressure = f64(2.4) })},
+		{"contradiction: negative rates", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.GenerationTokensPerSecond, m.PreemptionsPerSecond, m.KvCapacityTokens = f64(-12), f64(-0.02), f64(-1)
+		})},
+		{"contradiction: running stuck at 0", func() diagnose.Input { return stuckRunningInput(true) }},
+		{"running 0, just gone idle", func() diagnose.Input { return stuckRunningInput(false) }},
+		{"contradiction: TTFT a little below queue time", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Ttft = dist(3, 25)
+			m.Ttft.Mean = f64(4)
+			m.QueueTime = dist(3, 22)
+			m.QueueTime.Mean = f64(5)
+		})},
 		{"scrape errors", withM(func(m *llmdiagv1.NodeMetrics) {
 			m.KvPressure = nil
 			m.Errors = []string{"family vllm:kv_cache_usage_perc: missing"}
@@ -349,7 +362,8 @@ type claimKnockout struct {
 // claimKnockouts knocks out every figure the rules read, one at a time:
 // each gauge and rate, each distribution whole and its percentiles or mean
 // alone, the data's age, the queue or running gauge behind a reported
-// ratio, the history, the peers and the profile.
+// ratio, the history, the peers and the profile. It also makes the figures
+// contradict each other, one way at a time (consistency.go).
 func claimKnockouts() []claimKnockout {
 	out := []claimKnockout{{"nothing", func(*diagnose.Input) {}}}
 	metric := func(name string, edit func(m *llmdiagv1.NodeMetrics)) {
@@ -405,6 +419,33 @@ func claimKnockouts() []claimKnockout {
 			m.QueueRunningRatio = f64(*m.Queue / *m.Running)
 		}
 		m.Running = nil
+	})
+	// Contradictions, which the consistency checks read differently.
+	metric("negative generation rate", func(m *llmdiagv1.NodeMetrics) {
+		if m.GenerationTokensPerSecond != nil {
+			m.GenerationTokensPerSecond = f64(-*m.GenerationTokensPerSecond - 1)
+		}
+	})
+	metric("KV pressure above 1", func(m *llmdiagv1.NodeMetrics) {
+		if m.KvPressure != nil {
+			m.KvPressure = f64(1.02)
+		}
+	})
+	metric("running 0", func(m *llmdiagv1.NodeMetrics) {
+		if m.Running != nil {
+			m.Running = f64(0)
+		}
+	})
+	metric("TTFT excluding queue time", func(m *llmdiagv1.NodeMetrics) {
+		if m.Ttft != nil && m.QueueTime == nil {
+			m.QueueTime = proto.Clone(m.Ttft).(*llmdiagv1.Distribution)
+		}
+		if m.Ttft != nil {
+			m.Ttft.Mean, m.Ttft.Sum, m.Ttft.Count = f64(0.05), 0, 0
+		}
+		if m.QueueTime != nil && m.QueueTime.Mean == nil {
+			m.QueueTime.Mean = f64(3)
+		}
 	})
 	out = append(out,
 		claimKnockout{"history", func(in *diagnose.Input) { in.History = nil }},
@@ -477,4 +518,30 @@ func TestCatalogClaims(t *testing.T) {
 	for _, m := range missing {
 		t.Errorf("no variant writes catalog entry %s: add one to claimVariants", m)
 	}
+}
+
+// stuckRunningInput is a node generating ~400 tok/s whose running gauge
+// reads 0 now and over the last refreshes, with 3 waiting: with rising set
+// the window's generation rate rises between them (tokens came out: a
+// contradiction), else it falls with nothing waiting (the node has just
+// gone idle).
+func stuckRunningInput(rising bool) diagnose.Input {
+	m := healthyMetrics()
+	m.Running, m.Queue = f64(0), f64(3)
+	h := flatHistory(10, 3, 0)
+	if !rising {
+		m.Queue = f64(0)
+		h = flatHistory(10, 0, 0)
+	}
+	for i := range h {
+		r := 300 + 10*float64(i)
+		if !rising {
+			r = 500 - 10*float64(i)
+		}
+		h[i].GenerationRate = f64(r)
+	}
+	if !rising {
+		m.GenerationTokensPerSecond = f64(390)
+	}
+	return diagnose.Input{Metrics: m, History: h}
 }

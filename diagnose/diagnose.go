@@ -94,6 +94,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 		} else {
 			v = f.verdict(p, d.Findings)
 		}
+		f.noteContradictions(p, d.Findings, &v)
 	}
 
 	d.Status = v.status

@@ -272,12 +272,14 @@ func (f *facts) prefillBound() bool {
 	return f.hist.surges == 0
 }
 
-// queueTimeShare is the share of the mean TTFT spent queued.
+// queueTimeShare is the share of the mean wait for the first token spent
+// queued (firstTokenWait).
 func (f *facts) queueTimeShare() opt {
-	if !f.queueTimeMean.ok || !f.ttftMean.ok || f.ttftMean.v <= 0 {
+	wait := f.firstTokenWait()
+	if !f.queueTimeMean.ok || !wait.ok || wait.v <= 0 {
 		return opt{}
 	}
-	return opt{v: math.Min(f.queueTimeMean.v/f.ttftMean.v, 1), ok: true}
+	return opt{v: math.Min(f.queueTimeMean.v/wait.v, 1), ok: true}
 }
 
 func (f *facts) promptFinding(p printer) *llmdiagv1.Finding {

@@ -321,6 +321,20 @@ const (
 	causeDecodeStallsBare
 	roPrefillPromptsUnknown
 
+	nameRunning
+	nameKVCapacity
+	nameFinished
+	evNegative
+	noteNegative
+	evKVOverClamped
+	evKVOverUnknown
+	evRunningStuck
+	evTTFTExcludesQueue
+	evTTFTBelowQueue
+	evQueueTimeSplitExcluded
+	valueShareOfWait
+	unknownInconsistent
+
 	numMsgs
 )
 
@@ -728,8 +742,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	roBurstNoHistory: {"not bursts: no queueing now, and no history to show earlier spikes", "不是突发流量：当前无积压，也没有历史数据显示尖刺"},
 	roPrefillUnknown: {"prefill not checked: TTFT unknown", "无法检查 Prefill：TTFT 未知"},
 	roPrefillQueue: {
-		"not prefill: TTFT P99 %s is high, but %s of TTFT is queue time",
-		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但其中 %s 是排队时间"},
+		"not prefill: TTFT P99 %s is high, but %s of the wait for the first token is queue time",
+		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但首 Token 等待中 %s 是排队时间"},
 	roPrefillLight: {
 		"not prefill: TTFT P99 %s is high, but prompts are not heavy",
 		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但 Prompt 并不重"},
@@ -835,4 +849,32 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	roPrefillPromptsUnknown: {
 		"prefill not checked: TTFT P99 %s is high, but the prompt token rate is unknown",
 		"无法检查 Prefill：TTFT P99 %s 偏高，但 Prompt 速率未知"},
+
+	nameRunning:    {"Running requests", "运行中请求数"},
+	nameKVCapacity: {"KV capacity", "KV 容量"},
+	nameFinished:   {"Finished requests", "完成请求"},
+	evNegative: {
+		"negative readings, read as unknown: %s (a rate taken across a counter reset, or a broken gauge)",
+		"读数为负，按未知处理：%s（跨计数器重置计算的速率，或有问题的仪表）"},
+	noteNegative: {"%s read %s, below 0: read as unknown", "%s 读数为 %s，小于 0：按未知处理"},
+	evKVOverClamped: {
+		"KV pressure read %s, above 100%%: read as 100%%",
+		"KV 压力读数为 %s，超过 100%%：按 100%% 处理"},
+	evKVOverUnknown: {
+		"KV pressure read %s, far above 100%%: not a share of the cache (a sum over ranks, or a percentage?), so read as unknown",
+		"KV 压力读数为 %s，远超 100%%：不是缓存占用比例（可能是多个 rank 之和，或百分数），按未知处理"},
+	evRunningStuck: {
+		"running reads 0 now and at the %d refreshes before, yet the generation rate (%s now) rose between them: tokens came out while nothing read as running (a broken gauge, or requests shorter than a refresh), so running is read as unknown",
+		"运行中请求数在当前及之前 %d 次刷新中均为 0，但生成速率（当前 %s）在此期间上升：有 Token 产出却没有请求显示在运行（仪表有问题，或请求短于刷新间隔），运行中请求数按未知处理"},
+	evTTFTExcludesQueue: {
+		"mean TTFT %s is below the mean queue time %s: this engine's TTFT leaves the queue out, so the wait for the first token is read as queue time + TTFT",
+		"平均 TTFT %s 低于平均排队时间 %s：该引擎的 TTFT 不含排队，首 Token 等待按排队时间 + TTFT 计算"},
+	evTTFTBelowQueue: {
+		"mean TTFT %s is below the mean queue time %s, which TTFT includes: the two histograms count different requests (TTFT at the first token, queue time at the end?), so queue time is read as all of TTFT",
+		"平均 TTFT %s 低于其所包含的平均排队时间 %s：两个直方图统计的请求不同（TTFT 在首 Token 时记录，排队时间在结束时？），排队时间按占满 TTFT 处理"},
+	evQueueTimeSplitExcluded: {
+		"mean queue time %s, then a mean TTFT %s that leaves the queue out: the first token came %s after arrival, %s of it queued (mostly waiting at ≥ %s)",
+		"平均排队 %s，之后平均 TTFT %s（不含排队）：首 Token 在到达后 %s 出现，其中 %s 在排队（≥ %s 视为主要在等）"},
+	valueShareOfWait:    {"%s of the wait", "占等待 %s"},
+	unknownInconsistent: {"Unknown: %s", "未知：%s"},
 }

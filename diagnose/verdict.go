@@ -44,7 +44,7 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 // waits shorter than a refresh), and nothing the bursts cannot explain.
 func (f *facts) burstDrained(findings []*llmdiagv1.Finding) bool {
 	share := f.queueTimeShare()
-	waited := share.ok && share.v >= f.t.QueueTimeShareWarn && elevated(f.ttftStatus())
+	waited := share.ok && share.v >= f.t.QueueTimeShareWarn && elevated(f.firstTokenStatus())
 	if f.hist.surges == 0 && !waited {
 		return false
 	}
@@ -478,8 +478,7 @@ func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 		v.evidence = append(v.evidence, f.historyEvidence(p))
 	}
 	if share := f.queueTimeShare(); share.ok && share.v >= f.t.QueueTimeShareWarn {
-		v.evidence = append(v.evidence, p.f(evQueueTimeSplit, p.seconds(f.queueTimeMean.v), p.seconds(f.ttftMean.v),
-			p.seconds(math.Max(f.ttftMean.v-f.queueTimeMean.v, 0)), exactPercent(f.t.QueueTimeShareWarn)))
+		v.evidence = append(v.evidence, f.queueTimeSplit(p))
 	}
 	v.evidence = append(v.evidence, f.latencyEvidence(p)...)
 	v.recs = []string{p.f(recBurstKeep), p.f(recBurstSmooth)}
