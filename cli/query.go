@@ -21,6 +21,7 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // clientFlags are the flags every client command shares. They are global:
@@ -238,6 +239,12 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INDICATOR\tVALUE")
+	// Where the per-request decode speed comes from, when not generation ÷
+	// running: the same reading `llmdiag diagnose` names in its evidence.
+	decodeUnit := " tok/s"
+	if _, from := metrics.PerRequestDecode(m); from == metrics.DecodeTPOT || from == metrics.DecodeITL {
+		decodeUnit += " (1 ÷ P50 " + from.String() + ")"
+	}
 	for _, g := range []struct {
 		name string
 		v    *float64
@@ -246,7 +253,7 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 		{"queue", m.Queue, ""}, {"running", m.Running, ""}, {"queue/running", m.QueueRunningRatio, ""},
 		{"kv pressure", m.KvPressure, "%"}, {"kv capacity", m.KvCapacityTokens, " tokens"},
 		{"prompt rate", m.PromptTokensPerSecond, " tok/s"}, {"generation rate", m.GenerationTokensPerSecond, " tok/s"},
-		{"decode per request", m.DecodeTokensPerSecondPerRequest, " tok/s"}, {"preemptions", m.PreemptionsPerSecond, " /s"},
+		{"decode per request", m.DecodeTokensPerSecondPerRequest, decodeUnit}, {"preemptions", m.PreemptionsPerSecond, " /s"},
 		{"requests", m.RequestsPerSecond, " /s"},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", g.name, gauge(g.v, g.unit))
