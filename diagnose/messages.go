@@ -521,8 +521,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"A burst: requests queue now (queue %s), but history shows the queue drains (queueing in %d of %d refreshes). Transient; the node keeps taking traffic.",
 		"突发流量：当前有请求排队（排队 %[1]s），但历史上积压很快消化（%[3]d 次刷新中 %[2]d 次积压）。属瞬时现象，节点仍可接收流量。"},
 	summaryBurstDrained: {
-		"Healthy: %d queue spike(s) in %d refreshes over %s drained quickly; bursts are absorbed and nothing else needs explaining.",
-		"系统健康：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都很快被消化，偶发尖刺正常，没有其他异常。"},
+		"Healthy: %d queue spike(s) in %d refreshes over %s drained (longest %s); bursts are absorbed and nothing else needs explaining.",
+		"系统健康：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化（最长 %[4]s），偶发尖刺正常，没有其他异常。"},
 	recBurstKeep: {
 		"No action needed while bursts stay short; keep routing to this node.",
 		"尖刺保持短暂即无需处理，可继续向该节点路由。"},
@@ -751,8 +751,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	evReadingWhy:      {"%s: %s — %s", "%s：%s — %s"},
 
 	summaryBurstTail: {
-		"Bursts: %d queue spike(s) in %d refreshes over %s drained, and they explain the tail (%s); nothing else needs explaining. The node keeps taking traffic.",
-		"突发流量：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化，长尾（%[4]s）由此而来，没有其他异常。节点仍可接收流量。"},
+		"Bursts: %d queue spike(s) in %d refreshes over %s drained (longest %s), and they explain the tail (%s); nothing else needs explaining. The node keeps taking traffic.",
+		"突发流量：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化（最长 %[4]s），长尾（%[5]s）由此而来，没有其他异常。节点仍可接收流量。"},
 	summaryBurstShort: {
 		"Bursts too short for the queue gauge: %s of TTFT is queue time while the queue reads low, which explains %s. The node keeps taking traffic.",
 		"突发短于刷新间隔：排队数很低，但 TTFT 中 %[1]s 是排队时间，这解释了 %[2]s。节点仍可接收流量。"},

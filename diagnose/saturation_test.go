@@ -175,6 +175,16 @@ func TestOverloadedByDuration(t *testing.T) {
 			if s := after.GetSummary(); !strings.Contains(s, "Recovering from an overload") || !strings.Contains(s, "saturated for 1.1 min") || strings.Contains(s, "quickly") {
 				t.Errorf("after draining: %q", s)
 			}
+			// Past the window, the episode stays in the history's
+			// evidence, never as a spike that drained quickly.
+			ds = replay(t, concat(run, repeat(70, idle)), step5s, th)
+			late := ds[len(ds)-1]
+			if late.GetRootCause() == overload || !late.GetRoutable() {
+				t.Errorf("6 min after draining: %v %v", late.GetStatus(), late.GetRootCause())
+			}
+			if s := late.GetSummary(); strings.Contains(s, "quickly") {
+				t.Errorf("6 min after draining: %q", s)
+			}
 		})
 	}
 }

@@ -483,6 +483,11 @@ func (f *facts) queueNowEvidence(p printer) []string {
 	return ev
 }
 
+// longestSurge is how long the longest queue spike in the history lasted.
+func (f *facts) longestSurge(p printer) string {
+	return p.seconds((time.Duration(f.hist.surge.longest) * f.hist.step).Seconds())
+}
+
 // recovered is OVERLOADED just after it drained: WARN, routable again, for
 // as long as the window's latency holds the episode (recovering).
 func (f *facts) recovered(p printer) verdict {
@@ -532,10 +537,10 @@ func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 			v.summary = p.f(summaryBurstShort, percent(f.queueTimeShare().v), p.join(tail))
 			v.confidence = 0.55
 		case len(tail) > 0:
-			v.summary = p.f(summaryBurstTail, h.surges, h.points, p.seconds(h.span.Seconds()), p.join(tail))
+			v.summary = p.f(summaryBurstTail, h.surges, h.points, p.seconds(h.span.Seconds()), f.longestSurge(p), p.join(tail))
 			v.confidence = 0.7
 		default:
-			v.summary = p.f(summaryBurstDrained, h.surges, h.points, p.seconds(h.span.Seconds()))
+			v.summary = p.f(summaryBurstDrained, h.surges, h.points, p.seconds(h.span.Seconds()), f.longestSurge(p))
 			v.confidence = 0.8
 		}
 		v.evidence = append(v.evidence, p.f(evQueueRunning, count(f.queue.v), f.runningText()))
