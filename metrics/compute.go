@@ -32,11 +32,12 @@ var DefaultQuantiles = []float64{0.5, 0.95, 0.99}
 // A series that appears later: engines create series on their first
 // request or event, so a counter, histogram or total newest has may be
 // missing from base. When base is complete (Complete: up, without errors or
-// warnings) such a series counts as 0 at base.At, born inside the window: a
-// counter's whole newest value is the window's increase, and the whole
-// newest histogram or total is the window's. When base is not complete the
-// missing series may have been lost by the read, and the concept is absent.
-// Where both ends have the series the result is the same either way.
+// warnings) and older than newest, such a series counts as 0 at base.At,
+// born inside the window: a counter's whole newest value is the window's
+// increase, and the whole newest histogram or total is the window's. When
+// base is not complete the missing series may have been lost by the read,
+// and the concept is absent. Where both ends have the series the result is
+// the same either way.
 //
 // Gauges are read from newest. A concept newest does not have is absent,
 // never 0. quantiles default to DefaultQuantiles. Staleness is now −
@@ -75,9 +76,10 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 		nm.Errors = append(nm.Errors, "window base is not older than the newest sample: no rates")
 	}
 
-	r := newRater(newest, base)
-	// A series base lacks counts as 0 there when base shows every series.
-	fromZero := Complete(base)
+	// A series base lacks counts as 0 there when base shows every series
+	// and is older.
+	fromZero := Complete(base) && base.At.Before(newest.At)
+	r := newRater(newest, base, fromZero)
 	nm.PromptTokensPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.PromptTokens })
 	nm.GenerationTokensPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.GenerationTokens })
 	nm.PreemptionsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.Preemptions })
@@ -144,12 +146,12 @@ func QueueRunningRatio(queue, running *float64) *float64 {
 type rater struct {
 	newest, base *sample.Sample
 	seconds      float64 // window length; 0 when unknown
-	// fromZero: a counter base lacks counts as 0 there (Complete(base)).
+	// fromZero: a counter base lacks counts as 0 there.
 	fromZero bool
 }
 
-func newRater(newest, base *sample.Sample) rater {
-	r := rater{newest: newest, base: base, fromZero: Complete(base)}
+func newRater(newest, base *sample.Sample, fromZero bool) rater {
+	r := rater{newest: newest, base: base, fromZero: fromZero}
 	switch {
 	case base != nil:
 		r.seconds = newest.At.Sub(base.At).Seconds()

@@ -318,6 +318,14 @@ func TestComputeSeriesBornInWindow(t *testing.T) {
 		{name: "base with errors", base: early(withErrors), want: unknown},
 		{name: "base with warnings", base: early(withWarnings), want: unknown},
 		{name: "base down", base: early(down), want: unknown},
+		{
+			// A base read no earlier than newest gives no window at all.
+			name: "complete base not older", base: early(func(s *sample.Sample) { s.At = newest.At }),
+			want: wantMetrics{
+				window: "1m", up: true, queue: f(0), running: f(4), ratio: f(0),
+				errors: []string{"window base is not older than the newest sample: no rates"},
+			},
+		},
 		{name: "both ends, complete base", base: full(nil), want: both},
 		{name: "both ends, base with warnings", base: full(withWarnings), want: both},
 		{name: "both ends, base with errors", base: full(withErrors), want: both},
