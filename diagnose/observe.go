@@ -6,6 +6,7 @@ import (
 	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // opt is an optional reading: ok is false when the value is unknown.
@@ -257,7 +258,7 @@ func observe(in Input, t Thresholds) *facts {
 	}
 	f.ttftMean = distMean(m.GetTtft())
 	f.queueTimeMean = distMean(m.GetQueueTime())
-	f.perRequest, f.perRequestFrom = perRequestDecode(m, f.gen, f.running)
+	f.perRequest, f.perRequestFrom = perRequestDecode(m)
 
 	f.e2eP50 = percentile(m.GetE2E(), 0.50)
 	f.e2eP95 = percentile(m.GetE2E(), 0.95)
@@ -304,21 +305,21 @@ func queueRatio(queue, running, reported opt) opt {
 	return opt{v: queue.v / running.v, ok: true}
 }
 
-// perRequestDecode is the decode speed one request sees, in tok/s: as
-// reported, else generation rate ÷ running, else from the P50 time per output
-// token or inter-token latency.
-func perRequestDecode(m *llmdiagv1.NodeMetrics, gen, running opt) (opt, perRequestSource) {
-	if v := known(m.DecodeTokensPerSecondPerRequest); v.ok {
-		return v, perRequestReported
-	}
-	if gen.ok && running.ok && running.v > 0 {
-		return opt{v: gen.v / running.v, ok: true}, perRequestDerived
-	}
-	if q := percentile(m.GetTimePerOutputToken(), 0.5); q != nil && q.GetValue() > 0 {
-		return opt{v: 1 / q.GetValue(), ok: true}, perRequestTPOT
-	}
-	if q := percentile(m.GetInterToken(), 0.5); q != nil && q.GetValue() > 0 {
-		return opt{v: 1 / q.GetValue(), ok: true}, perRequestITL
+// perRequestDecode is the decode speed one request sees, in tok/s, as
+// metrics.PerRequestDecode reads it (so that it is the
+// decode_tokens_per_second_per_request `llmdiag metrics` shows), and where
+// it came from.
+func perRequestDecode(m *llmdiagv1.NodeMetrics) (opt, perRequestSource) {
+	v, from := metrics.PerRequestDecode(m)
+	switch from {
+	case metrics.DecodeDerived:
+		return opt{v: v, ok: true}, perRequestDerived
+	case metrics.DecodeTPOT:
+		return opt{v: v, ok: true}, perRequestTPOT
+	case metrics.DecodeITL:
+		return opt{v: v, ok: true}, perRequestITL
+	case metrics.DecodeReported:
+		return opt{v: v, ok: true}, perRequestReported
 	}
 	return opt{}, 0
 }
