@@ -90,6 +90,15 @@ type history struct {
 	surge episodes
 
 	trend trend
+
+	// queueHold and kvHold are the two halves of saturation, with
+	// hysteresis (hold); saturated is either, the node not routable.
+	queueHold, kvHold hold
+	saturated         bool
+	// score is the verdict's load score (loadScore).
+	score float64
+	// at is the current refresh's time.
+	at time.Time
 }
 
 // episodes is how one condition held over the history: in how many
@@ -349,9 +358,9 @@ func (f *facts) readHistory(points []Point) history {
 		now = points[len(points)-1].At.Add(time.Nanosecond)
 	}
 	type step struct {
-		at               time.Time
-		queue, ratio, kv opt
-		mean             opt
+		at                        time.Time
+		queue, running, ratio, kv opt
+		mean                      opt
 	}
 	var steps []step
 	for _, pt := range points {
@@ -359,15 +368,27 @@ func (f *facts) readHistory(points []Point) history {
 			continue
 		}
 		q, r := known(pt.Queue), known(pt.Running)
-		steps = append(steps, step{at: pt.At, queue: q, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
+		steps = append(steps, step{at: pt.At, queue: q, running: r, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
 	}
 	var mean opt
 	if e := f.m.GetE2E(); e != nil {
 		mean = known(e.Mean)
 	}
-	steps = append(steps, step{at: now, queue: f.queue, ratio: f.ratio, kv: f.kv, mean: mean})
+	steps = append(steps, step{at: now, queue: f.queue, running: f.running, ratio: f.ratio, kv: f.kv, mean: mean})
 
-	var h history
+	h := history{at: now}
+	queueSteps := make([]holdStep, len(steps))
+	kvSteps := make([]holdStep, len(steps))
+	pressures := make([]float64, len(steps))
+	for i, s := range steps {
+		queueSteps[i].at, kvSteps[i].at = s.at, s.at
+		queueSteps[i].known, queueSteps[i].on = t.queueSaturated(s.queue, s.running)
+		kvSteps[i].known, kvSteps[i].on = t.kvSaturated(s.kv)
+		pressures[i] = pressure(s.queue, s.running, s.kv, t)
+	}
+	h.queueHold, h.kvHold = readHold(queueSteps, t), readHold(kvSteps, t)
+	h.saturated = h.queueHold.on || h.kvHold.on
+	h.score = loadScore(h.saturated, pressures[max(len(pressures)-max(t.RoutingHold, 1), 0):])
 	critSince, critRun := time.Time{}, false
 	var xs, means, gaps []float64
 	for i, s := range steps {
@@ -427,7 +448,7 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 		}
 		usable = append(usable, p)
 	}
-	ownLoad := LoadScore(m, t)
+	ownLoad := Pressure(m.Queue, m.Running, m.KvPressure, t)
 	var best peerComparison
 	var all []peerComparison
 	for _, c := range []struct {
@@ -445,7 +466,7 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 		for _, p := range usable {
 			if q := percentile(c.dist(p), 0.99); q != nil {
 				vals = append(vals, q.GetValue())
-				loads = append(loads, LoadScore(p, t))
+				loads = append(loads, Pressure(p.Queue, p.Running, p.KvPressure, t))
 			}
 		}
 		if len(vals) < t.MinPeers {
