@@ -87,11 +87,12 @@ var expected = []struct {
 	// slots for 4 minutes (a queue of 8–12 that never drains), then 2: an
 	// idle node is healthy; a saturated one is OVERLOADED, from 30 s into
 	// the overload (the time acceptance allows) to its end; once drained,
-	// healthy or a drained burst.
+	// recovering from the overload (OVERLOADED at WARN, routable) while the
+	// window holds it, and healthy or a drained burst after that.
 	{"idle-then-overload", []target{
 		{"qwen3-8b-0", healthy, nil, "idle", []sim.Window{span(judgeFrom, 10*time.Minute)}},
 		{"qwen3-8b-0", overload, nil, "overload", []sim.Window{span(10*time.Minute+30*time.Second, 14*time.Minute)}},
-		{"qwen3-8b-0", healthy, []llmdiagv1.Cause{burst}, "after", []sim.Window{span(14*time.Minute+30*time.Second, 0)}},
+		{"qwen3-8b-0", overload, []llmdiagv1.Cause{healthy, burst}, "after", []sim.Window{span(14*time.Minute+30*time.Second, 0)}},
 		{"qwen3-8b-1", healthy, nil, "", nil},
 	}, 17 * time.Minute, acceptIdleThenOverload},
 	// KV-bound from 3 to 6 and from 8 to 11 minutes (KV 0.95–1.0 with
