@@ -176,10 +176,11 @@ type Quirks struct {
 	// "length" only with the first one cut at max_tokens. That is what a
 	// prometheus_client server does when it calls .labels() on first use
 	// instead of at start-up, as vLLM V1 does for all its series, and what
-	// SGLang does for its abort counter. Gauges stay present from the start
-	// (vLLM sets them on every scheduler step, and an unlabelled
-	// prometheus_client gauge is exposed at 0), so a fresh node shows its
-	// queue, batch and KV but no counter and no histogram.
+	// SGLang does for its abort counter. Gauges stay present from the start,
+	// as vLLM's are (it creates every series at start-up and sets the
+	// gauges at each scheduler step) and as an unlabelled prometheus_client
+	// gauge is (exposed at 0): a fresh node shows its queue, batch and KV
+	// but no counter and no histogram.
 	LazySeries bool
 	// TTFTExcludesQueue measures time to first token from the request's
 	// first scheduling instead of its arrival, so a queued request's TTFT
