@@ -37,9 +37,12 @@ func ExitCode(err error) int {
 
 // Run parses args and runs the chosen command until it ends or ctx is done.
 func Run(ctx context.Context, args []string, env Env) error {
+	global := flag.NewFlagSet("llmdiag", flag.ContinueOnError)
+	cf := &clientFlags{root: global}
+	cf.bind(global)
 	root := &ffcli.Command{
 		Name:       "llmdiag",
-		ShortUsage: "llmdiag <command> [flags] [args]",
+		ShortUsage: "llmdiag [--addr URL] [--token T] <command> [flags] [args]",
 		ShortHelp:  "diagnose LLM inference fleets from their Prometheus metrics",
 		LongHelp: strings.TrimSpace(`
 llmdiag reads the Prometheus metrics of LLM inference servers (vLLM, SGLang),
@@ -55,16 +58,24 @@ Then ask it:
   llmdiag nodes
   llmdiag diagnose deepseek-v4-0 --lang zh
 
+The flags below (--addr, --protocol, --token, --timeout) are those of the
+client commands (nodes, metrics, diagnose, compare, watch), and may come
+before or after the command name:
+  llmdiag --addr http://llmdiag.example:8080 diagnose deepseek-v4-0
+  llmdiag diagnose deepseek-v4-0 --addr http://llmdiag.example:8080
+
 Every flag has an environment equivalent: LLMDIAG_ plus the flag name in
-capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090).`),
+capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090, or
+LLMDIAG_ADDR for the service the client commands ask). A flag given on the
+command line wins over the environment.`),
 		Subcommands: []*ffcli.Command{
 			serveCommand(env),
 			simCommand(env),
-			nodesCommand(env),
-			metricsCommand(env),
-			diagnoseCommand(env),
-			compareCommand(env),
-			watchCommand(env),
+			nodesCommand(env, cf),
+			metricsCommand(env, cf),
+			diagnoseCommand(env, cf),
+			compareCommand(env, cf),
+			watchCommand(env, cf),
 			thresholdsCommand(env),
 			rulesCommand(env),
 		},
@@ -75,7 +86,7 @@ capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090).`),
 			return flag.ErrHelp
 		},
 	}
-	root.FlagSet = flag.NewFlagSet("llmdiag", flag.ContinueOnError)
+	root.FlagSet = global
 	for _, c := range append([]*ffcli.Command{root}, root.Subcommands...) {
 		c.FlagSet.SetOutput(env.Stderr)
 		if c.UsageFunc == nil {
@@ -86,13 +97,78 @@ capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090).`),
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return usageError{err}
+		return usageError{misplaced(err, root)}
+	}
+	if err := globalsFit(root); err != nil {
+		return err
 	}
 	err := root.Run(ctx)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(env.Stderr, ffcli.DefaultUsageFunc(root))
 	}
 	return err
+}
+
+// globalsFit rejects client flags given before a command that does not
+// take them (llmdiag --addr URL serve): they would be silently ignored.
+func globalsFit(root *ffcli.Command) error {
+	var given []string
+	root.FlagSet.Visit(func(f *flag.Flag) { given = append(given, "--"+f.Name) })
+	if len(given) == 0 || root.FlagSet.NArg() == 0 {
+		return nil
+	}
+	name := root.FlagSet.Arg(0)
+	for _, c := range root.Subcommands {
+		if strings.EqualFold(c.Name, name) && c.FlagSet.Lookup("addr") == nil {
+			what := "a flag"
+			if len(given) > 1 {
+				what = "flags"
+			}
+			return usageError{fmt.Errorf("%s: %s of the client commands (%s), which %s does not take", strings.Join(given, ", "), what, strings.Join(clientCommandNames(root), ", "), c.Name)}
+		}
+	}
+	return nil
+}
+
+// clientCommandNames are the subcommands of root that take the client flags.
+func clientCommandNames(root *ffcli.Command) []string {
+	var names []string
+	for _, c := range root.Subcommands {
+		if c.FlagSet.Lookup("addr") != nil {
+			names = append(names, c.Name)
+		}
+	}
+	return names
+}
+
+// misplaced adds to a parse error of the global flags, when it names a flag
+// only some commands define (llmdiag --lang zh diagnose NODE), that the flag
+// belongs after the command name.
+func misplaced(err error, root *ffcli.Command) error {
+	const undefined = "flag provided but not defined: -"
+	msg := err.Error()
+	i := strings.Index(msg, undefined)
+	if i < 0 {
+		return err
+	}
+	name := strings.TrimPrefix(msg[i+len(undefined):], "-")
+	var owners []string
+	for _, c := range root.Subcommands {
+		if c.FlagSet.Lookup(name) != nil {
+			owners = append(owners, c.Name)
+		}
+	}
+	if len(owners) == 0 {
+		return fmt.Errorf("%w (the flags before a command are %s; run llmdiag --help)", err, globalNames(root.FlagSet))
+	}
+	return fmt.Errorf("%w: --%s is a flag of %s, to give after the command name (llmdiag %s … --%s …)", err, name, strings.Join(owners, ", "), owners[0], name)
+}
+
+// globalNames lists the flags of fs as --name, comma-separated.
+func globalNames(fs *flag.FlagSet) string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
+	return strings.Join(names, ", ")
 }
 
 // noArgs rejects positional arguments for commands that take none.
@@ -103,11 +179,14 @@ func noArgs(args []string) error {
 	return nil
 }
 
-// applyEnv sets every flag of fs not given on the command line from
+// applyEnv sets every flag of fs not given on the command line (on fs, or on
+// one of also: the root command's flags, bound to the same values) from
 // LLMDIAG_<NAME> when that variable is set.
-func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
+func applyEnv(fs *flag.FlagSet, getenv func(string) string, also ...*flag.FlagSet) error {
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, s := range append([]*flag.FlagSet{fs}, also...) {
+		s.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || getenv == nil {
@@ -123,10 +202,11 @@ func applyEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	return errors.Join(errs...)
 }
 
-// withEnv wraps a command's Exec so environment variables are applied first.
-func withEnv(fs *flag.FlagSet, env Env, exec func(context.Context, []string) error) func(context.Context, []string) error {
+// withEnv wraps a command's Exec so environment variables are applied first
+// to the flags given neither on fs nor on also.
+func withEnv(fs *flag.FlagSet, env Env, exec func(context.Context, []string) error, also ...*flag.FlagSet) func(context.Context, []string) error {
 	return func(ctx context.Context, args []string) error {
-		if err := applyEnv(fs, env.Getenv); err != nil {
+		if err := applyEnv(fs, env.Getenv, also...); err != nil {
 			return err
 		}
 		return exec(ctx, args)

@@ -215,6 +215,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"nodes", "--status", "unspecified"}, nil, 2, "--status"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--retention", "9s"}, nil, 2, "--retention"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-nodes", "0"}, nil, 2, "--max-nodes"},
+		// Global flags: the client flags only, and only before a client command.
+		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, diagnose, compare, watch), which serve does not take"},
+		{[]string{"--lang", "zh", "diagnose", "x"}, nil, 2, "--lang is a flag of diagnose, to give after the command name"},
+		{[]string{"--format", "json", "nodes"}, nil, 2, "--format is a flag of nodes, metrics, diagnose, compare, to give after the command name"},
+		{[]string{"--bogus", "nodes"}, nil, 2, "flag provided but not defined: -bogus (the flags before a command are --addr, --protocol, --timeout, --token"},
+		{[]string{"--protocol", "smoke-signals", "nodes"}, nil, 2, "--protocol"},
+		{[]string{"nodes"}, map[string]string{"LLMDIAG_ADDR": "::not a url"}, 2, "--addr"},
+		{[]string{"--addr", "http://127.0.0.1:1"}, nil, 0, ""},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

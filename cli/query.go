@@ -21,50 +21,69 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
-// clientFlags are the flags every client command shares.
+// clientFlags are the flags every client command shares. They are global:
+// defined on the root command too, bound to the same values, so that they
+// may come before the command name (llmdiag --addr URL diagnose NODE) or
+// after it.
 type clientFlags struct {
-	addr     *string
-	protocol *string
-	token    *string
-	timeout  *time.Duration
+	addr, protocol, token string
+	timeout               time.Duration
+	// root is the root command's flag set: a flag given there counts as
+	// given on the command line, ahead of the environment.
+	root *flag.FlagSet
 }
 
-func addClientFlags(fs *flag.FlagSet) clientFlags {
-	return clientFlags{
-		addr:     fs.String("addr", "http://127.0.0.1:8080", "llmdiag service URL"),
-		protocol: fs.String("protocol", "connect", "wire protocol: connect, connect-json, grpc or grpc-web"),
-		token:    fs.String("token", "", "bearer token to send"),
-		timeout:  fs.Duration("timeout", 10*time.Second, "deadline of one call (watch: of connecting)"),
+// bind defines the client flags on fs, bound to c's values.
+func (c *clientFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&c.addr, "addr", "http://127.0.0.1:8080", "llmdiag service URL (LLMDIAG_ADDR)")
+	fs.StringVar(&c.protocol, "protocol", "connect", "wire protocol: connect, connect-json, grpc or grpc-web")
+	fs.StringVar(&c.token, "token", "", "bearer token to send (LLMDIAG_TOKEN)")
+	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "deadline of one call (watch: of connecting)")
+}
+
+// isClientFlag reports whether name is one of the client flags.
+func isClientFlag(name string) bool {
+	switch name {
+	case "addr", "protocol", "token", "timeout":
+		return true
 	}
+	return false
 }
 
-func (c clientFlags) client() (*client.Client, error) {
-	p, err := client.ParseProtocol(*c.protocol)
+func (c *clientFlags) client() (*client.Client, error) {
+	p, err := client.ParseProtocol(c.protocol)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--protocol: %w", err)}
 	}
 	opts := []client.Option{client.WithProtocol(p)}
-	if *c.token != "" {
-		opts = append(opts, client.WithBearerToken(*c.token))
+	if c.token != "" {
+		opts = append(opts, client.WithBearerToken(c.token))
 	}
-	cl, err := client.New(*c.addr, opts...)
+	cl, err := client.New(c.addr, opts...)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--addr: %w", err)}
 	}
 	return cl, nil
 }
 
-func clientCommand(env Env, name, usage, short, long string, setup func(fs *flag.FlagSet) func(ctx context.Context, cl *client.Client, args []string) error) *ffcli.Command {
+// globalFlagsHelp ends every client command's help.
+const globalFlagsHelp = `
+
+--addr, --protocol, --token and --timeout may also come before the command
+name (llmdiag --addr URL ` // + the command's name
+
+func clientCommand(env Env, cf *clientFlags, name, usage, short, long string, setup func(fs *flag.FlagSet) func(ctx context.Context, cl *client.Client, args []string) error) *ffcli.Command {
 	fs := flag.NewFlagSet("llmdiag "+name, flag.ContinueOnError)
-	cf := addClientFlags(fs)
+	cf.bind(fs)
 	exec := setup(fs)
 	return &ffcli.Command{
 		Name:       name,
 		ShortUsage: usage,
 		ShortHelp:  short,
-		LongHelp:   strings.TrimSpace(long),
+		LongHelp:   strings.TrimSpace(long) + globalFlagsHelp + name + " …).",
 		FlagSet:    fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			args, err := interspersed(fs, args)
@@ -77,11 +96,11 @@ func clientCommand(env Env, name, usage, short, long string, setup func(fs *flag
 			}
 			if name != "watch" {
 				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, *cf.timeout)
+				ctx, cancel = context.WithTimeout(ctx, cf.timeout)
 				defer cancel()
 			}
 			return exec(ctx, cl, args)
-		}),
+		}, cf.root),
 	}
 }
 
@@ -113,8 +132,8 @@ func formatFlag(fs *flag.FlagSet, def string, allowed ...string) func() (string,
 	}
 }
 
-func nodesCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "nodes", "llmdiag nodes [--model NAME] [--status ok|warn|crit|unknown|down] [--format text|json]", "list the fleet with each node's health", `
+func nodesCommand(env Env, cf *clientFlags) *ffcli.Command {
+	return clientCommand(env, cf, "nodes", "llmdiag nodes [--model NAME] [--status ok|warn|crit|unknown|down] [--format text|json]", "list the fleet with each node's health", `
 List every node llmdiag watches: model, engine, status, root cause, whether a
 router may send it traffic, load score and the age of its data. The service
 answers in pages of up to 1000 nodes; this reads them all.`,
@@ -154,8 +173,8 @@ answers in pages of up to 1000 nodes; this reads them all.`,
 		})
 }
 
-func metricsCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "metrics", "llmdiag metrics NODE [--window 5m|1h|lifetime] [--format text|json]", "show every indicator of one node", `
+func metricsCommand(env Env, cf *clientFlags) *ffcli.Command {
+	return clientCommand(env, cf, "metrics", "llmdiag metrics NODE [--window 5m|1h|lifetime] [--format text|json]", "show every indicator of one node", `
 Show one node's indicators over a window: TTFT, E2E, inter-token, time per
 output token and queue time percentiles (each with the bucket it lies in),
 queue, running, queue/running, KV pressure, token rates and preemptions.
@@ -220,6 +239,12 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INDICATOR\tVALUE")
+	// Where the per-request decode speed comes from, when not generation ÷
+	// running: the same reading `llmdiag diagnose` names in its evidence.
+	decodeUnit := " tok/s"
+	if _, from := metrics.PerRequestDecode(m); from == metrics.DecodeTPOT || from == metrics.DecodeITL {
+		decodeUnit += " (1 ÷ P50 " + from.String() + ")"
+	}
 	for _, g := range []struct {
 		name string
 		v    *float64
@@ -228,7 +253,7 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 		{"queue", m.Queue, ""}, {"running", m.Running, ""}, {"queue/running", m.QueueRunningRatio, ""},
 		{"kv pressure", m.KvPressure, "%"}, {"kv capacity", m.KvCapacityTokens, " tokens"},
 		{"prompt rate", m.PromptTokensPerSecond, " tok/s"}, {"generation rate", m.GenerationTokensPerSecond, " tok/s"},
-		{"decode per request", m.DecodeTokensPerSecondPerRequest, " tok/s"}, {"preemptions", m.PreemptionsPerSecond, " /s"},
+		{"decode per request", m.DecodeTokensPerSecondPerRequest, decodeUnit}, {"preemptions", m.PreemptionsPerSecond, " /s"},
 		{"requests", m.RequestsPerSecond, " /s"},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", g.name, gauge(g.v, g.unit))
@@ -240,8 +265,8 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 	return nil
 }
 
-func diagnoseCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "diagnose", "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", "diagnose one node: findings, root cause, recommendations", `
+func diagnoseCommand(env Env, cf *clientFlags) *ffcli.Command {
+	return clientCommand(env, cf, "diagnose", "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", "diagnose one node: findings, root cause, recommendations", `
 Diagnose one node: one finding per indicator (value, status, conclusion),
 then the root cause with its evidence, what was ruled out and what to do.
 --format markdown suits chat tools, text suits terminals, json gives the
@@ -295,8 +320,8 @@ var metricNames = map[string]llmdiagv1.LatencyMetric{
 	"queue_time":            llmdiagv1.LatencyMetric_LATENCY_METRIC_QUEUE_TIME,
 }
 
-func compareCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "compare", "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine|label=KEY] [--nodes a,b] [--quantiles 0.5,0.95,0.99] [--baseline 1h]", "compare a latency metric across nodes, models, engines or labels", `
+func compareCommand(env Env, cf *clientFlags) *ffcli.Command {
+	return clientCommand(env, cf, "compare", "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine|label=KEY] [--nodes a,b] [--quantiles 0.5,0.95,0.99] [--baseline 1h]", "compare a latency metric across nodes, models, engines or labels", `
 Compare one latency metric at chosen percentiles across nodes, or across
 models, engines or the values of a fleet-file label (their nodes' histograms
 summed by bucket). Each value comes with the bucket it lies in; rank 1 is the
@@ -479,8 +504,8 @@ func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 	return nil
 }
 
-func watchCommand(env Env) *ffcli.Command {
-	return clientCommand(env, "watch", "llmdiag watch [--model NAME] [--nodes a,b] [--labels k=v,...] [--heartbeat 15s]", "follow health changes as they happen", `
+func watchCommand(env Env, cf *clientFlags) *ffcli.Command {
+	return clientCommand(env, cf, "watch", "llmdiag watch [--model NAME] [--nodes a,b] [--labels k=v,...] [--heartbeat 15s]", "follow health changes as they happen", `
 Print the current health of every selected node, then every change (status,
 root cause, routability, load score) as llmdiag sees it, until interrupted.
 Reconnects (with jittered backoff) and resumes where it left off if the

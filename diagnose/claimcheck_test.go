@@ -162,6 +162,10 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 		return f.peer.peers > 0, float64(f.peer.peers), f.peer.outlier
 	case aboutHistory:
 		return !h.noHistory(), float64(h.points), false
+	case aboutQueueHold:
+		return f.queue.ok, 0, h.queueHold.on
+	case aboutKVHold:
+		return f.kv.ok, 0, h.kvHold.on
 	case aboutSpikes:
 		return h.points > 0, float64(h.spikes), h.now || h.spikes > 0
 	case aboutFirstToken:
@@ -196,7 +200,7 @@ func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 func (s subject) String() string {
 	names := []string{"", "KV pressure", "KV capacity", "queue", "queueing", "queue/running", "running", "waiting",
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
-		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue spikes", "data age"}
+		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age"}
 	if int(s) < len(names) {
 		return names[s]
 	}

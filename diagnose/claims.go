@@ -41,6 +41,8 @@ const (
 	aboutPeers      // the peer comparison: high is an outlier
 	aboutHistory    // earlier refreshes with a known queue
 	aboutFirstToken // the wait for the first token (firstTokenStatus): high is at its warn level or past
+	aboutQueueHold  // the queue half of saturation, with hysteresis (saturation.go): high is on
+	aboutKVHold     // the KV half of saturation, with hysteresis: high is on
 	aboutSpikes     // queue spikes: high is queueing now or spikes drained in the history
 	aboutAge        // the data's age
 )
@@ -121,7 +123,7 @@ var catalogClaims = map[msg][]claim{
 	roMemory:          {{aboutKV, isLow}},
 	roMemoryNoPreempt: {{aboutKV, isLow}, {aboutPreemptions, isZero}},
 	roQueueing:        {{aboutQueue, isKnown}, {aboutQueueing, isLow}},
-	roOverload:        {{aboutQueueing, isHigh}, {aboutHistory, isKnown}},
+	roOverload:        {{aboutQueue, isKnown}, {aboutQueueHold, isLow}},
 	roPrefill:         {{aboutTTFT, isLow}},
 	roDecode:          {{aboutDecode, isLow}},
 	roOutlier:         {{aboutPeers, isKnown}},
@@ -136,13 +138,10 @@ var catalogClaims = map[msg][]claim{
 	evTTFTHigh:           {{aboutTTFT, isHigh}},
 	recKVShed:            {{aboutKV, isHigh}},
 
-	summaryOverloaded:    {{aboutQueueing, isHigh}, {aboutHistory, isKnown}},
 	summaryOverloadedNow: {{aboutQueueing, isHigh}, {aboutHistory, isUnknown}},
 	recShed:              {{aboutQueueing, isHigh}},
-	recAddCapacity:       {{aboutQueueing, isHigh}},
 	recOverloadTP:        {{aboutQueueing, isHigh}},
 
-	summaryBurstNow:     {{aboutQueue, isHigh}, {aboutHistory, isKnown}},
 	summaryBurstDrained: {{aboutHistory, isKnown}},
 
 	causePrefill:    {{aboutPrompts, isHigh}, {aboutTTFT, isHigh}, {aboutQueue, isLow}},
@@ -263,6 +262,20 @@ var catalogClaims = map[msg][]claim{
 	roBurstSmall:             {{aboutQueueing, isHigh}, {aboutQueue, isKnown}},
 	roBurstQueueUnknown:      {{aboutQueueing, isHigh}, {aboutQueue, isUnknown}},
 	roMemoryNearFullUnknown:  {{aboutKV, isHigh}, {aboutPreemptions, isUnknown}},
+	roMemoryNotHeld:          {{aboutKV, isHigh}, {aboutKVHold, isLow}},
+
+	// Saturation with hysteresis (saturation.go).
+	summaryOverloadedFor:     {{aboutQueueHold, isHigh}, {aboutHistory, isKnown}},
+	summaryQueueSaturated:    {{aboutQueueHold, isHigh}},
+	summaryQueueRising:       {{aboutQueue, isHigh}},
+	summaryKVHeld:            {{aboutKVHold, isHigh}, {aboutKV, isKnown}},
+	summaryRecovering:        {{aboutHistory, isKnown}},
+	evSaturatedSince:         {{aboutQueueHold, isHigh}, {aboutHistory, isKnown}},
+	evRecovered:              {{aboutHistory, isKnown}},
+	roOverloadShort:          {{aboutQueueHold, isHigh}},
+	roOverloadRecovered:      {{aboutHistory, isKnown}},
+	kvRising:                 {{aboutKV, isHigh}, {aboutKVHold, isLow}},
+	kvHeld:                   {{aboutKVHold, isHigh}},
 	causeDecodeStallsBare:    {{aboutInterToken, isHigh}},
 	roPrefillPromptsUnknown:  {{aboutTTFT, isHigh}, {aboutPrompts, isUnknown}},
 	evKVOverClamped:          {{aboutKV, isKnown}},
@@ -365,6 +378,7 @@ var catalogClaims = map[msg][]claim{
 	restNothing:           nil,
 	summaryHealthyPartial: nil,
 	evQueueHigh:           nil,
+	evHeldDip:             nil, // the held gauge now, queue or KV: a hold is on only while its gauge is known
 	evQueueTimeP99:        nil,
 
 	// Advice that presumes nothing about the figures.
@@ -374,6 +388,7 @@ var catalogClaims = map[msg][]claim{
 	recDownRouting:    nil,
 	recKVCapacity:     nil,
 	recKVContext:      nil,
+	recAddCapacity:    nil, // general: also after an overload has drained (summaryRecovering)
 	recAdmission:      nil,
 	recBurstKeep:      nil,
 	recBurstSmooth:    nil,

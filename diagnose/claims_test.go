@@ -135,6 +135,41 @@ func claimVariants() []claimVariant {
 			m.Queue = f64(30)
 			return diagnose.Input{Metrics: m, History: burstHistory(120, true)}
 		}},
+		{"queue saturated, not yet for overloaded_after", func() diagnose.Input {
+			m := healthyMetrics()
+			m.Queue = f64(12)
+			h := make([]diagnose.Point, 12)
+			for i := range h {
+				h[i] = diagnose.Point{At: observed.Add(-time.Duration(12-i) * 5 * time.Second), Up: true, Queue: f64(0), Running: f64(10)}
+			}
+			h[11].Queue = f64(12)
+			return diagnose.Input{Metrics: m, History: h}
+		}},
+		{"KV held through a dip", func() diagnose.Input {
+			m := healthyMetrics()
+			m.KvPressure = f64(0.92)
+			h := flatHistory(10, 0, 10)
+			for i := range h {
+				h[i].KVPressure = f64(0.97)
+			}
+			return diagnose.Input{Metrics: m, History: h}
+		}},
+		{"recovering from an overload", func() diagnose.Input {
+			h := flatHistory(10, 0, 10)
+			for i := 3; i < 8; i++ {
+				h[i].Queue = f64(60)
+			}
+			m := healthyMetrics()
+			m.E2E = dist(30, 300)
+			return diagnose.Input{Metrics: m, History: h}
+		}},
+		{"an overload long drained", func() diagnose.Input {
+			h := flatHistory(12, 0, 10)
+			for i := 0; i < 4; i++ {
+				h[i].Queue = f64(60)
+			}
+			return diagnose.Input{Metrics: healthyMetrics(), History: h}
+		}},
 		{"burst: queueing now, history drains", withM(func(m *llmdiagv1.NodeMetrics) { m.Queue = f64(12) })},
 		{"burst: drained spike, nothing else", func() diagnose.Input {
 			h := flatHistory(10, 0, 10)

@@ -252,13 +252,3 @@ func withMetrics(edit func(m *llmdiagv1.NodeMetrics)) func() diagnose.Input {
 		return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}
 	}
 }
-
-// findingOf is d's finding for ind, or nil.
-func findingOf(d *llmdiagv1.Diagnosis, ind llmdiagv1.Indicator) *llmdiagv1.Finding {
-	for _, f := range d.GetFindings() {
-		if f.GetIndicator() == ind {
-			return f
-		}
-	}
-	return nil
-}

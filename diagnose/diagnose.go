@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -59,10 +60,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	p := newPrinter(lang)
 	p.rec = rec
 	m := in.Metrics
-	d := &llmdiagv1.Diagnosis{
-		Language:  lang,
-		LoadScore: LoadScore(m, t),
-	}
+	d := &llmdiagv1.Diagnosis{Language: lang}
 	if m != nil {
 		d.Node, d.Model, d.Engine, d.Window = m.GetNode(), m.GetModel(), m.GetEngine(), m.GetWindow()
 		d.Stale = m.GetStale()
@@ -75,6 +73,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	}
 
 	var v verdict
+	saturated := false
 	switch {
 	case m == nil:
 		v = noData(p, p.f(summaryNoMetrics), p.f(unknownNoMetrics))
@@ -87,6 +86,8 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 		d.Findings = append(unknownFindings(p, p.f(unknownDown)), scrapeFinding(p, m, llmdiagv1.Status_STATUS_CRIT, scrapeDown))
 	default:
 		f := observe(in, t)
+		saturated = f.hist.saturated
+		d.LoadScore = f.hist.score
 		d.Findings = f.findings(p)
 		if f.coreKnown() == 0 {
 			v = noData(p, p.f(summaryUnreadable), p.f(evUnreadable))
@@ -109,24 +110,17 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	}
 	d.RuledOut = v.ruledOut
 	d.Recommendations = v.recs
-	d.Routable = routable(v.status, v.cause)
+	d.Routable = v.status != llmdiagv1.Status_STATUS_UNKNOWN && v.status != llmdiagv1.Status_STATUS_DOWN && !saturated
+	if m != nil && !d.Routable && !saturated {
+		// Stale, down or unreadable: the gauges say nothing about now, so
+		// the score does not claim saturation.
+		d.LoadScore = round3(math.Min(Pressure(m.Queue, m.Running, m.KvPressure, t), 1))
+	}
 	return d
 }
 
 // isStale reports whether m is no fresh data (metrics.Stale).
 func isStale(m *llmdiagv1.NodeMetrics, t Thresholds) bool { return metrics.Stale(m, t.StaleAfter) }
-
-// routable reports whether a router may send the node traffic: not when
-// llmdiag does not know, the node is down, overloaded or out of KV cache.
-func routable(s llmdiagv1.Status, c llmdiagv1.Cause) bool {
-	switch {
-	case s == llmdiagv1.Status_STATUS_UNKNOWN, s == llmdiagv1.Status_STATUS_DOWN:
-		return false
-	case c == llmdiagv1.Cause_CAUSE_OVERLOADED, c == llmdiagv1.Cause_CAUSE_KV_EXHAUSTED:
-		return false
-	}
-	return true
-}
 
 // verdict is the outcome of the rules, before it is copied into a Diagnosis.
 type verdict struct {

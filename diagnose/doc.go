@@ -10,9 +10,11 @@
 // this order, and the first cause that explains the evidence wins:
 //
 //  1. no fresh data → UNKNOWN / NO_DATA; target down → DOWN / TARGET_DOWN
-//  2. KV pressure ≥ crit, or preemptions → KV_EXHAUSTED (CRIT)
-//  3. queue high now and over most of the history → OVERLOADED (CRIT)
-//  4. queue high now but not sustained → BURST (WARN); spikes that drained
+//  2. KV cache saturated (held), or preemptions → KV_EXHAUSTED (CRIT)
+//  3. queue saturated (held) for OverloadedAfter without draining →
+//     OVERLOADED (CRIT); a long episode that drained within the window →
+//     OVERLOADED (WARN), recovering
+//  4. queue high now but not for OverloadedAfter → BURST (WARN); spikes that drained
 //     (or TTFT mostly queue time with an empty queue) → BURST too, but only
 //     after rules 5–7 and only when the bursts explain every finding off
 //     (TTFT and E2E tails, queue time, inter-token latency, the E2E trend)
@@ -26,6 +28,11 @@
 //     similar load → NODE_OUTLIER
 //  8. nothing off → HEALTHY; a WARN or CRIT finding no cause explains →
 //     UNEXPLAINED, naming the findings
+//
+// Routing follows saturation, not the cause named: a queue above
+// QueueSaturated with running at capacity, or KV pressure at KVCrit, held
+// with hysteresis over RoutingHold refreshes (saturation.go). The load
+// score is above 1 exactly when the node is saturated.
 //
 // After a cause is found it is weighed against every finding: each further
 // finding it explains raises the confidence, each it leaves unexplained

@@ -139,10 +139,16 @@ func (f *facts) kvFinding(p printer) *llmdiagv1.Finding {
 	if !f.kv.ok {
 		return finding(p, ind, name, "", statusUnknown, f.unknown(p))
 	}
-	t := f.t
+	t, hold := f.t, f.hist.kvHold
 	s := grade(f.kv.v, t.KVWarn, t.KVCrit)
 	var c msg
+	var args []any
 	switch {
+	case hold.rising():
+		// At the critical level, not yet for RoutingHold refreshes.
+		s, c, args = statusWarn, kvRising, []any{hold.streak, t.RoutingHold}
+	case hold.dipping():
+		s, c, args = statusCrit, kvHeld, []any{t.RoutingHold}
 	case s == statusCrit && f.preempt.ok && f.preempt.v > 0:
 		c = kvCritPreempt
 	case s == statusCrit:
@@ -161,7 +167,7 @@ func (f *facts) kvFinding(p printer) *llmdiagv1.Finding {
 	if f.hist.kv.known > 1 {
 		ev = append(ev, f.episodeEvidence(p, f.hist.kv, p.f(condKV, exactPercent(t.KVWarn))))
 	}
-	return finding(p, ind, name, percent(f.kv.v), s, p.f(c), ev...)
+	return finding(p, ind, name, percent(f.kv.v), s, p.f(c, args...), ev...)
 }
 
 func (f *facts) queueFinding(p printer) *llmdiagv1.Finding {

@@ -137,14 +137,12 @@ const (
 	recKVCapacity
 	recKVContext
 
-	summaryOverloaded
 	summaryOverloadedNow
 	evQueueHigh
 	recShed
 	recAddCapacity
 	recAdmission
 
-	summaryBurstNow
 	summaryBurstDrained
 	recBurstKeep
 	recBurstSmooth
@@ -305,6 +303,20 @@ const (
 	recQueueTime
 	recScrape
 
+	// Saturation with hysteresis (saturation.go).
+	summaryOverloadedFor
+	summaryQueueSaturated
+	summaryQueueRising
+	summaryKVHeld
+	summaryRecovering
+	evHeldDip
+	evSaturatedSince
+	evRecovered
+	roOverloadShort
+	roOverloadRecovered
+	kvRising
+	kvHeld
+
 	kvCritPreempt
 	summaryKVFullNoPreempt
 	recKVShedPreempt
@@ -320,6 +332,7 @@ const (
 	roMemoryNearFullUnknown
 	causeDecodeStallsBare
 	roPrefillPromptsUnknown
+	roMemoryNotHeld
 
 	nameRunning
 	nameKVCapacity
@@ -481,8 +494,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	roMemoryNoPreempt: {"not memory: KV pressure %s < %s, no preemptions", "不是显存不够：KV 压力 %s < %s，无抢占"},
 	roQueueing:        {"not queueing: queue %s, queue/running %s", "不是请求排队：排队 %s，排队比 %s"},
 	roOverload: {
-		"not sustained overload: queueing in %d of %d refreshes (sustained at ≥ %s)",
-		"不是持续过载：%[2]d 次刷新中仅 %[1]d 次积压（≥ %[3]s 为持续）"},
+		"not overloaded: the queue is not saturated (queue %s, queue/running %s; saturated above %s)",
+		"不是过载：队列未饱和（排队 %s，排队比 %s；超过 %s 为饱和）"},
 	roPrefill: {"not prefill: TTFT P99 %s < %s", "不是 Prefill 瓶颈：TTFT P99 %s < %s"},
 	roDecode:  {"not decode speed: %s per request ≥ %s", "不是 Decode 慢：每请求 %s ≥ %s"},
 	roOutlier: {
@@ -515,9 +528,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Or admit less: lower max_num_seqs or max_model_len, and enable prefix caching to share repeated prompt prefixes.",
 		"或减少准入：调低 max_num_seqs 或 max_model_len，并开启前缀缓存以复用重复的 Prompt 前缀。"},
 
-	summaryOverloaded: {
-		"Overloaded: more load than capacity. Requests queue and stay queued (queue %s, queue/running %s, queueing in %d of %d refreshes).",
-		"过载：负载超过容量，请求持续积压（排队 %[1]s，排队比 %[2]s，%[4]d 次刷新中 %[3]d 次积压）。"},
 	summaryOverloadedNow: {
 		"Overloaded: requests are queueing (queue %s, queue/running %s); with no history, this rests on the current window alone.",
 		"过载：请求正在积压（排队 %s，排队比 %s）；缺少历史数据，仅依据当前窗口判断。"},
@@ -534,12 +544,9 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Apply admission control upstream (rate limits, concurrent requests per tenant) so queues cannot grow without bound.",
 		"在上游做准入控制（限流、按租户限制并发），避免队列无限增长。"},
 
-	summaryBurstNow: {
-		"A burst: requests queue now (queue %s), but history shows the queue drains (queueing in %d of %d refreshes). Transient; the node keeps taking traffic.",
-		"突发流量：当前有请求排队（排队 %[1]s），但历史上积压很快消化（%[3]d 次刷新中 %[2]d 次积压）。属瞬时现象，节点仍可接收流量。"},
 	summaryBurstDrained: {
-		"Healthy: %d queue spike(s) in %d refreshes over %s drained quickly; bursts are absorbed and nothing else needs explaining.",
-		"系统健康：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都很快被消化，偶发尖刺正常，没有其他异常。"},
+		"Healthy: %d queue spike(s) in %d refreshes over %s drained (longest %s); bursts are absorbed and nothing else needs explaining.",
+		"系统健康：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化（最长 %[4]s），偶发尖刺正常，没有其他异常。"},
 	recBurstKeep: {
 		"No action needed while bursts stay short; keep routing to this node.",
 		"尖刺保持短暂即无需处理，可继续向该节点路由。"},
@@ -768,8 +775,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	evReadingWhy:      {"%s: %s — %s", "%s：%s — %s"},
 
 	summaryBurstTail: {
-		"Bursts: %d queue spike(s) in %d refreshes over %s drained, and they explain the tail (%s); nothing else needs explaining. The node keeps taking traffic.",
-		"突发流量：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化，长尾（%[4]s）由此而来，没有其他异常。节点仍可接收流量。"},
+		"Bursts: %d queue spike(s) in %d refreshes over %s drained (longest %s), and they explain the tail (%s); nothing else needs explaining. The node keeps taking traffic.",
+		"突发流量：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化（最长 %[4]s），长尾（%[5]s）由此而来，没有其他异常。节点仍可接收流量。"},
 	summaryBurstShort: {
 		"Short waits in the queue: %s of the wait for the first token is queue time, which explains %s, though no refresh caught a queue surge. The node keeps taking traffic.",
 		"短暂排队：首 Token 等待中 %[1]s 是排队时间，这解释了 %[2]s，但没有一次刷新捕捉到排队激增。节点仍可接收流量。"},
@@ -814,6 +821,39 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Fix the scrape errors so the indicators they feed can be read.",
 		"修复指标采集错误，让受影响的指标可以读取。"},
 
+	summaryOverloadedFor: {
+		"Overloaded: more load than capacity. The queue has not drained for %s (queue %s, queue/running %s; OVERLOADED after %s), and the node takes no traffic until it does.",
+		"过载：负载超过容量。队列已 %[1]s 未消化（排队 %[2]s，排队比 %[3]s；超过 %[4]s 判为过载），消化之前节点不再接收流量。"},
+	summaryQueueSaturated: {
+		"A burst so far: the queue has been saturated for %s (queue %s, queue/running %s), OVERLOADED if it has not drained after %s. The node takes no traffic until the queue drains.",
+		"目前是突发：队列已饱和 %[1]s（排队 %[2]s，排队比 %[3]s），若 %[4]s 后仍未消化则判为过载。队列消化之前节点不再接收流量。"},
+	summaryQueueRising: {
+		"A burst: requests queue now (queue %s, queue/running %s). Transient so far; the node keeps taking traffic unless the queue stays saturated.",
+		"突发流量：当前有请求排队（排队 %s，排队比 %s）。目前是瞬时现象；除非队列持续饱和，节点仍可接收流量。"},
+	summaryKVHeld: {
+		"Memory-bound: the KV cache has been at or above %s for %s; it reads %s now, below for %d refresh(es), not yet enough to call it relieved.",
+		"显存瓶颈：KV Cache 已 %[2]s 处于 %[1]s 及以上；当前为 %[3]s，仅 %[4]d 次刷新低于该值，尚不足以认为已缓解。"},
+	summaryRecovering: {
+		"Recovering from an overload: the queue stayed saturated for %s and drained %s ago; the window's latency still includes it. The node takes traffic again.",
+		"正在从过载中恢复：队列饱和持续了 %[1]s，已于 %[2]s 前消化；窗口内的延迟仍包含这段时间。节点已恢复接收流量。"},
+	evHeldDip: {
+		"%s now, below the limit for %d refresh(es): the saturation holds until %d in a row (routing_hold)",
+		"当前 %[1]s，已 %[2]d 次刷新低于阈值：连续 %[3]d 次才解除饱和（routing_hold）"},
+	evSaturatedSince: {
+		"saturated for %s (%d episode(s) in the history, longest %s); OVERLOADED after %s without draining",
+		"已饱和 %[1]s（历史中 %[2]d 段，最长 %[3]s）；持续 %[4]s 未消化即判为过载"},
+	evRecovered: {
+		"last overload: the queue stayed saturated for %s and drained %s ago (%d episode(s) in the history)",
+		"上次过载：队列饱和持续 %[1]s，于 %[2]s 前消化（历史中 %[3]d 段）"},
+	roOverloadShort: {
+		"not overloaded yet: the queue has been saturated for %s, less than %s",
+		"尚未判为过载：队列饱和 %s，未超过 %s"},
+	roOverloadRecovered: {
+		"not overloaded now: the queue drained %s ago after %s saturated",
+		"当前未过载：队列在饱和 %[2]s 后已于 %[1]s 前消化"},
+	kvRising: {"At the critical level for %d refresh(es): saturated once it holds for %d", "已 %d 次刷新达到严重阈值：连续 %d 次即判为饱和"},
+	kvHeld:   {"Saturated until it stays below the critical level for %d refreshes in a row", "连续 %d 次刷新低于严重阈值才解除饱和"},
+
 	kvCritPreempt: {"The KV cache is nearly full and requests are being preempted", "KV Cache 几乎占满，请求正被抢占"},
 	summaryKVFullNoPreempt: {
 		"Memory-bound: the KV cache is nearly full (%s ≥ %s), though no request has been preempted yet; new requests will wait for room or preempt running ones.",
@@ -849,6 +889,9 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	roPrefillPromptsUnknown: {
 		"prefill not checked: TTFT P99 %s is high, but the prompt token rate is unknown",
 		"无法检查 Prefill：TTFT P99 %s 偏高，但 Prompt 速率未知"},
+	roMemoryNotHeld: {
+		"not memory yet: KV pressure %s has been at or above %s for %d refresh(es), saturated once it holds for %d",
+		"还不是显存耗尽：KV 压力 %[1]s 已 %[3]d 次刷新达到 %[2]s 及以上，连续 %[4]d 次即判为饱和"},
 
 	nameRunning:    {"Running requests", "运行中请求数"},
 	nameKVCapacity: {"KV capacity", "KV 容量"},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // opt is an optional reading: ok is false when the value is unknown.
@@ -91,6 +92,15 @@ type history struct {
 	surge episodes
 
 	trend trend
+
+	// queueHold and kvHold are the two halves of saturation, with
+	// hysteresis (hold); saturated is either, the node not routable.
+	queueHold, kvHold hold
+	saturated         bool
+	// score is the verdict's load score (loadScore).
+	score float64
+	// at is the current refresh's time.
+	at time.Time
 }
 
 // episodes is how one condition held over the history: in how many
@@ -249,7 +259,7 @@ func observe(in Input, t Thresholds) *facts {
 	}
 	f.ttftMean = distMean(m.GetTtft())
 	f.queueTimeMean = distMean(m.GetQueueTime())
-	f.perRequest, f.perRequestFrom = perRequestDecode(m, f.gen, f.running)
+	f.perRequest, f.perRequestFrom = perRequestDecode(m)
 
 	f.e2eP50 = percentile(m.GetE2E(), 0.50)
 	f.e2eP95 = percentile(m.GetE2E(), 0.95)
@@ -296,21 +306,21 @@ func queueRatio(queue, running, reported opt) opt {
 	return opt{v: queue.v / running.v, ok: true}
 }
 
-// perRequestDecode is the decode speed one request sees, in tok/s: as
-// reported, else generation rate ÷ running, else from the P50 time per output
-// token or inter-token latency.
-func perRequestDecode(m *llmdiagv1.NodeMetrics, gen, running opt) (opt, perRequestSource) {
-	if v := known(m.DecodeTokensPerSecondPerRequest); v.ok {
-		return v, perRequestReported
-	}
-	if gen.ok && running.ok && running.v > 0 {
-		return opt{v: gen.v / running.v, ok: true}, perRequestDerived
-	}
-	if q := percentile(m.GetTimePerOutputToken(), 0.5); q != nil && q.GetValue() > 0 {
-		return opt{v: 1 / q.GetValue(), ok: true}, perRequestTPOT
-	}
-	if q := percentile(m.GetInterToken(), 0.5); q != nil && q.GetValue() > 0 {
-		return opt{v: 1 / q.GetValue(), ok: true}, perRequestITL
+// perRequestDecode is the decode speed one request sees, in tok/s, as
+// metrics.PerRequestDecode reads it (so that it is the
+// decode_tokens_per_second_per_request `llmdiag metrics` shows), and where
+// it came from.
+func perRequestDecode(m *llmdiagv1.NodeMetrics) (opt, perRequestSource) {
+	v, from := metrics.PerRequestDecode(m)
+	switch from {
+	case metrics.DecodeDerived:
+		return opt{v: v, ok: true}, perRequestDerived
+	case metrics.DecodeTPOT:
+		return opt{v: v, ok: true}, perRequestTPOT
+	case metrics.DecodeITL:
+		return opt{v: v, ok: true}, perRequestITL
+	case metrics.DecodeReported:
+		return opt{v: v, ok: true}, perRequestReported
 	}
 	return opt{}, 0
 }
@@ -350,9 +360,9 @@ func (f *facts) readHistory(points []Point) history {
 		now = points[len(points)-1].At.Add(time.Nanosecond)
 	}
 	type step struct {
-		at               time.Time
-		queue, ratio, kv opt
-		mean             opt
+		at                        time.Time
+		queue, running, ratio, kv opt
+		mean                      opt
 	}
 	var steps []step
 	for _, pt := range points {
@@ -360,15 +370,27 @@ func (f *facts) readHistory(points []Point) history {
 			continue
 		}
 		q, r := known(pt.Queue), known(pt.Running)
-		steps = append(steps, step{at: pt.At, queue: q, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
+		steps = append(steps, step{at: pt.At, queue: q, running: r, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
 	}
 	var mean opt
 	if e := f.m.GetE2E(); e != nil {
 		mean = known(e.Mean)
 	}
-	steps = append(steps, step{at: now, queue: f.queue, ratio: f.ratio, kv: f.kv, mean: mean})
+	steps = append(steps, step{at: now, queue: f.queue, running: f.running, ratio: f.ratio, kv: f.kv, mean: mean})
 
-	var h history
+	h := history{at: now}
+	queueSteps := make([]holdStep, len(steps))
+	kvSteps := make([]holdStep, len(steps))
+	pressures := make([]float64, len(steps))
+	for i, s := range steps {
+		queueSteps[i].at, kvSteps[i].at = s.at, s.at
+		queueSteps[i].known, queueSteps[i].on = t.queueSaturated(s.queue, s.running)
+		kvSteps[i].known, kvSteps[i].on = t.kvSaturated(s.kv)
+		pressures[i] = pressure(s.queue, s.running, s.kv, t)
+	}
+	h.queueHold, h.kvHold = readHold(queueSteps, t), readHold(kvSteps, t)
+	h.saturated = h.queueHold.on || h.kvHold.on
+	h.score = loadScore(h.saturated, pressures[max(len(pressures)-max(t.RoutingHold, 1), 0):])
 	critSince, critRun := time.Time{}, false
 	var xs, means, gaps []float64
 	for i, s := range steps {
@@ -428,7 +450,7 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 		}
 		usable = append(usable, p)
 	}
-	ownLoad := LoadScore(m, t)
+	ownLoad := Pressure(m.Queue, m.Running, m.KvPressure, t)
 	var best peerComparison
 	var all []peerComparison
 	for _, c := range []struct {
@@ -446,7 +468,7 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 		for _, p := range usable {
 			if q := percentile(c.dist(p), 0.99); q != nil {
 				vals = append(vals, q.GetValue())
-				loads = append(loads, LoadScore(p, t))
+				loads = append(loads, Pressure(p.Queue, p.Running, p.KvPressure, t))
 			}
 		}
 		if len(vals) < t.MinPeers {

@@ -257,10 +257,19 @@ func TestProperties(t *testing.T) {
 		if s := en.GetLoadScore(); !(s >= 0) || math.IsInf(s, 0) {
 			fail("load score %v", s)
 		}
-		wantRoutable := en.GetStatus() != unknown && en.GetStatus() != down &&
-			en.GetRootCause() != llmdiagv1.Cause_CAUSE_OVERLOADED && en.GetRootCause() != llmdiagv1.Cause_CAUSE_KV_EXHAUSTED
-		if en.GetRoutable() != wantRoutable {
-			fail("routable %v, want %v", en.GetRoutable(), wantRoutable)
+		// Routing follows saturation, and status, routable and score agree:
+		// a score above 1 is a saturated node, which is not routable and
+		// at least WARN; OK is routable with a score of at most 1.
+		fresh := en.GetStatus() != unknown && en.GetStatus() != down
+		saturated := en.GetLoadScore() > 1
+		if en.GetRoutable() != (fresh && !saturated) {
+			fail("routable %v with status %v and load score %v", en.GetRoutable(), en.GetStatus(), en.GetLoadScore())
+		}
+		if saturated && (!fresh || en.GetStatus() == ok) {
+			fail("load score %v (saturated) with status %v", en.GetLoadScore(), en.GetStatus())
+		}
+		if en.GetRootCause() == llmdiagv1.Cause_CAUSE_OVERLOADED && en.GetStatus() == crit && en.GetRoutable() {
+			fail("OVERLOADED and CRIT, yet routable")
 		}
 		for _, d := range []*llmdiagv1.Diagnosis{en, zh} {
 			for _, s := range texts(d) {

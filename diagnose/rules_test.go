@@ -98,8 +98,8 @@ func burstHistory(n int, stuck bool) []diagnose.Point {
 		switch phase := (i + 10) % 24; {
 		case phase < 2:
 			q = 37
-		case phase < 8:
-			q = float64(37 - 6*(phase-1))
+		case phase < 7:
+			q = float64(37 - 7*(phase-1))
 		}
 		if stuck {
 			q = max(q, 10)
@@ -181,7 +181,9 @@ func TestRules(t *testing.T) {
 				m.PreemptionsPerSecond = f64(0.5)
 				return diagnose.Input{Metrics: m}
 			},
-			status: crit, cause: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
+			// Preemptions over the window, KV not saturated now: routing
+			// follows saturation now.
+			status: crit, cause: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, routable: true,
 		},
 		{
 			name: "KV exhausted wins over overload",
@@ -585,31 +587,6 @@ func TestFindingDetails(t *testing.T) {
 	})
 }
 
-func TestLoadScore(t *testing.T) {
-	th := diagnose.DefaultThresholds()
-	for _, tc := range []struct {
-		name string
-		m    *llmdiagv1.NodeMetrics
-		want float64
-	}{
-		{"nil", nil, 0},
-		{"nothing known", &llmdiagv1.NodeMetrics{}, 0},
-		{"idle", &llmdiagv1.NodeMetrics{Queue: f64(0), KvPressure: f64(0)}, 0},
-		{"KV at router saturation", &llmdiagv1.NodeMetrics{Queue: f64(0), KvPressure: f64(0.8)}, 1},
-		{"queue at router saturation", &llmdiagv1.NodeMetrics{Queue: f64(5), KvPressure: f64(0.1)}, 1},
-		{"overloaded", &llmdiagv1.NodeMetrics{Queue: f64(50), KvPressure: f64(0.5)}, 10},
-		{"seed", &llmdiagv1.NodeMetrics{Queue: f64(0), KvPressure: f64(0.3), Running: f64(40)}, 0.375},
-	} {
-		if got := diagnose.LoadScore(tc.m, th); got != tc.want {
-			t.Errorf("%s: LoadScore = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	th.MaxRunning = 50
-	if got := diagnose.LoadScore(&llmdiagv1.NodeMetrics{Running: f64(40), KvPressure: f64(0.3)}, th); got != 0.8 {
-		t.Errorf("with max_running 50, 40 running: %v, want 0.8", got)
-	}
-}
-
 func TestNewFindings(t *testing.T) {
 	th := diagnose.DefaultThresholds()
 	en := llmdiagv1.Language_LANGUAGE_EN
@@ -695,7 +672,7 @@ func TestNewFindings(t *testing.T) {
 		}, llmdiagv1.Indicator_INDICATOR_E2E_TREND, ok, "0% over", "Theil–Sen"},
 		{"queue history quoted", func() diagnose.Input {
 			return diagnose.Input{Metrics: burstMetrics(), History: burstHistory(120, false)}
-		}, llmdiagv1.Indicator_INDICATOR_QUEUE, ok, "0", "in 35 of the last 121 refreshes over 10 min: 5 episode(s), longest 35 s, 5 drained"},
+		}, llmdiagv1.Indicator_INDICATOR_QUEUE, ok, "0", "in 30 of the last 121 refreshes over 10 min: 5 episode(s), longest 30 s, 5 drained"},
 		{"peers: the whole group is slow", func() diagnose.Input {
 			m := healthyMetrics()
 			m.E2E = dist(20, 90)

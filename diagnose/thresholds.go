@@ -21,18 +21,22 @@ type Thresholds struct {
 	// NodeMetrics.stale says.
 	StaleAfter time.Duration `yaml:"stale_after"`
 
-	// KVSaturated is the KV pressure (0..1) at which the load score reaches 1.
+	// KVSaturated is the KV pressure (0..1) from which the KV finding calls
+	// the cache busy, while still OK.
 	KVSaturated float64 `yaml:"kv_saturated"`
 	// KVWarn is the KV pressure at which the KV finding turns WARN.
 	KVWarn float64 `yaml:"kv_warn"`
-	// KVCrit is the KV pressure at which the node is KV_EXHAUSTED.
+	// KVCrit is the KV pressure at which the cache is saturated: held for
+	// RoutingHold refreshes, the node is KV_EXHAUSTED and not routable.
 	KVCrit float64 `yaml:"kv_crit"`
 	// PreemptionsPerSecond is the preemption rate above which the node is
 	// KV_EXHAUSTED; any rate above 0 is reported as WARN.
 	PreemptionsPerSecond float64 `yaml:"preemptions_per_second"`
 
 	// QueueSaturated is the number of waiting requests above which the node
-	// counts as queueing, and at which the load score reaches 1.
+	// counts as queueing, and at which the load score reaches 1. Above it,
+	// with running at MaxRunning when that is configured, the queue is
+	// saturated: held for RoutingHold refreshes, the node is not routable.
 	QueueSaturated float64 `yaml:"queue_saturated"`
 	// QueueCrit is the number of waiting requests that, held for QueueCritFor,
 	// makes the queue finding CRIT.
@@ -47,9 +51,18 @@ type Thresholds struct {
 	// length.
 	QueueRunningRatioCrit float64 `yaml:"queue_running_ratio_crit"`
 	// SustainedFraction is the share of the history (refreshes with a known
-	// queue, the current one included) that must be queueing for the queue to
-	// count as sustained: OVERLOADED rather than BURST.
+	// queue, the current one included) that must be queueing for the
+	// queue/running finding to be CRIT: queueing over most of the history.
 	SustainedFraction float64 `yaml:"sustained_fraction"`
+	// OverloadedAfter is how long a saturated queue must go without
+	// draining for the node to be OVERLOADED rather than in a BURST,
+	// however long it was watched before.
+	OverloadedAfter time.Duration `yaml:"overloaded_after"`
+	// RoutingHold is the number of consecutive refreshes a saturation (the
+	// queue or the KV cache) must hold before the node is not routable,
+	// and must be absent before it is routable again: a one-refresh blip
+	// never flips routing.
+	RoutingHold int `yaml:"routing_hold"`
 
 	// TTFTP99Warn and TTFTP99Crit grade the P99 time to first token.
 	TTFTP99Warn time.Duration `yaml:"ttft_p99_warn"`
@@ -122,6 +135,8 @@ func DefaultThresholds() Thresholds {
 		QueueRunningRatioWarn: 0.1,
 		QueueRunningRatioCrit: 1.0,
 		SustainedFraction:     0.5,
+		OverloadedAfter:       30 * time.Second,
+		RoutingHold:           2,
 
 		TTFTP99Warn: 10 * time.Second,
 		TTFTP99Crit: 30 * time.Second,
@@ -170,6 +185,8 @@ func (t Thresholds) Validate() error {
 	check(t.QueueRunningRatioWarn > 0, "queue_running_ratio_warn", "must be positive, got %v", t.QueueRunningRatioWarn)
 	check(t.QueueRunningRatioWarn < t.QueueRunningRatioCrit, "queue_running_ratio_warn", "must be below queue_running_ratio_crit (%v), got %v", t.QueueRunningRatioCrit, t.QueueRunningRatioWarn)
 	check(t.SustainedFraction > 0 && t.SustainedFraction <= 1, "sustained_fraction", "must be in (0, 1], got %v", t.SustainedFraction)
+	check(t.OverloadedAfter >= 0, "overloaded_after", "must not be negative, got %v", t.OverloadedAfter)
+	check(t.RoutingHold >= 1, "routing_hold", "must be at least 1, got %v", t.RoutingHold)
 
 	check(t.TTFTP99Warn > 0, "ttft_p99_warn", "must be positive, got %v", t.TTFTP99Warn)
 	check(t.TTFTP99Warn < t.TTFTP99Crit, "ttft_p99_warn", "must be below ttft_p99_crit (%v), got %v", t.TTFTP99Crit, t.TTFTP99Warn)
@@ -207,14 +224,16 @@ var thresholdDocs = []struct{ key, doc string }{
 	{"stale_after", "Data older than this is no longer fresh: the verdict is UNKNOWN. " +
 		"Default 5m: Prometheus's default lookback delta; PromQL itself treats an older sample as gone. " +
 		"`llmdiag serve` uses its --stale-after (30s) unless this file sets the key."},
-	{"kv_saturated", "KV pressure (0..1) at which the load score reaches 1. " +
-		"Default 0.80: request routers in the field treat KV > 0.8 as saturated (docs/thresholds.md)."},
+	{"kv_saturated", "KV pressure (0..1) from which the KV finding calls the cache busy (still OK). " +
+		"Default 0.80: request routers in the field treat KV > 0.8 as busy (docs/thresholds.md)."},
 	{"kv_warn", "KV pressure at which the KV finding turns WARN. Default 0.90: common alert rules (docs/thresholds.md)."},
-	{"kv_crit", "KV pressure at which the node is KV_EXHAUSTED (CRIT). Default 0.95: common alert rules (docs/thresholds.md)."},
+	{"kv_crit", "KV pressure at which the cache is saturated: held for routing_hold refreshes, the node is KV_EXHAUSTED (CRIT) and not routable; " +
+		"the load score reaches 1 there. Default 0.95: common alert rules (docs/thresholds.md)."},
 	{"preemptions_per_second", "Preemption rate above which the node is KV_EXHAUSTED (CRIT); any rate above 0 is WARN. " +
 		"Default 0.01: llmdiag's choice, about three preemptions in a 5-minute window, more than a one-off; " +
 		"every preemption means recomputed work."},
-	{"queue_saturated", "Waiting requests above which the node counts as queueing (queue finding WARN), and at which the load score reaches 1. " +
+	{"queue_saturated", "Waiting requests above which the node counts as queueing (queue finding WARN), and at which the load score reaches 1; " +
+		"above it (with running at max_running when set) for routing_hold refreshes, the node is not routable. " +
 		"Default 5: request routers in the field treat queue > 5 as saturated (docs/thresholds.md)."},
 	{"queue_crit", "Waiting requests that, held for queue_crit_for, make the queue finding CRIT. " +
 		"Default 50: common alert rule \"queue > 50 for 5 min\" (docs/thresholds.md)."},
@@ -223,8 +242,12 @@ var thresholdDocs = []struct{ key, doc string }{
 		"Default 0.1: llmdiag's choice; a ratio near 0 is healthy, 0.1 is one request waiting for every ten running."},
 	{"queue_running_ratio_crit", "Queue/running ratio from which the node counts as queueing whatever the queue length " +
 		"(CRIT when sustained). Default 1.0: llmdiag's choice, as many waiting as running."},
-	{"sustained_fraction", "Share of the history that must be queueing for the queue to count as sustained: OVERLOADED rather than BURST. " +
-		"Default 0.5: \"over most of the history\" (rule 3 in docs/verdict-rules.md)."},
+	{"sustained_fraction", "Share of the history that must be queueing for the queue/running finding to be CRIT. " +
+		"Default 0.5: \"over most of the history\"."},
+	{"overloaded_after", "How long a saturated queue must go without draining for the node to be OVERLOADED rather than in a BURST, " +
+		"however long the node was watched before. Default 30s: llmdiag's choice; a router must stop waiting for a burst to pass well within a minute."},
+	{"routing_hold", "Consecutive refreshes a saturation (queue or KV) must hold before the node is not routable, and be absent before it is routable again. " +
+		"Default 2: llmdiag's choice, the fewest that keep a one-refresh blip from flipping routing (10 s at serve's 5 s interval)."},
 	{"ttft_p99_warn", "P99 time to first token at which TTFT turns WARN. Default 10s: common alert rules (docs/thresholds.md)."},
 	{"ttft_p99_crit", "P99 time to first token at which TTFT turns CRIT. " +
 		"Default 30s: common alert rules (docs/thresholds.md); at a 40 s P99 one user in a hundred waits long enough to call the system frozen."},
@@ -260,7 +283,8 @@ var thresholdDocs = []struct{ key, doc string }{
 	{"outlier_load_margin", "How much higher than the peer median a node's load score may be for the load to count as similar. " +
 		"Default 0.25: llmdiag's choice."},
 	{"min_peers", "Usable peers a comparison needs. Default 2: llmdiag's choice."},
-	{"max_running", "Requests the node can run at once (max_num_seqs x data-parallel ranks); 0 leaves running out of the load score. " +
+	{"max_running", "Requests the node can run at once (max_num_seqs x data-parallel ranks): a queue is saturated only with running at this; " +
+		"0 leaves running out (a long queue then means the batch is full). " +
 		"Default 0: engines do not expose their concurrency limit, so running counts only when configured."},
 }
 

@@ -4,8 +4,10 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // verdict applies rules 2–8 to fresh data from a node that answers, then
@@ -15,12 +17,14 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 	t, h := f.t, f.hist
 	var v verdict
 	switch {
-	case (f.kv.ok && f.kv.v >= t.KVCrit) || (f.preempt.ok && f.preempt.v > t.PreemptionsPerSecond):
+	case h.kvHold.on || (f.preempt.ok && f.preempt.v > t.PreemptionsPerSecond):
 		v = f.kvExhausted(p)
-	case h.sustained(t):
+	case h.queueHold.on && (h.noHistory() || h.queueHold.length(h.at) >= t.OverloadedAfter):
 		v = f.overloaded(p)
-	case h.surgeNow:
+	case f.queueingNow():
 		v = f.burst(p, findings)
+	case f.recovering():
+		v = f.recovered(p)
 	case f.prefillBound() && !f.peer.outlier:
 		v = f.prefill(p)
 	case f.decodeBound() && !f.peer.outlier:
@@ -37,6 +41,29 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 	v.ruledOut = f.ruledOut(p, v.cause, findings)
 	f.weigh(p, &v, findings)
 	return v
+}
+
+// queueingNow reports a queue above QueueSaturated now, or a saturated
+// queue the hysteresis holds through a dip.
+func (f *facts) queueingNow() bool { return f.hist.queueHold.on || f.hist.surgeNow }
+
+// defaultRecovery is how long after a long episode drains the node reads as
+// recovering when its window has no length (lifetime).
+const defaultRecovery = 5 * time.Minute
+
+// recovering reports whether the queue's last saturated episode lasted
+// OverloadedAfter or longer and drained within the window: the window's
+// latency still holds what the overload did.
+func (f *facts) recovering() bool {
+	q, t := f.hist.queueHold, f.t
+	if q.on || !q.last.ok || q.lastLength() < t.OverloadedAfter {
+		return false
+	}
+	within := defaultRecovery
+	if w, lifetime, err := metrics.ParseWindow(f.m.GetWindow()); err == nil && !lifetime {
+		within = w
+	}
+	return f.hist.at.Sub(q.last.drained) < within
 }
 
 // burstDrained reports whether the evidence fits rule 4's second shape:
@@ -246,13 +273,20 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 				add(roMemoryNearFull, percent(f.kv.v), exactPercent(t.KVCrit))
 			case f.kv.below(t.KVCrit):
 				add(roMemoryNearFullUnknown, percent(f.kv.v), exactPercent(t.KVCrit))
+			case f.hist.kvHold.rising():
+				add(roMemoryNotHeld, percent(f.kv.v), exactPercent(t.KVCrit), f.hist.kvHold.streak, t.RoutingHold)
 			default:
 				add(roMemoryUnknown)
 			}
 		case llmdiagv1.Cause_CAUSE_OVERLOADED:
+			q := h.queueHold
 			switch {
-			case h.now && !h.noHistory():
-				add(roOverload, h.queueing, h.points, exactPercent(t.SustainedFraction))
+			case q.on:
+				add(roOverloadShort, p.seconds(q.length(h.at).Seconds()), p.seconds(t.OverloadedAfter.Seconds()))
+			case q.last.ok && q.lastLength() >= t.OverloadedAfter:
+				add(roOverloadRecovered, p.seconds(h.at.Sub(q.last.drained).Seconds()), p.seconds(q.lastLength().Seconds()))
+			case f.queue.ok && h.now:
+				add(roOverload, count(f.queue.v), f.ratioText(), count(t.QueueSaturated))
 			case f.queue.ok && !h.now:
 				add(roQueueing, count(f.queue.v), f.ratioText())
 			case !h.now:
@@ -378,11 +412,14 @@ func (f *facts) latencyEvidence(p printer) []string {
 }
 
 func (f *facts) kvExhausted(p printer) verdict {
-	t := f.t
-	kvFull := f.kv.ok && f.kv.v >= t.KVCrit
+	t, kvHold := f.t, f.hist.kvHold
+	kvFull := kvHold.on
 	preempting := f.preempt.ok && f.preempt.v > 0
 	v := verdict{cause: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, status: statusCrit}
 	switch {
+	case kvHold.dipping():
+		v.summary = p.f(summaryKVHeld, exactPercent(t.KVCrit), p.seconds(kvHold.length(f.hist.at).Seconds()), percent(f.kv.v), kvHold.streak)
+		v.confidence = 0.75
 	case kvFull && preempting:
 		v.summary = p.f(summaryKVFullPreempt, percent(f.kv.v), exactPercent(t.KVCrit), perSecond(f.preempt.v))
 		v.confidence = 0.95
@@ -393,11 +430,17 @@ func (f *facts) kvExhausted(p printer) verdict {
 		v.summary = p.f(summaryKVFull, percent(f.kv.v), exactPercent(t.KVCrit))
 		v.confidence = 0.85
 	default:
+		// Preemptions over the window with the cache not saturated now:
+		// CRIT for what the window holds, yet routable (routing follows
+		// saturation now).
 		v.summary = p.f(summaryPreempt, perSecond(f.preempt.v))
 		v.confidence = 0.8
 	}
 	if f.kv.ok {
 		v.evidence = append(v.evidence, p.f(evKV, percent(f.kv.v), exactPercent(t.KVWarn), exactPercent(t.KVCrit)))
+	}
+	if kvHold.dipping() {
+		v.evidence = append(v.evidence, p.f(evHeldDip, percent(f.kv.v), kvHold.streak, t.RoutingHold))
 	}
 	if preempting {
 		v.evidence = append(v.evidence, p.f(evPreemptRate, perSecond(f.preempt.v), perSecond(t.PreemptionsPerSecond)))
@@ -416,18 +459,20 @@ func (f *facts) kvExhausted(p printer) verdict {
 
 func (f *facts) overloaded(p printer) verdict {
 	t, h := f.t, f.hist
-	v := verdict{cause: llmdiagv1.Cause_CAUSE_OVERLOADED, status: statusCrit}
-	if h.noHistory() {
+	q := h.queueHold
+	length := q.length(h.at)
+	v := verdict{cause: llmdiagv1.Cause_CAUSE_OVERLOADED, status: statusCrit, confidence: 0.75}
+	switch {
+	case h.noHistory():
 		v.summary = p.f(summaryOverloadedNow, f.queueText(), f.ratioText())
 		v.confidence = 0.5
-	} else {
-		v.summary = p.f(summaryOverloaded, f.queueText(), f.ratioText(), h.queueing, h.points)
-		v.confidence = 0.6 + 0.3*h.fraction()
-		if h.span >= t.QueueCritFor {
-			v.confidence += 0.05
-		}
+	case length >= 2*t.OverloadedAfter:
+		v.confidence += 0.1
+		fallthrough
+	default:
+		v.summary = p.f(summaryOverloadedFor, p.seconds(length.Seconds()), f.queueText(), f.ratioText(), p.seconds(t.OverloadedAfter.Seconds()))
 	}
-	v.evidence = append(v.evidence, p.f(evQueueHigh, f.queueText(), count(t.QueueSaturated), f.ratioText(), f.runningText()))
+	v.evidence = append(v.evidence, f.queueNowEvidence(p)...)
 	if !h.noHistory() {
 		v.evidence = append(v.evidence, f.historyEvidence(p))
 	}
@@ -440,17 +485,62 @@ func (f *facts) overloaded(p printer) verdict {
 	return v
 }
 
+// queueNowEvidence is the queue now and, while the queue is saturated, for
+// how long, and whether it dips this refresh.
+func (f *facts) queueNowEvidence(p printer) []string {
+	t, q := f.t, f.hist.queueHold
+	ev := []string{p.f(evQueueHigh, count(f.queue.v), count(t.QueueSaturated), f.ratioText(), f.runningText())}
+	if q.on && !f.hist.noHistory() {
+		ev = append(ev, p.f(evSaturatedSince, p.seconds(q.length(f.hist.at).Seconds()), q.episodes,
+			p.seconds(q.longest.Seconds()), p.seconds(t.OverloadedAfter.Seconds())))
+	}
+	if q.dipping() {
+		ev = append(ev, p.f(evHeldDip, count(f.queue.v), q.streak, t.RoutingHold))
+	}
+	return ev
+}
+
+// longestSurge is how long the longest queue spike in the history lasted.
+func (f *facts) longestSurge(p printer) string {
+	return p.seconds((time.Duration(f.hist.surge.longest) * f.hist.step).Seconds())
+}
+
+// recovered is OVERLOADED just after it drained: WARN, routable again, for
+// as long as the window's latency holds the episode (recovering).
+func (f *facts) recovered(p printer) verdict {
+	h := f.hist
+	q := h.queueHold
+	long, ago := q.lastLength(), h.at.Sub(q.last.drained)
+	v := verdict{cause: llmdiagv1.Cause_CAUSE_OVERLOADED, status: statusWarn, confidence: 0.7}
+	v.summary = p.f(summaryRecovering, p.seconds(long.Seconds()), p.seconds(ago.Seconds()))
+	if f.queue.ok {
+		v.evidence = append(v.evidence, p.f(evQueueRunning, count(f.queue.v), f.runningText()))
+	}
+	v.evidence = append(v.evidence, p.f(evRecovered, p.seconds(long.Seconds()), p.seconds(ago.Seconds()), q.episodes))
+	if !h.noHistory() {
+		v.evidence = append(v.evidence, f.historyEvidence(p))
+	}
+	v.evidence = append(v.evidence, f.latencyEvidence(p)...)
+	v.recs = []string{p.f(recAddCapacity), p.f(recAdmission)}
+	return v
+}
+
 // burst covers both shapes of rule 4: queueing now that history says
 // drains (WARN), and earlier spikes that drained with nothing else to
 // explain (OK, or the status of the tail the bursts explain).
 func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 	h := f.hist
 	v := verdict{cause: llmdiagv1.Cause_CAUSE_BURST}
-	if h.surgeNow {
+	if f.queueingNow() {
 		v.status = statusWarn
-		v.summary = p.f(summaryBurstNow, count(f.queue.v), h.queueing, h.points)
-		v.confidence = 0.5 + 0.4*(1-h.fraction())
-		v.evidence = append(v.evidence, p.f(evQueueHigh, count(f.queue.v), count(f.t.QueueSaturated), f.ratioText(), f.runningText()))
+		if q := h.queueHold; q.on {
+			v.summary = p.f(summaryQueueSaturated, p.seconds(q.length(h.at).Seconds()), count(f.queue.v), f.ratioText(), p.seconds(f.t.OverloadedAfter.Seconds()))
+			v.confidence = 0.6
+		} else {
+			v.summary = p.f(summaryQueueRising, count(f.queue.v), f.ratioText())
+			v.confidence = 0.5 + 0.4*(1-h.fraction())
+		}
+		v.evidence = append(v.evidence, f.queueNowEvidence(p)...)
 	} else {
 		v.status = worst(findings)
 		var tail []string
@@ -464,10 +554,10 @@ func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 			v.summary = p.f(summaryBurstShort, percent(f.queueTimeShare().v), p.join(tail))
 			v.confidence = 0.55
 		case len(tail) > 0:
-			v.summary = p.f(summaryBurstTail, h.surges, h.points, p.seconds(h.span.Seconds()), p.join(tail))
+			v.summary = p.f(summaryBurstTail, h.surges, h.points, p.seconds(h.span.Seconds()), f.longestSurge(p), p.join(tail))
 			v.confidence = 0.7
 		default:
-			v.summary = p.f(summaryBurstDrained, h.surges, h.points, p.seconds(h.span.Seconds()))
+			v.summary = p.f(summaryBurstDrained, h.surges, h.points, p.seconds(h.span.Seconds()), f.longestSurge(p))
 			v.confidence = 0.8
 		}
 		if f.queue.ok {

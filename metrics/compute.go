@@ -24,12 +24,26 @@ var DefaultQuantiles = []float64{0.5, 0.95, 0.99}
 // counters started, else absent. Otherwise rates are counter deltas divided
 // by newest.At − base.At, a counter that fell (engine restart) counting from
 // 0 as Prometheus's rate does, and percentiles come from the per-bucket
-// deltas (histogram.Sub), a reset histogram counting whole.
+// deltas (histogram.Sub), a reset histogram counting whole. A latency the
+// engine exposes only as a sum and a count (sample.Totals) gives a
+// distribution with the window's count, sum and mean and no percentile, each
+// counter differenced as above.
 //
-// Gauges are read from newest. A concept newest (or, for deltas, base) does
-// not have is absent, never 0. quantiles default to DefaultQuantiles.
-// Staleness is now − newest.At (0 when newest is from the future) and Stale
-// reports staleness > staleAfter.
+// A series that appears later: engines create series on their first
+// request or event, so a counter, histogram or total newest has may be
+// missing from base. When base is complete (Complete: up, without errors or
+// warnings) and older than newest, such a series counts as 0 at base.At,
+// born inside the window: a counter's whole newest value is the window's
+// increase, and the whole newest histogram or total is the window's. When
+// base is not complete the missing series may have been lost by the read,
+// and the concept is absent. Where both ends have the series the result is
+// the same either way.
+//
+// Gauges are read from newest. A concept newest does not have is absent,
+// never 0. quantiles default to DefaultQuantiles. Staleness is now −
+// newest.At (0 when newest is from the future) and Stale reports staleness
+// > staleAfter. DecodeTokensPerSecondPerRequest is SetPerRequestDecode's,
+// from the indicators computed.
 func Compute(newest, base *sample.Sample, window string, quantiles []float64, now time.Time, staleAfter time.Duration) *llmdiagv1.NodeMetrics {
 	if newest == nil {
 		return &llmdiagv1.NodeMetrics{Window: window, Stale: true, Errors: []string{"no sample"}}
@@ -62,27 +76,48 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 		nm.Errors = append(nm.Errors, "window base is not older than the newest sample: no rates")
 	}
 
-	r := newRater(newest, base)
+	// A series base lacks counts as 0 there when base shows every series
+	// and is older.
+	fromZero := Complete(base) && base.At.Before(newest.At)
+	r := newRater(newest, base, fromZero)
 	nm.PromptTokensPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.PromptTokens })
 	nm.GenerationTokensPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.GenerationTokens })
 	nm.PreemptionsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.Preemptions })
 	nm.RequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsFinished })
 	nm.AbortedRequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsAborted })
-	nm.DecodeTokensPerSecondPerRequest = DecodePerRequest(nm.GenerationTokensPerSecond, newest.Running)
 
 	dist := func(h sample.Hist) *llmdiagv1.Distribution {
-		hist := newest.Hists[h]
-		if base != nil {
-			hist, _ = histogram.Sub(hist, base.Hists[h])
+		if base == nil {
+			if hist := newest.Hists[h]; hist != nil {
+				return Distribution(hist, quantiles)
+			}
+			return totalDistribution(newest.Totals[h], nil, false, false)
 		}
-		return Distribution(hist, quantiles)
+		if hist := newest.Hists[h]; hist != nil {
+			// Absent from a complete base: the whole histogram is the window's.
+			if old := base.Hists[h]; old != nil || !fromZero {
+				hist, _ = histogram.Sub(hist, old)
+			}
+			return Distribution(hist, quantiles)
+		}
+		return totalDistribution(newest.Totals[h], base.Totals[h], true, fromZero)
 	}
 	nm.Ttft = dist(sample.TTFT)
 	nm.E2E = dist(sample.E2E)
 	nm.InterToken = dist(sample.ITL)
 	nm.TimePerOutputToken = dist(sample.TPOT)
 	nm.QueueTime = dist(sample.QueueTime)
+	SetPerRequestDecode(nm)
 	return nm
+}
+
+// Complete reports whether s is a read that shows every series the engine
+// had at s.At: the target was up, and nothing was lost to errors (a concept
+// touched by one is nil) or exposition warnings (a family left out, see
+// engine.Parse, is nil too). A series missing from a complete read did not
+// exist yet; one missing from any other read may just not have been read.
+func Complete(s *sample.Sample) bool {
+	return s != nil && s.Up && len(s.Errors) == 0 && len(s.Warnings) == 0
 }
 
 // clone copies an optional value, so the message does not alias the sample.
@@ -111,10 +146,12 @@ func QueueRunningRatio(queue, running *float64) *float64 {
 type rater struct {
 	newest, base *sample.Sample
 	seconds      float64 // window length; 0 when unknown
+	// fromZero: a counter base lacks counts as 0 there.
+	fromZero bool
 }
 
-func newRater(newest, base *sample.Sample) rater {
-	r := rater{newest: newest, base: base}
+func newRater(newest, base *sample.Sample, fromZero bool) rater {
+	r := rater{newest: newest, base: base, fromZero: fromZero}
 	switch {
 	case base != nil:
 		r.seconds = newest.At.Sub(base.At).Seconds()
@@ -124,24 +161,52 @@ func newRater(newest, base *sample.Sample) rater {
 	return r
 }
 
-// rate is the per-second increase of the counter get reads; nil when a
-// sample lacks it or the window has no length.
+// rate is the per-second increase of the counter get reads; nil when newest
+// lacks it, when base lacks it and is not complete, or when the window has
+// no length.
 func (r rater) rate(get func(*sample.Sample) *float64) *float64 {
 	now := get(r.newest)
 	if now == nil || r.seconds <= 0 {
 		return nil
 	}
-	delta := *now
-	if r.base != nil {
-		then := get(r.base)
-		if then == nil {
-			return nil
-		}
-		if *now >= *then {
-			delta = *now - *then
-		}
+	if r.base == nil {
+		return sample.F(*now / r.seconds)
 	}
-	return sample.F(delta / r.seconds)
+	then := get(r.base)
+	if then == nil && !r.fromZero {
+		return nil
+	}
+	return sample.F(increase(*now, then) / r.seconds)
+}
+
+// increase is how much a counter read now grew since it read then: the
+// difference, or now itself when the counter fell (it restarted from 0, as
+// Prometheus's rate reads a reset) or then is nil (it started from 0 since).
+func increase(now float64, then *float64) float64 {
+	if then == nil || now < *then {
+		return now
+	}
+	return now - *then
+}
+
+// totalDistribution is the distribution of a latency exposed only as a sum
+// and a count: the window's count and sum (each differenced as a counter
+// from old, or cumulative when windowed is false) and their mean, without
+// buckets or percentiles; nil when newest has none, or when old is nil in a
+// window not counted from zero.
+func totalDistribution(newest, old *sample.Total, windowed, fromZero bool) *llmdiagv1.Distribution {
+	if newest == nil || windowed && old == nil && !fromZero {
+		return nil
+	}
+	d := &llmdiagv1.Distribution{Count: newest.Count, Sum: newest.Sum}
+	if old != nil {
+		d.Count = increase(newest.Count, &old.Count)
+		d.Sum = increase(newest.Sum, &old.Sum)
+	}
+	if d.Count > 0 {
+		d.Mean = sample.F(d.Sum / d.Count)
+	}
+	return d
 }
 
 // Distribution summarises h at quantiles: count, sum, mean, the buckets,

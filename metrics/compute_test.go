@@ -79,7 +79,9 @@ func TestCompute(t *testing.T) {
 	}
 	// A sample that exposes few concepts (a failed read of most families).
 	sparse := &sample.Sample{At: t0.Add(time.Minute), Up: true, Queue: f(0), Running: f(0)}
-	sparseOld := &sample.Sample{At: t0, Up: true}
+	// A base read whose exposition had a family left out: what it lacks
+	// may have been lost, not yet created.
+	sparseOld := &sample.Sample{At: t0, Up: true, Warnings: []string{"family vllm:x left out: bad line"}}
 	down := &sample.Sample{At: t0.Add(time.Minute), Errors: []string{"scrape: connection refused"}}
 
 	tests := []struct {
@@ -152,8 +154,10 @@ func TestCompute(t *testing.T) {
 			},
 		},
 		{
-			// No counters or histograms in base: no deltas, so absent.
-			name: "base lacks what newest has", newest: newest, base: sparseOld, window: "1m",
+			// No counters or histograms in a base with warnings: no
+			// deltas, so absent (TestComputeSeriesBornInWindow has the
+			// complete base).
+			name: "incomplete base lacks what newest has", newest: newest, base: sparseOld, window: "1m",
 			now: t0.Add(time.Minute),
 			want: wantMetrics{
 				window: "1m", up: true,
@@ -231,6 +235,171 @@ func TestCompute(t *testing.T) {
 	}
 }
 
+// TestComputeSeriesBornInWindow: engines create series on their first
+// request, so a counter, histogram or total the newest read has may be
+// missing from the base. Missing from a complete base (up, no errors, no
+// warnings) it counts as 0 there; missing from any other base it may have
+// been lost by the read, and stays absent. Where both ends have it, the
+// base's completeness changes nothing.
+func TestComputeSeriesBornInWindow(t *testing.T) {
+	t0 := time.Date(2026, 1, 13, 12, 0, 0, 0, time.UTC)
+	bounds := []float64{0.1, 1, inf}
+	// newest, a minute after the base: 6 requests finished so far, the
+	// first ones the engine served.
+	newest := &sample.Sample{
+		At: t0.Add(time.Minute), Up: true, Engine: llmdiagv1.Engine_ENGINE_VLLM,
+		Queue: f(0), Running: f(4),
+		GenerationTokens: f(1200), RequestsFinished: f(40),
+		Hists: [sample.NumHists]*sample.Histogram{
+			sample.TTFT: {Bounds: bounds, Counts: []float64{3, 5, 6}, Sum: 3, Count: 6},
+		},
+		Totals: [sample.NumHists]*sample.Total{sample.E2E: {Sum: 12, Count: 6}},
+	}
+	// A base before the first request: only the finished-requests counter
+	// (created at start) exists.
+	early := func(mod func(*sample.Sample)) *sample.Sample {
+		s := &sample.Sample{At: t0, Up: true, Engine: llmdiagv1.Engine_ENGINE_VLLM, Queue: f(0), Running: f(0), RequestsFinished: f(10)}
+		if mod != nil {
+			mod(s)
+		}
+		return s
+	}
+	// A base with every series: 3 requests served already.
+	full := func(mod func(*sample.Sample)) *sample.Sample {
+		s := early(nil)
+		s.GenerationTokens = f(600)
+		s.Hists[sample.TTFT] = &sample.Histogram{Bounds: bounds, Counts: []float64{1, 2, 3}, Sum: 1, Count: 3}
+		s.Totals[sample.E2E] = &sample.Total{Sum: 6, Count: 3}
+		if mod != nil {
+			mod(s)
+		}
+		return s
+	}
+	withErrors := func(s *sample.Sample) { s.Errors = []string{"sglang:x (queue): boom"} }
+	withWarnings := func(s *sample.Sample) {
+		s.Warnings = []string{"family vllm:time_to_first_token_seconds left out: bad bucket"}
+	}
+	down := func(s *sample.Sample) { s.Up = false }
+	// The whole newest TTFT histogram: rank 3 of 6 in le=0.1 (3 ≥ 3).
+	wholeTTFT := &dist{
+		pcts: []pct{{0.5, 0.1, 0, 0.1}}, mean: f(0.5), count: 6, bounds: bounds,
+		counts: []float64{3, 5, 6}, sum: f(3),
+	}
+	// The total's whole newest sum and count: no percentile.
+	wholeE2E := &dist{mean: f(2), count: 6, sum: f(12)}
+	// Neither the generation rate nor the latencies: requests only.
+	unknown := wantMetrics{window: "1m", up: true, queue: f(0), running: f(4), ratio: f(0), rps: f(0.5)}
+	both := wantMetrics{
+		window: "1m", up: true, queue: f(0), running: f(4), ratio: f(0),
+		// (1200−600)/60 tok/s over 4 running; (40−10)/60 requests.
+		gen: f(10), decodePerReq: f(2.5), rps: f(0.5),
+		// Counts 2, 3, 3: rank 1.5 in le=0.1 (2 ≥ 1.5).
+		ttft: &dist{
+			pcts: []pct{{0.5, 0.075, 0, 0.1}}, mean: f(2.0 / 3), count: 3, bounds: bounds,
+			counts: []float64{2, 3, 3}, sum: f(2),
+		},
+		e2e: &dist{mean: f(2), count: 3, sum: f(6)},
+	}
+
+	tests := []struct {
+		name string
+		base *sample.Sample
+		want wantMetrics
+	}{
+		{
+			name: "born in the window, complete base", base: early(nil),
+			want: wantMetrics{
+				window: "1m", up: true, queue: f(0), running: f(4), ratio: f(0),
+				// 1200 tokens since 0 over 60 s; 5 tok/s each of 4 running.
+				gen: f(20), decodePerReq: f(5), rps: f(0.5),
+				ttft: wholeTTFT, e2e: wholeE2E,
+			},
+		},
+		{name: "base with errors", base: early(withErrors), want: unknown},
+		{name: "base with warnings", base: early(withWarnings), want: unknown},
+		{name: "base down", base: early(down), want: unknown},
+		{
+			// A base read no earlier than newest gives no window at all.
+			name: "complete base not older", base: early(func(s *sample.Sample) { s.At = newest.At }),
+			want: wantMetrics{
+				window: "1m", up: true, queue: f(0), running: f(4), ratio: f(0),
+				errors: []string{"window base is not older than the newest sample: no rates"},
+			},
+		},
+		{name: "both ends, complete base", base: full(nil), want: both},
+		{name: "both ends, base with warnings", base: full(withWarnings), want: both},
+		{name: "both ends, base with errors", base: full(withErrors), want: both},
+		{
+			// The engine restarted since the base: every counter counts
+			// from 0, as Prometheus's rate reads a reset.
+			name: "reset", base: full(func(s *sample.Sample) {
+				s.RequestsFinished = f(100)
+			}),
+			want: func() wantMetrics {
+				w := both
+				w.rps = f(40.0 / 60)
+				return w
+			}(),
+		},
+		{
+			name: "reset of every series",
+			base: full(func(s *sample.Sample) {
+				s.GenerationTokens = f(5000)
+				s.Hists[sample.TTFT] = &sample.Histogram{Bounds: bounds, Counts: []float64{10, 10, 10}, Sum: 4, Count: 10}
+				s.Totals[sample.E2E] = &sample.Total{Sum: 100, Count: 50}
+			}),
+			want: wantMetrics{
+				window: "1m", up: true, queue: f(0), running: f(4), ratio: f(0),
+				gen: f(20), decodePerReq: f(5), rps: f(0.5),
+				ttft: wholeTTFT, e2e: wholeE2E,
+			},
+		},
+		{
+			// Sum and count are two counters, each read with its own
+			// reset: the count fell 7 → 6 (whole: 6), the sum grew 6 → 12.
+			name: "total whose count alone fell",
+			base: full(func(s *sample.Sample) { s.Totals[sample.E2E] = &sample.Total{Sum: 6, Count: 7} }),
+			want: func() wantMetrics {
+				w := both
+				w.e2e = &dist{mean: f(1), count: 6, sum: f(6)}
+				return w
+			}(),
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Compute(newest, tc.base, "1m", []float64{0.5}, newest.At, time.Minute)
+			checkMetrics(t, got, tc.want)
+		})
+	}
+
+	// The lifetime reads the total cumulative.
+	t.Run("lifetime total", func(t *testing.T) {
+		d := Compute(newest, nil, "", []float64{0.5}, newest.At, time.Minute).GetE2E()
+		checkDist(t, "e2e", d, wholeE2E)
+	})
+
+	// A window longer than the history: Pick's base is the oldest read,
+	// before the first request, and the window's rates come from the data
+	// it holds.
+	t.Run("history shorter than the window", func(t *testing.T) {
+		history := []*sample.Sample{
+			{At: t0, Up: true, Running: f(0)},
+			{At: t0.Add(10 * time.Second), Up: true, Running: f(1), GenerationTokens: f(100)},
+			{At: t0.Add(20 * time.Second), Up: true, Running: f(2), GenerationTokens: f(300)},
+		}
+		n, b := Pick(history, 5*time.Minute)
+		got := Compute(n, b, "5m", nil, n.At, time.Minute)
+		// 300 tokens over the 20 s held, shared by 2 running.
+		if g := got.GenerationTokensPerSecond; g == nil || *g != 15 {
+			t.Errorf("generation = %s, want 15", showF(g))
+		}
+		if v, from := PerRequestDecode(got); v != 7.5 || from != DecodeDerived || got.GetDecodeTokensPerSecondPerRequest() != 7.5 {
+			t.Errorf("decode per request %v from %v, field %s; want 7.5 derived in both", v, from, showF(got.DecodeTokensPerSecondPerRequest))
+		}
+	})
+}
+
 // TestComputeLifetimeScrape computes the lifetime indicators of the real vLLM
 // scrape, read 100 s after its counters started.
 func TestComputeLifetimeScrape(t *testing.T) {
@@ -255,8 +424,8 @@ func TestComputeLifetimeScrape(t *testing.T) {
 		window: "lifetime", up: true, staleness: 10 * time.Second,
 		queue: f(0), running: f(0), ratio: f(0), kv: f(0), kvCap: f(95088),
 		// 66 and 600 tokens, 0 preemptions, 2 requests over 100 s; running 0:
-		// no per-request decode speed.
-		prompt: f(0.66), gen: f(6), preempt: f(0), rps: f(0.02),
+		// the per-request decode speed is 1 / P50 time per output token.
+		prompt: f(0.66), gen: f(6), preempt: f(0), rps: f(0.02), decodePerReq: f(1 / 0.005),
 		// finished_reason abort 0 + error 0.
 		aborted: f(0),
 		ttft: &dist{

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/sample"
 )
 
 // Staleness is the one staleness rule of llmdiag: data observed at
@@ -23,14 +22,4 @@ func TooOld(age, staleAfter time.Duration) bool { return age > staleAfter }
 // with a staleness past staleAfter.
 func Stale(m *llmdiagv1.NodeMetrics, staleAfter time.Duration) bool {
 	return m.GetStale() || (m.GetStaleness() != nil && TooOld(m.GetStaleness().AsDuration(), staleAfter))
-}
-
-// DecodePerRequest is the decode speed one request sees: the generation
-// token rate shared by the requests running, absent when either is absent
-// or nothing runs.
-func DecodePerRequest(generation, running *float64) *float64 {
-	if generation == nil || running == nil || *running <= 0 {
-		return nil
-	}
-	return sample.F(*generation / *running)
 }

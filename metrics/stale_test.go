@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/sample"
 )
 
 func TestStaleness(t *testing.T) {
@@ -44,25 +43,6 @@ func TestStale(t *testing.T) {
 	} {
 		if got := Stale(c.m, 30*time.Second); got != c.want {
 			t.Errorf("%s: Stale = %v, want %v", c.name, got, c.want)
-		}
-	}
-}
-
-func TestDecodePerRequest(t *testing.T) {
-	for _, c := range []struct {
-		name       string
-		gen, run   *float64
-		want       float64
-		wantAbsent bool
-	}{
-		{"seed", sample.F(121), sample.F(40), 3.025, false},
-		{"nothing runs", sample.F(121), sample.F(0), 0, true},
-		{"no generation counter", nil, sample.F(40), 0, true},
-		{"no running gauge", sample.F(121), nil, 0, true},
-	} {
-		got := DecodePerRequest(c.gen, c.run)
-		if (got == nil) != c.wantAbsent || (got != nil && *got != c.want) {
-			t.Errorf("%s: DecodePerRequest = %v, want %v (absent %v)", c.name, got, c.want, c.wantAbsent)
 		}
 	}
 }

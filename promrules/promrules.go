@@ -236,11 +236,11 @@ func alerts(cfg Config) []Rule {
 			name:     "LLMDiagOverloaded",
 			expr:     RecordQueueing + " == 1 and avg_over_time(" + RecordQueueing + "[" + model.Duration(cfg.History).String() + "]) >= " + num(t.SustainedFraction),
 			severity: "critical", indicator: "queue_running_ratio",
-			thresholds: []string{"queue_running_ratio_crit", "queue_saturated", "sustained_fraction"}, cause: "OVERLOADED",
-			summary: "Sustained queueing on " + who,
+			thresholds: []string{"queue_running_ratio_crit", "queue_saturated", "sustained_fraction"},
+			summary:    "Sustained queueing on " + who,
 			description: "The node is queueing (queue above queue_saturated, " + num(t.QueueSaturated) + ", or queue/running at or above queue_running_ratio_crit, " +
 				num(t.QueueRunningRatioCrit) + ") now and for at least sustained_fraction (" + num(t.SustainedFraction) + ") of the last " +
-				model.Duration(cfg.History).String() + ". llmdiag's queue/running finding is CRIT: overloaded, not a burst.",
+				model.Duration(cfg.History).String() + ". llmdiag's queue/running finding is CRIT. (Its OVERLOADED verdict is timed on the queue itself: saturated for overloaded_after without draining.)",
 		},
 		{
 			name:     "LLMDiagQueueRunningRatioHigh",

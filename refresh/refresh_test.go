@@ -84,7 +84,9 @@ func TestLoopPublishesOnlyChanges(t *testing.T) {
 	for _, ev := range evs {
 		got = append(got, ev.Health.GetRootCause())
 	}
-	want := []llmdiagv1.Cause{llmdiagv1.Cause_CAUSE_HEALTHY, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_TARGET_DOWN}
+	// The first refresh with the KV cache full is not yet KV_EXHAUSTED
+	// (routing_hold): its KV finding is WARN, which no cause explains.
+	want := []llmdiagv1.Cause{llmdiagv1.Cause_CAUSE_HEALTHY, llmdiagv1.Cause_CAUSE_UNEXPLAINED, llmdiagv1.Cause_CAUSE_KV_EXHAUSTED, llmdiagv1.Cause_CAUSE_TARGET_DOWN}
 	if len(got) != len(want) {
 		t.Fatalf("events %v, want %v", got, want)
 	}
@@ -239,5 +241,52 @@ func TestProfileInfersDegreesFromRanks(t *testing.T) {
 			p.GetExpertParallel() != tc.wantEP || p.GetGpu() != tc.wantGPU {
 			t.Errorf("%s: profile %v, want DP %d TP %d PP %d EP %d GPU %q", tc.name, p, tc.wantDP, tc.wantTP, tc.wantPP, tc.wantEP, tc.wantGPU)
 		}
+	}
+}
+
+// TestFeedFollowsTheHold: the health feed a router watches changes routing
+// only as the hysteresis allows: once into saturation and once out of it
+// for a KV cache that dips below its critical level for one refresh in
+// between, and never for a one-refresh spike.
+func TestFeedFollowsTheHold(t *testing.T) {
+	now := time.Unix(1000, 0)
+	kv := func(v float64) func(*llmdiagv1.NodeMetrics) {
+		return func(m *llmdiagv1.NodeMetrics) { m.KvPressure = sample.F(v) }
+	}
+	var states []func(*llmdiagv1.NodeMetrics)
+	for _, run := range []struct {
+		n  int
+		kv float64
+	}{{3, 0.5}, {3, 1.0}, {1, 0.875}, {3, 1.0}, {1, 0.875}, {2, 1.0}, {4, 0.5}, {1, 1.0}, {4, 0.5}} {
+		for range run.n {
+			states = append(states, kv(run.kv))
+		}
+	}
+	src := &scripted{now: &now, states: states}
+	st := memory.New(memory.Options{}, "t")
+	loop := refresh.New(src, st, &nopRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, refresh.Config{Thresholds: diagnose.DefaultThresholds()})
+	ctx := context.Background()
+	start, _ := st.LastToken(ctx)
+	for range states {
+		if err := loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(5 * time.Second)
+	}
+	evs, err := st.Events(ctx, start, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routable []bool
+	for _, ev := range evs {
+		if r := ev.Health.GetRoutable(); len(routable) == 0 || routable[len(routable)-1] != r {
+			routable = append(routable, r)
+		}
+		if ev.Health.GetLoadScore() > 1 == ev.Health.GetRoutable() {
+			t.Errorf("event %v: routable %v with load score %v", ev.Health.GetRootCause(), ev.Health.GetRoutable(), ev.Health.GetLoadScore())
+		}
+	}
+	if want := []bool{true, false, true}; len(routable) != len(want) || routable[0] != want[0] || routable[1] != want[1] || routable[2] != want[2] {
+		t.Errorf("routable along the feed %v, want %v (%d events)", routable, want, len(evs))
 	}
 }

@@ -158,6 +158,49 @@ type Node struct {
 	Down []Window
 	// Garbage makes /metrics serve a broken body.
 	Garbage Garbage
+	// Quirks make the node's exposition depart from its engine's as some
+	// servers in the field do; the zero value is the engine's own.
+	Quirks Quirks
+}
+
+// Quirks are departures from an engine's reference exposition, as seen on
+// servers in the field (a third-party vLLM-compatible server had all
+// three). Each applies to every schema; where a schema lacks the thing
+// anyway (Triton has no TTFT, TGI no preemption counter), it changes
+// nothing. The simulated physics is the same with or without them.
+type Quirks struct {
+	// LazySeries makes every counter and histogram series absent from the
+	// exposition until it is first incremented or observed (an increment by
+	// 0 counts), each labelled child on its own: vllm:request_success_total
+	// shows finished_reason="stop" with the first request that stops and
+	// "length" only with the first one cut at max_tokens. That is what a
+	// prometheus_client server does when it calls .labels() on first use
+	// instead of at start-up, as vLLM V1 does for all its series, and what
+	// SGLang does for its abort counter. Gauges stay present from the start,
+	// as vLLM's are (it creates every series at start-up and sets the
+	// gauges at each scheduler step) and as an unlabelled prometheus_client
+	// gauge is (exposed at 0): a fresh node shows its queue, batch and KV
+	// but no counter and no histogram.
+	LazySeries bool
+	// TTFTExcludesQueue measures time to first token from the request's
+	// first scheduling instead of its arrival, so a queued request's TTFT
+	// is its prefill alone: the mean TTFT stays below the mean queue time
+	// however long the queue. E2E still counts from arrival.
+	TTFTExcludesQueue bool
+	// NoFailureCounters removes the preemption (retraction) counter and
+	// every series counting aborted or failed requests: vLLM's and
+	// trtllm-serve's finished_reason="abort" and "error", SGLang's
+	// num_aborted_requests_total, Triton's nv_inference_request_failure,
+	// TGI's tgi_request_failure, Dynamo's status="error". The events still
+	// happen (NodeStats counts them); the exposition does not show them.
+	NoFailureCounters bool
+}
+
+// FieldQuirks is every quirk at once: the vLLM-compatible server of a field
+// test, whose series appeared on first use, whose TTFT left out the queue
+// and which had no preemption or abort counters.
+func FieldQuirks() Quirks {
+	return Quirks{LazySeries: true, TTFTExcludesQueue: true, NoFailureCounters: true}
 }
 
 // Perf is the performance model of one engine core (one data-parallel rank,
@@ -247,6 +290,25 @@ type Workload struct {
 	QueueTimeout time.Duration
 	// Burst, when set, multiplies Rate periodically (open loop only).
 	Burst *Burst
+	// Phases change the offered load at given times; before the first,
+	// Rate, Sessions and Think above apply.
+	Phases []Phase
+}
+
+// Phase is the offered load of a node from At on, simulated time measured
+// from the end of warm-up as a Window's: an open-loop Rate (a Burst keeps
+// multiplying it), closed-loop Sessions with their Think time, or neither
+// (no traffic). Requests already sent are served whatever the phase.
+// Entering a phase with more sessions starts the new ones as a node's first
+// sessions start, each after a think time; with fewer, the sessions thinking
+// whose next request is due last stop at once, and if that is not enough,
+// the next ones whose request ends stop then. Open-loop arrivals, being
+// memoryless, are redrawn from At.
+type Phase struct {
+	At       time.Duration
+	Rate     float64
+	Sessions int
+	Think    time.Duration
 }
 
 // Lengths is a mixture of log-normal classes, e.g. many short chat replies
@@ -352,9 +414,6 @@ func (n Node) validate() error {
 		errs = append(errs, fmt.Errorf("perf: max model len %d exceeds KV capacity %d", n.maxModelLen(), p.KVCapacityTokens/bs*bs))
 	}
 	w := n.Workload
-	if w.Rate < 0 || math.IsInf(w.Rate, 0) || math.IsNaN(w.Rate) {
-		errs = append(errs, errors.New("workload: rate must be finite and not negative"))
-	}
 	if err := w.Prompt.validate(); err != nil {
 		errs = append(errs, fmt.Errorf("workload prompt: %w", err))
 	}
@@ -364,11 +423,16 @@ func (n Node) validate() error {
 	if !(w.PrefixCacheHit >= 0 && w.PrefixCacheHit < 1) {
 		errs = append(errs, errors.New("workload: prefix cache hit must be in [0, 1)"))
 	}
-	if w.Sessions < 0 || w.Think < 0 {
-		errs = append(errs, errors.New("workload: sessions and think time must not be negative"))
+	if err := w.load(w.Rate, w.Sessions, w.Think); err != nil {
+		errs = append(errs, fmt.Errorf("workload: %w", err))
 	}
-	if w.Sessions > 0 && (w.Rate > 0 || w.Burst != nil || w.Think <= 0) {
-		errs = append(errs, errors.New("workload: sessions need a positive think time, and no rate or burst"))
+	for i, ph := range w.Phases {
+		if ph.At < 0 || (i > 0 && ph.At <= w.Phases[i-1].At) {
+			errs = append(errs, fmt.Errorf("workload phase %d: at %v, want phases at increasing times from 0", i, ph.At))
+		}
+		if err := w.load(ph.Rate, ph.Sessions, ph.Think); err != nil {
+			errs = append(errs, fmt.Errorf("workload phase %d: %w", i, err))
+		}
 	}
 	if w.MaxTokens < 0 || w.QueueTimeout < 0 || w.SharedPrefix < 0 {
 		errs = append(errs, errors.New("workload: max tokens, queue timeout and shared prefix must not be negative"))
@@ -388,6 +452,20 @@ func (n Node) validate() error {
 		errs = append(errs, fmt.Errorf("garbage mode %d unknown", n.Garbage))
 	}
 	return errors.Join(errs...)
+}
+
+// load checks one offered load: a rate or sessions, as Rate, Sessions and
+// Think say.
+func (w Workload) load(rate float64, sessions int, think time.Duration) error {
+	switch {
+	case rate < 0 || math.IsInf(rate, 0) || math.IsNaN(rate):
+		return errors.New("rate must be finite and not negative")
+	case sessions < 0 || think < 0:
+		return errors.New("sessions and think time must not be negative")
+	case sessions > 0 && (rate > 0 || w.Burst != nil || think <= 0):
+		return errors.New("sessions need a positive think time, and no rate or burst")
+	}
+	return nil
 }
 
 func (l Lengths) validate() error {

@@ -43,6 +43,12 @@
 // a Clock in fixed ticks, Speed times faster than wall time, after an
 // optional Warmup that fast-forwards so histograms are full at once.
 //
+// A node's offered load can change at given times (Workload.Phases): an
+// open-loop rate, a number of closed-loop sessions, or nothing. Quirks make
+// a node's exposition depart from its engine's as some servers in the
+// field do: series that appear only with their first event, a TTFT that
+// leaves out the queue, no preemption or failure counters.
+//
 // Nodes can be taken down (their listener closes: connection refused) on a
 // schedule or by SetDown, or made to serve a truncated or junk body
 // (Garbage) to exercise scrapers. Scenario returns ready-made fleets: the

@@ -32,6 +32,7 @@ type request struct {
 	holds     bool // holds a reference on the core's shared prefix blocks
 	sched     int  // tokens scheduled in the current iteration
 
+	session   bool    // sent by a closed-loop session
 	started   bool    // scheduled at least once
 	scheduled float64 // first scheduled
 	firstTok  float64
@@ -74,7 +75,9 @@ type core struct {
 
 	rec   recorder
 	stats *nodeStats
-	ended func(t float64) // a request finished or was abandoned at t; nil for open-loop traffic
+	ended func(t float64) // a session's request finished or was abandoned at t
+	// ttftAt measures TTFT from first scheduling (Quirks.TTFTExcludesQueue).
+	ttftAt bool
 }
 
 // cost splits the scheduled batch's iteration time: the seconds of the
@@ -320,7 +323,7 @@ func (c *core) expire(t float64) {
 			c.stats.aborted++
 			c.fresh-- // never scheduled, so no first token
 			c.rec.aborted(c.idx)
-			if c.ended != nil {
+			if r.session {
 				c.ended(t)
 			}
 			continue
@@ -348,7 +351,11 @@ func (c *core) complete(t float64) {
 			c.fresh--
 			c.prefilling--
 			c.stats.promptTokens += uint64(r.prompt)
-			c.rec.firstToken(c.idx, t-r.arrival, r.prompt)
+			from := r.arrival
+			if c.ttftAt {
+				from = r.scheduled
+			}
+			c.rec.firstToken(c.idx, t-from, r.prompt)
 		} else {
 			c.rec.interToken(c.idx, t-r.lastTok)
 		}
@@ -376,7 +383,7 @@ func (c *core) complete(t float64) {
 		c.release(r)
 		c.stats.finished++
 		c.rec.finished(c.idx, r, t)
-		if c.ended != nil {
+		if r.session {
 			c.ended(t)
 		}
 	}

@@ -74,7 +74,7 @@ func New(cfg Config, opts ...Option) (*Fleet, error) {
 		o(f)
 	}
 	for _, nc := range cfg.Nodes {
-		n := newNode(nc, cfg.Seed)
+		n := newNode(nc, cfg.Seed, cfg.Warmup)
 		f.nodes = append(f.nodes, n)
 		f.byID[nc.ID] = n
 	}

@@ -95,6 +95,15 @@ func buckets125(max int) []float64 {
 	}
 }
 
+// omitFailures omits the finished_reason "abort" and "error" series of a
+// request counter under Quirks.NoFailureCounters.
+func omitFailures(n Node, s [numReasons]*series) {
+	if n.Quirks.NoFailureCounters {
+		s[reasonAbort].omit()
+		s[reasonError].omit()
+	}
+}
+
 // vllmMetrics is vLLM V1's exposition: every series carries model_name and
 // engine (the data-parallel core index). With otel the names are those of
 // vLLM's metrics routed through OpenTelemetry (see otelName).
@@ -138,6 +147,9 @@ func newVLLMMetrics(m *metricSet, n Node, otel bool) *vllmMetrics {
 	info := m.gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
 		"block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization", "num_gpu_blocks")
 
+	if n.Quirks.NoFailureCounters {
+		preempt.omit()
+	}
 	v := &vllmMetrics{}
 	bs := n.blockSize()
 	prefixCaching := "True" // vLLM V1's default
@@ -158,6 +170,7 @@ func newVLLMMetrics(m *metricSet, n Node, otel bool) *vllmMetrics {
 		for r := range numReasons {
 			s[r] = success.with(n.Model, e, r.String())
 		}
+		omitFailures(n, s)
 		v.success = append(v.success, s)
 		v.promptN = append(v.promptN, promptN.with(n.Model, e))
 		v.outputN = append(v.outputN, outputN.with(n.Model, e))
@@ -250,11 +263,15 @@ func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
 		gen:      m.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", model).with(n.Model),
 		requests: m.counter("sglang:num_requests_total", "Number of requests processed.", model).with(n.Model),
 		// SGLang creates the series with the first abort; here it is there
-		// from the start, at 0.
+		// from the start, at 0, unless Quirks.LazySeries.
 		aborts: m.counter("sglang:num_aborted_requests_total", "Number of requests aborted.", model).with(n.Model),
 		ttft:   m.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", sglangTTFTBuckets, model).with(n.Model),
 		itl:    m.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", sglangITLBuckets, model).with(n.Model),
 		e2e:    m.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", sglangE2EBuckets, model).with(n.Model),
+	}
+	if n.Quirks.NoFailureCounters {
+		retracted.omit()
+		s.aborts.omit()
 	}
 	tp := max(int(n.Profile.TensorParallel), 1)
 	for i := range n.cores() {

@@ -5,8 +5,10 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -67,9 +69,16 @@ type node struct {
 	reg     *prometheus.Registry
 	stats   nodeStats
 	maxLen  int
-	arrival float64 // next arrival, simulated seconds
+	arrival float64 // next arrival, simulated seconds: min(poisson, next[0])
+	poisson float64 // next open-loop arrival
 	peak    float64 // highest arrival rate, for thinning
 	next    times   // closed loop: when each thinking session sends next
+	// sessions is the closed-loop sessions the current load asks for;
+	// live those still going (thinking, or with a request out), more than
+	// sessions after a phase cut them until their requests end.
+	sessions, live int
+	warmup         float64 // end of warm-up: phases are measured from it
+	phase          int     // next of cfg.Workload.Phases to enter
 
 	down    atomic.Bool  // set by SetDown
 	garbage atomic.Int32 // Garbage mode
@@ -79,21 +88,21 @@ type node struct {
 	ep   *endpoint
 }
 
-func newNode(cfg Node, seed int64) *node {
+func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 	h := fnv.New64a()
 	h.Write([]byte(cfg.ID))
+	cfg.Workload.Phases = slices.Clone(cfg.Workload.Phases)
 	n := &node{
-		cfg:    cfg,
-		rng:    rand.New(rand.NewPCG(uint64(seed), h.Sum64())),
-		reg:    prometheus.NewRegistry(),
-		maxLen: cfg.maxModelLen(),
-		peak:   cfg.Workload.Rate,
+		cfg:      cfg,
+		rng:      rand.New(rand.NewPCG(uint64(seed), h.Sum64())),
+		reg:      prometheus.NewRegistry(),
+		maxLen:   cfg.maxModelLen(),
+		sessions: cfg.Workload.Sessions,
+		warmup:   warmup.Seconds(),
 	}
 	n.garbage.Store(int32(cfg.Garbage))
-	if b := cfg.Workload.Burst; b != nil {
-		n.peak *= max(b.Factor, 1)
-	}
-	ms := &metricSet{mu: &n.mu}
+	n.setPeak()
+	ms := &metricSet{mu: &n.mu, lazy: cfg.Quirks.LazySeries}
 	rec := newRecorder(ms, cfg)
 	n.reg.MustRegister(ms)
 	bs := cfg.blockSize()
@@ -109,9 +118,8 @@ func newNode(cfg Node, seed int64) *node {
 			reserve: cfg.reserveRatio(),
 			rec:     rec,
 			stats:   &n.stats,
-		}
-		if cfg.Workload.Sessions > 0 {
-			c.ended = n.ended
+			ended:   n.ended,
+			ttftAt:  cfg.Quirks.TTFTExcludesQueue,
 		}
 		c.publish()
 		n.cores = append(n.cores, c)
@@ -123,14 +131,64 @@ func newNode(cfg Node, seed int64) *node {
 			n.groups = append(n.groups, &group{cores: []*core{c}})
 		}
 	}
-	if s := cfg.Workload.Sessions; s > 0 {
-		for range s {
-			n.ended(0)
-		}
-	} else {
-		n.arrival = n.nextArrival(0)
+	n.poisson = n.nextArrival(0)
+	for n.live < n.sessions {
+		n.live++
+		n.think(0)
 	}
+	n.setArrival()
 	return n
+}
+
+// setPeak sets the thinning peak from the current rate and burst.
+func (n *node) setPeak() {
+	n.peak = n.cfg.Workload.Rate
+	if b := n.cfg.Workload.Burst; b != nil {
+		n.peak *= max(b.Factor, 1)
+	}
+}
+
+// setArrival sets the next arrival from the open-loop and session ones.
+func (n *node) setArrival() {
+	n.arrival = n.poisson
+	if len(n.next) > 0 {
+		n.arrival = min(n.arrival, n.next[0])
+	}
+}
+
+// phaseAt is when the next phase starts, in simulated seconds; +Inf when
+// there is none.
+func (n *node) phaseAt() float64 {
+	if n.phase >= len(n.cfg.Workload.Phases) {
+		return math.Inf(1)
+	}
+	return n.warmup + n.cfg.Workload.Phases[n.phase].At.Seconds()
+}
+
+// enter starts the next phase at t (see Phase).
+func (n *node) enter(t float64) {
+	ph := n.cfg.Workload.Phases[n.phase]
+	n.phase++
+	w := &n.cfg.Workload
+	w.Rate, w.Sessions, w.Think = ph.Rate, ph.Sessions, ph.Think
+	n.setPeak()
+	n.poisson = n.nextArrival(t)
+	n.sessions = ph.Sessions
+	for n.live < n.sessions {
+		n.live++
+		n.think(t)
+	}
+	for n.live > n.sessions && len(n.next) > 0 {
+		last := 0
+		for i, x := range n.next {
+			if x > n.next[last] {
+				last = i
+			}
+		}
+		heap.Remove(&n.next, last)
+		n.live--
+	}
+	n.setArrival()
 }
 
 // times is a min-heap of simulated instants.
@@ -147,24 +205,34 @@ func (h *times) Pop() any {
 	return x
 }
 
-// ended starts a closed-loop session's think time after its request ended
-// at t.
-func (n *node) ended(t float64) {
+// think starts a closed-loop session's think time at t.
+func (n *node) think(t float64) {
 	heap.Push(&n.next, t+n.rng.ExpFloat64()*n.cfg.Workload.Think.Seconds())
-	n.arrival = n.next[0]
 }
 
-// arrived advances the arrival process past the arrival at t.
-func (n *node) arrived(t float64) {
-	if n.cfg.Workload.Sessions == 0 {
-		n.arrival = n.nextArrival(t)
-		return
+// ended is called when a closed-loop session's request ended at t: the
+// session thinks, then sends its next request, unless the load has fewer
+// sessions now.
+func (n *node) ended(t float64) {
+	if n.live > n.sessions {
+		n.live--
+	} else {
+		n.think(t)
 	}
-	heap.Pop(&n.next)
-	n.arrival = math.Inf(1)
-	if len(n.next) > 0 {
-		n.arrival = n.next[0]
+	n.setArrival()
+}
+
+// arrived advances the arrival process past the arrival at t and reports
+// whether it was a session's.
+func (n *node) arrived(t float64) bool {
+	session := len(n.next) > 0 && n.next[0] <= n.poisson
+	if session {
+		heap.Pop(&n.next)
+	} else {
+		n.poisson = n.nextArrival(t)
 	}
+	n.setArrival()
+	return session
 }
 
 // rate is the arrival rate at simulated second t.
@@ -259,15 +327,19 @@ func (n *node) advance(to float64) {
 				next = g
 			}
 		}
+		phase := n.phaseAt()
 		switch {
-		case next != nil && next.end <= n.arrival && next.end <= to:
+		case next != nil && next.end <= n.arrival && next.end <= phase && next.end <= to:
 			next.complete()
 			next.start(next.end)
+		case phase <= n.arrival && phase <= to:
+			n.enter(phase)
 		case n.arrival <= to:
 			t := n.arrival
 			c := n.route()
-			c.enqueue(n.newRequest(t))
-			n.arrived(t)
+			r := n.newRequest(t)
+			r.session = n.arrived(t)
+			c.enqueue(r)
 			if g := n.groupOf(c); !g.busy {
 				g.start(t)
 			} else {

@@ -17,12 +17,20 @@ const (
 	ModelQwen = "Qwen/Qwen3-8B"
 )
 
+// The idle-then-overload scenario's phases: idle, then overloaded, from
+// the end of warm-up.
+const (
+	idleFor     = 10 * time.Minute
+	overloadFor = 4 * time.Minute
+)
+
 // SeedWarmup is the warm-up the seed scenario needs before its figures are
 // steady: its long generations take up to ~15 minutes.
 const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
-var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas"}
+var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
+	"idle-then-overload", "kv-flap"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -65,6 +73,27 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     percent). The nodes differ only in Engine, hence in their scheduling
 //     policy (SGLang's for the two SGLang schemas) and KV block size, and in
 //     their random draws.
+//   - idle-then-overload: qwen3-8b-0, the schemas node (vLLM) with 4 batch
+//     slots and the field quirks (FieldQuirks), gets no request at all,
+//     during warm-up and for the first 10 minutes after it: its counters
+//     and histograms are absent, its gauges 0. Then, for 4 minutes, 16
+//     closed-loop clients (1 s think): all 4 slots busy and 8–12 waiting,
+//     never draining; requests queue ~7 s while the TTFT it reports (from
+//     scheduling) stays ~0.03 s. Then 2 clients (5 s think): the queue
+//     drains within ~10 s and stays empty. qwen3-8b-1 is a healthy peer
+//     with light chat traffic and vLLM's own exposition.
+//   - kv-flap: qwen3-8b-0, the schemas node (vLLM) with 64k tokens of KV
+//     and the field quirks (no preemption counter), serves closed-loop
+//     clients with ~1,500-token prompts and outputs (2 s think): 15 of
+//     them (KV ~0.5) until 3 minutes after warm-up, 34 (KV-bound: KV
+//     0.95–1.0, preemptions, a queue of 0–10) from 3 to 6 and from 8 to 11
+//     minutes, 15 in between and after. In the KV-bound phases KV dips
+//     below 0.95 for a few seconds when a request ends while nobody waits:
+//     at 5 s scrapes, 0–4 single-scrape dips per phase depending on the
+//     seed, rarely two scrapes in a row.
+//
+// Phases (Workload.Phases) are measured from the end of warm-up, as Down
+// windows are.
 //
 // Any scenario can be exposed in another schema with WithEngine, which
 // leaves its physics unchanged.
@@ -151,6 +180,31 @@ func Scenario(name string, seed int64) (Config, error) {
 		for _, e := range Engines() {
 			cfg.Nodes = append(cfg.Nodes, small(e))
 		}
+	case "idle-then-overload":
+		n := qwen(0)
+		n.Quirks = FieldQuirks()
+		n.Perf.MaxNumSeqs = 4
+		n.Workload.Rate = 0
+		n.Workload.Output = LogNormal(300, 0.5)
+		n.Workload.Phases = []Phase{
+			{At: idleFor, Sessions: 16, Think: time.Second},
+			{At: idleFor + overloadFor, Sessions: 2, Think: 5 * time.Second},
+		}
+		cfg.Nodes = []Node{n, qwen(1)}
+	case "kv-flap":
+		n := qwen(0)
+		n.Quirks = FieldQuirks()
+		n.Perf.KVCapacityTokens = 65536
+		n.Workload = Workload{
+			Sessions: 15, Think: 2 * time.Second,
+			Prompt: LogNormal(1500, 0.3), Output: LogNormal(1500, 0.3), MaxTokens: 4096,
+		}
+		for _, at := range []time.Duration{3 * time.Minute, 8 * time.Minute} {
+			n.Workload.Phases = append(n.Workload.Phases,
+				Phase{At: at, Sessions: 34, Think: 2 * time.Second},
+				Phase{At: at + 3*time.Minute, Sessions: 15, Think: 2 * time.Second})
+		}
+		cfg.Nodes = []Node{n}
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)
 	}
@@ -270,6 +324,14 @@ func kimiPerf(p fleet.Profile) Perf {
 	perf.KVCapacityTokens = 6144 * 64
 	perf.MaxModelLen = 262144
 	return perf
+}
+
+// qwen is the small model of small, on vLLM, with stable ids
+// (qwen3-8b-0, …) for the scenarios that are not about schemas.
+func qwen(i int) Node {
+	n := small(VLLM)
+	n.ID = fmt.Sprintf("qwen3-8b-%d", i)
+	return n
 }
 
 // small is a dense 8B model on one H100 with light chat traffic, exposed

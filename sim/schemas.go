@@ -84,6 +84,7 @@ func newTRTLLMMetrics(m *metricSet, n Node) *trtllmMetrics {
 	for r := range numReasons {
 		t.success[r] = success.with(n.Model, "trtllm", r.String())
 	}
+	omitFailures(n, t.success)
 	return t
 }
 
@@ -150,6 +151,9 @@ func newTritonMetrics(m *metricSet, n Node) *tritonMetrics {
 	failure.with(n.Model, "CANCELED", version)
 	t.backend = failure.with(n.Model, "BACKEND", version)
 	failure.with(n.Model, "OTHER", version)
+	if n.Quirks.NoFailureCounters {
+		failure.omit()
+	}
 	t.waiting = reqs.with(n.Model, version, "waiting")
 	t.inBatch = reqs.with(n.Model, version, "scheduled")
 	t.active = reqs.with(n.Model, version, "active")
@@ -227,6 +231,10 @@ var _ recorder = (*tgiMetrics)(nil)
 
 func newTGIMetrics(m *metricSet, n Node) *tgiMetrics {
 	maxLen := n.maxModelLen()
+	failure := m.counter("tgi_request_failure", "Number of failed requests", "err")
+	if n.Quirks.NoFailureCounters {
+		failure.omit()
+	}
 	return &tgiMetrics{
 		nodeState:       newNodeState(n),
 		queueSize:       m.gauge("tgi_queue_size", "Number of requests waiting in the queue").with(),
@@ -238,7 +246,7 @@ func newTGIMetrics(m *metricSet, n Node) *tgiMetrics {
 		generatedTokens: m.histogram("tgi_request_generated_tokens", "Generated tokens per request", linearBuckets(maxLen)).with(),
 		success:         m.counter("tgi_request_success", "Number of successful requests").with(),
 		failure: &tgiFailures{
-			family: m.counter("tgi_request_failure", "Number of failed requests", "err"),
+			family: failure,
 			byErr:  map[string]*series{},
 		},
 	}
@@ -301,6 +309,9 @@ func newDynamoMetrics(m *metricSet, n Node) *dynamoMetrics {
 		output:      m.counter("dynamo_frontend_output_tokens_total", "Total number of output tokens generated", "model").with(model),
 		successReqs: requests.with("chat_completions", model, "stream", "success"),
 		errorReqs:   requests.with("chat_completions", model, "stream", "error"),
+	}
+	if n.Quirks.NoFailureCounters {
+		d.errorReqs.omit()
 	}
 	m.gauge("dynamo_frontend_model_total_kv_blocks", "Total KV blocks available for a worker serving the model", "model").with(n.Model).
 		set(float64(n.cores() * n.kvBlocks()))

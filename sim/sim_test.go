@@ -49,6 +49,8 @@ func TestScenarios(t *testing.T) {
 		"down":          {"glm-4.6-0", "glm-4.6-1", "kimi-k2.6-0"},
 		"schemas": {"vllm-0", "vllm-otel-0", "sglang-0", "sglang-legacy-0",
 			"trtllm-0", "triton-0", "tgi-0", "dynamo-0"},
+		"idle-then-overload": {"qwen3-8b-0", "qwen3-8b-1"},
+		"kv-flap":            {"qwen3-8b-0"},
 	}
 	names := sim.Scenarios()
 	if len(names) != len(want) {
@@ -112,6 +114,20 @@ func TestValidate(t *testing.T) {
 			w.Rate, w.Burst, w.Sessions = 0, nil, 4
 		}, "sessions need"},
 		{"shared prefix", func(c *sim.Config) { c.Nodes[0].Workload.SharedPrefix = 1 << 20 }, "shared prefix"},
+		{"phases", func(c *sim.Config) {
+			c.Nodes[0].Workload.Phases = []sim.Phase{{At: time.Minute, Rate: 2}, {At: 2 * time.Minute}}
+		}, ""},
+		{"phase order", func(c *sim.Config) {
+			c.Nodes[0].Workload.Phases = []sim.Phase{{At: time.Minute, Rate: 2}, {At: time.Minute}}
+		}, "increasing times"},
+		{"phase rate", func(c *sim.Config) { c.Nodes[0].Workload.Phases = []sim.Phase{{Rate: math.NaN()}} }, "phase 0: rate"},
+		{"phase sessions with burst", func(c *sim.Config) {
+			c.Nodes[0].Workload.Phases = []sim.Phase{{Sessions: 2, Think: time.Second}}
+		}, "phase 0: sessions need"},
+		{"phase think", func(c *sim.Config) {
+			w := &c.Nodes[0].Workload
+			w.Burst, w.Phases = nil, []sim.Phase{{At: time.Second, Sessions: 2}}
+		}, "phase 0: sessions need"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +154,8 @@ func TestDeterminism(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		d    time.Duration
-	}{{"seed", 5 * time.Minute}, {"burst", 5 * time.Minute}, {"schemas", 40 * time.Second}} {
+	}{{"seed", 5 * time.Minute}, {"burst", 5 * time.Minute}, {"schemas", 40 * time.Second},
+		{"idle-then-overload", 11 * time.Minute}, {"kv-flap", 4 * time.Minute}} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			a, b, c := newScenario(t, tt.name, 42), newScenario(t, tt.name, 42), newScenario(t, tt.name, 43)

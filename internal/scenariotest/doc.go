@@ -25,5 +25,14 @@
 //
 // The matrix test (go test -v -run Matrix) prints, for every scenario and
 // engine schema, the root cause each scenario's target node reads and at
-// how many refreshes, and checks them against the expected causes.
+// how many refreshes (over the whole judged run, or over a named phase of a
+// phased scenario), and checks them against the expected causes. It also
+// prints every node's flips (routable and status changes over the run) and
+// the time-to-verdict figures of the phased scenarios, measured in
+// simulated time from the stored readings: for idle-then-overload, from
+// the overload's start to the queue forming, to not routable and to
+// OVERLOADED, and from the queue draining to routable again; for kv-flap,
+// the not-routable episodes per sustained crossing of the KV limit and the
+// single-refresh dips that made the node routable. Both scenarios carry
+// acceptance criteria (timing_test.go), checked on every run.
 package scenariotest

@@ -46,7 +46,15 @@ type target struct {
 	want llmdiagv1.Cause
 	// also are further causes the node may read: it moves between them.
 	also []llmdiagv1.Cause
+	// phase names the part of the run judged, when it is not all of it
+	// from judgeFrom; spans are that part's refreshes (End 0: to the end).
+	phase string
+	spans []sim.Window
 }
+
+// span is a judged part of a run, from and to simulated time after the
+// warm-up.
+func span(from, to time.Duration) sim.Window { return sim.Window{Start: from, End: to} }
 
 // expected is each scenario's verdict per node, as an SRE reads the
 // scenario (sim.Scenario's doc comment): the same on every engine schema
@@ -54,10 +62,15 @@ type target struct {
 var expected = []struct {
 	scenario string
 	targets  []target
+	// runFor, when set, replaces the default run length.
+	runFor time.Duration
+	// accept, when set, checks the scenario's acceptance criteria on each
+	// engine's run (see timing_test.go).
+	accept func(t *testing.T, res *Result)
 }{
-	{"seed", []target{{"deepseek-v4-0", decode, nil}, {"deepseek-v4-1", decode, nil}, {"glm-4.6-0", healthy, nil}, {"glm-4.6-1", healthy, nil}, {"kimi-k2.6-0", healthy, nil}}},
-	{"kv-exhausted", []target{{"kimi-k2.6-0", kvExh, nil}, {"kimi-k2.6-1", healthy, nil}}},
-	{"overloaded", []target{{"glm-4.6-0", overload, nil}, {"glm-4.6-1", healthy, nil}}},
+	{"seed", []target{{"deepseek-v4-0", decode, nil, "", nil}, {"deepseek-v4-1", decode, nil, "", nil}, {"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, nil},
+	{"kv-exhausted", []target{{"kimi-k2.6-0", kvExh, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, nil},
+	{"overloaded", []target{{"glm-4.6-0", overload, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, nil},
 	// Bursts every 2 minutes that drain: the history window (10 minutes)
 	// always holds one, so the node reads BURST at every refresh, WARN while
 	// queueing and OK once drained.
@@ -67,15 +80,36 @@ var expected = []struct {
 	// (3k plus the 20k shared prefix) work off their prefill backlog. It is
 	// there to move, for `llmdiag watch --model deepseek-v4`; it must never
 	// read a load, memory or health cause.
-	{"burst", []target{{"kimi-k2.6-0", burst, nil}, {"deepseek-v4-0", decode, []llmdiagv1.Cause{burst, prefill}}}},
-	{"prefill-heavy", []target{{"kimi-k2.6-0", prefill, nil}, {"kimi-k2.6-1", healthy, nil}}},
-	{"down", []target{{"glm-4.6-0", healthy, nil}, {"glm-4.6-1", down, nil}, {"kimi-k2.6-0", healthy, nil}}},
+	{"burst", []target{{"kimi-k2.6-0", burst, nil, "", nil}, {"deepseek-v4-0", decode, []llmdiagv1.Cause{burst, prefill}, "", nil}}, 0, nil},
+	{"prefill-heavy", []target{{"kimi-k2.6-0", prefill, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, nil},
+	{"down", []target{{"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", down, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, nil},
+	// Idle for 10 minutes (no series but the gauges), then 16 clients on 4
+	// slots for 4 minutes (a queue of 8–12 that never drains), then 2: an
+	// idle node is healthy; a saturated one is OVERLOADED, from 30 s into
+	// the overload (the time acceptance allows) to its end; once drained,
+	// recovering from the overload (OVERLOADED at WARN, routable) while the
+	// window holds it, and healthy or a drained burst after that.
+	{"idle-then-overload", []target{
+		{"qwen3-8b-0", healthy, nil, "idle", []sim.Window{span(judgeFrom, 10*time.Minute)}},
+		{"qwen3-8b-0", overload, nil, "overload", []sim.Window{span(10*time.Minute+30*time.Second, 14*time.Minute)}},
+		{"qwen3-8b-0", overload, []llmdiagv1.Cause{healthy, burst}, "after", []sim.Window{span(14*time.Minute+30*time.Second, 0)}},
+		{"qwen3-8b-1", healthy, nil, "", nil},
+	}, 17 * time.Minute, acceptIdleThenOverload},
+	// KV-bound from 3 to 6 and from 8 to 11 minutes (KV 0.95–1.0 with
+	// single-scrape dips, preemptions the field quirks do not show), light
+	// in between and after: KV_EXHAUSTED from 15 s into each KV-bound phase
+	// to its end, and once the KV has fallen, healthy or a drained burst.
+	{"kv-flap", []target{
+		{"qwen3-8b-0", kvExh, nil, "kv-bound", []sim.Window{span(3*time.Minute+15*time.Second, 6*time.Minute), span(8*time.Minute+15*time.Second, 11*time.Minute)}},
+		{"qwen3-8b-0", healthy, []llmdiagv1.Cause{burst}, "light", []sim.Window{span(6*time.Minute+30*time.Second, 8*time.Minute), span(11*time.Minute+30*time.Second, 0)}},
+	}, 14 * time.Minute, acceptKVFlap},
 }
 
 type caseKey struct {
 	scenario string
 	engine   sim.Engine
 	node     string
+	phase    string // target.phase
 }
 
 // deviation is an engine whose schema lacks what a cause needs, so the
@@ -88,15 +122,19 @@ type deviation struct {
 }
 
 var deviations = map[caseKey]deviation{
-	{"seed", sim.Triton, "deepseek-v4-0"}:        {healthy, tritonNoDecode, nil},
-	{"seed", sim.Triton, "deepseek-v4-1"}:        {healthy, tritonNoDecode, nil},
-	{"kv-exhausted", sim.TGI, "kimi-k2.6-0"}:     {overload, "TGI exposes neither KV usage nor a preemption counter: what shows is a queue held at ~240 (queue/running ~9), which is OVERLOADED", nil},
-	{"kv-exhausted", sim.Dynamo, "kimi-k2.6-0"}:  {overload, "the Dynamo frontend exposes neither KV usage nor preemptions: what shows is a sustained queue, which is OVERLOADED", nil},
-	{"prefill-heavy", sim.Triton, "kimi-k2.6-0"}: {healthy, "Triton's TRT-LLM backend has no TTFT histogram and no prompt-token counter: neither the TTFT tail nor heavy prompts are visible, and queue 0–2 with running 1–4 is a lightly loaded node", nil},
-	{"prefill-heavy", sim.TRTLLM, "kimi-k2.6-0"}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "trtllm-serve exposes no prompt-token counter, so heavy prompts cannot be shown; the 35 s TTFT P99 with a low queue is left unexplained", nil},
-	{"prefill-heavy", sim.TGI, "kimi-k2.6-0"}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "TGI exposes no TTFT histogram and its time per token counts prefill, so a long prefill cannot be told from a slow decode: the node reads UNEXPLAINED (slow generation, nothing to pin it on), DECODE_BOUND while generation ÷ running (running includes requests in prefill) dips under 10 tok/s, HEALTHY while the E2E tail stays under 60 s; never a load or memory cause",
+	{"seed", sim.Triton, "deepseek-v4-0", ""}:        {healthy, tritonNoDecode, nil},
+	{"seed", sim.Triton, "deepseek-v4-1", ""}:        {healthy, tritonNoDecode, nil},
+	{"kv-exhausted", sim.TGI, "kimi-k2.6-0", ""}:     {overload, "TGI exposes neither KV usage nor a preemption counter: what shows is a queue held at ~240 (queue/running ~9), which is OVERLOADED", nil},
+	{"kv-exhausted", sim.Dynamo, "kimi-k2.6-0", ""}:  {overload, "the Dynamo frontend exposes neither KV usage nor preemptions: what shows is a sustained queue, which is OVERLOADED", nil},
+	{"prefill-heavy", sim.Triton, "kimi-k2.6-0", ""}: {healthy, "Triton's TRT-LLM backend has no TTFT histogram and no prompt-token counter: neither the TTFT tail nor heavy prompts are visible, and queue 0–2 with running 1–4 is a lightly loaded node; its mean E2E latency (from the duration and success counters, ~24 requests a window with prompts of very different lengths) swings by half and more, which reads as a rising trend no cause explains: UNEXPLAINED, never a load or memory cause", []llmdiagv1.Cause{llmdiagv1.Cause_CAUSE_UNEXPLAINED}},
+	{"prefill-heavy", sim.TRTLLM, "kimi-k2.6-0", ""}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "trtllm-serve exposes no prompt-token counter, so heavy prompts cannot be shown; the 35 s TTFT P99 with a low queue is left unexplained", nil},
+	{"prefill-heavy", sim.TGI, "kimi-k2.6-0", ""}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "TGI exposes no TTFT histogram and its time per token counts prefill, so a long prefill cannot be told from a slow decode: the node reads UNEXPLAINED (slow generation, nothing to pin it on), DECODE_BOUND while generation ÷ running (running includes requests in prefill) dips under 10 tok/s, HEALTHY while the E2E tail stays under 60 s; never a load or memory cause",
 		[]llmdiagv1.Cause{decode, healthy}},
+	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:    {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}: {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
 }
+
+const noKVBurst = "no KV usage in this schema (and the field quirks hide the preemptions): what shows of a KV-bound node is a queue of 0–11 that keeps draining as requests are preempted and readmitted, which is BURST (HEALTHY once the last spike has left the history)"
 
 const tritonNoDecode = "Triton's TRT-LLM backend has no token counters and no latency histograms: neither per-request decode speed nor the E2E tail is visible, so DECODE_BOUND is out of reach; KV 0.3 and no queue read HEALTHY"
 
@@ -122,7 +160,9 @@ func (o outcome) share() float64 {
 }
 
 // TestMatrix runs every scenario on every engine schema through the real
-// pipeline and checks each node's verdict.
+// pipeline and checks each node's verdict, and the acceptance criteria of
+// the scenarios that have some; it logs the matrix, every node's flips and
+// the time-to-verdict figures.
 func TestMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the scenario matrix takes a while")
@@ -131,29 +171,49 @@ func TestMatrix(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		outcomes = map[caseKey]outcome{}
+		fl       = map[caseKey]flips{}
+		timing   = map[caseKey]string{}
 	)
 	t.Run("run", func(t *testing.T) {
 		for _, sc := range expected {
 			for _, eng := range sim.Engines() {
 				t.Run(sc.scenario+"/"+string(eng), func(t *testing.T) {
 					t.Parallel()
-					res, err := Run(context.Background(), Options{Scenario: sc.scenario, Engine: eng, Duration: runFor})
+					d := runFor
+					if sc.runFor > 0 {
+						d = sc.runFor
+					}
+					res, err := Run(context.Background(), Options{Scenario: sc.scenario, Engine: eng, Duration: d})
 					if err != nil {
 						t.Fatal(err)
 					}
 					for _, tg := range sc.targets {
-						k := caseKey{sc.scenario, eng, tg.node}
+						k := caseKey{sc.scenario, eng, tg.node, tg.phase}
 						want, also := tg.want, tg.also
 						if d, ok := deviations[k]; ok {
 							want, also = d.want, d.also
 						}
-						o := judge(res, k, want, also)
+						o := judge(res, k, want, also, tg.spans)
 						mu.Lock()
 						outcomes[k] = o
 						mu.Unlock()
 						if !o.pass {
-							t.Errorf("%s/%s: %s reads %v at %d/%d refreshes (want ≥ %.0f%%); causes %s\n%s", sc.scenario, eng, tg.node, want, o.counts[want], o.judged, 100*minShare, causeCounts(o.counts), evidence(res, tg.node, want, 4))
+							t.Errorf("%s/%s: %s%s reads %v at %d/%d refreshes (want ≥ %.0f%%); causes %s\n%s", sc.scenario, eng, tg.node, phaseSuffix(tg.phase), want, o.counts[want], o.judged, 100*minShare, causeCounts(o.counts), evidence(res, tg.node, want, tg.spans, 4))
 						}
+					}
+					mu.Lock()
+					for _, id := range res.Nodes {
+						fl[caseKey{sc.scenario, eng, id, ""}] = flipsOf(res.Readings[id])
+					}
+					switch sc.scenario {
+					case "idle-then-overload":
+						timing[caseKey{sc.scenario, eng, "", ""}] = timeOverload(res).summary(res.Readings[overloadedNode])
+					case "kv-flap":
+						timing[caseKey{sc.scenario, eng, "", ""}] = flapOf(res.Readings["qwen3-8b-0"]).summary()
+					}
+					mu.Unlock()
+					if sc.accept != nil {
+						sc.accept(t, res)
 					}
 					t.Logf("wall %v", res.Wall.Round(time.Millisecond))
 				})
@@ -161,16 +221,37 @@ func TestMatrix(t *testing.T) {
 		}
 	})
 	t.Logf("matrix: %d runs in %v", len(expected)*len(sim.Engines()), time.Since(start).Round(time.Millisecond))
-	t.Log("\n" + table(outcomes))
+	t.Log("\n" + table(outcomes) + "\n" + timingTables(fl, timing))
 }
 
 func testingVerbose() bool { return testing.Verbose() }
 
-// judge counts the causes a node read from judgeFrom on.
-func judge(res *Result, k caseKey, want llmdiagv1.Cause, also []llmdiagv1.Cause) outcome {
+// judged reports whether a reading at is judged: in one of spans, or from
+// judgeFrom on when there are none.
+func judged(at time.Duration, spans []sim.Window) bool {
+	if len(spans) == 0 {
+		return at >= judgeFrom
+	}
+	for _, s := range spans {
+		if at >= s.Start && (s.End == 0 || at < s.End) {
+			return true
+		}
+	}
+	return false
+}
+
+func phaseSuffix(phase string) string {
+	if phase == "" {
+		return ""
+	}
+	return " (" + phase + ")"
+}
+
+// judge counts the causes a node read at the judged refreshes.
+func judge(res *Result, k caseKey, want llmdiagv1.Cause, also []llmdiagv1.Cause, spans []sim.Window) outcome {
 	o := outcome{key: k, want: want, also: also, counts: map[llmdiagv1.Cause]int{}, wall: res.Wall}
 	for _, r := range res.Readings[k.node] {
-		if r.At < judgeFrom {
+		if !judged(r.At, spans) {
 			continue
 		}
 		o.judged++
@@ -207,16 +288,16 @@ func causeCounts(m map[llmdiagv1.Cause]int) string {
 func table(outcomes map[caseKey]outcome) string {
 	var b strings.Builder
 	engines := sim.Engines()
-	fmt.Fprintf(&b, "%-14s %-14s %-14s", "scenario", "node", "expected")
+	fmt.Fprintf(&b, "%-20s %-23s %-14s", "scenario", "node", "expected")
 	for _, e := range engines {
 		fmt.Fprintf(&b, " | %-22s", e)
 	}
 	b.WriteString("\n")
 	for _, sc := range expected {
 		for _, tg := range sc.targets {
-			fmt.Fprintf(&b, "%-14s %-14s %-14s", sc.scenario, tg.node, short(tg.want))
+			fmt.Fprintf(&b, "%-20s %-23s %-14s", sc.scenario, tg.node+phaseSuffix(tg.phase), short(tg.want))
 			for _, e := range engines {
-				k := caseKey{sc.scenario, e, tg.node}
+				k := caseKey{sc.scenario, e, tg.node, tg.phase}
 				o, ok := outcomes[k]
 				if !ok {
 					fmt.Fprintf(&b, " | %-22s", "-")
@@ -245,19 +326,19 @@ func table(outcomes map[caseKey]outcome) string {
 			b.WriteString("\n")
 		}
 	}
-	b.WriteString("cells: the cause read most often at the judged refreshes (from " + judgeFrom.String() + " on), how many read it;\n" +
+	b.WriteString("cells: the cause read most often at the judged refreshes (from " + judgeFrom.String() + " on, or in the named phase), how many read it;\n" +
 		"[expected n] when that is not the expected cause; ok / dev (an engine deviation, see deviations) / FAIL\n")
 	return b.String()
 }
 
 // evidence shows, for up to n judged refreshes that did not read want, what
 // the rules saw: the indicators, the queue history and the verdict.
-func evidence(res *Result, node string, want llmdiagv1.Cause, n int) string {
+func evidence(res *Result, node string, want llmdiagv1.Cause, spans []sim.Window, n int) string {
 	var b strings.Builder
 	rs := res.Readings[node]
 	shown := 0
 	for i, r := range rs {
-		if r.At < judgeFrom || r.Cause == want {
+		if !judged(r.At, spans) || r.Cause == want {
 			continue
 		}
 		if shown == n {

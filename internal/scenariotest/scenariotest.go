@@ -78,11 +78,15 @@ type Reading struct {
 	// Metrics and Diagnosis are the stored record's.
 	Metrics   *llmdiagv1.NodeMetrics
 	Diagnosis *llmdiagv1.Diagnosis
+	// Sim is the simulated node's true state at the refresh.
+	Sim sim.NodeStats
 }
 
 // Result is every node's readings of one run.
 type Result struct {
 	Options Options
+	// Config is the simulated fleet's, with the engine and Edit applied.
+	Config sim.Config
 	// Nodes in the scenario's order.
 	Nodes    []string
 	Readings map[string][]Reading
@@ -165,7 +169,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		Interval: o.Interval, Window: o.Window, Thresholds: th, Fleet: byID,
 	})
 
-	res := &Result{Options: o, Nodes: f.Nodes(), Readings: make(map[string][]Reading)}
+	res := &Result{Options: o, Config: cfg, Nodes: f.Nodes(), Readings: make(map[string][]Reading)}
 	for at := time.Duration(0); at <= o.Duration; at += o.Interval {
 		if at > 0 {
 			f.Step(o.Interval)
@@ -179,9 +183,13 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 			if err != nil {
 				return nil, fmt.Errorf("refresh at %v: %w", at, err)
 			}
+			st, err := f.Stats(id)
+			if err != nil {
+				return nil, err
+			}
 			r := Reading{
 				At: at, Status: rec.Node.GetStatus(), Cause: rec.Node.GetRootCause(),
-				Metrics: rec.Metrics, Diagnosis: rec.Diagnosis,
+				Metrics: rec.Metrics, Diagnosis: rec.Diagnosis, Sim: st,
 			}
 			res.Readings[id] = append(res.Readings[id], r)
 		}

@@ -102,7 +102,7 @@ func join(h, g source.Observation) source.Observation {
 	if gm.KvCapacityTokens != nil {
 		m.KvCapacityTokens = gm.KvCapacityTokens
 	}
-	m.DecodeTokensPerSecondPerRequest = metrics.DecodePerRequest(m.GenerationTokensPerSecond, m.Running)
+	metrics.SetPerRequestDecode(m) // with the fresher running
 	if gm.GetObservedAt().AsTime().After(m.GetObservedAt().AsTime()) {
 		m.ObservedAt, m.Staleness, m.Stale = gm.ObservedAt, gm.Staleness, gm.Stale
 	}

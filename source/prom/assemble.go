@@ -585,7 +585,6 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.PreemptionsPerSecond = rate(engine.Preemptions)
 	nm.RequestsPerSecond = rate(engine.RequestsFinished)
 	nm.AbortedRequestsPerSecond = rate(engine.RequestsAborted)
-	nm.DecodeTokensPerSecondPerRequest = metrics.DecodePerRequest(nm.GenerationTokensPerSecond, nm.Running)
 	dist := func(c engine.Concept, sum, count engine.Concept) *llmdiagv1.Distribution {
 		if d := a.distribution(ns, c); d != nil {
 			return d
@@ -597,6 +596,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.InterToken = dist(engine.ITL, -1, -1)
 	nm.TimePerOutputToken = dist(engine.TPOT, -1, -1)
 	nm.QueueTime = dist(engine.QueueTime, engine.QueueTimeSum, engine.QueueTimeCount)
+	metrics.SetPerRequestDecode(nm)
 	nm.Errors = slices.Concat(es.errs, ns.errs)
 	switch {
 	case up:

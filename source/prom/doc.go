@@ -54,6 +54,14 @@
 // Prometheus extrapolates over the window); their means are rate(_sum) /
 // rate(_count).
 //
+// A series born inside the window (engines create series on their first
+// request) is read as rate reads it: nothing while Prometheus holds one
+// sample of it in the range, then the increase from its first sample, not
+// from 0, extrapolated back by at most half a scrape interval. The direct
+// scrape counts such a series from 0 (package metrics); the difference, and
+// why the queries keep rate's semantics, is in docs/engine-metrics.md,
+// "Series that appear later".
+//
 // With the lifetime window the counters and buckets are read cumulative,
 // without rate, and token and request rates are the counters divided by the
 // time since Mapping.Created (absent where the engine does not say).

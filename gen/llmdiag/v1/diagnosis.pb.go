@@ -1086,7 +1086,10 @@ type NodeMetrics struct {
 	PromptTokensPerSecond *float64 `protobuf:"fixed64,25,opt,name=prompt_tokens_per_second,json=promptTokensPerSecond,proto3,oneof" json:"prompt_tokens_per_second,omitempty"`
 	// Decode throughput over the window.
 	GenerationTokensPerSecond *float64 `protobuf:"fixed64,26,opt,name=generation_tokens_per_second,json=generationTokensPerSecond,proto3,oneof" json:"generation_tokens_per_second,omitempty"`
-	// generation_tokens_per_second / running: decode speed one request sees.
+	// Decode speed one request sees: generation_tokens_per_second / running;
+	// with nothing running (or either unknown) 1 / the P50
+	// time_per_output_token, else 1 / the P50 inter_token. The speed the
+	// verdict rules read.
 	DecodeTokensPerSecondPerRequest *float64 `protobuf:"fixed64,27,opt,name=decode_tokens_per_second_per_request,json=decodeTokensPerSecondPerRequest,proto3,oneof" json:"decode_tokens_per_second_per_request,omitempty"`
 	// Preemptions (vLLM) or retractions (SGLang) per second.
 	PreemptionsPerSecond *float64 `protobuf:"fixed64,28,opt,name=preemptions_per_second,json=preemptionsPerSecond,proto3,oneof" json:"preemptions_per_second,omitempty"`
