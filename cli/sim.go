@@ -38,13 +38,18 @@ batch and model size, KV capacity, queueing and preemption. Data parallel
 raises throughput; tensor parallel raises single-request speed.
 
 Scenarios:
-  seed           deepseek-v4 (data parallel, decode-bound), glm (healthy), kimi-k2.6 (tensor parallel)
-  kv-exhausted   KV cache full, preemptions rising
-  overloaded     more arrivals than capacity; the queue grows and stays
-  burst          arrival bursts that queue briefly and drain (kimi; deepseek-v4 decode-bound with bursts)
-  prefill-heavy  very long prompts: a high TTFT tail with little queueing
-  down           a small fleet with one node whose endpoint goes down
-  schemas        one healthy node per engine schema`),
+  seed                deepseek-v4 (data parallel, decode-bound), glm (healthy), kimi-k2.6 (tensor parallel)
+  kv-exhausted        KV cache full, preemptions rising
+  overloaded          more arrivals than capacity; the queue grows and stays
+  burst               arrival bursts that queue briefly and drain (kimi; deepseek-v4 decode-bound with bursts)
+  prefill-heavy       very long prompts: a high TTFT tail with little queueing
+  down                a small fleet with one node whose endpoint goes down
+  schemas             one healthy node per engine schema
+  idle-then-overload  idle 10 min (lazy series absent), then 16 clients on 4 slots for 4 min, then light
+  kv-flap             KV-bound phases with one-scrape dips below 0.95, light phases between
+
+idle-then-overload and kv-flap behave like a field server: series appear on
+first use, TTFT excludes queueing, no preemption or failure counters.`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {

@@ -12,9 +12,10 @@ import (
 )
 
 // Point is one refresh in a node's history. A nil gauge is unknown, never 0.
-// The rules read Up, Queue and Running (spike or sustained queue) and E2EMean
-// (a rising mean); the other fields travel with the history for callers that
-// keep one history for both.
+// The rules read Up, Queue, Running and KVPressure (spikes, episodes, and
+// the saturation held for routing) and E2EMean (a rising mean); the other
+// fields travel with the history for callers that keep one history for
+// both.
 type Point struct {
 	At             time.Time
 	Up             bool

@@ -745,9 +745,12 @@ type Node struct {
 	LastSeen  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
 	Status    Status                 `protobuf:"varint,6,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
 	RootCause Cause                  `protobuf:"varint,7,opt,name=root_cause,json=rootCause,proto3,enum=llmdiag.v1.Cause" json:"root_cause,omitempty"`
-	// Whether a router may send it traffic.
+	// Whether a router may send it traffic: not while it is saturated (its
+	// queue or KV cache, held over routing_hold refreshes), UNKNOWN or DOWN.
 	Routable bool `protobuf:"varint,8,opt,name=routable,proto3" json:"routable,omitempty"`
-	// 0 (idle) .. 1 (saturated) and above when overloaded.
+	// The highest pressure, 0 idle and 1 at a saturation point (queue at
+	// queue_saturated, KV at kv_crit); above 1 exactly when the node is
+	// saturated and not routable. docs/verdict-rules.md defines it.
 	LoadScore float64 `protobuf:"fixed64,9,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
 	// Age of the data the status is based on.
 	Staleness *durationpb.Duration `protobuf:"bytes,10,opt,name=staleness,proto3" json:"staleness,omitempty"`
@@ -1439,8 +1442,10 @@ type Diagnosis struct {
 	RuledOut        []string   `protobuf:"bytes,9,rep,name=ruled_out,json=ruledOut,proto3" json:"ruled_out,omitempty"`
 	Recommendations []string   `protobuf:"bytes,10,rep,name=recommendations,proto3" json:"recommendations,omitempty"`
 	Findings        []*Finding `protobuf:"bytes,11,rep,name=findings,proto3" json:"findings,omitempty"`
-	Routable        bool       `protobuf:"varint,12,opt,name=routable,proto3" json:"routable,omitempty"`
-	LoadScore       float64    `protobuf:"fixed64,13,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
+	// As Node.routable.
+	Routable bool `protobuf:"varint,12,opt,name=routable,proto3" json:"routable,omitempty"`
+	// As Node.load_score.
+	LoadScore float64 `protobuf:"fixed64,13,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
 	// 0..1: how well the evidence supports the root cause.
 	Confidence    float64                `protobuf:"fixed64,14,opt,name=confidence,proto3" json:"confidence,omitempty"`
 	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
@@ -2577,12 +2582,14 @@ func (x *StreamHealthRequest) GetMinScoreChange() float64 {
 
 // NodeHealth is the routing-relevant state of one node.
 type NodeHealth struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Node       string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Model      string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Status     Status                 `protobuf:"varint,3,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
-	RootCause  Cause                  `protobuf:"varint,4,opt,name=root_cause,json=rootCause,proto3,enum=llmdiag.v1.Cause" json:"root_cause,omitempty"`
-	Routable   bool                   `protobuf:"varint,5,opt,name=routable,proto3" json:"routable,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Node      string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Model     string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Status    Status                 `protobuf:"varint,3,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
+	RootCause Cause                  `protobuf:"varint,4,opt,name=root_cause,json=rootCause,proto3,enum=llmdiag.v1.Cause" json:"root_cause,omitempty"`
+	// As Node.routable.
+	Routable bool `protobuf:"varint,5,opt,name=routable,proto3" json:"routable,omitempty"`
+	// As Node.load_score.
 	LoadScore  float64                `protobuf:"fixed64,6,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
 	Staleness  *durationpb.Duration   `protobuf:"bytes,7,opt,name=staleness,proto3" json:"staleness,omitempty"`
 	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
