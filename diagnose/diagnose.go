@@ -49,10 +49,17 @@ type Input struct {
 //
 // t should have passed Validate; Diagnose does not check it.
 func Diagnose(in Input, t Thresholds, lang llmdiagv1.Language) *llmdiagv1.Diagnosis {
+	return diagnose(in, t, lang, nil)
+}
+
+// diagnose is Diagnose, recording into rec (when not nil) every catalog
+// entry the diagnosis is written from.
+func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *llmdiagv1.Diagnosis {
 	if lang != llmdiagv1.Language_LANGUAGE_ZH {
 		lang = llmdiagv1.Language_LANGUAGE_EN
 	}
 	p := newPrinter(lang)
+	p.rec = rec
 	m := in.Metrics
 	d := &llmdiagv1.Diagnosis{Language: lang}
 	if m != nil {
@@ -89,6 +96,7 @@ func Diagnose(in Input, t Thresholds, lang llmdiagv1.Language) *llmdiagv1.Diagno
 		} else {
 			v = f.verdict(p, d.Findings)
 		}
+		f.noteContradictions(p, d.Findings, &v)
 	}
 
 	d.Status = v.status

@@ -52,8 +52,18 @@
 // serving the same model are several times faster under similar load, that
 // explanation does not hold, so those rules give way to rule 7.
 //
+// Contradictory inputs (a negative rate, KV pressure above 1, running stuck
+// at 0 while tokens come out, a mean TTFT below the mean queue time) are
+// read as docs/verdict-rules.md says: each adds an evidence line naming what
+// was read instead, notes the findings it affects and lowers the
+// confidence (consistency.go).
+//
 // All human text (finding names, values, conclusions, evidence, summary,
 // recommendations) comes from a small English and Chinese message catalog.
+// A text asserts only what the figures say: each catalog entry declares its
+// claims about them (claims.go), and the catalog test checks every claim of
+// every text every variant of every rule writes, with each figure knocked
+// out in turn.
 // Everything structural (statuses, cause, routable, score, confidence, the
 // number of findings and evidence lines) is independent of the language.
 //

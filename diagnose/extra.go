@@ -57,8 +57,10 @@ func (f *facts) prefillDecodeFinding(p printer) *llmdiagv1.Finding {
 	switch {
 	case f.prefillBound():
 		return finding(p, ind, name, times(r), statusWarn, p.f(pdHeavyTTFT), ev...)
-	case r >= f.t.PrefillDecodeRatioHigh:
+	case r >= f.t.PrefillDecodeRatioHigh && f.ttftStatus() == statusOK:
 		return finding(p, ind, name, times(r), statusOK, p.f(pdHeavy), ev...)
+	case r >= f.t.PrefillDecodeRatioHigh:
+		return finding(p, ind, name, times(r), statusOK, p.f(pdHeavyOnly), ev...)
 	}
 	return finding(p, ind, name, times(r), statusOK, p.f(pdPhysics), ev...)
 }
@@ -75,18 +77,22 @@ func (f *facts) queueTimeFinding(p printer) *llmdiagv1.Finding {
 		return finding(p, ind, name, "", statusUnknown, p.f(queueTimeNoData))
 	}
 	value := p.f(valueShareOfTTFT, percent(share.v))
-	ev := []string{p.f(evQueueTimeSplit, p.seconds(f.queueTimeMean.v), p.seconds(f.ttftMean.v),
-		p.seconds(math.Max(f.ttftMean.v-f.queueTimeMean.v, 0)), exactPercent(f.t.QueueTimeShareWarn))}
+	if f.checks.ttftExcludesQueue {
+		value = p.f(valueShareOfWait, percent(share.v))
+	}
+	ev := []string{f.queueTimeSplit(p)}
 	if f.queueTimeP99 != nil {
 		ev = append(ev, p.f(evQueueTimeP99, p.percentile(f.queueTimeP99)))
 	}
 	switch {
 	case share.v < f.t.QueueTimeShareWarn:
 		return finding(p, ind, name, value, statusOK, p.f(queueTimeOK), ev...)
-	case elevated(f.ttftStatus()):
+	case elevated(f.firstTokenStatus()):
 		return finding(p, ind, name, value, statusWarn, p.f(queueTimeWarn), ev...)
+	case f.ttftStatus() == statusOK && !f.checks.ttftExcludesQueue:
+		return finding(p, ind, name, value, statusOK, p.f(queueTimeShort), ev...)
 	}
-	return finding(p, ind, name, value, statusOK, p.f(queueTimeShort), ev...)
+	return finding(p, ind, name, value, statusOK, p.f(queueTimeMostly), ev...)
 }
 
 // interTokenStatus grades the P99 gap between output tokens.

@@ -149,6 +149,8 @@ func (f *facts) kvFinding(p printer) *llmdiagv1.Finding {
 		s, c, args = statusWarn, kvRising, []any{hold.streak, t.RoutingHold}
 	case hold.dipping():
 		s, c, args = statusCrit, kvHeld, []any{t.RoutingHold}
+	case s == statusCrit && f.preempt.ok && f.preempt.v > 0:
+		c = kvCritPreempt
 	case s == statusCrit:
 		c = kvCrit
 	case s == statusWarn:
@@ -276,12 +278,14 @@ func (f *facts) prefillBound() bool {
 	return f.hist.surges == 0
 }
 
-// queueTimeShare is the share of the mean TTFT spent queued.
+// queueTimeShare is the share of the mean wait for the first token spent
+// queued (firstTokenWait).
 func (f *facts) queueTimeShare() opt {
-	if !f.queueTimeMean.ok || !f.ttftMean.ok || f.ttftMean.v <= 0 {
+	wait := f.firstTokenWait()
+	if !f.queueTimeMean.ok || !wait.ok || wait.v <= 0 {
 		return opt{}
 	}
-	return opt{v: math.Min(f.queueTimeMean.v/f.ttftMean.v, 1), ok: true}
+	return opt{v: math.Min(f.queueTimeMean.v/wait.v, 1), ok: true}
 }
 
 func (f *facts) promptFinding(p printer) *llmdiagv1.Finding {
@@ -425,8 +429,10 @@ func (f *facts) e2eFinding(p printer) *llmdiagv1.Finding {
 		switch {
 		case f.hist.now:
 			c = e2eTailQueue
-		case f.slowDecode():
+		case f.slowDecode() && f.running.ok && f.running.v > 0:
 			c = e2eTailConcurrency
+		case f.slowDecode():
+			c = e2eTailSlowDecode
 		default:
 			c = e2eTail
 		}

@@ -19,8 +19,11 @@ func FormatDuration(d time.Duration, lang llmdiagv1.Language) string {
 }
 
 // printer writes text in one language: catalog messages and the figures they
-// quote.
-type printer struct{ zh bool }
+// quote. rec, when set, records every catalog entry written (see recorder).
+type printer struct {
+	zh  bool
+	rec *recorder
+}
 
 func newPrinter(lang llmdiagv1.Language) printer {
 	return printer{zh: lang == llmdiagv1.Language_LANGUAGE_ZH}

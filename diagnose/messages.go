@@ -10,6 +10,7 @@ type msg int
 // the word order differs from English.
 func (p printer) f(id msg, args ...any) string {
 	e := catalog[id]
+	p.rec.add(id)
 	if p.zh {
 		return fmt.Sprintf(e.zh, args...)
 	}
@@ -136,14 +137,12 @@ const (
 	recKVCapacity
 	recKVContext
 
-	summaryOverloaded
 	summaryOverloadedNow
 	evQueueHigh
 	recShed
 	recAddCapacity
 	recAdmission
 
-	summaryBurstNow
 	summaryBurstDrained
 	recBurstKeep
 	recBurstSmooth
@@ -318,6 +317,37 @@ const (
 	kvRising
 	kvHeld
 
+	kvCritPreempt
+	summaryKVFullNoPreempt
+	recKVShedPreempt
+	recPreemptWatch
+	summaryHealthyPartial
+	e2eTailSlowDecode
+	decodeTail
+	causePrefillQueueUnknown
+	pdHeavyOnly
+	queueTimeMostly
+	roBurstSmall
+	roBurstQueueUnknown
+	roMemoryNearFullUnknown
+	causeDecodeStallsBare
+	roPrefillPromptsUnknown
+	roMemoryNotHeld
+
+	nameRunning
+	nameKVCapacity
+	nameFinished
+	evNegative
+	noteNegative
+	evKVOverClamped
+	evKVOverUnknown
+	evRunningStuck
+	evTTFTExcludesQueue
+	evTTFTBelowQueue
+	evQueueTimeSplitExcluded
+	valueShareOfWait
+	unknownInconsistent
+
 	numMsgs
 )
 
@@ -382,7 +412,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	kvOK:         {"Memory is not the bottleneck", "显存不是瓶颈"},
 	kvBusy:       {"Memory is busy but not yet the bottleneck", "显存占用偏高，但还不是瓶颈"},
 	kvWarn:       {"The KV cache is filling up; preemption is near", "KV Cache 接近占满，即将触发抢占"},
-	kvCrit:       {"The KV cache is nearly full: requests get preempted and latency collapses", "KV Cache 几乎占满：请求被抢占，延迟大幅上升"},
+	kvCrit:       {"The KV cache is nearly full: new requests will wait for room or preempt running ones", "KV Cache 几乎占满：新请求将等待空间，或抢占运行中的请求"},
 	evKV:         {"KV pressure %s (warn %s, crit %s)", "KV 压力 %s（警告 %s，严重 %s）"},
 	evKVCapacity: {"KV capacity %s tokens", "KV 容量 %s Token"},
 
@@ -411,7 +441,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 
 	genOK:                {"Decode speed is normal", "Decode 速度正常"},
 	genIdle:              {"No tokens generated in the window", "窗口内没有生成 Token"},
-	genPerRequestUnknown: {"Per-request decode speed unknown: running requests not exposed", "无法得出单请求 Decode 速度：未暴露运行中请求数"},
+	genPerRequestUnknown: {"Per-request decode speed unknown: running requests are unknown or 0, and no time-per-output-token or inter-token histogram", "无法得出单请求 Decode 速度：运行中请求数未知或为 0，且没有每输出 Token 耗时或 Token 间隔直方图"},
 	genSlow:              {"Decode is slow per request", "单请求 Decode 慢"},
 	genSlowModel:         {"Decode is slow, but consistent with the model", "Decode 慢，但符合模型特性"},
 	evPerRequestDerived: {
@@ -477,11 +507,11 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	causeAfterNots: {"%s, but %s.", "%s，而是 %s。"},
 
 	summaryKVFull: {
-		"Memory-bound: the KV cache is nearly full (%s ≥ %s), so the engine preempts requests and latency collapses.",
-		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），引擎开始抢占请求，延迟大幅上升。"},
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s). Whether requests are being preempted is not known; new requests will wait for room or preempt running ones.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s）。是否已有请求被抢占未知；新请求将等待空间，或抢占运行中的请求。"},
 	summaryKVFullPreempt: {
-		"Memory-bound: the KV cache is nearly full (%s ≥ %s) and requests are being preempted (%s); preempted work is recomputed and latency collapses.",
-		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），请求正被抢占（%s），被抢占的请求需要重算，延迟大幅上升。"},
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s) and requests are being preempted (%s); preempted work is recomputed, so those requests take longer.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），请求正被抢占（%s）；被抢占的请求需要重算，耗时更长。"},
 	summaryPreempt: {
 		"Memory-bound: requests are being preempted (%s) because the KV cache cannot hold all running requests; preempted work is recomputed.",
 		"显存瓶颈：请求正被抢占（%s），KV Cache 装不下所有运行中的请求，被抢占的请求需要重算。"},
@@ -498,9 +528,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Or admit less: lower max_num_seqs or max_model_len, and enable prefix caching to share repeated prompt prefixes.",
 		"或减少准入：调低 max_num_seqs 或 max_model_len，并开启前缀缓存以复用重复的 Prompt 前缀。"},
 
-	summaryOverloaded: {
-		"Overloaded: more load than capacity. Requests queue and stay queued (queue %s, queue/running %s, queueing in %d of %d refreshes).",
-		"过载：负载超过容量，请求持续积压（排队 %[1]s，排队比 %[2]s，%[4]d 次刷新中 %[3]d 次积压）。"},
 	summaryOverloadedNow: {
 		"Overloaded: requests are queueing (queue %s, queue/running %s); with no history, this rests on the current window alone.",
 		"过载：请求正在积压（排队 %s，排队比 %s）；缺少历史数据，仅依据当前窗口判断。"},
@@ -517,9 +544,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Apply admission control upstream (rate limits, concurrent requests per tenant) so queues cannot grow without bound.",
 		"在上游做准入控制（限流、按租户限制并发），避免队列无限增长。"},
 
-	summaryBurstNow: {
-		"A burst: requests queue now (queue %s), but history shows the queue drains (queueing in %d of %d refreshes). Transient; the node keeps taking traffic.",
-		"突发流量：当前有请求排队（排队 %[1]s），但历史上积压很快消化（%[3]d 次刷新中 %[2]d 次积压）。属瞬时现象，节点仍可接收流量。"},
 	summaryBurstDrained: {
 		"Healthy: %d queue spike(s) in %d refreshes over %s drained (longest %s); bursts are absorbed and nothing else needs explaining.",
 		"系统健康：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化（最长 %[4]s），偶发尖刺正常，没有其他异常。"},
@@ -566,7 +590,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	factorCost:               {"%s's per-token cost (the profile gives no model size)", "%s 的单 Token 计算量（profile 未给出模型体量）"},
 	factorDataParallel:       {"its data-parallel strategy (DP %d)", "数据并行策略（DP %d）"},
 	factorConcurrency:        {"concurrency (%s requests decoding at once)", "高并发（%s 个请求同时 Decode）"},
-	factorConcurrencyUnknown: {"concurrency", "高并发"},
+	factorConcurrencyUnknown: {"a cause other than the model's size", "模型体量以外的原因"},
 	theModel:                 {"the model", "该模型"},
 	evTailRatio: {
 		"E2E P99 is %s the median (P50 %s): a long tail",
@@ -603,7 +627,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Compare its engine version, flags and deployment profile with its peers'.",
 		"对比它与同伴的引擎版本、启动参数和部署 profile。"},
 
-	summaryHealthy:     {"Healthy: every indicator is within bounds; nothing needs explaining.", "系统健康：各项指标均在正常范围内。"},
+	summaryHealthy:     {"Healthy: every indicator read is within bounds; nothing needs explaining.", "系统健康：读取到的各项指标均在正常范围内。"},
 	summaryUnexplained: {"No known cause explains %s; it needs a closer look.", "没有已知原因能解释：%s；需要进一步排查。"},
 	evReading:          {"%s: %s", "%s：%s"},
 	recNone:            {"No action needed.", "无需处理。"},
@@ -725,8 +749,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	roBurstNoHistory: {"not bursts: no queueing now, and no history to show earlier spikes", "不是突发流量：当前无积压，也没有历史数据显示尖刺"},
 	roPrefillUnknown: {"prefill not checked: TTFT unknown", "无法检查 Prefill：TTFT 未知"},
 	roPrefillQueue: {
-		"not prefill: TTFT P99 %s is high, but %s of TTFT is queue time",
-		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但其中 %s 是排队时间"},
+		"not prefill: TTFT P99 %s is high, but %s of the wait for the first token is queue time",
+		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但首 Token 等待中 %s 是排队时间"},
 	roPrefillLight: {
 		"not prefill: TTFT P99 %s is high, but prompts are not heavy",
 		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但 Prompt 并不重"},
@@ -754,8 +778,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Bursts: %d queue spike(s) in %d refreshes over %s drained (longest %s), and they explain the tail (%s); nothing else needs explaining. The node keeps taking traffic.",
 		"突发流量：%[3]s内 %[2]d 次刷新中的 %[1]d 次排队尖刺都已消化（最长 %[4]s），长尾（%[5]s）由此而来，没有其他异常。节点仍可接收流量。"},
 	summaryBurstShort: {
-		"Bursts too short for the queue gauge: %s of TTFT is queue time while the queue reads low, which explains %s. The node keeps taking traffic.",
-		"突发短于刷新间隔：排队数很低，但 TTFT 中 %[1]s 是排队时间，这解释了 %[2]s。节点仍可接收流量。"},
+		"Short waits in the queue: %s of the wait for the first token is queue time, which explains %s, though no refresh caught a queue surge. The node keeps taking traffic.",
+		"短暂排队：首 Token 等待中 %[1]s 是排队时间，这解释了 %[2]s，但没有一次刷新捕捉到排队激增。节点仍可接收流量。"},
 	recBurstHeadroom: {
 		"If the tail during bursts matters, keep headroom: add a replica, or let the router steer away while the queue is above its saturation point.",
 		"若突发期间的长尾不可接受，预留余量：增加副本，或让路由在排队超过饱和点时绕开该节点。"},
@@ -829,4 +853,71 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"当前未过载：队列在饱和 %[2]s 后已于 %[1]s 前消化"},
 	kvRising: {"At the critical level for %d refresh(es): saturated once it holds for %d", "已 %d 次刷新达到严重阈值：连续 %d 次即判为饱和"},
 	kvHeld:   {"Saturated until it stays below the critical level for %d refreshes in a row", "连续 %d 次刷新低于严重阈值才解除饱和"},
+
+	kvCritPreempt: {"The KV cache is nearly full and requests are being preempted", "KV Cache 几乎占满，请求正被抢占"},
+	summaryKVFullNoPreempt: {
+		"Memory-bound: the KV cache is nearly full (%s ≥ %s), though no request has been preempted yet; new requests will wait for room or preempt running ones.",
+		"显存瓶颈：KV Cache 几乎占满（%s ≥ %s），虽然尚无请求被抢占；新请求将等待空间，或抢占运行中的请求。"},
+	recKVShedPreempt: {
+		"Steer new and long requests away from this node until the preemptions stop.",
+		"在抢占停止之前，把新的和长的请求引到其他节点。"},
+	recPreemptWatch: {
+		"Requests are already being preempted: lower max_num_seqs, or enable prefix caching, to give the KV cache room.",
+		"已有请求被抢占：调低 max_num_seqs 或开启前缀缓存，为 KV Cache 腾出空间。"},
+	summaryHealthyPartial: {
+		"Healthy as far as llmdiag can tell: every indicator read is within bounds, but these are unknown: %s.",
+		"就现有数据而言系统健康：读取到的各项指标均在正常范围内，但以下指标未知：%s。"},
+	e2eTailSlowDecode: {"Long tail: each request decodes slowly", "长尾延迟明显：单请求 Decode 慢"},
+	decodeTail:        {" The long tail rises markedly (E2E P99 %s).", "长尾延迟显著上升（E2E P99 %s）。"},
+	causePrefillQueueUnknown: {
+		"heavy prompts (%s), which make prefill the bottleneck: the unluckiest 1%% wait %s for the first token (TTFT P99)",
+		"Prompt 过重（%s）导致 Prefill 成为瓶颈：最倒霉的 1%% 用户要等 %s 才见到首 Token（TTFT P99）"},
+	pdHeavyOnly:     {"Prompts dominate the work", "Prompt 占了主要工作量"},
+	queueTimeMostly: {"Mostly queue time", "主要是排队时间"},
+	roBurstSmall: {
+		"not bursts: queueing now, but %s waiting is no surge (a burst is above %s), and no earlier spike drained",
+		"不是突发流量：当前有排队，但 %s 个等待算不上激增（突发需超过 %s），也没有已消化的尖刺"},
+	roBurstQueueUnknown: {
+		"bursts not checked: queue/running says requests are queueing, but the queue gauge that would show a surge is unknown",
+		"无法检查突发流量：排队比显示有请求在排队，但能显示激增的排队数未知"},
+	roMemoryNearFullUnknown: {
+		"not memory yet: KV pressure %s < %s; preemptions are not known",
+		"还不是显存耗尽：KV 压力 %s < %s；抢占情况未知"},
+	causeDecodeStallsBare: {
+		"decode stalls: the slowest 1%% of gaps between output tokens last %s (inter-token P99, median %s)%s",
+		"Decode 卡顿：最慢 1%% 的 Token 间隔长达 %[1]s（Token 间隔 P99，中位数 %[2]s）%[3]s"},
+	roPrefillPromptsUnknown: {
+		"prefill not checked: TTFT P99 %s is high, but the prompt token rate is unknown",
+		"无法检查 Prefill：TTFT P99 %s 偏高，但 Prompt 速率未知"},
+	roMemoryNotHeld: {
+		"not memory yet: KV pressure %s has been at or above %s for %d refresh(es), saturated once it holds for %d",
+		"还不是显存耗尽：KV 压力 %[1]s 已 %[3]d 次刷新达到 %[2]s 及以上，连续 %[4]d 次即判为饱和"},
+
+	nameRunning:    {"Running requests", "运行中请求数"},
+	nameKVCapacity: {"KV capacity", "KV 容量"},
+	nameFinished:   {"Finished requests", "完成请求"},
+	evNegative: {
+		"negative readings, read as unknown: %s (a rate taken across a counter reset, or a broken gauge)",
+		"读数为负，按未知处理：%s（跨计数器重置计算的速率，或有问题的仪表）"},
+	noteNegative: {"%s read %s, below 0: read as unknown", "%s 读数为 %s，小于 0：按未知处理"},
+	evKVOverClamped: {
+		"KV pressure read %s, above 100%%: read as 100%%",
+		"KV 压力读数为 %s，超过 100%%：按 100%% 处理"},
+	evKVOverUnknown: {
+		"KV pressure read %s, far above 100%%: not a share of the cache (a sum over ranks, or a percentage?), so read as unknown",
+		"KV 压力读数为 %s，远超 100%%：不是缓存占用比例（可能是多个 rank 之和，或百分数），按未知处理"},
+	evRunningStuck: {
+		"running reads 0 now and at the %d refreshes before, yet the generation rate (%s now) rose between them: tokens came out while nothing read as running (a broken gauge, or requests shorter than a refresh), so running is read as unknown",
+		"运行中请求数在当前及之前 %d 次刷新中均为 0，但生成速率（当前 %s）在此期间上升：有 Token 产出却没有请求显示在运行（仪表有问题，或请求短于刷新间隔），运行中请求数按未知处理"},
+	evTTFTExcludesQueue: {
+		"mean TTFT %s is below the mean queue time %s: this engine's TTFT leaves the queue out, so the wait for the first token is read as queue time + TTFT",
+		"平均 TTFT %s 低于平均排队时间 %s：该引擎的 TTFT 不含排队，首 Token 等待按排队时间 + TTFT 计算"},
+	evTTFTBelowQueue: {
+		"mean TTFT %s is below the mean queue time %s, which TTFT includes: the two histograms count different requests (TTFT at the first token, queue time at the end?), so queue time is read as all of TTFT",
+		"平均 TTFT %s 低于其所包含的平均排队时间 %s：两个直方图统计的请求不同（TTFT 在首 Token 时记录，排队时间在结束时？），排队时间按占满 TTFT 处理"},
+	evQueueTimeSplitExcluded: {
+		"mean queue time %s, then a mean TTFT %s that leaves the queue out: the first token came %s after arrival, %s of it queued (mostly waiting at ≥ %s)",
+		"平均排队 %s，之后平均 TTFT %s（不含排队）：首 Token 在到达后 %s 出现，其中 %s 在排队（≥ %s 视为主要在等）"},
+	valueShareOfWait:    {"%s of the wait", "占等待 %s"},
+	unknownInconsistent: {"Unknown: %s", "未知：%s"},
 }

@@ -39,8 +39,9 @@ const (
 // facts is what the rules read, gathered once from the input.
 type facts struct {
 	t       Thresholds
-	m       *llmdiagv1.NodeMetrics
-	profile *llmdiagv1.Profile // never nil
+	m       *llmdiagv1.NodeMetrics // as the consistency checks read it
+	profile *llmdiagv1.Profile     // never nil
+	checks  consistency
 
 	kv, kvCapacity, queue, running, ratio opt
 	prompt, gen, perRequest, preempt, rps opt
@@ -238,8 +239,8 @@ type peerComparison struct {
 }
 
 func observe(in Input, t Thresholds) *facts {
-	m := in.Metrics
-	f := &facts{t: t, m: m, profile: in.Profile}
+	m, checks := consistent(in)
+	f := &facts{t: t, m: m, profile: in.Profile, checks: checks}
 	if f.profile == nil {
 		f.profile = &llmdiagv1.Profile{}
 	}

@@ -71,7 +71,7 @@ func (f *facts) recovering() bool {
 // waits shorter than a refresh), and nothing the bursts cannot explain.
 func (f *facts) burstDrained(findings []*llmdiagv1.Finding) bool {
 	share := f.queueTimeShare()
-	waited := share.ok && share.v >= f.t.QueueTimeShareWarn && elevated(f.ttftStatus())
+	waited := share.ok && share.v >= f.t.QueueTimeShareWarn && elevated(f.firstTokenStatus())
 	if f.hist.surges == 0 && !waited {
 		return false
 	}
@@ -269,8 +269,12 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 				add(roMemoryNoPreempt, percent(f.kv.v), exactPercent(t.KVWarn))
 			case f.kv.below(t.KVWarn):
 				add(roMemory, percent(f.kv.v), exactPercent(t.KVWarn))
-			case f.kv.below(t.KVCrit):
+			case f.kv.below(t.KVCrit) && f.preempt.ok:
 				add(roMemoryNearFull, percent(f.kv.v), exactPercent(t.KVCrit))
+			case f.kv.below(t.KVCrit):
+				add(roMemoryNearFullUnknown, percent(f.kv.v), exactPercent(t.KVCrit))
+			case f.hist.kvHold.rising():
+				add(roMemoryNotHeld, percent(f.kv.v), exactPercent(t.KVCrit), f.hist.kvHold.streak, t.RoutingHold)
 			default:
 				add(roMemoryUnknown)
 			}
@@ -301,7 +305,11 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 					rest = append(rest, p.f(restNothing))
 				}
 				add(roBurstMinor, h.queueing, h.points, p.join(rest))
-			case f.queue.ok && !h.noHistory():
+			case h.now && f.queue.ok:
+				add(roBurstSmall, count(f.queue.v), count(t.QueueSaturated))
+			case h.now:
+				add(roBurstQueueUnknown)
+			case !h.noHistory():
 				add(roNoBurst, h.points, p.seconds(h.span.Seconds()))
 			case f.queue.ok || f.ratio.ok:
 				add(roBurstNoHistory)
@@ -317,6 +325,8 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 				add(roPrefill, p.seconds(f.ttftP99.GetValue()), p.seconds(t.TTFTP99Warn.Seconds()))
 			case share.ok && share.v >= t.QueueTimeShareWarn:
 				add(roPrefillQueue, p.seconds(f.ttftP99.GetValue()), percent(share.v))
+			case !f.prompt.ok:
+				add(roPrefillPromptsUnknown, p.seconds(f.ttftP99.GetValue()))
 			case !f.heavyPrompts():
 				add(roPrefillLight, p.seconds(f.ttftP99.GetValue()))
 			case h.now || h.spikes > 0:
@@ -413,6 +423,9 @@ func (f *facts) kvExhausted(p printer) verdict {
 	case kvFull && preempting:
 		v.summary = p.f(summaryKVFullPreempt, percent(f.kv.v), exactPercent(t.KVCrit), perSecond(f.preempt.v))
 		v.confidence = 0.95
+	case kvFull && f.preempt.ok:
+		v.summary = p.f(summaryKVFullNoPreempt, percent(f.kv.v), exactPercent(t.KVCrit))
+		v.confidence = 0.85
 	case kvFull:
 		v.summary = p.f(summaryKVFull, percent(f.kv.v), exactPercent(t.KVCrit))
 		v.confidence = 0.85
@@ -436,7 +449,11 @@ func (f *facts) kvExhausted(p printer) verdict {
 		v.evidence = append(v.evidence, p.f(evQueueRunning, count(f.queue.v), f.runningText()))
 	}
 	v.evidence = append(v.evidence, f.latencyEvidence(p)...)
-	v.recs = []string{p.f(recKVShed), p.f(recKVCapacity), p.f(recKVContext)}
+	shed := recKVShed
+	if !(f.kv.ok && f.kv.v >= t.KVWarn) {
+		shed = recKVShedPreempt
+	}
+	v.recs = []string{p.f(shed), p.f(recKVCapacity), p.f(recKVContext)}
 	return v
 }
 
@@ -447,13 +464,13 @@ func (f *facts) overloaded(p printer) verdict {
 	v := verdict{cause: llmdiagv1.Cause_CAUSE_OVERLOADED, status: statusCrit, confidence: 0.75}
 	switch {
 	case h.noHistory():
-		v.summary = p.f(summaryOverloadedNow, count(f.queue.v), f.ratioText())
+		v.summary = p.f(summaryOverloadedNow, f.queueText(), f.ratioText())
 		v.confidence = 0.5
 	case length >= 2*t.OverloadedAfter:
 		v.confidence += 0.1
 		fallthrough
 	default:
-		v.summary = p.f(summaryOverloadedFor, p.seconds(length.Seconds()), count(f.queue.v), f.ratioText(), p.seconds(t.OverloadedAfter.Seconds()))
+		v.summary = p.f(summaryOverloadedFor, p.seconds(length.Seconds()), f.queueText(), f.ratioText(), p.seconds(t.OverloadedAfter.Seconds()))
 	}
 	v.evidence = append(v.evidence, f.queueNowEvidence(p)...)
 	if !h.noHistory() {
@@ -543,14 +560,15 @@ func (f *facts) burst(p printer, findings []*llmdiagv1.Finding) verdict {
 			v.summary = p.f(summaryBurstDrained, h.surges, h.points, p.seconds(h.span.Seconds()), f.longestSurge(p))
 			v.confidence = 0.8
 		}
-		v.evidence = append(v.evidence, p.f(evQueueRunning, count(f.queue.v), f.runningText()))
+		if f.queue.ok {
+			v.evidence = append(v.evidence, p.f(evQueueRunning, count(f.queue.v), f.runningText()))
+		}
 	}
 	if !h.noHistory() {
 		v.evidence = append(v.evidence, f.historyEvidence(p))
 	}
 	if share := f.queueTimeShare(); share.ok && share.v >= f.t.QueueTimeShareWarn {
-		v.evidence = append(v.evidence, p.f(evQueueTimeSplit, p.seconds(f.queueTimeMean.v), p.seconds(f.ttftMean.v),
-			p.seconds(math.Max(f.ttftMean.v-f.queueTimeMean.v, 0)), exactPercent(f.t.QueueTimeShareWarn)))
+		v.evidence = append(v.evidence, f.queueTimeSplit(p))
 	}
 	v.evidence = append(v.evidence, f.latencyEvidence(p)...)
 	v.recs = []string{p.f(recBurstKeep), p.f(recBurstSmooth)}
@@ -571,7 +589,11 @@ func (f *facts) prefill(p printer) verdict {
 	} else {
 		heavy = p.f(heavyPerRequest, tokens(f.prompt.v/f.rps.v))
 	}
-	v.summary = f.not(p, p.f(causePrefill, heavy, p.seconds(f.ttftP99.GetValue())))
+	cause := causePrefill
+	if !f.queue.ok {
+		cause = causePrefillQueueUnknown
+	}
+	v.summary = f.not(p, p.f(cause, heavy, p.seconds(f.ttftP99.GetValue())))
 	v.evidence = append(v.evidence, p.f(evTTFTHigh, p.percentile(f.ttftP99), p.seconds(t.TTFTP99Warn.Seconds())))
 	if f.queue.ok {
 		v.evidence = append(v.evidence, p.f(evQueueRatio, count(f.queue.v), f.ratioText()))
@@ -617,7 +639,7 @@ func (f *facts) decodeFactors(p printer) []string {
 		fs = append(fs, p.f(factorDataParallel, f.profile.GetDataParallel()))
 	}
 	if len(fs) == 0 {
-		if f.running.ok {
+		if f.running.ok && f.running.v > 0 {
 			fs = append(fs, p.f(factorConcurrency, count(f.running.v)))
 		} else {
 			fs = append(fs, p.f(factorConcurrencyUnknown))
@@ -630,12 +652,12 @@ func (f *facts) decode(p printer) verdict {
 	t, pr := f.t, f.profile
 	v := verdict{cause: llmdiagv1.Cause_CAUSE_DECODE_BOUND, status: worse(statusWarn, f.e2eStatus())}
 	factors := strings.Join(f.decodeFactors(p), " + ")
-	running := ""
-	if f.running.ok {
-		running = p.f(runningPart, count(f.running.v))
+	v.summary = f.not(p, p.f(causeDecode, factors, rate(f.perRequest.v)))
+	if f.running.ok && f.running.v > 0 {
+		v.summary += p.f(decodeConcurrency, p.f(runningPart, count(f.running.v)), p.seconds(f.e2eP99.GetValue()))
+	} else {
+		v.summary += p.f(decodeTail, p.seconds(f.e2eP99.GetValue()))
 	}
-	v.summary = f.not(p, p.f(causeDecode, factors, rate(f.perRequest.v))) +
-		p.f(decodeConcurrency, running, p.seconds(f.e2eP99.GetValue()))
 	g, groupSlow := f.groupSlow()
 	if groupSlow {
 		v.summary += p.f(decodeGroup, g.groupN, f.modelName(p), comparisonName(p, g), p.seconds(g.groupMedian))
@@ -706,7 +728,11 @@ func (f *facts) stalls(p printer) verdict {
 	if f.itlP50 != nil {
 		median = p.seconds(f.itlP50.GetValue())
 	}
-	v.summary = f.not(p, p.f(causeDecodeStalls, p.seconds(f.itlP99.GetValue()), median, lockstep))
+	cause := causeDecodeStalls
+	if !(f.prompt.ok && f.prompt.v > 0) {
+		cause = causeDecodeStallsBare
+	}
+	v.summary = f.not(p, p.f(cause, p.seconds(f.itlP99.GetValue()), median, lockstep))
 	if f.queue.ok {
 		v.evidence = append(v.evidence, p.f(evQueueRatio, count(f.queue.v), f.ratioText()))
 	}
@@ -787,7 +813,7 @@ func (f *facts) healthy(p printer, findings []*llmdiagv1.Finding) verdict {
 				v.evidence = append(v.evidence, p.f(evReading, x.GetName(), x.GetValue()))
 			}
 		}
-		v.summary = p.f(summaryHealthy)
+		v.summary = f.healthySummary(p)
 		v.confidence = math.Max(minConfidence, math.Min(0.35+0.1*known, 0.95)-f.unknownPenalty(findings[len(coreIndicators):]))
 		v.recs = []string{p.f(recNone)}
 		return v
@@ -812,8 +838,10 @@ func (f *facts) healthy(p printer, findings []*llmdiagv1.Finding) verdict {
 // recFor is the recommendation for an indicator no cause explains.
 func recFor(ind llmdiagv1.Indicator, groupSlow bool) msg {
 	switch ind {
-	case llmdiagv1.Indicator_INDICATOR_KV_PRESSURE, llmdiagv1.Indicator_INDICATOR_PREEMPTIONS:
+	case llmdiagv1.Indicator_INDICATOR_KV_PRESSURE:
 		return recKVWatch
+	case llmdiagv1.Indicator_INDICATOR_PREEMPTIONS:
+		return recPreemptWatch
 	case llmdiagv1.Indicator_INDICATOR_E2E_P99, llmdiagv1.Indicator_INDICATOR_TTFT_P99:
 		if groupSlow {
 			return recGroupSlow

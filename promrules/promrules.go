@@ -200,7 +200,7 @@ func alerts(cfg Config) []Rule {
 			name: "LLMDiagKVExhausted", expr: RecordKVPressure + " >= " + num(t.KVCrit), severity: "critical",
 			indicator: "kv_pressure", thresholds: []string{"kv_crit"}, cause: "KV_EXHAUSTED",
 			summary:     "KV cache nearly full on " + who,
-			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_crit (" + percent(t.KVCrit) + "): requests get preempted and latency collapses. llmdiag's KV finding is CRIT.",
+			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_crit (" + percent(t.KVCrit) + "): new requests wait for room or preempt running ones. llmdiag's KV finding is CRIT.",
 		},
 		{
 			name: "LLMDiagKVPressureHigh", expr: RecordKVPressure + " >= " + num(t.KVWarn), severity: "warning",
