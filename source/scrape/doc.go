@@ -31,7 +31,8 @@
 //     headers and then stalls) share at most half of those slots, so with two
 //     slots or more they can never hold them all; a scrape that found no
 //     free slot is reported down with the limit named, and does not count
-//     against its target.
+//     against its target; nor does one that found its slot with less than a
+//     tenth of its time left and then ran out of it.
 //
 // So the cost of a target that accepts a connection and never answers is
 // one goroutine and one connection until its deadline; the cost of one

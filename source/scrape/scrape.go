@@ -101,7 +101,9 @@ type state struct {
 	// slow: the last scrape that ended ran out of time, for want of an
 	// answer or of the rest of the body (not of a free slot).
 	slow bool
-	// starved: the scrape in flight found no free slot in time.
+	// starved: the scrape in flight found no free slot in time, or found
+	// one with less than a tenth of its time left (lateSlot): running out
+	// of time then says nothing of the target either.
 	starved bool
 }
 
@@ -247,6 +249,11 @@ func (s *Scraper) observe(t fleet.Node, dur time.Duration, lifetime bool, window
 	return o
 }
 
+// lateSlot: a slot found with less than 1/lateSlot of the scrape timeout
+// left marks the scrape starved, not its target slow, should it run out of
+// time.
+const lateSlot = 10
+
 // acquire takes a slot to read node's body, waiting at most until ctx is
 // done; a target whose last scrape ran out of time first takes one of the
 // slots such targets share. release gives them back.
@@ -288,6 +295,11 @@ func (s *Scraper) acquire(ctx context.Context, node string) (release func(), err
 	if ctx.Err() != nil { // a slot freed just as time ran out
 		release()
 		return nil, full()
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < s.opts.Timeout/lateSlot {
+		s.mu.Lock()
+		st.starved = true
+		s.mu.Unlock()
 	}
 	return release, nil
 }
