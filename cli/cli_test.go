@@ -180,7 +180,7 @@ func TestSeedEndToEnd(t *testing.T) {
 	var wout, werr testkit.SyncBuffer
 	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer wcancel()
-	if err := cli.Run(wctx, []string{"watch", "--model", "glm-4.6", "--heartbeat", "1s"}, env(vars, &wout, &werr)); err != nil {
+	if err := cli.Run(wctx, []string{"watch", "--model", "glm-4.6", "--heartbeat", "5s"}, env(vars, &wout, &werr)); err != nil {
 		t.Fatalf("watch: %v", err)
 	}
 	if w := wout.String(); !strings.Contains(w, "glm-4.6-0") || !strings.Contains(w, "current state above") || strings.Contains(w, "deepseek") {
