@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -199,7 +200,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		b.fail(connect.NewError(connect.CodeDeadlineExceeded, fmt.Errorf("request not received in full within %v (--request-read-timeout)", b.timeout)))
 		return n, b.err
-	case err != nil:
+	case err == io.EOF:
 		b.done()
 	}
 	return n, err
@@ -230,12 +231,13 @@ func (b *boundedBody) frames(p []byte) error {
 	return nil
 }
 
+// fail ends the body with err. The read deadline stays: net/http drains
+// what is left of an HTTP/1 body after the handler, and no longer than it.
 func (b *boundedBody) fail(err error) {
 	b.err = err
-	b.done()
 }
 
-// done lifts the read deadline: the request has arrived (or failed), and a
+// done lifts the read deadline: the request has arrived in full, and a
 // deadline left on an HTTP/1 connection would end the call's context.
 func (b *boundedBody) done() {
 	if b.lift != nil {
@@ -245,7 +247,6 @@ func (b *boundedBody) done() {
 }
 
 func (b *boundedBody) Close() error {
-	b.done()
 	return b.rc.Close()
 }
 
