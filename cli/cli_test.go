@@ -215,6 +215,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"nodes", "--status", "unspecified"}, nil, 2, "--status"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--retention", "9s"}, nil, 2, "--retention"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-nodes", "0"}, nil, 2, "--max-nodes"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--rate-burst", "0"}, nil, 2, "--rate-burst"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-streams", "-1"}, nil, 2, "--max-streams"},
 		// Global flags: the client flags only, and only before a client command.
 		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, diagnose, compare, watch), which serve does not take"},
 		{[]string{"--lang", "zh", "diagnose", "x"}, nil, 2, "--lang is a flag of diagnose, to give after the command name"},

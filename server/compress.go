@@ -2,6 +2,7 @@ package server
 
 import (
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 
@@ -20,6 +21,11 @@ func boundedGzip(limit int64) connect.HandlerOption {
 	)
 }
 
+// errInflated ends a decompressed request past its limit. connect-go reads
+// past the limit only to measure the message, and answers ResourceExhausted
+// whatever this error is.
+var errInflated = errors.New("decompressed request too large")
+
 // limitedGzip is a connect.Decompressor that yields at most limit+1 bytes.
 type limitedGzip struct {
 	zr    *gzip.Reader
@@ -34,7 +40,7 @@ func (g *limitedGzip) Read(p []byte) (int, error) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	if g.n > g.limit {
-		return 0, connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("decompressed request larger than %d bytes", g.limit))
+		return 0, fmt.Errorf("%w: more than %d bytes", errInflated, g.limit)
 	}
 	if room := g.limit + 1 - g.n; int64(len(p)) > room {
 		p = p[:room]

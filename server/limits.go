@@ -23,8 +23,8 @@ const (
 	DefaultMaxStreams             = 10_000
 	DefaultMaxStreamsPerPrincipal = 100
 	DefaultRequestReadTimeout     = 10 * time.Second
-	DefaultRateLimit              = 50
-	DefaultRateBurst              = 100
+	DefaultRateLimit              = 100
+	DefaultRateBurst              = 200
 	// DefaultMaxRateLimiters bounds the principals whose rate limiter is
 	// remembered; the least recently seen is forgotten beyond it.
 	DefaultMaxRateLimiters = 10_000
