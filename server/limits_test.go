@@ -19,6 +19,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -535,4 +536,49 @@ func TestConnectionCap(t *testing.T) {
 		defer conn.Close()
 		return get(conn, bufio.NewReader(conn)) == nil
 	})
+}
+
+func TestHTTP2Settings(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Serve(ctx, ln, http.NotFoundHandler(), slog.New(slog.DiscardHandler), time.Second, server.ServeOptions{MaxConcurrentStreams: 7})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fr.ReadFrame()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, ok := f.(*http2.SettingsFrame)
+	if !ok {
+		t.Fatalf("first frame %v, want SETTINGS", f)
+	}
+	want := map[http2.SettingID]uint32{http2.SettingMaxConcurrentStreams: 7, http2.SettingInitialWindowSize: server.MaxRequestBytes}
+	for id, v := range want {
+		if got, ok := sf.Value(id); !ok || got != v {
+			t.Errorf("%v = %d (sent: %v), want %d", id, got, ok, v)
+		}
+	}
 }

@@ -40,10 +40,11 @@ func (o ServeOptions) http2Config() *http.HTTP2Config {
 		SendPingTimeout:      DefaultHTTP2PingAfter,
 		PingTimeout:          DefaultHTTP2PingTimeout,
 		WriteByteTimeout:     DefaultWriteByteTimeout,
-		// A request is at most MaxRequestBytes: no need for the default
-		// windows of several megabytes a client could fill per stream.
+		// A request is at most MaxRequestBytes: what a client may send
+		// ahead of the handlers' reads is one request per stream and per
+		// connection (net/http's defaults today, made explicit).
 		MaxReceiveBufferPerStream:     MaxRequestBytes,
-		MaxReceiveBufferPerConnection: 4 * MaxRequestBytes,
+		MaxReceiveBufferPerConnection: MaxRequestBytes,
 	}
 }
 
