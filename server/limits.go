@@ -313,13 +313,6 @@ func (l *Limiter) openStream(principal string) (release func(), err error) {
 	}, nil
 }
 
-// Streams returns the streams open, in all and for principal.
-func (l *Limiter) Streams(principal string) (all, of int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.streams, l.byPrincipal[principal]
-}
-
 // allow takes one unary call from principal's rate, or refuses it.
 func (l *Limiter) allow(principal string) error {
 	if l.cfg.RateLimit < 0 {
