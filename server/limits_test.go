@@ -581,4 +581,8 @@ func TestHTTP2Settings(t *testing.T) {
 			t.Errorf("%v = %d (sent: %v), want %d", id, got, ok, v)
 		}
 	}
+	// net/http adds a little for its own accounting of each field.
+	if got, _ := sf.Value(http2.SettingMaxHeaderListSize); got < server.MaxHeaderBytes || got > 2*server.MaxHeaderBytes {
+		t.Errorf("MAX_HEADER_LIST_SIZE = %d, want about %d", got, server.MaxHeaderBytes)
+	}
 }

@@ -25,6 +25,10 @@ const (
 	DefaultWriteByteTimeout = 30 * time.Second
 )
 
+// MaxHeaderBytes bounds a request's headers (HTTP/1 header block, HTTP/2
+// header list): a bearer token and gRPC metadata fit many times over.
+const MaxHeaderBytes = 64 << 10
+
 // ServeOptions bound what one connection may ask of Serve. Zero values take
 // the defaults.
 type ServeOptions struct {

@@ -113,6 +113,7 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 		Handler:           h,
 		Protocols:         &protocols,
 		HTTP2:             o.http2Config(),
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
