@@ -88,6 +88,7 @@ func serveCommand(env Env) *ffcli.Command {
 	offsetStep := fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	requestQueries := fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	pf := promFlags(fs)
+	sf := securityFlags(fs)
 	newLog := logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -245,7 +246,10 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				ready = sharedReady(ctx, st, loop.Ready(), *interval)
 				deps = append(deps, server.Dependency{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 			}
-			h := server.Handler(svc, server.NewHealth(ready, deps...), reg, connect.WithInterceptors(tm.Interceptor()))
+			h, err := sf.handler(ctx, log, *listen, svc, server.NewHealth(ready, deps...), reg, *grace, connect.WithInterceptors(tm.Interceptor()))
+			if err != nil {
+				return err
+			}
 
 			ln, err := net.Listen("tcp", *listen)
 			if err != nil {
