@@ -10,13 +10,10 @@ import (
 	"net/http"
 	"time"
 
-	"connectrpc.com/connect"
-	"connectrpc.com/grpchealth"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/llmdiag/llmdiag/auth"
-	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/server"
 )
 
@@ -44,27 +41,38 @@ func (s securityFlagSet) given(name string) bool {
 	return f != nil && f.Value.String() != "" && f.Value.String() != "false"
 }
 
-// handler returns what serve serves on listen: the service behind
-// authentication and authorization when --auth-tokens or --tls-client-ca is
-// given, open otherwise. It refuses a non-loopback listen address without
-// TLS and authentication unless --insecure, and starts --metrics-listen,
-// which stops with ctx.
-func (s securityFlagSet) handler(ctx context.Context, log *slog.Logger, listen string, svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Checker, reg prometheus.Gatherer, grace time.Duration, opts ...connect.HandlerOption) (http.Handler, error) {
+// setup returns the optional surfaces of the port and authorize, which
+// puts a handler behind authentication and authorization when
+// --auth-tokens or --tls-client-ca is given, and returns it unchanged
+// otherwise (open, as on loopback by default). It refuses a non-loopback
+// listen address without TLS and authentication unless --insecure, and
+// starts --metrics-listen, which stops with ctx. authorize is meant to be the
+// outermost handler, so that those after it (limits) see the principal.
+func (s securityFlagSet) setup(ctx context.Context, log *slog.Logger, listen string, reg prometheus.Gatherer, grace time.Duration) (surfaces server.Surfaces, authorize func(http.Handler) http.Handler, err error) {
 	clientCA := s.given("tls-client-ca")
 	authn := *s.tokens != "" || clientCA
 	warn, err := server.CheckExposure(listen, s.given("tls-cert"), authn, *s.insecure)
 	if err != nil {
-		return nil, usageError{err}
+		return surfaces, nil, usageError{err}
+	}
+	a := &auth.Authenticator{}
+	if *s.tokens != "" {
+		if a.Tokens, err = auth.OpenFile(*s.tokens, auth.FileOptions{Log: log}); err != nil {
+			return surfaces, nil, usageError{fmt.Errorf("--auth-tokens: %w", err)}
+		}
+	} else {
+		// --tls-client-ca alone: the CA is the whole policy.
+		a.UnmappedClientRole = auth.RoleAdmin
 	}
 	if warn != "" {
 		log.Warn(warn)
 	}
-	surfaces := server.Surfaces{Reflection: *s.reflection, Metrics: reg}
+	surfaces = server.Surfaces{Reflection: *s.reflection, Metrics: reg}
 	if *s.metricsListen != "" {
 		surfaces.Metrics = nil
 		ln, err := net.Listen("tcp", *s.metricsListen)
 		if err != nil {
-			return nil, fmt.Errorf("--metrics-listen: %w", err)
+			return surfaces, nil, fmt.Errorf("--metrics-listen: %w", err)
 		}
 		log.Info("serving /metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
 		mux := http.NewServeMux()
@@ -75,19 +83,9 @@ func (s securityFlagSet) handler(ctx context.Context, log *slog.Logger, listen s
 			}
 		}()
 	}
-	h := server.NewHandler(svc, health, surfaces, opts...)
 	if !authn {
-		return h, nil
-	}
-	a := &auth.Authenticator{}
-	if *s.tokens != "" {
-		if a.Tokens, err = auth.OpenFile(*s.tokens, auth.FileOptions{Log: log}); err != nil {
-			return nil, usageError{fmt.Errorf("--auth-tokens: %w", err)}
-		}
-	} else {
-		// --tls-client-ca alone: the CA is the whole policy.
-		a.UnmappedClientRole = auth.RoleAdmin
+		return surfaces, func(h http.Handler) http.Handler { return h }, nil
 	}
 	log.Info("authentication on", "tokens_file", *s.tokens, "client_certificates", clientCA, "reflection", *s.reflection)
-	return server.Authorize(h, a, log), nil
+	return surfaces, func(h http.Handler) http.Handler { return server.Authorize(h, a, log) }, nil
 }
