@@ -577,3 +577,15 @@ func TestCheckExposure(t *testing.T) {
 		}
 	}
 }
+
+func TestPrincipalOr(t *testing.T) {
+	key := server.PrincipalOr(func(r *http.Request) string { return "host " + r.RemoteAddr })
+	r := httptest.NewRequest("GET", "/", nil)
+	if got := key(r); got != "host "+r.RemoteAddr {
+		t.Errorf("no principal: %q", got)
+	}
+	r = r.WithContext(auth.NewContext(r.Context(), auth.Principal{Name: "router-eu-1", Role: auth.RoleRouter}))
+	if got := key(r); got != "principal router-eu-1" {
+		t.Errorf("principal: %q", got)
+	}
+}
