@@ -26,7 +26,11 @@ import (
 func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.Handler {
 	ew := connect.NewErrorWriter()
 	deny := func(w http.ResponseWriter, r *http.Request, code connect.Code, who string, err error) {
-		log.Warn("request denied", "principal", who, "procedure", r.URL.Path, "code", code.String(), "reason", err.Error(), "remote", r.RemoteAddr)
+		proc := r.URL.Path
+		if len(proc) > maxLoggedPath { // the caller chose it
+			proc = proc[:maxLoggedPath] + "…"
+		}
+		log.Warn("request denied", "principal", who, "procedure", proc, "code", code.String(), "reason", err.Error(), "remote", r.RemoteAddr)
 		if code == connect.CodeUnauthenticated {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="llmdiag"`)
 		}
@@ -48,12 +52,15 @@ func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.
 			if role == "" {
 				role = "none"
 			}
-			deny(w, r, connect.CodePermissionDenied, p.Name, fmt.Errorf("%s (role %s) may not call %s", p.Name, role, proc))
+			deny(w, r, connect.CodePermissionDenied, p.Name, fmt.Errorf("%s (role %s) may not call %.*s", p.Name, role, maxLoggedPath, proc))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), p)))
 	})
 }
+
+// maxLoggedPath bounds the request path a denial quotes.
+const maxLoggedPath = 256
 
 // CheckExposure decides whether serve may listen on addr: on a loopback
 // address anything goes; elsewhere both TLS and authentication are needed,
