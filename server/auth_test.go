@@ -116,7 +116,7 @@ type stubService struct {
 	llmdiagv1connect.UnimplementedDiagnosisServiceHandler
 }
 
-func principalHeader(ctx context.Context) string {
+func seenPrincipal(ctx context.Context) string {
 	p, ok := auth.FromContext(ctx)
 	if !ok {
 		return "none"
@@ -126,7 +126,7 @@ func principalHeader(ctx context.Context) string {
 
 func stubAnswer[T any](ctx context.Context) (*connect.Response[T], error) {
 	r := connect.NewResponse(new(T))
-	r.Header().Set("x-principal", principalHeader(ctx))
+	r.Header().Set("x-principal", seenPrincipal(ctx))
 	return r, nil
 }
 
@@ -147,7 +147,7 @@ func (stubService) DiagnoseNode(ctx context.Context, _ *connect.Request[llmdiagv
 }
 
 func (stubService) StreamHealth(ctx context.Context, _ *connect.Request[llmdiagv1.StreamHealthRequest], s *connect.ServerStream[llmdiagv1.StreamHealthResponse]) error {
-	s.ResponseHeader().Set("x-principal", principalHeader(ctx))
+	s.ResponseHeader().Set("x-principal", seenPrincipal(ctx))
 	return s.Send(&llmdiagv1.StreamHealthResponse{})
 }
 
