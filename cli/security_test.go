@@ -25,8 +25,8 @@ const (
 	cliAdminToken  = "admin-token-0123456789abcdef"
 )
 
-// post sends a Connect JSON call (what curl does) and returns the status.
-func post(t *testing.T, url, token string) int {
+// authPost sends a Connect JSON call (what curl does) and returns the status.
+func authPost(t *testing.T, url, token string) int {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader("{}"))
 	if err != nil {
@@ -36,10 +36,10 @@ func post(t *testing.T, url, token string) int {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	return do(t, req)
+	return authDo(t, req)
 }
 
-func get(t *testing.T, url, token string) int {
+func authGet(t *testing.T, url, token string) int {
 	t.Helper()
 	req, err := http.NewRequest("GET", url, nil)
 	if err != nil {
@@ -48,10 +48,10 @@ func get(t *testing.T, url, token string) int {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	return do(t, req)
+	return authDo(t, req)
 }
 
-func do(t *testing.T, req *http.Request) int {
+func authDo(t *testing.T, req *http.Request) int {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
@@ -98,7 +98,7 @@ func TestServeAuth(t *testing.T) {
 	openAddr := freeAddr(t)
 	background(t, nil, "serve", "--listen", openAddr, "--target", target, "--reflection", "--log-level", "warn")
 	for _, a := range []string{addr, openAddr} {
-		waitFor(t, "serve on "+a, 30*time.Second, func() bool { return post(t, "http://"+a+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
+		waitFor(t, "serve on "+a, 30*time.Second, func() bool { return authPost(t, "http://"+a+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
 	}
 
 	list := "/llmdiag.v1.DiagnosisService/ListNodes"
@@ -107,15 +107,15 @@ func TestServeAuth(t *testing.T) {
 		got  int
 		want int
 	}{
-		{"ListNodes, no token", post(t, "http://"+addr+list, ""), http.StatusUnauthorized},
-		{"ListNodes, unknown token", post(t, "http://"+addr+list, "x-0123456789abcdefghij"), http.StatusUnauthorized},
-		{"ListNodes, reader", post(t, "http://"+addr+list, cliReaderToken), http.StatusOK},
-		{"StreamHealth, reader", post(t, "http://"+addr+"/llmdiag.v1.DiagnosisService/StreamHealth", cliReaderToken), http.StatusForbidden},
-		{"/metrics on --listen, admin (moved to --metrics-listen)", get(t, "http://"+addr+"/metrics", cliAdminToken), http.StatusNotFound},
-		{"/metrics on --listen, anonymous", get(t, "http://"+addr+"/metrics", ""), http.StatusUnauthorized},
-		{"/metrics on --metrics-listen", get(t, "http://"+metricsAddr+"/metrics", ""), http.StatusOK},
-		{"open: ListNodes, no token", post(t, "http://"+openAddr+list, ""), http.StatusOK},
-		{"open: /metrics", get(t, "http://"+openAddr+"/metrics", ""), http.StatusOK},
+		{"ListNodes, no token", authPost(t, "http://"+addr+list, ""), http.StatusUnauthorized},
+		{"ListNodes, unknown token", authPost(t, "http://"+addr+list, "x-0123456789abcdefghij"), http.StatusUnauthorized},
+		{"ListNodes, reader", authPost(t, "http://"+addr+list, cliReaderToken), http.StatusOK},
+		{"StreamHealth, reader", authPost(t, "http://"+addr+"/llmdiag.v1.DiagnosisService/StreamHealth", cliReaderToken), http.StatusForbidden},
+		{"/metrics on --listen, admin (moved to --metrics-listen)", authGet(t, "http://"+addr+"/metrics", cliAdminToken), http.StatusNotFound},
+		{"/metrics on --listen, anonymous", authGet(t, "http://"+addr+"/metrics", ""), http.StatusUnauthorized},
+		{"/metrics on --metrics-listen", authGet(t, "http://"+metricsAddr+"/metrics", ""), http.StatusOK},
+		{"open: ListNodes, no token", authPost(t, "http://"+openAddr+list, ""), http.StatusOK},
+		{"open: /metrics", authGet(t, "http://"+openAddr+"/metrics", ""), http.StatusOK},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: HTTP %d, want %d", c.name, c.got, c.want)
