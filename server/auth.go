@@ -100,15 +100,15 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// PrincipalOr returns a per-caller key for limits: "principal NAME" when
-// the request carries an authenticated principal (Authorize put it there,
-// so Authorize must run first), else fallback(r) (the remote host, when
+// PrincipalOr returns a per-caller key for limits: "NAME (ROLE)" when the
+// request carries an authenticated principal (Authorize put it there, so
+// Authorize must run first), else fallback(r) (the remote host, when
 // authentication is off). Keys of the two kinds cannot collide: a host has
 // no space.
 func PrincipalOr(fallback func(*http.Request) string) func(*http.Request) string {
 	return func(r *http.Request) string {
 		if p, ok := auth.FromContext(r.Context()); ok {
-			return "principal " + p.Name
+			return p.Name + " (" + p.Role + ")"
 		}
 		return fallback(r)
 	}

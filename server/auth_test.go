@@ -585,7 +585,7 @@ func TestPrincipalOr(t *testing.T) {
 		t.Errorf("no principal: %q", got)
 	}
 	r = r.WithContext(auth.NewContext(r.Context(), auth.Principal{Name: "router-eu-1", Role: auth.RoleRouter}))
-	if got := key(r); got != "principal router-eu-1" {
+	if got := key(r); got != "router-eu-1 (router)" {
 		t.Errorf("principal: %q", got)
 	}
 }
