@@ -310,3 +310,57 @@ func TestContext(t *testing.T) {
 		t.Fatalf("got %v %v", got, ok)
 	}
 }
+
+// TestFileConcurrent: lookups from many goroutines while the file is
+// rewritten and re-read (run with -race).
+func TestFileConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	write := func(tok string) {
+		role := map[string]string{readerTok: "reader", adminTok: "admin"}[tok]
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte("tokens:\n  - {name: "+role+"-holder, role: "+role+", token: "+tok+"}\n"), 0o600); err != nil {
+			t.Error(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Error(err)
+		}
+	}
+	write(readerTok)
+	clk := &clock{now: time.Unix(1e9, 0)}
+	f, err := auth.OpenFile(path, auth.FileOptions{Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 500 {
+				// Whichever file is in force, a token maps to its own entry.
+				if p, ok := f.Token(readerTok); ok && p != (auth.Principal{Name: "reader-holder", Role: auth.RoleReader}) {
+					t.Errorf("reader token: %v", p)
+					return
+				}
+				if p, ok := f.Token(adminTok); ok && p != (auth.Principal{Name: "admin-holder", Role: auth.RoleAdmin}) {
+					t.Errorf("admin token: %v", p)
+					return
+				}
+			}
+		})
+	}
+	for i := range 50 {
+		if i%2 == 0 {
+			write(adminTok)
+		} else {
+			write(readerTok)
+		}
+		clk.Add(time.Second)
+	}
+	wg.Wait()
+	clk.Add(time.Second)
+	if _, ok := f.Token(readerTok); !ok { // the last write
+		t.Error("last file not in force")
+	}
+	if _, ok := f.Token(adminTok); ok {
+		t.Error("admin token still in force")
+	}
+}
