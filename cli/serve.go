@@ -80,6 +80,7 @@ func serveCommand(env Env) *ffcli.Command {
 	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
 	thresholdsFile := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); keys it leaves out keep their defaults; --stale-after, when given, overrides its stale_after")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
+	sf := securityFlags(fs)
 	redisURL := fs.String("redis", "", "keep state in this Redis, shared by replicas: redis://[user:password@]host:port[/db] (rediss:// for TLS); several host:port separated by commas for a Cluster. One replica at a time (the ingest lease holder) refreshes; all serve")
 	redisPrefix := fs.String("redis-prefix", redisstore.DefaultPrefix, "prefix of every Redis key; replicas with the same prefix share state and the ingest lease")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
@@ -96,10 +97,13 @@ func serveCommand(env Env) *ffcli.Command {
 		LongHelp: strings.TrimSpace(`
 Scrape every node's /metrics every --interval, diagnose each against its
 history and its peers, and serve DiagnosisService over Connect, gRPC and
-gRPC-Web on one port, with grpc.health.v1, server reflection and the
-service's own /metrics. State is kept in memory, or with --redis in Redis,
-shared by any number of replicas: each serves reads, and the one holding the
-ingest lease refreshes. Stops gracefully on SIGTERM.`),
+gRPC-Web on one port, with grpc.health.v1, server reflection (--reflection)
+and the service's own /metrics (or on --metrics-listen). With --auth-tokens
+every call but health needs a bearer token or a client certificate whose
+role grants it (README, Security); a non-loopback --listen needs TLS and
+authentication, or --insecure. State is kept in memory, or with --redis in
+Redis, shared by any number of replicas: each serves reads, and the one
+holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -245,7 +249,11 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				ready = sharedReady(ctx, st, loop.Ready(), *interval)
 				deps = append(deps, server.Dependency{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 			}
-			h := server.Handler(svc, server.NewHealth(ready, deps...), reg, connect.WithInterceptors(tm.Interceptor()))
+			surfaces, authorize, err := sf.setup(ctx, log, *listen, reg, *grace)
+			if err != nil {
+				return err
+			}
+			h := authorize(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor())))
 
 			ln, err := net.Listen("tcp", *listen)
 			if err != nil {

@@ -25,6 +25,20 @@ const MaxRequestBytes = 1 << 20
 // gRPC, gRPC-Web), grpc.health.v1, server reflection (v1 and v1alpha, so
 // grpcurl works without proto files) and /metrics from gatherer.
 func Handler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Checker, gatherer prometheus.Gatherer, opts ...connect.HandlerOption) http.Handler {
+	return NewHandler(svc, health, Surfaces{Reflection: true, Metrics: gatherer}, opts...)
+}
+
+// Surfaces are the optional parts of the port.
+type Surfaces struct {
+	// Reflection serves gRPC server reflection (serve --reflection).
+	Reflection bool
+	// Metrics, when not nil, is served as /metrics (not with serve
+	// --metrics-listen, which serves it on an address of its own).
+	Metrics prometheus.Gatherer
+}
+
+// NewHandler is Handler with the optional surfaces chosen.
+func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Checker, s Surfaces, opts ...connect.HandlerOption) http.Handler {
 	// Requests are small; a megabyte bounds what an untrusted caller can make
 	// the server read and decode.
 	//
@@ -35,10 +49,14 @@ func Handler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Che
 	mux := http.NewServeMux()
 	mux.Handle(llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...))
 	mux.Handle(grpchealth.NewHandler(health, opts...))
-	reflector := grpcreflect.NewStaticReflector(llmdiagv1connect.DiagnosisServiceName, grpchealth.HealthV1ServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	if s.Reflection {
+		reflector := grpcreflect.NewStaticReflector(llmdiagv1connect.DiagnosisServiceName, grpchealth.HealthV1ServiceName)
+		mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+		mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	}
+	if s.Metrics != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
+	}
 	return mux
 }
 
