@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 )
 
 // WithCA verifies the service's certificate against pool instead of the
@@ -70,6 +71,27 @@ func (o *options) tls() *tls.Config {
 	if o.rootCAs != nil {
 		cfg.RootCAs = o.rootCAs
 	}
-	cfg.Certificates = append(cfg.Certificates, o.clientCerts...)
+	if len(o.clientCerts) > 0 {
+		certs := append(slices.Clone(cfg.Certificates), o.clientCerts...)
+		cfg.Certificates = nil
+		cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return pickClientCertificate(cri, certs), nil
+		}
+	}
 	return cfg
+}
+
+// pickClientCertificate returns the first of certs the service accepts, or
+// failing that the first of them. Go's default sends no certificate at all
+// when none was issued by a CA the service names, and the call then fails
+// far from its cause (Unauthenticated, or a handshake refused for a
+// missing certificate); sending it anyway makes the service's answer say
+// what is wrong with it (unknown certificate authority).
+func pickClientCertificate(cri *tls.CertificateRequestInfo, certs []tls.Certificate) *tls.Certificate {
+	for i := range certs {
+		if cri.SupportsCertificate(&certs[i]) == nil {
+			return &certs[i]
+		}
+	}
+	return &certs[0]
 }
