@@ -80,9 +80,8 @@ func (c *clientFlags) client() (*client.Client, error) {
 // globalFlagsHelp ends every client command's help.
 const globalFlagsHelp = `
 
---addr, --protocol, --token, --timeout, --ca, --cert and --key may also
-come before the command
-name (llmdiag --addr URL ` // + the command's name
+The client flags --addr, --protocol, --token, --timeout, --ca, --cert and
+--key may also come before the command name (llmdiag --addr URL ` // + the command's name
 
 func clientCommand(env Env, cf *clientFlags, name, usage, short, long string, setup func(fs *flag.FlagSet) func(ctx context.Context, cl *client.Client, args []string) error) *ffcli.Command {
 	fs := flag.NewFlagSet("llmdiag "+name, flag.ContinueOnError)
