@@ -23,8 +23,8 @@ type Options struct {
 	Every time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
-	// Log receives one line per reload and per change that failed to load
-	// (default: discarded).
+	// Log receives one line at the first load, one per reload and one per
+	// change that failed to load (default: discarded).
 	Log *slog.Logger
 }
 
@@ -153,6 +153,11 @@ func newWatched[T any](what string, files []string, parse func([][]byte) (T, err
 		return nil, fmt.Errorf("load %s: %w", what, err)
 	}
 	w.cur, w.checked = v, w.o.Now()
+	attrs := []any{"files", files}
+	if describe != nil {
+		attrs = append(attrs, describe(v)...)
+	}
+	w.o.Log.Info("tls: loaded "+what, attrs...)
 	return w, nil
 }
 

@@ -190,3 +190,80 @@ func rm(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCertificateSymlinkSwap: a Kubernetes Secret volume rotates by pointing
+// a symlink at a new directory; the files read through it change.
+func TestCertificateSymlinkSwap(t *testing.T) {
+	ca := certtest.NewCA(t, "ca")
+	first, second := ca.Server(t), ca.Server(t)
+	dir := t.TempDir()
+	v1, v2 := filepath.Join(dir, "..v1"), filepath.Join(dir, "..v2")
+	for _, d := range []string{v1, v2} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first.WriteFiles(t, v1, "tls")
+	second.WriteFiles(t, v2, "tls")
+	data := filepath.Join(dir, "..data")
+	if err := os.Symlink(v1, data); err != nil {
+		t.Fatal(err)
+	}
+	clk, lb := &clock{t: time.Unix(1e9, 0)}, &logBuf{}
+	c, err := tlsreload.NewCertificate(filepath.Join(data, "tls.crt"), filepath.Join(data, "tls.key"), options(clk, lb))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink(v2, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, data); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Second)
+	if got, want := serialOf(t, c), second.Cert.SerialNumber.String(); got != want {
+		t.Fatalf("after the symlink swap: serial %s, want %s", got, want)
+	}
+}
+
+// TestCertificateConcurrentHandshakes: handshakes read the certificate
+// while it is rotated (run with -race); each gets one of the pairs whole.
+func TestCertificateConcurrentHandshakes(t *testing.T) {
+	ca := certtest.NewCA(t, "ca")
+	pairs := []certtest.Pair{ca.Server(t), ca.Server(t)}
+	certFile, keyFile := pairs[0].WriteFiles(t, t.TempDir(), "server")
+	clk := &clock{t: time.Unix(1e9, 0)}
+	c, err := tlsreload.NewCertificate(certFile, keyFile, tlsreload.Options{Every: time.Millisecond, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := map[string]bool{}
+	for _, p := range pairs {
+		valid[p.Cert.SerialNumber.String()] = true
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 200 {
+				got, _ := c.GetCertificate(nil)
+				if s := got.Leaf.SerialNumber.String(); !valid[s] {
+					errs <- s
+					return
+				}
+			}
+		}()
+	}
+	for i := range 50 {
+		pairs[i%2].Write(t, certFile, keyFile)
+		clk.Add(time.Millisecond)
+	}
+	wg.Wait()
+	close(errs)
+	for s := range errs {
+		t.Errorf("a handshake got serial %s, of neither pair", s)
+	}
+}
