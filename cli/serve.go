@@ -89,6 +89,7 @@ func serveCommand(env Env) *ffcli.Command {
 	offsetStep := fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	requestQueries := fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	pf := promFlags(fs)
+	tf := tlsServeFlags(fs)
 	newLog := logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -110,6 +111,10 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				return err
 			}
 			log, err := newLog(env.Stderr)
+			if err != nil {
+				return err
+			}
+			tlsConfig, err := tf.config(log)
 			if err != nil {
 				return err
 			}
@@ -263,10 +268,10 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			defer stopIngest()
 			ingestDone := make(chan struct{})
 			if ingestLease == nil {
-				log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
+				log.Info("llmdiag serving", "addr", scheme(tlsConfig)+"://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
 				go func() { defer close(ingestDone); loop.Run(ingestCtx) }()
 			} else {
-				log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window,
+				log.Info("llmdiag serving", "addr", scheme(tlsConfig)+"://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window,
 					"redis", redact.URL(*redisURL), "replica", *replicaID, "lease_ttl", *leaseTTL)
 				go func() { defer close(ingestDone); leadRefresh(ingestCtx, ingestLease, loop) }()
 			}
@@ -277,7 +282,7 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				case <-ctx.Done():
 				}
 			}()
-			err = server.Serve(ctx, ln, h, log, *grace)
+			err = serveMaybeTLS(ctx, ln, h, log, *grace, tlsConfig)
 			stopIngest()
 			<-ingestDone // a leader releases the lease before the client closes
 			log.Info("llmdiag stopped")

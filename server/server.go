@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -113,20 +114,29 @@ func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) 
 }
 
 // Serve serves h on ln over HTTP/1.1 and cleartext HTTP/2 until ctx is done,
-// then shuts down gracefully within grace.
+// then shuts down gracefully within grace. ServeTLS serves over TLS.
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration) error {
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	return serve(ctx, ln, h, log, grace, nil)
+}
+
+// serve is Serve, or ServeTLS when tlsConfig is not nil.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, tlsConfig *tls.Config) error {
 	srv := &http.Server{
 		Handler:           h,
-		Protocols:         &protocols,
+		Protocols:         protocols(tlsConfig != nil),
+		TLSConfig:         tlsConfig,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return err
