@@ -58,11 +58,12 @@ Then ask it:
   llmdiag nodes
   llmdiag diagnose deepseek-v4-0 --lang zh
 
-The flags below (--addr, --protocol, --token, --timeout) are those of the
-client commands (nodes, metrics, diagnose, compare, watch), and may come
-before or after the command name:
+The flags below (--addr, --protocol, --token, --timeout, --ca, --cert,
+--key) are those of the client commands (nodes, metrics, diagnose, compare,
+watch), and may come before or after the command name:
   llmdiag --addr http://llmdiag.example:8080 diagnose deepseek-v4-0
   llmdiag diagnose deepseek-v4-0 --addr http://llmdiag.example:8080
+  llmdiag --addr https://llmdiag.example:8443 --ca ca.pem nodes
 
 Every flag has an environment equivalent: LLMDIAG_ plus the flag name in
 capitals with - as _ (for example LLMDIAG_LISTEN=127.0.0.1:9090, or

@@ -19,7 +19,7 @@ type limitFlagSet struct {
 func limitFlags(fs *flag.FlagSet) limitFlagSet {
 	return limitFlagSet{
 		maxStreams:    fs.Int("max-streams", server.DefaultMaxStreams, "server streams (StreamHealth, health Watch) open at once on this process; beyond, resource exhausted naming this flag (0: no cap)"),
-		maxStreamsPer: fs.Int("max-streams-per-principal", server.DefaultMaxStreamsPerPrincipal, "server streams one principal (the caller's remote host) may have open at once (0: no cap)"),
+		maxStreamsPer: fs.Int("max-streams-per-principal", server.DefaultMaxStreamsPerPrincipal, "server streams one principal (the authenticated caller, or without authentication its remote host) may have open at once (0: no cap)"),
 		rateLimit:     fs.Float64("rate-limit", server.DefaultRateLimit, "unary calls a second one principal may make, sustained; beyond, resource exhausted (0: no limit; health checks are not limited)"),
 		rateBurst:     fs.Int("rate-burst", server.DefaultRateBurst, "unary calls one principal may make in a burst (the token bucket's size); with --rate-limit"),
 		readTimeout:   fs.Duration("request-read-timeout", server.DefaultRequestReadTimeout, "time a request has to arrive in full, headers to end of body (a stream's request too; then the stream stays open); 0: none"),
@@ -50,6 +50,7 @@ func (l limitFlagSet) limits() server.Limits {
 		RateLimit:              *l.rateLimit,
 		RateBurst:              *l.rateBurst,
 		RequestReadTimeout:     *l.readTimeout,
+		Principal:              server.PrincipalOr(server.RemoteHost),
 	}
 	if lim.RateLimit == 0 {
 		lim.RateLimit = -1

@@ -30,6 +30,7 @@ import (
 // after it.
 type clientFlags struct {
 	addr, protocol, token string
+	ca, cert, key         string // TLS files (cli/tls.go)
 	timeout               time.Duration
 	// root is the root command's flag set: a flag given there counts as
 	// given on the command line, ahead of the environment.
@@ -42,12 +43,15 @@ func (c *clientFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&c.protocol, "protocol", "connect", "wire protocol: connect, connect-json, grpc or grpc-web")
 	fs.StringVar(&c.token, "token", "", "bearer token to send (LLMDIAG_TOKEN)")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Second, "deadline of one call (watch: of connecting)")
+	fs.StringVar(&c.ca, "ca", "", "with an https:// --addr: verify the service against the CAs in this file (PEM) instead of the system's (LLMDIAG_CA)")
+	fs.StringVar(&c.cert, "cert", "", "with an https:// --addr: client certificate to present (PEM, mTLS), with --key (LLMDIAG_CERT)")
+	fs.StringVar(&c.key, "key", "", "private key of --cert (PEM) (LLMDIAG_KEY)")
 }
 
 // isClientFlag reports whether name is one of the client flags.
 func isClientFlag(name string) bool {
 	switch name {
-	case "addr", "protocol", "token", "timeout":
+	case "addr", "protocol", "token", "timeout", "ca", "cert", "key":
 		return true
 	}
 	return false
@@ -62,7 +66,11 @@ func (c *clientFlags) client() (*client.Client, error) {
 	if c.token != "" {
 		opts = append(opts, client.WithBearerToken(c.token))
 	}
-	cl, err := client.New(c.addr, opts...)
+	tlsOpts, err := c.tlsOptions()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(c.addr, append(opts, tlsOpts...)...)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--addr: %w", err)}
 	}
@@ -72,8 +80,8 @@ func (c *clientFlags) client() (*client.Client, error) {
 // globalFlagsHelp ends every client command's help.
 const globalFlagsHelp = `
 
---addr, --protocol, --token and --timeout may also come before the command
-name (llmdiag --addr URL ` // + the command's name
+The client flags --addr, --protocol, --token, --timeout, --ca, --cert and
+--key may also come before the command name (llmdiag --addr URL ` // + the command's name
 
 func clientCommand(env Env, cf *clientFlags, name, usage, short, long string, setup func(fs *flag.FlagSet) func(ctx context.Context, cl *client.Client, args []string) error) *ffcli.Command {
 	fs := flag.NewFlagSet("llmdiag "+name, flag.ContinueOnError)

@@ -80,6 +80,7 @@ func serveCommand(env Env) *ffcli.Command {
 	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
 	thresholdsFile := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); keys it leaves out keep their defaults; --stale-after, when given, overrides its stale_after")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
+	sf := securityFlags(fs)
 	redisURL := fs.String("redis", "", "keep state in this Redis, shared by replicas: redis://[user:password@]host:port[/db] (rediss:// for TLS); several host:port separated by commas for a Cluster. One replica at a time (the ingest lease holder) refreshes; all serve")
 	redisPrefix := fs.String("redis-prefix", redisstore.DefaultPrefix, "prefix of every Redis key; replicas with the same prefix share state and the ingest lease")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
@@ -89,6 +90,7 @@ func serveCommand(env Env) *ffcli.Command {
 	requestQueries := fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	lf := limitFlags(fs)
 	pf := promFlags(fs)
+	tf := tlsServeFlags(fs)
 	newLog := logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -97,16 +99,23 @@ func serveCommand(env Env) *ffcli.Command {
 		LongHelp: strings.TrimSpace(`
 Scrape every node's /metrics every --interval, diagnose each against its
 history and its peers, and serve DiagnosisService over Connect, gRPC and
-gRPC-Web on one port, with grpc.health.v1, server reflection and the
-service's own /metrics. State is kept in memory, or with --redis in Redis,
-shared by any number of replicas: each serves reads, and the one holding the
-ingest lease refreshes. Stops gracefully on SIGTERM.`),
+gRPC-Web on one port, with grpc.health.v1, server reflection (--reflection)
+and the service's own /metrics (or on --metrics-listen). With --auth-tokens
+every call but health needs a bearer token or a client certificate whose
+role grants it (README, Security); a non-loopback --listen needs TLS and
+authentication, or --insecure. State is kept in memory, or with --redis in
+Redis, shared by any number of replicas: each serves reads, and the one
+holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
 				return err
 			}
 			log, err := newLog(env.Stderr)
+			if err != nil {
+				return err
+			}
+			tlsConfig, err := tf.config(log)
 			if err != nil {
 				return err
 			}
@@ -249,8 +258,14 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				ready = sharedReady(ctx, st, loop.Ready(), *interval)
 				deps = append(deps, server.Dependency{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 			}
+			surfaces, authorize, err := sf.setup(ctx, log, *listen, reg, *grace)
+			if err != nil {
+				return err
+			}
+			// Limits inside authorization: they count by the principal it
+			// names.
 			lim := server.NewLimiter(lf.limits())
-			h := lim.Wrap(server.Handler(svc, server.NewHealth(ready, deps...), reg, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor())))
+			h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
 
 			ln, err := net.Listen("tcp", *listen)
 			if err != nil {
@@ -261,10 +276,10 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			defer stopIngest()
 			ingestDone := make(chan struct{})
 			if ingestLease == nil {
-				log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
+				log.Info("llmdiag serving", "addr", scheme(tlsConfig)+"://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
 				go func() { defer close(ingestDone); loop.Run(ingestCtx) }()
 			} else {
-				log.Info("llmdiag serving", "addr", "http://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window,
+				log.Info("llmdiag serving", "addr", scheme(tlsConfig)+"://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window,
 					"redis", redact.URL(*redisURL), "replica", *replicaID, "lease_ttl", *leaseTTL)
 				go func() { defer close(ingestDone); leadRefresh(ingestCtx, ingestLease, loop) }()
 			}
@@ -275,7 +290,7 @@ ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				case <-ctx.Done():
 				}
 			}()
-			err = server.Serve(ctx, ln, h, log, *grace, lf.serveOptions())
+			err = serveMaybeTLS(ctx, ln, h, log, *grace, tlsConfig, lf.serveOptions())
 			stopIngest()
 			<-ingestDone // a leader releases the lease before the client closes
 			log.Info("llmdiag stopped")

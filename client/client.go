@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -35,10 +36,12 @@ func ParseProtocol(s string) (Protocol, error) {
 }
 
 type options struct {
-	protocol   Protocol
-	token      string
-	tlsConfig  *tls.Config
-	httpClient *http.Client
+	protocol    Protocol
+	token       string
+	tlsConfig   *tls.Config
+	rootCAs     *x509.CertPool
+	clientCerts []tls.Certificate
+	httpClient  *http.Client
 }
 
 // Option configures a Client.
@@ -50,10 +53,12 @@ func WithProtocol(p Protocol) Option { return func(o *options) { o.protocol = p 
 // WithBearerToken sends "Authorization: Bearer token" on every call.
 func WithBearerToken(token string) Option { return func(o *options) { o.token = token } }
 
-// WithTLSConfig sets the TLS configuration for https:// URLs.
+// WithTLSConfig sets the TLS configuration for https:// URLs. WithCA and
+// WithClientCertificate, in any order, add to a copy of it.
 func WithTLSConfig(c *tls.Config) Option { return func(o *options) { o.tlsConfig = c } }
 
-// WithHTTPClient replaces the HTTP client entirely.
+// WithHTTPClient replaces the HTTP client entirely: the TLS options are not
+// used then.
 func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
 
 // Client calls the DiagnosisService. Its methods are those of the generated
@@ -77,9 +82,15 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if _, err := ParseProtocol(string(o.protocol)); err != nil {
 		return nil, err
 	}
+	tlsConfig := o.tls()
+	if tlsConfig != nil && u.Scheme != "https" && o.httpClient == nil {
+		// Not silently: a CA or a client certificate says the caller
+		// expects an encrypted, authenticated connection.
+		return nil, fmt.Errorf("base url %q: TLS options need an https:// URL", baseURL)
+	}
 	hc := o.httpClient
 	if hc == nil {
-		hc = newHTTPClient(u.Scheme == "https", o.tlsConfig)
+		hc = newHTTPClient(u.Scheme == "https", tlsConfig)
 	}
 	var copts []connect.ClientOption
 	switch o.protocol {
@@ -102,8 +113,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 // BaseURL returns the URL the client was made for.
 func (c *Client) BaseURL() string { return c.baseURL }
 
-// newHTTPClient speaks HTTP/2: over TLS for https, cleartext (h2c) for http,
-// which gRPC needs and the other protocols profit from.
+// newHTTPClient speaks HTTP/2: over TLS for https (negotiated by ALPN, with
+// HTTP/1.1 as the fallback the other protocols accept), cleartext (h2c) for
+// http, which gRPC needs and the other protocols profit from.
 func newHTTPClient(secure bool, cfg *tls.Config) *http.Client {
 	var protocols http.Protocols
 	if secure {

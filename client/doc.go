@@ -1,7 +1,10 @@
 // Package client is the Go client of llmdiag's DiagnosisService. It speaks
 // the Connect protocol (JSON or binary), gRPC or gRPC-Web, over cleartext
-// HTTP/2 for http:// URLs and TLS for https:// URLs, with an optional bearer
-// token. The CLI is a thin user of this package.
+// HTTP/2 for http:// URLs and TLS for https:// URLs (HTTP/2 by ALPN), with
+// an optional bearer token. WithCA verifies the service against a private
+// CA and WithClientCertificate presents a client certificate (mTLS);
+// TLSFiles loads both from PEM files. The CLI is a thin user of this
+// package.
 //
 // For request routers, Client.Watch keeps a local View of the selected
 // nodes' health from StreamHealth: it reconnects with jittered exponential

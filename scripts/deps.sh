@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what `make test` needs and a fresh machine lacks: Go modules (and
-# the pinned code generators) through the module proxy, and Debian's
-# prometheus and redis-server (with redis-cli) for the integration tests that
-# start a real Prometheus and real Redis servers. Installs
-# only what is missing, so a prepared machine pays nothing.
+# the pinned code generators) through the module proxy, grpcurl (go install,
+# for the TLS test that calls `llmdiag serve` with it), and Debian's
+# prometheus, redis-server (with redis-cli) and curl for the integration
+# tests that start a real Prometheus and real Redis servers and call the
+# service with curl. Installs only what is missing, so a prepared machine
+# pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then
   echo "deps: Go is not on PATH; install Go 1.26 (expected at /usr/local/go/bin)" >&2
@@ -11,11 +13,23 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 go mod download
 
+# grpcurl: cli.TestServeTLS looks on PATH, then in $(go env GOPATH)/bin,
+# where go install puts it when GOBIN is unset.
+GRPCURL_VERSION=v1.9.3
+if ! command -v grpcurl >/dev/null 2>&1 && ! [ -x "$(go env GOPATH)/bin/grpcurl" ] && ! { [ -n "$(go env GOBIN)" ] && [ -x "$(go env GOBIN)/grpcurl" ]; }; then
+  echo "deps: installing grpcurl $GRPCURL_VERSION with go install"
+  if ! go install "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"; then
+    echo "deps: could not install grpcurl; install it (go install github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION) onto PATH" >&2
+    exit 1
+  fi
+fi
+
 missing=()
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   missing+=(redis-server) # Debian's redis-server depends on redis-tools (redis-cli)
 fi
+command -v curl >/dev/null 2>&1 || missing+=(curl)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "deps: missing ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2

@@ -29,4 +29,4 @@ Verdicts appear after the first refresh (a few seconds). Try, in another termina
        http://$listen/llmdiag.v1.DiagnosisService/DiagnoseNode   # Connect JSON
 
 MSG
-"$bin" serve --listen "$listen" --fleet "$fleet"
+"$bin" serve --listen "$listen" --fleet "$fleet" --reflection

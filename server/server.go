@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,20 @@ const MaxRequestBytes = 1 << 20
 // gRPC, gRPC-Web), grpc.health.v1, server reflection (v1 and v1alpha, so
 // grpcurl works without proto files) and /metrics from gatherer.
 func Handler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Checker, gatherer prometheus.Gatherer, opts ...connect.HandlerOption) http.Handler {
+	return NewHandler(svc, health, Surfaces{Reflection: true, Metrics: gatherer}, opts...)
+}
+
+// Surfaces are the optional parts of the port.
+type Surfaces struct {
+	// Reflection serves gRPC server reflection (serve --reflection).
+	Reflection bool
+	// Metrics, when not nil, is served as /metrics (not with serve
+	// --metrics-listen, which serves it on an address of its own).
+	Metrics prometheus.Gatherer
+}
+
+// NewHandler is Handler with the optional surfaces chosen.
+func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Checker, s Surfaces, opts ...connect.HandlerOption) http.Handler {
 	// Requests are small; a megabyte bounds what an untrusted caller can make
 	// the server read and decode.
 	//
@@ -38,10 +53,14 @@ func Handler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.Che
 	mux := http.NewServeMux()
 	mux.Handle(llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...))
 	mux.Handle(grpchealth.NewHandler(health, opts...))
-	reflector := grpcreflect.NewStaticReflector(llmdiagv1connect.DiagnosisServiceName, grpchealth.HealthV1ServiceName)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
-	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	if s.Reflection {
+		reflector := grpcreflect.NewStaticReflector(llmdiagv1connect.DiagnosisServiceName, grpchealth.HealthV1ServiceName)
+		mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+		mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	}
+	if s.Metrics != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
+	}
 	return mux
 }
 
@@ -98,20 +117,24 @@ func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) 
 }
 
 // Serve serves h on ln over HTTP/1.1 and cleartext HTTP/2 until ctx is done,
-// then shuts down gracefully within grace. HTTP/2 connections are bounded by
-// opts (the first given; see ServeOptions for the defaults).
+// then shuts down gracefully within grace. ServeTLS serves over TLS. HTTP/2
+// connections are bounded by opts (the first given; see ServeOptions for
+// the defaults).
 func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, opts ...ServeOptions) error {
+	return serve(ctx, ln, h, log, grace, nil, opts)
+}
+
+// serve is Serve, or ServeTLS when tlsConfig is not nil.
+func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, tlsConfig *tls.Config, opts []ServeOptions) error {
 	var o ServeOptions
 	if len(opts) > 0 {
 		o = opts[0]
 	}
 	o = o.withDefaults()
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
 		Handler:           h,
-		Protocols:         &protocols,
+		Protocols:         protocols(tlsConfig != nil),
+		TLSConfig:         tlsConfig,
 		HTTP2:             o.http2Config(),
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -119,7 +142,13 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return err

@@ -2,6 +2,7 @@ package servertest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -43,11 +44,15 @@ type Options struct {
 	Addr string
 	// Grace bounds the shutdown (default 5s).
 	Grace time.Duration
+	// TLS, when set, serves over TLS with it (server.ServeTLS; see
+	// server.NewTLSConfig), and URL is https://.
+	TLS *tls.Config
 }
 
 // Server is a running service.
 type Server struct {
-	// URL is the service's base URL, http://127.0.0.1:port.
+	// URL is the service's base URL, http://127.0.0.1:port (https:// with
+	// Options.TLS).
 	URL string
 	// Service is the service being served (nil with Options.Handler).
 	Service *server.Service
@@ -102,7 +107,11 @@ func Run(o Options) (*Server, error) {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{URL: "http://" + ln.Addr().String(), Store: o.Store, cancel: cancel, done: make(chan error, 1)}
+	scheme := "http://"
+	if o.TLS != nil {
+		scheme = "https://"
+	}
+	s := &Server{URL: scheme + ln.Addr().String(), Store: o.Store, cancel: cancel, done: make(chan error, 1)}
 	h := o.Handler
 	if h == nil {
 		s.Service = server.NewService(o.Store, o.Source, o.Log, o.Now, o.Config, ctx.Done())
@@ -111,7 +120,13 @@ func Run(o Options) (*Server, error) {
 	ready := make(chan struct{})
 	close(ready)
 	handler := server.Handler(h, server.NewHealth(ready), o.Registry, o.HandlerOptions...)
-	go func() { s.done <- server.Serve(ctx, ln, handler, o.Log, o.Grace) }()
+	go func() {
+		if o.TLS != nil {
+			s.done <- server.ServeTLS(ctx, ln, handler, o.Log, o.Grace, o.TLS)
+			return
+		}
+		s.done <- server.Serve(ctx, ln, handler, o.Log, o.Grace)
+	}()
 	return s, nil
 }
 

@@ -1,0 +1,49 @@
+package auth
+
+import (
+	"connectrpc.com/grpchealth"
+
+	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+)
+
+// healthPrefix is grpc.health.v1's path prefix.
+const healthPrefix = "/" + grpchealth.HealthV1ServiceName + "/"
+
+// reader reports whether procedure is one of RoleReader's: the unary reads.
+func reader(procedure string) bool {
+	switch procedure {
+	case llmdiagv1connect.DiagnosisServiceListNodesProcedure,
+		llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure,
+		llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure,
+		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure:
+		return true
+	}
+	return false
+}
+
+// Public reports whether the request path procedure answers without
+// credentials (grpc.health.v1). Paths are compared exactly, as the server's
+// mux routes them.
+func Public(procedure string) bool {
+	// Health probes come from load balancers and orchestrators that hold
+	// no credentials.
+	return procedure == healthPrefix+"Check" || procedure == healthPrefix+"Watch"
+}
+
+// Allowed reports whether role may call procedure, a request path such as
+// llmdiagv1connect.DiagnosisServiceListNodesProcedure. RoleAdmin may call
+// every path on the port (reflection, /metrics, and paths that do not exist,
+// which then answer NotFound); the other roles only the procedures they are
+// granted, so a surface added to the port later is closed to them until it
+// is listed here.
+func Allowed(role, procedure string) bool {
+	switch role {
+	case RoleAdmin:
+		return true
+	case RoleRouter:
+		return reader(procedure) || procedure == llmdiagv1connect.DiagnosisServiceStreamHealthProcedure
+	case RoleReader:
+		return reader(procedure)
+	}
+	return false
+}

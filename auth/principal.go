@@ -1,0 +1,43 @@
+package auth
+
+import "context"
+
+// Roles a principal may have.
+const (
+	// RoleReader may call ListNodes, GetNodeMetrics, ComparePercentiles and
+	// DiagnoseNode.
+	RoleReader = "reader"
+	// RoleRouter may call what a reader may, and StreamHealth.
+	RoleRouter = "router"
+	// RoleAdmin may call everything, server reflection and /metrics
+	// included.
+	RoleAdmin = "admin"
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	// Name identifies the caller in logs and per-caller limits: a token's
+	// name, or a client certificate's mapped name.
+	Name string
+	// Role is RoleReader, RoleRouter or RoleAdmin.
+	Role string
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying p.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the principal ctx carries, if any. Without
+// authentication configured, requests carry none.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p, ok
+}
+
+// validRole reports whether r is one of the roles.
+func validRole(r string) bool {
+	return r == RoleReader || r == RoleRouter || r == RoleAdmin
+}
