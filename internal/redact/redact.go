@@ -22,8 +22,12 @@ var secretParams = map[string]bool{
 // parameters that name a secret (password, token, …), replaced by "xxxxx".
 // A URL net/url cannot parse (a Redis Cluster's comma-separated hosts) is
 // redacted by its shape: whatever stands between "user:" and the last "@"
-// before the path; one with no "://" at all is shown as "(redacted)".
+// before the path; one with no "://" at all is shown as "(redacted)", and
+// "" stays "".
 func URL(raw string) string {
+	if raw == "" {
+		return ""
+	}
 	if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Opaque == "" {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), Mask)

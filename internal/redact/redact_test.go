@@ -18,6 +18,7 @@ func TestURL(t *testing.T) {
 		{"http://host/metrics?token=s3cret&x=1#f", "http://host/metrics?token=xxxxx&x=1#f"},
 		{"http://a:s3c@ret@host/metrics", "http://a:xxxxx@host/metrics"},
 		{"u:s3cret@host", "(redacted)"},
+		{"", ""},
 	} {
 		got := URL(c.raw)
 		if got != c.want || strings.Contains(got, "s3cret") {
