@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmdiag/llmdiag/internal/redact"
 )
 
 // NewClient returns a client for raw, which is one of
@@ -19,8 +21,31 @@ import (
 //
 // The client is a redis.UniversalClient, so New works the same on all of
 // them, and the deadline of a caller's context reaches the socket
-// (ContextTimeoutEnabled).
+// (ContextTimeoutEnabled). Errors never carry the URL's password.
 func NewClient(raw string) (redis.UniversalClient, error) {
+	return NewClientWith(raw, ClientOptions{})
+}
+
+// ClientOptions are what NewClientWith takes beside the URL.
+type ClientOptions struct {
+	// Password authenticates to the server, the Cluster's nodes or the
+	// Sentinel set's master and replicas, so that it need not stand in the
+	// URL (and the process list): serve --redis-password-file. The URL's
+	// user, if any, goes with it; the URL may then hold no password of its
+	// own, except a Sentinel set's userinfo, which is the sentinels' own.
+	Password string
+}
+
+// NewClientWith is NewClient with o.
+func NewClientWith(raw string, o ClientOptions) (redis.UniversalClient, error) {
+	c, err := newClient(raw, o)
+	if err != nil {
+		return nil, errors.New(redact.Text(err.Error()))
+	}
+	return c, nil
+}
+
+func newClient(raw string, o ClientOptions) (redis.UniversalClient, error) {
 	raw = strings.TrimSpace(raw)
 	if !strings.Contains(raw, "://") {
 		raw = "redis://" + raw
@@ -55,11 +80,22 @@ func NewClient(raw string) (redis.UniversalClient, error) {
 		q.Add("addr", a)
 	}
 	u.RawQuery = q.Encode()
+	_, urlPassword := u.User.Password()
+	sentinel := q.Get("master_name") != ""
 	switch {
-	case q.Get("master_name") != "":
+	case o.Password != "" && sentinel && q.Has("password"):
+		return nil, errors.New("a password both in the URL (?password=) and given apart: give one")
+	case o.Password != "" && !sentinel && urlPassword:
+		return nil, errors.New("a password both in the URL and given apart: give one")
+	}
+	switch {
+	case sentinel:
 		opts, err := redis.ParseFailoverURL(u.String())
 		if err != nil {
 			return nil, err
+		}
+		if o.Password != "" {
+			opts.Password = o.Password
 		}
 		opts.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(opts), nil
@@ -68,12 +104,18 @@ func NewClient(raw string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, err
 		}
+		if o.Password != "" {
+			opts.Password = o.Password
+		}
 		opts.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(opts), nil
 	}
 	opts, err := redis.ParseURL(u.String())
 	if err != nil {
 		return nil, err
+	}
+	if o.Password != "" {
+		opts.Password = o.Password
 	}
 	opts.ContextTimeoutEnabled = true
 	return redis.NewClient(opts), nil

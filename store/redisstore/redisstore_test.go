@@ -98,6 +98,45 @@ func TestNewClientURLs(t *testing.T) {
 			t.Fatalf("NewClient(%q) succeeded", bad)
 		}
 	}
+	// The password given apart (serve --redis-password-file), with or
+	// without a user in the URL; not both in the URL and apart.
+	for _, tc := range []struct {
+		url, password string
+		wantErr       bool
+	}{
+		{"redis://" + srv.Addr(), "s3cret", false},
+		{"redis://default@" + srv.Addr() + "/0", "s3cret", false},
+		{"redis://" + srv.Addr(), "wrong", true},
+	} {
+		rdb, err := redisstore.NewClientWith(tc.url, redisstore.ClientOptions{Password: tc.password})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		err = rdb.Ping(context.Background()).Err()
+		rdb.Close()
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%s with a password apart: ping err = %v, want error %v", tc.url, err, tc.wantErr)
+		}
+	}
+	if _, err := redisstore.NewClientWith("redis://:other@"+srv.Addr(), redisstore.ClientOptions{Password: "s3cret"}); err == nil {
+		t.Fatal("a password in the URL and apart: accepted")
+	}
+}
+
+// TestNewClientErrorsRedacted: no error of NewClient carries the URL's
+// password (url.Parse quotes the URL it refuses).
+func TestNewClientErrorsRedacted(t *testing.T) {
+	for _, bad := range []string{"redis://u:pw-s3cret@[::1", "redis://u:pw-s3cret@h:1/x/y", "redis://u:pw-s3cret@h:bad%zz", "redis://u:pw-s3cret@h:1?bogus=1"} {
+		c, err := redisstore.NewClient(bad)
+		if err == nil {
+			c.Close()
+			t.Errorf("NewClient(%q) succeeded", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("NewClient(%q): %v", bad, err)
+		}
+	}
 }
 
 // TestRecordsCrossProcesses: what one Store (one process) writes, another
