@@ -2,8 +2,11 @@ package redisstore
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -34,15 +37,59 @@ type ClientOptions struct {
 	// user, if any, goes with it; the URL may then hold no password of its
 	// own, except a Sentinel set's userinfo, which is the sentinels' own.
 	Password string
+	// PasswordFile holds the password instead (trimmed of surrounding white
+	// space): read by NewClientWith, which fails when it cannot, and read
+	// anew for every new connection, so that a rotated password is picked
+	// up without a restart (the last one read is kept while it cannot be).
+	PasswordFile string
 }
 
 // NewClientWith is NewClient with o.
 func NewClientWith(raw string, o ClientOptions) (redis.UniversalClient, error) {
+	if o.PasswordFile != "" {
+		if o.Password != "" {
+			return nil, errors.New("a password and a password file: give one")
+		}
+		pw, err := readPassword(o.PasswordFile)
+		if err != nil {
+			return nil, err
+		}
+		if pw == "" {
+			return nil, fmt.Errorf("password file %s is empty", o.PasswordFile)
+		}
+		o.Password = pw
+	}
 	c, err := newClient(raw, o)
 	if err != nil {
 		return nil, errors.New(redact.Text(err.Error()))
 	}
 	return c, nil
+}
+
+func readPassword(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// credentials returns go-redis's CredentialsProvider for o: user with the
+// password of o.PasswordFile, read anew each time; nil without a file.
+func credentials(user string, o ClientOptions) func() (string, string) {
+	if o.PasswordFile == "" {
+		return nil
+	}
+	var mu sync.Mutex
+	last := o.Password
+	return func() (string, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if pw, err := readPassword(o.PasswordFile); err == nil && pw != "" {
+			last = pw
+		}
+		return user, last
+	}
 }
 
 func newClient(raw string, o ClientOptions) (redis.UniversalClient, error) {
@@ -96,6 +143,7 @@ func newClient(raw string, o ClientOptions) (redis.UniversalClient, error) {
 		}
 		if o.Password != "" {
 			opts.Password = o.Password
+			opts.CredentialsProvider = credentials(opts.Username, o)
 		}
 		opts.ContextTimeoutEnabled = true
 		return redis.NewFailoverClient(opts), nil
@@ -106,6 +154,7 @@ func newClient(raw string, o ClientOptions) (redis.UniversalClient, error) {
 		}
 		if o.Password != "" {
 			opts.Password = o.Password
+			opts.CredentialsProvider = credentials(opts.Username, o)
 		}
 		opts.ContextTimeoutEnabled = true
 		return redis.NewClusterClient(opts), nil
@@ -116,6 +165,7 @@ func newClient(raw string, o ClientOptions) (redis.UniversalClient, error) {
 	}
 	if o.Password != "" {
 		opts.Password = o.Password
+		opts.CredentialsProvider = credentials(opts.Username, o)
 	}
 	opts.ContextTimeoutEnabled = true
 	return redis.NewClient(opts), nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -121,6 +123,35 @@ func TestNewClientURLs(t *testing.T) {
 	if _, err := redisstore.NewClientWith("redis://:other@"+srv.Addr(), redisstore.ClientOptions{Password: "s3cret"}); err == nil {
 		t.Fatal("a password in the URL and apart: accepted")
 	}
+	if _, err := redisstore.NewClientWith("redis://"+srv.Addr(), redisstore.ClientOptions{PasswordFile: filepath.Join(t.TempDir(), "none")}); err == nil {
+		t.Fatal("a missing password file: accepted")
+	}
+
+	// A password file is read anew for new connections: rotated on the
+	// server and in the file, the client reconnects with the new one.
+	file := filepath.Join(t.TempDir(), "redis-password")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := redisstore.NewClientWith("redis://"+srv.Addr(), redisstore.ClientOptions{PasswordFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping with the password file: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("r0tated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "requirepass", "r0tated").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no").Err(); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Logf("client kill: %v", err)
+	}
+	testkit.Eventually(t, 5*time.Second, "ping with the rotated password", func() bool { return rdb.Ping(ctx).Err() == nil })
 }
 
 // TestNewClientErrorsRedacted: no error of NewClient carries the URL's
