@@ -27,9 +27,12 @@ vllm:num_requests_running{engine="0",model_name="internal-only-model"} 3
 // server is reported down with the status and where it points, and the
 // other server is never asked; with follow_redirects it is read.
 func TestRedirectsFollowedOnlyOnOptIn(t *testing.T) {
-	var internalHits atomic.Int64
+	var internalHits, internalAuth atomic.Int64
 	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		internalHits.Add(1)
+		if r.Header.Get("Authorization") != "" {
+			internalAuth.Add(1)
+		}
 		if r.URL.Path == "/page" {
 			w.Header().Set("Content-Type", "text/html")
 			io.WriteString(w, "<html>internal admin page: hunter2</html>")
@@ -53,7 +56,8 @@ func TestRedirectsFollowedOnlyOnOptIn(t *testing.T) {
 
 	targets := []fleet.Node{
 		{ID: "no-opt-in", URL: redirector.URL + "/metrics"},
-		{ID: "opt-in", URL: redirector.URL + "/metrics", FollowRedirects: true},
+		// The password of the URL goes to the target, not where it redirects.
+		{ID: "opt-in", URL: strings.Replace(redirector.URL, "://", "://u:pw@", 1) + "/metrics", FollowRedirects: true},
 		{ID: "opt-in-to-page", URL: redirector.URL + "/to-page", FollowRedirects: true},
 	}
 	obs := refreshOnce(t, targets)
@@ -86,6 +90,9 @@ func TestRedirectsFollowedOnlyOnOptIn(t *testing.T) {
 	// The opted-in targets asked it; the first never did.
 	if got := internalHits.Load(); got != 2 {
 		t.Fatalf("internal server asked %d times, want 2 (the opted-in targets only)", got)
+	}
+	if got := internalAuth.Load(); got != 0 {
+		t.Fatalf("internal server got the target's credentials %d times", got)
 	}
 }
 
