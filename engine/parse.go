@@ -206,7 +206,7 @@ type builder struct {
 	warnings []string
 	// refusedAt is the first line Prometheus's parser refuses (0: none).
 	refusedAt int
-	dropped  int // warnings beyond maxWarnings
+	dropped   int // warnings beyond maxWarnings
 
 	series int // series lines, refused ones included
 	good   int // series lines read into a family (or left out with it)
