@@ -176,7 +176,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("header %q: invalid name", k)
 		case !httpguts.ValidHeaderFieldValue(v):
 			return fmt.Errorf("header %s: invalid value", k)
-		case textproto.CanonicalMIMEHeaderKey(k) == "Authorization" && (c.BearerTokenFile != "" || c.BasicAuthUser != ""):
+		case textproto.CanonicalMIMEHeaderKey(k) == "Authorization" && (c.BearerTokenFile != "" || c.BasicAuthUser != "" || u.User != nil):
 			return fmt.Errorf("header %s: set together with bearer token or basic authentication", k)
 		}
 	}
