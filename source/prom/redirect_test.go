@@ -80,15 +80,16 @@ func TestRedirectToAnotherHostRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err = s.Refresh(context.Background(), "5m")
+			// Checked first: what leaked, should anything have.
+			if got := other.all(); len(got) != 0 {
+				t.Fatalf("the other host got %d requests (%q), want none", len(got), got)
+			}
 			want := "refused to send prometheus credentials to " + elsewhere.URL + ": they go to the configured " + configured.URL + " only"
 			if !errors.Is(err, ErrNoData) || !strings.Contains(err.Error(), want) {
 				t.Fatalf("Refresh: %v; want ErrNoData naming %q", err, want)
 			}
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Fatalf("Refresh: %v: the error carries a credential", err)
-			}
-			if got := other.all(); len(got) != 0 {
-				t.Fatalf("the other host got %d requests (%q), want none", len(got), got)
 			}
 			if len(own.all()) == 0 {
 				t.Fatal("the configured host got no request")
