@@ -34,6 +34,16 @@
 //     against its target; nor does one that found its slot with less than a
 //     tenth of its time left and then ran out of it.
 //
+// # What an answer may not do
+//
+// A target is read, nothing else: a redirect is the answer (down, named by
+// its status and where it points) unless the node sets FollowRedirects,
+// and the URL's password goes to the target only. Errors never quote what
+// answered: an answer other than 200, or one whose content type is not a
+// text exposition, is named by its status code and content type; a body
+// with no series names the first line refused. Every URL in an error or a
+// log line has its password redacted (package redact).
+//
 // So the cost of a target that accepts a connection and never answers is
 // one goroutine and one connection until its deadline; the cost of one
 // that answers slowly is at most half the read slots, never a neighbour's
