@@ -15,7 +15,8 @@
 //     scrape; no refresh waits for the slowest target longer than that.
 //   - A target that does not answer, answers an error, or serves garbage is
 //     reported with the reason in its NodeMetrics.errors: down (Up=false,
-//     which reads TARGET_DOWN) when it could not be read, up with the parse
+//     which reads TARGET_DOWN) when it could not be read, redirected or
+//     answered a content type that is no text exposition, up with the parse
 //     error when it answered something unreadable or over a limit.
 //   - An exposition with invalid families (see engine.Parse) is read
 //     without them, with NodeMetrics.warnings naming each.
