@@ -33,6 +33,10 @@ func TestRedirectsFollowedOnlyOnOptIn(t *testing.T) {
 		if r.Header.Get("Authorization") != "" {
 			internalAuth.Add(1)
 		}
+		if r.URL.Path == "/missing" {
+			http.Error(w, "no such page: hunter2", http.StatusNotFound)
+			return
+		}
 		if r.URL.Path == "/page" {
 			w.Header().Set("Content-Type", "text/html")
 			io.WriteString(w, "<html>internal admin page: hunter2</html>")
@@ -44,8 +48,11 @@ func TestRedirectsFollowedOnlyOnOptIn(t *testing.T) {
 	t.Cleanup(internal.Close)
 	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		to := internal.URL + "/metrics?token=hunter2"
-		if r.URL.Path == "/to-page" {
+		switch r.URL.Path {
+		case "/to-page":
 			to = internal.URL + "/page"
+		case "/to-missing":
+			to = internal.URL + "/missing"
 		}
 		w.Header().Set("Location", to)
 		w.Header().Set("Content-Type", "text/html")
@@ -59,6 +66,7 @@ func TestRedirectsFollowedOnlyOnOptIn(t *testing.T) {
 		// The password of the URL goes to the target, not where it redirects.
 		{ID: "opt-in", URL: strings.Replace(redirector.URL, "://", "://u:pw@", 1) + "/metrics", FollowRedirects: true},
 		{ID: "opt-in-to-page", URL: redirector.URL + "/to-page", FollowRedirects: true},
+		{ID: "opt-in-to-missing", URL: redirector.URL + "/to-missing", FollowRedirects: true},
 	}
 	obs := refreshOnce(t, targets)
 
@@ -87,9 +95,17 @@ func TestRedirectsFollowedOnlyOnOptIn(t *testing.T) {
 			t.Fatalf("up %v, errors %q; want down with %q and no content", m.GetUp(), errs, want)
 		}
 	})
+	t.Run("followed to an error", func(t *testing.T) {
+		m := obs["opt-in-to-missing"].Metrics
+		errs := strings.Join(m.GetErrors(), "; ")
+		want := "HTTP 404 Not Found (content type text/plain) (after redirects to " + internal.URL + "/missing)"
+		if m.GetUp() || !strings.Contains(errs, want) || strings.Contains(errs, "hunter2") {
+			t.Fatalf("up %v, errors %q; want down with %q and no content", m.GetUp(), errs, want)
+		}
+	})
 	// The opted-in targets asked it; the first never did.
-	if got := internalHits.Load(); got != 2 {
-		t.Fatalf("internal server asked %d times, want 2 (the opted-in targets only)", got)
+	if got := internalHits.Load(); got != 3 {
+		t.Fatalf("internal server asked %d times, want 3 (the opted-in targets only)", got)
 	}
 	if got := internalAuth.Load(); got != 0 {
 		t.Fatalf("internal server got the target's credentials %d times", got)

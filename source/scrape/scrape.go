@@ -415,10 +415,10 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	// and the body (or the reason phrase) of a page that is not an
 	// exposition can be anything.
 	if resp.StatusCode != http.StatusOK {
-		return down(fmt.Errorf("scrape %s: %s", redact.URL(t.URL), notOK(resp, t.FollowRedirects)))
+		return down(fmt.Errorf("scrape %s: %s", redact.URL(t.URL), notOK(req, resp, t.FollowRedirects)))
 	}
 	if ct := mediaType(resp.Header); !exposition[ct] {
-		return down(fmt.Errorf("scrape %s: HTTP 200 with content type %s%s, not a Prometheus text exposition (text/plain or application/openmetrics-text)", redact.URL(t.URL), ct, redirected(t, resp)))
+		return down(fmt.Errorf("scrape %s: HTTP 200 with content type %s%s, not a Prometheus text exposition (text/plain or application/openmetrics-text)", redact.URL(t.URL), ct, redirected(req, resp)))
 	}
 	release, err := s.acquire(ctx, t.ID)
 	if err != nil {
@@ -450,9 +450,10 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	return smp
 }
 
-// notOK describes an answer other than 200 by its status code and content
-// type; a redirect not followed also by where it points (without query).
-func notOK(resp *http.Response, follow bool) string {
+// notOK describes the answer to req other than 200 by its status code and
+// content type; a redirect not followed also by where it points (without
+// query).
+func notOK(req *http.Request, resp *http.Response, follow bool) string {
 	msg := fmt.Sprintf("HTTP %d", resp.StatusCode)
 	if text := http.StatusText(resp.StatusCode); text != "" {
 		msg += " " + text
@@ -460,12 +461,12 @@ func notOK(resp *http.Response, follow bool) string {
 	if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 && !follow {
 		return msg + " to " + where(loc) + ", not followed (follow_redirects: true on the node follows redirects)"
 	}
-	return msg + " (content type " + mediaType(resp.Header) + ")"
+	return msg + " (content type " + mediaType(resp.Header) + ")" + redirected(req, resp)
 }
 
-// redirected names where a followed redirect ended, when it did.
-func redirected(t fleet.Node, resp *http.Response) string {
-	if resp.Request == nil || resp.Request.URL == nil || resp.Request.URL.String() == t.URL {
+// redirected names where the redirects req was answered by ended, if any.
+func redirected(req *http.Request, resp *http.Response) string {
+	if resp.Request == nil || resp.Request.URL == nil || resp.Request.URL.Redacted() == req.URL.Redacted() {
 		return ""
 	}
 	return " (after redirects to " + where(resp.Request.URL) + ")"
