@@ -200,6 +200,14 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve"}, nil, 2, "no nodes"},
 		{[]string{"serve", "--target", "nourl"}, nil, 2, "id=url"},
 		{[]string{"serve", "--target", "a=ftp://x"}, nil, 2, "url"},
+		// A malformed target or fleet URL is named without its password
+		// (checked for every case below).
+		{[]string{"serve", "--target", "a=http://u:s3cret@h/metrics,bogus=1"}, nil, 2, `--target "a=http://u:xxxxx@h/metrics,bogus=1": unknown target attribute "bogus"`},
+		{[]string{"serve", "--target", "a=ftp://u:s3cret@h/metrics"}, nil, 2, `nodes[0].url "ftp://u:xxxxx@h/metrics"`},
+		{[]string{"serve", "--target", "a=http://h/metrics,follow_redirects=maybe"}, nil, 2, "follow_redirects"},
+		{[]string{"serve", "--target", "a=http://h/metrics", "--redis-password-file", "/nonexistent"}, nil, 2, "--redis-password-file without --redis"},
+		{[]string{"serve", "--target", "a=http://h/metrics", "--redis", "redis://u:s3cret@h:1", "--redis-password-file", "/nonexistent"}, nil, 2, "--redis: read password"},
+		{[]string{"serve", "--prometheus", "http://u:s3cret@h:99999x"}, nil, 2, "--prometheus"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--window", "forever"}, nil, 2, "window"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics"}, map[string]string{"LLMDIAG_INTERVAL": "soon"}, 2, "LLMDIAG_INTERVAL"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--prometheus-max-in-flight", "4", "--prometheus-on-demand-in-flight", "4"}, nil, 2, "--prometheus-on-demand-in-flight"},
@@ -234,6 +242,9 @@ func TestUsageErrors(t *testing.T) {
 			}
 			if tc.want != "" && !strings.Contains(fmt.Sprint(err), tc.want) {
 				t.Fatalf("error %v does not mention %q", err, tc.want)
+			}
+			if strings.Contains(fmt.Sprint(err)+errOut, "s3cret") {
+				t.Fatalf("error %v (stderr %q) carries a password", err, errOut)
 			}
 			if tc.wantCode == 0 && !errors.Is(err, flag.ErrHelp) && err != nil {
 				t.Fatal(err)

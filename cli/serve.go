@@ -36,16 +36,31 @@ import (
 	"github.com/llmdiag/llmdiag/telemetry"
 )
 
-// targetsFlag collects repeated --target id=url[,model=…,engine=…] values.
-type targetsFlag []fleet.Node
+// targetsFlag collects repeated --target id=url[,model=…,engine=…,follow_redirects=true]
+// values. A malformed one is kept in err, reported by serve: the flag
+// package would quote the value, and with it a password in its URL.
+type targetsFlag struct {
+	nodes []fleet.Node
+	err   error
+}
 
-func (t *targetsFlag) String() string { return fmt.Sprint(len(*t), " targets") }
+func (t *targetsFlag) String() string { return fmt.Sprint(len(t.nodes), " targets") }
 
 func (t *targetsFlag) Set(v string) error {
+	n, err := parseTarget(v)
+	if err != nil {
+		t.err = errors.Join(t.err, fmt.Errorf("--target %q: %w", redact.Text(v), err))
+		return nil
+	}
+	t.nodes = append(t.nodes, n)
+	return nil
+}
+
+func parseTarget(v string) (fleet.Node, error) {
 	parts := strings.Split(v, ",")
 	id, u, ok := strings.Cut(parts[0], "=")
 	if !ok {
-		return fmt.Errorf("want id=url[,model=NAME][,engine=NAME], got %q", v)
+		return fleet.Node{}, errors.New("want id=url[,model=NAME][,engine=NAME][,follow_redirects=true]")
 	}
 	n := fleet.Node{ID: id, URL: u}
 	for _, p := range parts[1:] {
@@ -55,12 +70,17 @@ func (t *targetsFlag) Set(v string) error {
 			n.Model = val
 		case "engine":
 			n.Engine = val
+		case "follow_redirects":
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return fleet.Node{}, fmt.Errorf("follow_redirects=%q: want true or false", val)
+			}
+			n.FollowRedirects = b
 		default:
-			return fmt.Errorf("unknown target attribute %q (want model or engine)", k)
+			return fleet.Node{}, fmt.Errorf("unknown target attribute %q (want model, engine or follow_redirects)", k)
 		}
 	}
-	*t = append(*t, n)
-	return nil
+	return n, nil
 }
 
 func serveCommand(env Env) *ffcli.Command {
@@ -68,7 +88,7 @@ func serveCommand(env Env) *ffcli.Command {
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve Connect, gRPC, gRPC-Web, health, reflection and /metrics on")
 	fleetPath := fs.String("fleet", "", "fleet file (YAML): nodes with id, url, model, engine and profile")
 	var targets targetsFlag
-	fs.Var(&targets, "target", "a node to scrape, as id=url[,model=NAME][,engine=vllm|sglang]; repeatable, adds to --fleet")
+	fs.Var(&targets, "target", "a node to scrape, as id=url[,model=NAME][,engine=vllm|sglang][,follow_redirects=true]; repeatable, adds to --fleet")
 	interval := fs.Duration("interval", 5*time.Second, "time between refreshes of the whole fleet")
 	window := fs.String("window", "5m", "default window verdicts are computed for")
 	staleAfter := fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
@@ -82,6 +102,7 @@ func serveCommand(env Env) *ffcli.Command {
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
 	sf := securityFlags(fs)
 	redisURL := fs.String("redis", "", "keep state in this Redis, shared by replicas: redis://[user:password@]host:port[/db] (rediss:// for TLS); several host:port separated by commas for a Cluster. One replica at a time (the ingest lease holder) refreshes; all serve")
+	redisPasswordFile := fs.String("redis-password-file", "", "file holding the password for --redis (then not in its URL, nor in the process list; read anew for every new connection); the URL's user, if any, goes with it")
 	redisPrefix := fs.String("redis-prefix", redisstore.DefaultPrefix, "prefix of every Redis key; replicas with the same prefix share state and the ingest lease")
 	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
 	replicaID := fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
@@ -110,6 +131,9 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
 				return err
+			}
+			if targets.err != nil {
+				return usageError{targets.err}
 			}
 			log, err := newLog(env.Stderr)
 			if err != nil {
@@ -152,6 +176,9 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			if *maxNodes <= 0 {
 				return usageError{fmt.Errorf("--max-nodes %d must be positive", *maxNodes)}
 			}
+			if *redisPasswordFile != "" && *redisURL == "" {
+				return usageError{errors.New("--redis-password-file without --redis")}
+			}
 			if *redisURL != "" && (*leaseTTL < lease.MinTTL || *replicaID == "" || *syncEvery <= 0) {
 				return usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty and --redis-sync positive", lease.MinTTL)}
 			}
@@ -161,7 +188,7 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 					return err
 				}
 			}
-			f.Nodes = append(f.Nodes, targets...)
+			f.Nodes = append(f.Nodes, targets.nodes...)
 			if err := f.Validate(); err != nil {
 				return usageError{err}
 			}
@@ -191,7 +218,7 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			if *redisURL == "" {
 				st = memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
 			} else {
-				if rdb, err = redisstore.NewClient(*redisURL); err != nil {
+				if rdb, err = redisstore.NewClientWith(*redisURL, redisstore.ClientOptions{PasswordFile: *redisPasswordFile}); err != nil {
 					return usageError{fmt.Errorf("--redis: %w", err)}
 				}
 				defer rdb.Close()
@@ -227,7 +254,7 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				if err != nil {
 					return usageError{fmt.Errorf("--prometheus: %w", err)}
 				}
-				src, from = ps, "prometheus "+*pf.url
+				src, from = ps, "prometheus "+redact.URL(*pf.url)
 				if len(scraped) > 0 {
 					// Fleet nodes with a url: gauges fresh from their
 					// endpoints, everything else from Prometheus.

@@ -51,9 +51,10 @@ func runTool(t *testing.T, bin string, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// TestServeTLS is `llmdiag serve --tls-cert … --tls-key … --tls-client-ca …`
-// asked by real grpcurl and curl and by the CLI itself, over HTTP/2; the
-// certificate rewritten in place is served without a restart.
+// TestServeTLS is `llmdiag serve --tls-cert … --tls-key … --tls-client-ca …
+// --auth-tokens …` asked by real grpcurl and curl (with a bearer token or a
+// client certificate) and by the CLI itself, over HTTP/2; the certificate
+// rewritten in place is served without a restart.
 func TestServeTLS(t *testing.T) {
 	grpcurl, curl := tool(t, "grpcurl"), tool(t, "curl")
 	protoDir, err := filepath.Abs("../proto")
@@ -67,15 +68,24 @@ func TestServeTLS(t *testing.T) {
 	botCert, botKey := clients.Client(t, "bot").WriteFiles(t, dir, "bot")
 	evilCert, evilKey := strangers.Client(t, "mallory").WriteFiles(t, dir, "mallory")
 
+	// A reader token for the callers without a certificate; the client
+	// certificate "bot" is mapped to admin (it also reads /metrics).
+	const token = "rdr-tls-test-0123456789abcdef"
+	tokens := filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: reader, role: reader, token: \""+token+"\"}\nclients:\n  - {subject: bot, role: admin}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bearer := "authorization: Bearer " + token
+
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(target.Close)
 	addr := freeAddr(t)
 	url := "https://" + addr
 	serveLog := background(t, nil, "serve", "--listen", addr, "--target", "tls-node="+target.URL, "--interval", "500ms",
-		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clientCAFile)
+		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clientCAFile, "--auth-tokens", tokens)
 	var last string
 	waitFor(t, "llmdiag nodes over https", 30*time.Second, func() bool {
-		out, _, err := run(t, nil, "--addr", url, "--ca", caFile, "nodes")
+		out, _, err := run(t, nil, "--addr", url, "--ca", caFile, "--token", token, "nodes")
 		last = fmt.Sprint(out, err)
 		return err == nil && strings.Contains(out, "tls-node")
 	}, &last)
@@ -89,8 +99,8 @@ func TestServeTLS(t *testing.T) {
 			vars map[string]string
 			args []string
 		}{
-			{"grpc, flags before", nil, []string{"--addr", url, "--ca", caFile, "--protocol", "grpc", "nodes"}},
-			{"grpc-web, flags after", nil, []string{"nodes", "--protocol", "grpc-web", "--addr", url, "--ca", caFile}},
+			{"grpc, flags before", nil, []string{"--addr", url, "--ca", caFile, "--token", token, "--protocol", "grpc", "nodes"}},
+			{"grpc-web, flags after", nil, []string{"nodes", "--protocol", "grpc-web", "--addr", url, "--ca", caFile, "--token", token}},
 			{"client certificate", nil, []string{"--addr", url, "--ca", caFile, "--cert", botCert, "--key", botKey, "metrics", "tls-node"}},
 			{"environment", map[string]string{"LLMDIAG_ADDR": url, "LLMDIAG_CA": caFile, "LLMDIAG_CERT": botCert, "LLMDIAG_KEY": botKey}, []string{"diagnose", "tls-node"}},
 		} {
@@ -104,7 +114,8 @@ func TestServeTLS(t *testing.T) {
 			code int
 			want string
 		}{
-			{"no CA", []string{"--addr", url, "nodes"}, 1, "certificate"},
+			{"no CA", []string{"--addr", url, "--token", token, "nodes"}, 1, "certificate"},
+			{"no token, no certificate", []string{"--addr", url, "--ca", caFile, "nodes"}, 1, "unauthenticated"},
 			{"untrusted client certificate", []string{"--addr", url, "--ca", caFile, "--cert", evilCert, "--key", evilKey, "nodes"}, 1, ""},
 			{"plaintext to the TLS port", []string{"--addr", "http://" + addr, "--protocol", "grpc", "nodes"}, 1, ""},
 			{"CA with an http address", []string{"--addr", "http://" + addr, "--ca", caFile, "nodes"}, 2, "https://"},
@@ -122,6 +133,9 @@ func TestServeTLS(t *testing.T) {
 		protoArgs := []string{"-import-path", protoDir, "-proto", "llmdiag/v1/diagnosis.proto", "-d", "{}"}
 		call := func(extra ...string) (string, error) {
 			args := append(append([]string{"-cacert", caFile}, extra...), protoArgs...)
+			if len(extra) == 0 {
+				args = append([]string{"-H", bearer}, args...)
+			}
 			return runTool(t, grpcurl, append(args, addr, "llmdiag.v1.DiagnosisService/ListNodes")...)
 		}
 		if out, err := call(); err != nil || !strings.Contains(out, `"tls-node"`) {
@@ -140,7 +154,7 @@ func TestServeTLS(t *testing.T) {
 
 	t.Run("curl", func(t *testing.T) {
 		rpc := url + "/llmdiag.v1.DiagnosisService/ListNodes"
-		out, err := runTool(t, curl, "-sS", "--fail", "--cacert", caFile, "-H", "Content-Type: application/json", "-d", "{}",
+		out, err := runTool(t, curl, "-sS", "--fail", "--cacert", caFile, "-H", bearer, "-H", "Content-Type: application/json", "-d", "{}",
 			"-w", "\nHTTP/%{http_version}", rpc)
 		if err != nil || !strings.Contains(out, `"tls-node"`) || !strings.HasSuffix(out, "HTTP/2") {
 			t.Errorf("curl --cacert (Connect JSON): %v\n%s", err, out)
@@ -173,7 +187,7 @@ func TestServeTLS(t *testing.T) {
 		defer c.Close()
 		return c.ConnectionState().PeerCertificates[0].SerialNumber.Cmp(rotated.Cert.SerialNumber) == 0
 	})
-	if out, err := runTool(t, grpcurl, "-cacert", caFile, "-import-path", protoDir, "-proto", "llmdiag/v1/diagnosis.proto", "-d", "{}",
+	if out, err := runTool(t, grpcurl, "-cacert", caFile, "-H", bearer, "-import-path", protoDir, "-proto", "llmdiag/v1/diagnosis.proto", "-d", "{}",
 		addr, "llmdiag.v1.DiagnosisService/ListNodes"); err != nil || !strings.Contains(out, `"tls-node"`) {
 		t.Errorf("grpcurl after the rotation: %v\n%s", err, out)
 	}

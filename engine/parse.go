@@ -204,7 +204,9 @@ type builder struct {
 	// left are the families left out; they take no further series.
 	left     map[string]bool
 	warnings []string
-	dropped  int // warnings beyond maxWarnings
+	// refusedAt is the first line Prometheus's parser refuses (0: none).
+	refusedAt int
+	dropped   int // warnings beyond maxWarnings
 
 	series int // series lines, refused ones included
 	good   int // series lines read into a family (or left out with it)
@@ -289,6 +291,9 @@ func (b *builder) count(line int) error {
 func (b *builder) refused(line int, text []byte, err error) error {
 	// The parser's message quotes the line again: keep what it says.
 	msg, _, _ := strings.Cut(err.Error(), " while parsing: ")
+	if b.refusedAt == 0 {
+		b.refusedAt = line
+	}
 	b.leaveOut(b.familyOfLine(text), fmt.Sprintf("line %d: Prometheus's parser refuses it (%s) and fails the scrape: %s", line, shorten(msg), quoteLine(text)))
 	if bytes.TrimLeft(text, " \t")[0] == '#' {
 		return nil
@@ -549,6 +554,12 @@ func (b *builder) warn(w string) {
 // finish validates the histograms and returns the exposition.
 func (b *builder) finish() (*Exposition, error) {
 	if b.good == 0 {
+		// Not an exposition at all, as far as can be told: the error names
+		// no content, since what answered may be any page (warnings, which
+		// quote lines, are only kept for expositions with series).
+		if b.refusedAt > 0 {
+			return nil, fmt.Errorf("parse metrics: no series Prometheus would read: not in the Prometheus text format (the first line refused is line %d; %d problems)", b.refusedAt, len(b.warnings)+b.dropped)
+		}
 		if len(b.warnings) > 0 {
 			return nil, fmt.Errorf("parse metrics: no series Prometheus would read: %s", b.warnings[0])
 		}

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/redact"
 )
 
 // File is the fleet file's top level.
@@ -27,8 +28,14 @@ type Node struct {
 	// ID names the node in every API; letters, digits and ._:-/ only.
 	ID string `yaml:"id"`
 	// URL of its Prometheus /metrics endpoint; needed to scrape the node
-	// directly, not when reading it from Prometheus.
+	// directly, not when reading it from Prometheus. A password in it
+	// (http://user:password@host/metrics) is sent as basic authentication
+	// and never shown: answers, logs and errors carry the URL redacted.
 	URL string `yaml:"url,omitempty"`
+	// FollowRedirects lets a scrape of URL follow redirects (at most 10).
+	// Off by default: a target that redirects is reported down, with the
+	// status and where it points, and nothing is read from elsewhere.
+	FollowRedirects bool `yaml:"follow_redirects,omitempty"`
 	// Model it serves; when empty, taken from the engine's model_name label.
 	Model string `yaml:"model,omitempty"`
 	// Engine: vllm, sglang, …; when empty, detected from metric names.
@@ -167,7 +174,7 @@ func (f *File) Validate() error {
 		if n.URL != "" {
 			u, err := url.Parse(n.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				errs = append(errs, fmt.Errorf("nodes[%d].url %q: want an http(s) URL", i, n.URL))
+				errs = append(errs, fmt.Errorf("nodes[%d].url %q: want an http(s) URL", i, redact.URL(n.URL)))
 			}
 		}
 		if _, err := ParseEngine(n.Engine); err != nil {

@@ -142,3 +142,19 @@ func TestValidLabelName(t *testing.T) {
 		}
 	}
 }
+
+// A node opts in to redirects with follow_redirects; a URL refused by
+// validation is named without its password.
+func TestFollowRedirectsAndRedactedURL(t *testing.T) {
+	f, err := fleet.Parse([]byte("nodes:\n  - id: a\n    url: http://a/metrics\n    follow_redirects: true\n  - id: b\n    url: http://b/metrics\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Nodes[0].FollowRedirects || f.Nodes[1].FollowRedirects {
+		t.Fatalf("follow_redirects: %+v", f.Nodes)
+	}
+	_, err = fleet.Parse([]byte("nodes:\n  - id: a\n    url: ftp://scraper:s3cret@a/metrics\n"))
+	if err == nil || !strings.Contains(err.Error(), "nodes[0].url") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error %v: want nodes[0].url named, without the password", err)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
@@ -262,7 +263,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		Routable:  d.GetRoutable(),
 		LoadScore: d.GetLoadScore(),
 		Staleness: m.GetStaleness(),
-		Url:       o.Node.URL,
+		Url:       redact.URL(o.Node.URL), // answers never show a password
 		LastSeen:  m.GetObservedAt(),
 		Labels:    maps.Clone(o.Node.Labels),
 	}

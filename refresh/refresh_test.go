@@ -40,7 +40,7 @@ func (s *scripted) Refresh(context.Context, string) ([]source.Observation, error
 	}
 	s.states[min(s.i, len(s.states)-1)](m)
 	s.i++
-	return []source.Observation{{Node: fleet.Node{ID: "n", URL: "http://x/metrics"}, Metrics: m, Sample: &sample.Sample{DataParallel: 2}}}, nil
+	return []source.Observation{{Node: fleet.Node{ID: "n", URL: "http://scraper:s3cret@x/metrics"}, Metrics: m, Sample: &sample.Sample{DataParallel: 2}}}, nil
 }
 
 type nopRecorder struct{ refreshes, errors int }
@@ -98,6 +98,10 @@ func TestLoopPublishesOnlyChanges(t *testing.T) {
 	r, err := st.Get(ctx, "n")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The node's URL is stored, and so answered, without its password.
+	if r.Node.GetUrl() != "http://scraper:xxxxx@x/metrics" {
+		t.Fatalf("stored url %q, want the password redacted", r.Node.GetUrl())
 	}
 	if r.Node.GetStatus() != llmdiagv1.Status_STATUS_DOWN || r.Node.GetRoutable() {
 		t.Fatalf("down node: status %v routable %v", r.Node.GetStatus(), r.Node.GetRoutable())

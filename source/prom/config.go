@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/textproto"
 	"net/url"
@@ -14,13 +15,20 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // Config configures a Source. Zero values take the defaults shown.
 type Config struct {
 	// URL of the Prometheus server (or any server of its HTTP API: Thanos,
-	// Mimir, VictoriaMetrics), e.g. http://prometheus:9090.
+	// Mimir, VictoriaMetrics), e.g. http://prometheus:9090. A user and
+	// password in it are basic authentication, as with BasicAuthUser (not
+	// with it or BearerTokenFile); messages show the URL redacted.
+	//
+	// Credentials and Headers go to this URL's scheme, host and port only:
+	// a redirect elsewhere is refused (the query fails naming it), one to
+	// the same place is followed.
 	URL string
 	// BearerTokenFile holds a bearer token, read anew for every request so
 	// that a rotated token is picked up.
@@ -133,11 +141,13 @@ func (c *Config) validate() error {
 	u, err := url.Parse(c.URL)
 	switch {
 	case err != nil:
-		return fmt.Errorf("prometheus url: %w", err)
+		return fmt.Errorf("prometheus url: %s", redact.Text(err.Error()))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("prometheus url %q: want an http or https url", c.URL)
+		return fmt.Errorf("prometheus url %q: want an http or https url", redact.URL(c.URL))
 	case u.Host == "":
-		return fmt.Errorf("prometheus url %q: no host", c.URL)
+		return fmt.Errorf("prometheus url %q: no host", redact.URL(c.URL))
+	case u.User != nil && (c.BearerTokenFile != "" || c.BasicAuthUser != ""):
+		return fmt.Errorf("prometheus url %q: credentials in the url and a bearer token or basic-auth user too: give one", redact.URL(c.URL))
 	case c.BearerTokenFile != "" && (c.BasicAuthUser != "" || c.BasicAuthPasswordFile != ""):
 		return errors.New("bearer token and basic authentication are exclusive")
 	case c.BasicAuthPasswordFile != "" && c.BasicAuthUser == "":
@@ -166,7 +176,7 @@ func (c *Config) validate() error {
 			return fmt.Errorf("header %q: invalid name", k)
 		case !httpguts.ValidHeaderFieldValue(v):
 			return fmt.Errorf("header %s: invalid value", k)
-		case textproto.CanonicalMIMEHeaderKey(k) == "Authorization" && (c.BearerTokenFile != "" || c.BasicAuthUser != ""):
+		case textproto.CanonicalMIMEHeaderKey(k) == "Authorization" && (c.BearerTokenFile != "" || c.BasicAuthUser != "" || u.User != nil):
 			return fmt.Errorf("header %s: set together with bearer token or basic authentication", k)
 		}
 	}
@@ -174,8 +184,10 @@ func (c *Config) validate() error {
 }
 
 // transport returns the round tripper of cfg: TLS, then authentication and
-// headers on every request.
-func transport(cfg Config) (http.RoundTripper, error) {
+// headers on every request to cfg.URL's origin; it refuses any other.
+// cfg.URL must be valid and without userinfo (New moves it to user and
+// password).
+func transport(cfg Config, user, password string) (http.RoundTripper, error) {
 	tc := &tls.Config{
 		ServerName:         cfg.TLS.ServerName,
 		InsecureSkipVerify: cfg.TLS.InsecureSkipVerify, //nolint:gosec // the operator's explicit choice
@@ -202,8 +214,15 @@ func transport(cfg Config) (http.RoundTripper, error) {
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = tc
 	base.MaxIdleConnsPerHost = max(base.MaxIdleConnsPerHost, cfg.MaxInFlight)
-	a := &authTransport{next: base, headers: http.Header{}, tokenFile: cfg.BearerTokenFile,
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus url: %s", redact.Text(err.Error()))
+	}
+	a := &authTransport{next: base, origin: originOf(u), headers: http.Header{}, tokenFile: cfg.BearerTokenFile,
 		user: cfg.BasicAuthUser, passwordFile: cfg.BasicAuthPasswordFile}
+	if user != "" {
+		a.user, a.password = user, password
+	}
 	for k, v := range cfg.Headers {
 		a.headers.Set(k, v)
 	}
@@ -217,12 +236,38 @@ func transport(cfg Config) (http.RoundTripper, error) {
 	return a, nil
 }
 
-// authTransport adds headers and credentials to every request.
+// authTransport adds headers and credentials to every request. It sits
+// below http.Client's redirect handling, which copies headers set here to
+// wherever a redirect leads: so it refuses requests to any origin but the
+// configured one (and Source's client refuses such redirects first).
 type authTransport struct {
-	next               http.RoundTripper
-	headers            http.Header
-	tokenFile          string
-	user, passwordFile string
+	next      http.RoundTripper
+	origin    origin
+	headers   http.Header
+	tokenFile string
+	// user with password, or the one read from passwordFile.
+	user, password, passwordFile string
+}
+
+// origin is where credentials may go: scheme, lower-case host name and
+// port (the scheme's default when the URL has none).
+type origin struct{ scheme, host, port string }
+
+func originOf(u *url.URL) origin {
+	o := origin{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Hostname()), port: u.Port()}
+	if o.port == "" {
+		o.port = map[string]string{"http": "80", "https": "443"}[o.scheme]
+	}
+	return o
+}
+
+func (o origin) String() string {
+	return o.scheme + "://" + net.JoinHostPort(o.host, o.port)
+}
+
+// errOtherOrigin refuses a request or redirect to another origin.
+func errOtherOrigin(to *url.URL, configured origin) error {
+	return fmt.Errorf("refused to send prometheus credentials to %s: they go to the configured %s only (a redirect to another scheme, host or port is not followed)", originOf(to), configured)
 }
 
 // secret reads a credential file, trimmed of surrounding white space; ""
@@ -239,6 +284,9 @@ func (a *authTransport) secret(file string) (string, error) {
 }
 
 func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if originOf(req.URL) != a.origin {
+		return nil, errOtherOrigin(req.URL, a.origin)
+	}
 	// A RoundTripper must not modify the caller's request.
 	req = req.Clone(req.Context())
 	for k, vs := range a.headers {
@@ -252,9 +300,12 @@ func (a *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		req.Header.Set("Authorization", "Bearer "+tok)
 	case a.user != "":
-		pw, err := a.secret(a.passwordFile)
-		if err != nil {
-			return nil, err
+		pw := a.password
+		if a.passwordFile != "" {
+			var err error
+			if pw, err = a.secret(a.passwordFile); err != nil {
+				return nil, err
+			}
 		}
 		req.SetBasicAuth(a.user, pw)
 	}

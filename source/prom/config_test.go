@@ -42,6 +42,8 @@ func TestConfigValidate(t *testing.T) {
 		{name: "bad model label", cfg: Config{URL: "http://x", ModelLabels: []string{"model-name"}}, err: "model label"},
 		{name: "bad quantile", cfg: Config{URL: "http://x", Quantiles: []float64{0.5, 1}}, err: "quantile"},
 		{name: "bad header", cfg: Config{URL: "http://x", Headers: map[string]string{"X-A": "a\nb"}}, err: "invalid value"},
+		{name: "authorization and a url password", cfg: Config{URL: "http://u:p@x", Headers: map[string]string{"Authorization": "x"}}, err: "together"},
+		{name: "url password and token", cfg: Config{URL: "http://u:p@x", BearerTokenFile: token}, err: "credentials in the url"},
 		{name: "authorization twice", cfg: Config{URL: "http://x", BearerTokenFile: token, Headers: map[string]string{"authorization": "x"}}, err: "together"},
 		{name: "missing token file", cfg: Config{URL: "http://x", BearerTokenFile: "/nonexistent"}, err: "read credentials"},
 		{name: "missing ca", cfg: Config{URL: "http://x", TLS: TLSConfig{CAFile: "/nonexistent"}}, err: "tls ca"},

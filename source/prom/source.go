@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
 )
@@ -63,7 +65,19 @@ func New(cfg Config, log *slog.Logger, now func() time.Time) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	rt, err := transport(cfg)
+	// A user and password in the URL become basic authentication, added by
+	// the transport like the others: the URL itself is sent without them.
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus url: %s", redact.Text(err.Error()))
+	}
+	user, password := u.User.Username(), ""
+	if u.User != nil {
+		password, _ = u.User.Password()
+		u.User = nil
+		cfg.URL = u.String()
+	}
+	rt, err := transport(cfg, user, password)
 	if err != nil {
 		return nil, err
 	}
@@ -71,9 +85,18 @@ func New(cfg Config, log *slog.Logger, now func() time.Time) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
 	}
+	configured := originOf(u)
 	return &Source{
-		client:  client,
-		http:    &http.Client{Transport: rt},
+		client: client,
+		http: &http.Client{Transport: rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if originOf(req.URL) != configured {
+				return errOtherOrigin(req.URL, configured)
+			}
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return nil
+		}},
 		workers: sync.Pool{New: newWorker},
 		log:     log,
 		now:     now,
@@ -136,7 +159,7 @@ func (s *Source) scrapeErrors(ctx context.Context, w *worker, a *assembly) {
 	errs := map[string]string{}
 	for _, tg := range resp.Data.Active {
 		if id := string(tg.Labels[model.LabelName(s.cfg.NodeLabel)]); id != "" && tg.LastError != "" {
-			errs[id] = tg.LastError
+			errs[id] = redact.Text(tg.LastError) // Prometheus's own, but it may name a URL
 		}
 	}
 	a.targetErrs(errs)
@@ -251,6 +274,7 @@ func (s *Source) readHinted(ctx context.Context, b builder, window string, dur t
 // ids recur in every query).
 type worker struct {
 	buf    bytes.Buffer
+	ctype  string // the answer's media type ("none", "invalid")
 	vec    vector
 	intern map[string]string
 }
@@ -318,7 +342,7 @@ func (s *Source) query(ctx context.Context, w *worker, q query, t time.Time) (v1
 		if code/100 == 4 {
 			typ, msg = v1.ErrClient, fmt.Sprintf("client error: %d", code)
 		}
-		return warnings, fmt.Errorf("query: %w", &v1.Error{Type: typ, Msg: msg, Detail: detail(body)})
+		return warnings, fmt.Errorf("query: %w", &v1.Error{Type: typ, Msg: msg, Detail: detail(w)})
 	case derr != nil:
 		return warnings, fmt.Errorf("query: %w", &v1.Error{Type: v1.ErrBadResponse, Msg: derr.Error()})
 	case r.status != "success":
@@ -331,13 +355,18 @@ func (s *Source) query(ctx context.Context, w *worker, q query, t time.Time) (v1
 	return warnings, nil
 }
 
-// detail is the start of an error body, for messages.
-func detail(body []byte) string {
-	const n = 512
-	if len(body) > n {
-		return string(body[:n]) + "…"
+// detail describes an error answer: Prometheus's own error string when it
+// is the API's JSON, else its content type and size only, since a page
+// that is not the API's (a proxy's, a login form) may hold anything.
+func detail(w *worker) string {
+	var r struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
 	}
-	return string(body)
+	if json.Unmarshal(w.buf.Bytes(), &r) == nil && r.Status == "error" && r.Error != "" {
+		return r.Error
+	}
+	return fmt.Sprintf("%d bytes of %s", w.buf.Len(), w.ctype)
 }
 
 // do sends req and reads the body into w.buf, at most Config.MaxBodyBytes.
@@ -348,6 +377,12 @@ func (s *Source) do(w *worker, req *http.Request) (int, error) {
 	}
 	defer resp.Body.Close()
 	w.buf.Reset()
+	w.ctype = "none"
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		if w.ctype, _, err = mime.ParseMediaType(ct); err != nil || len(w.ctype) > 100 {
+			w.ctype = "invalid"
+		}
+	}
 	if _, err := w.buf.ReadFrom(io.LimitReader(resp.Body, s.cfg.MaxBodyBytes+1)); err != nil {
 		return 0, fmt.Errorf("read response: %w", err)
 	}

@@ -15,7 +15,8 @@
 //     scrape; no refresh waits for the slowest target longer than that.
 //   - A target that does not answer, answers an error, or serves garbage is
 //     reported with the reason in its NodeMetrics.errors: down (Up=false,
-//     which reads TARGET_DOWN) when it could not be read, up with the parse
+//     which reads TARGET_DOWN) when it could not be read, redirected or
+//     answered a content type that is no text exposition, up with the parse
 //     error when it answered something unreadable or over a limit.
 //   - An exposition with invalid families (see engine.Parse) is read
 //     without them, with NodeMetrics.warnings naming each.
@@ -33,6 +34,16 @@
 //     free slot is reported down with the limit named, and does not count
 //     against its target; nor does one that found its slot with less than a
 //     tenth of its time left and then ran out of it.
+//
+// # What an answer may not do
+//
+// A target is read, nothing else: a redirect is the answer (down, named by
+// its status and where it points) unless the node sets FollowRedirects,
+// and the URL's password goes to the target only. Errors never quote what
+// answered: an answer other than 200, or one whose content type is not a
+// text exposition, is named by its status code and content type; a body
+// with no series names the first line refused. Every URL in an error or a
+// log line has its password redacted (package redact).
 //
 // So the cost of a target that accepts a connection and never answers is
 // one goroutine and one connection until its deadline; the cost of one

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
+	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,11 +82,13 @@ func (o *Options) defaults() {
 
 // Scraper scrapes a fixed set of targets. It is safe for concurrent use.
 type Scraper struct {
-	client  *http.Client
-	log     *slog.Logger
-	now     func() time.Time
-	opts    Options
-	targets []fleet.Node
+	// client follows redirects, for targets that opt in
+	// (fleet.Node.FollowRedirects); noFollow is the same client without.
+	client, noFollow *http.Client
+	log              *slog.Logger
+	now              func() time.Time
+	opts             Options
+	targets          []fleet.Node
 
 	// slots bounds bodies read at once; suspect bounds those of targets
 	// whose last scrape ran out of time, so they can never hold every slot.
@@ -115,12 +120,16 @@ type flight struct {
 }
 
 // New returns a Scraper for targets. client may be nil (http.DefaultClient's
-// transport with no global timeout is used; every scrape has its own deadline).
+// transport with no global timeout is used; every scrape has its own
+// deadline). Redirects are followed as client does for targets with
+// FollowRedirects only; for the others a redirect is the answer.
 func New(targets []fleet.Node, client *http.Client, log *slog.Logger, now func() time.Time, opts Options) *Scraper {
 	opts.defaults()
 	if client == nil {
 		client = &http.Client{}
 	}
+	noFollow := *client
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	ts := append([]fleet.Node(nil), targets...)
 	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
 	states := make(map[string]*state, len(ts))
@@ -128,15 +137,16 @@ func New(targets []fleet.Node, client *http.Client, log *slog.Logger, now func()
 		states[t.ID] = &state{}
 	}
 	return &Scraper{
-		client:  client,
-		log:     log,
-		now:     now,
-		opts:    opts,
-		targets: ts,
-		slots:   make(chan struct{}, opts.Concurrency),
-		suspect: make(chan struct{}, max(1, opts.Concurrency/2)),
-		rings:   make(map[string][]*sample.Sample, len(ts)),
-		states:  states,
+		client:   client,
+		noFollow: &noFollow,
+		log:      log,
+		now:      now,
+		opts:     opts,
+		targets:  ts,
+		slots:    make(chan struct{}, opts.Concurrency),
+		suspect:  make(chan struct{}, max(1, opts.Concurrency/2)),
+		rings:    make(map[string][]*sample.Sample, len(ts)),
+		states:   states,
 	}
 }
 
@@ -389,7 +399,11 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	}
 	// Ask for the classic text format: it is what every engine serves.
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	resp, err := s.client.Do(req)
+	client := s.noFollow
+	if t.FollowRedirects {
+		client = s.client
+	}
+	resp, err := client.Do(req)
 	if errors.Is(err, context.DeadlineExceeded) {
 		return down(fmt.Errorf("scrape %s: no answer within %s: %w", redact.URL(t.URL), s.opts.Timeout, err))
 	}
@@ -397,8 +411,14 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 		return down(fmt.Errorf("scrape %s: %w", redact.URL(t.URL), err))
 	}
 	defer resp.Body.Close()
+	// What an answer says is never quoted: errors reach every API caller,
+	// and the body (or the reason phrase) of a page that is not an
+	// exposition can be anything.
 	if resp.StatusCode != http.StatusOK {
-		return down(fmt.Errorf("scrape %s: HTTP %s", redact.URL(t.URL), resp.Status))
+		return down(fmt.Errorf("scrape %s: %s", redact.URL(t.URL), notOK(req, resp, t.FollowRedirects)))
+	}
+	if ct := mediaType(resp.Header); !exposition[ct] {
+		return down(fmt.Errorf("scrape %s: HTTP 200 with content type %s%s, not a Prometheus text exposition (text/plain or application/openmetrics-text)", redact.URL(t.URL), ct, redirected(req, resp)))
 	}
 	release, err := s.acquire(ctx, t.ID)
 	if err != nil {
@@ -428,6 +448,58 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	smp.Up = true
 	smp.Warnings = exp.Warnings
 	return smp
+}
+
+// notOK describes the answer to req other than 200 by its status code and
+// content type; a redirect not followed also by where it points (without
+// query).
+func notOK(req *http.Request, resp *http.Response, follow bool) string {
+	msg := fmt.Sprintf("HTTP %d", resp.StatusCode)
+	if text := http.StatusText(resp.StatusCode); text != "" {
+		msg += " " + text
+	}
+	if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 && !follow {
+		return msg + " to " + where(loc) + ", not followed (follow_redirects: true on the node follows redirects)"
+	}
+	return msg + " (content type " + mediaType(resp.Header) + ")" + redirected(req, resp)
+}
+
+// redirected names where the redirects req was answered by ended, if any.
+func redirected(req *http.Request, resp *http.Response) string {
+	if resp.Request == nil || resp.Request.URL == nil || resp.Request.URL.Redacted() == req.URL.Redacted() {
+		return ""
+	}
+	return " (after redirects to " + where(resp.Request.URL) + ")"
+}
+
+// where is u without its query and fragment, its password redacted, cut to
+// 200 bytes.
+func where(u *url.URL) string {
+	v := *u
+	v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = "", false, "", ""
+	s := redact.URL(v.String())
+	if len(s) > 200 {
+		s = strings.ToValidUTF8(s[:200], "") + "…"
+	}
+	return s
+}
+
+// exposition holds the content types of the text formats engine.Parse
+// reads; none at all is taken as text too.
+var exposition = map[string]bool{"none": true, "text/plain": true, "application/openmetrics-text": true}
+
+// mediaType is the media type of h's Content-Type, without parameters;
+// "none" when absent, "invalid" when it does not parse.
+func mediaType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return "none"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || len(mt) > 100 {
+		return "invalid"
+	}
+	return mt
 }
 
 // withFlag names the serve flag of the limit that refused an exposition.

@@ -60,12 +60,18 @@ func TestRefreshIsolatesBadTargets(t *testing.T) {
 	vllm := serveFile(t, "../../engine/testdata/vllm-v1-dynamo-metrics_examples.prom")
 	sglang := serveFile(t, "../../engine/testdata/sglang-dynamo-metrics_examples.prom")
 	garbage := serveBody(t, "<html>this is not prometheus</html>\n\x00\x01")
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "db_password=hunter2\nanother line\n")
+	}))
+	t.Cleanup(plain.Close)
 	cut := serveBody(t, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\nvllm:e2e_request_latency_seconds_bucket{engine=\"0\",le=")
 	trunc := serveBody(t, truncatedHistogram)
 	targets := []fleet.Node{
 		{ID: "vllm", URL: vllm.URL + "/metrics"},
 		{ID: "sglang", URL: sglang.URL + "/metrics"},
 		{ID: "garbage", URL: garbage.URL, Engine: "vllm"},
+		{ID: "plain", URL: plain.URL, Engine: "vllm"},
 		{ID: "cut", URL: cut.URL, Engine: "vllm"},
 		{ID: "truncated-histogram", URL: trunc.URL},
 		{ID: "down", URL: deadURL(t)},
@@ -90,7 +96,11 @@ func TestRefreshIsolatesBadTargets(t *testing.T) {
 	}{
 		{"vllm", llmdiagv1.Engine_ENGINE_VLLM, true, "", true, true},
 		{"sglang", llmdiagv1.Engine_ENGINE_SGLANG, true, "", true, true},
-		{"garbage", llmdiagv1.Engine_ENGINE_VLLM, true, "parse", false, false},
+		// A page that is not an exposition is refused by its content type
+		// (Go sniffs text/html here), one served as text by the parse; the
+		// error quotes neither (TestNoContentInErrors).
+		{"garbage", llmdiagv1.Engine_ENGINE_VLLM, false, "HTTP 200 with content type text/html, not a Prometheus text exposition", false, false},
+		{"plain", llmdiagv1.Engine_ENGINE_VLLM, true, "not in the Prometheus text format (the first line refused is line 1; 2 problems)", false, false},
 		{"cut", llmdiagv1.Engine_ENGINE_VLLM, true, "parse", false, false},
 		// A warning, not an error: see TestExpositionProblems.
 		{"truncated-histogram", llmdiagv1.Engine_ENGINE_VLLM, true, "", false, true},
@@ -106,6 +116,9 @@ func TestRefreshIsolatesBadTargets(t *testing.T) {
 				t.Fatalf("node %q up %v engine %v; want %q %v %v", m.GetNode(), m.GetUp(), m.GetEngine(), tc.node, tc.up, tc.engine)
 			}
 			errs := strings.Join(m.GetErrors(), "; ")
+			if strings.Contains(errs, "hunter2") || strings.Contains(errs, "<html>") {
+				t.Fatalf("errors %q quote the answer", errs)
+			}
 			if tc.errContain == "" && errs != "" || !strings.Contains(errs, tc.errContain) {
 				t.Fatalf("errors %q, want containing %q", errs, tc.errContain)
 			}

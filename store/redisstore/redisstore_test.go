@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,6 +98,74 @@ func TestNewClientURLs(t *testing.T) {
 	for _, bad := range []string{"", "redis://[::1"} {
 		if _, err := redisstore.NewClient(bad); err == nil {
 			t.Fatalf("NewClient(%q) succeeded", bad)
+		}
+	}
+	// The password given apart (serve --redis-password-file), with or
+	// without a user in the URL; not both in the URL and apart.
+	for _, tc := range []struct {
+		url, password string
+		wantErr       bool
+	}{
+		{"redis://" + srv.Addr(), "s3cret", false},
+		{"redis://default@" + srv.Addr() + "/0", "s3cret", false},
+		{"redis://" + srv.Addr(), "wrong", true},
+	} {
+		rdb, err := redisstore.NewClientWith(tc.url, redisstore.ClientOptions{Password: tc.password})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		err = rdb.Ping(context.Background()).Err()
+		rdb.Close()
+		if (err != nil) != tc.wantErr {
+			t.Fatalf("%s with a password apart: ping err = %v, want error %v", tc.url, err, tc.wantErr)
+		}
+	}
+	if _, err := redisstore.NewClientWith("redis://:other@"+srv.Addr(), redisstore.ClientOptions{Password: "s3cret"}); err == nil {
+		t.Fatal("a password in the URL and apart: accepted")
+	}
+	if _, err := redisstore.NewClientWith("redis://"+srv.Addr(), redisstore.ClientOptions{PasswordFile: filepath.Join(t.TempDir(), "none")}); err == nil {
+		t.Fatal("a missing password file: accepted")
+	}
+
+	// A password file is read anew for new connections: rotated on the
+	// server and in the file, the client reconnects with the new one.
+	file := filepath.Join(t.TempDir(), "redis-password")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rdb, err := redisstore.NewClientWith("redis://"+srv.Addr(), redisstore.ClientOptions{PasswordFile: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	ctx := context.Background()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatalf("ping with the password file: %v", err)
+	}
+	if err := os.WriteFile(file, []byte("r0tated\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(ctx, "requirepass", "r0tated").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "no").Err(); err != nil && !strings.Contains(err.Error(), "EOF") {
+		t.Logf("client kill: %v", err)
+	}
+	testkit.Eventually(t, 5*time.Second, "ping with the rotated password", func() bool { return rdb.Ping(ctx).Err() == nil })
+}
+
+// TestNewClientErrorsRedacted: no error of NewClient carries the URL's
+// password (url.Parse quotes the URL it refuses).
+func TestNewClientErrorsRedacted(t *testing.T) {
+	for _, bad := range []string{"redis://u:pw-s3cret@[::1", "redis://u:pw-s3cret@h:1/x/y", "redis://u:pw-s3cret@h:bad%zz", "redis://u:pw-s3cret@h:1?bogus=1"} {
+		c, err := redisstore.NewClient(bad)
+		if err == nil {
+			c.Close()
+			t.Errorf("NewClient(%q) succeeded", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("NewClient(%q): %v", bad, err)
 		}
 	}
 }
