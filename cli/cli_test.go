@@ -180,7 +180,7 @@ func TestSeedEndToEnd(t *testing.T) {
 	var wout, werr testkit.SyncBuffer
 	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer wcancel()
-	if err := cli.Run(wctx, []string{"watch", "--model", "glm-4.6", "--heartbeat", "1s"}, env(vars, &wout, &werr)); err != nil {
+	if err := cli.Run(wctx, []string{"watch", "--model", "glm-4.6", "--heartbeat", "5s"}, env(vars, &wout, &werr)); err != nil {
 		t.Fatalf("watch: %v", err)
 	}
 	if w := wout.String(); !strings.Contains(w, "glm-4.6-0") || !strings.Contains(w, "current state above") || strings.Contains(w, "deepseek") {
@@ -223,6 +223,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"nodes", "--status", "unspecified"}, nil, 2, "--status"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--retention", "9s"}, nil, 2, "--retention"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-nodes", "0"}, nil, 2, "--max-nodes"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--rate-burst", "0"}, nil, 2, "--rate-burst"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-streams", "-1"}, nil, 2, "--max-streams"},
 		// Global flags: the client flags only, and only before a client command.
 		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, diagnose, compare, watch), which serve does not take"},
 		{[]string{"--lang", "zh", "diagnose", "x"}, nil, 2, "--lang is a flag of diagnose, to give after the command name"},

@@ -524,7 +524,7 @@ current state again, marked as at the start.`,
 			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
 			labels := fs.String("labels", "", "only nodes carrying every one of these fleet-file labels: k=v,k2=v2")
 			minScore := fs.Float64("min-score-change", 0, "report a load-score move alone only once it reaches this (0: every move llmdiag publishes, 0.05 or more)")
-			hb := fs.Duration("heartbeat", 15*time.Second, "heartbeat interval to ask for (1s to 5m)")
+			hb := fs.Duration("heartbeat", 15*time.Second, "heartbeat interval to ask for (5s to 5m)")
 			return func(ctx context.Context, cl *client.Client, args []string) error {
 				sel := client.Selector{Model: *model, Heartbeat: *hb, MinScoreChange: *minScore}
 				if *nodes != "" {

@@ -109,6 +109,7 @@ func serveCommand(env Env) *ffcli.Command {
 	syncEvery := fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
 	offsetStep := fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	requestQueries := fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
+	lf := limitFlags(fs)
 	pf := promFlags(fs)
 	tf := tlsServeFlags(fs)
 	newLog := logFlags(fs)
@@ -168,6 +169,9 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			}
 			if *retention < 2**interval || *retention < *staleAfter {
 				return usageError{fmt.Errorf("--retention %v must be at least twice --interval (%v) and at least --stale-after (%v)", *retention, *interval, *staleAfter)}
+			}
+			if err := lf.check(); err != nil {
+				return usageError{err}
 			}
 			if *maxNodes <= 0 {
 				return usageError{fmt.Errorf("--max-nodes %d must be positive", *maxNodes)}
@@ -285,12 +289,16 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			if err != nil {
 				return err
 			}
-			h := authorize(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor())))
+			// Limits inside authorization: they count by the principal it
+			// names.
+			lim := server.NewLimiter(lf.limits())
+			h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
 
 			ln, err := net.Listen("tcp", *listen)
 			if err != nil {
 				return fmt.Errorf("listen: %w", err)
 			}
+			ln = server.CapConnections(ln, *lf.maxConns)
 			ingestCtx, stopIngest := context.WithCancel(ctx)
 			defer stopIngest()
 			ingestDone := make(chan struct{})
@@ -309,7 +317,7 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 				case <-ctx.Done():
 				}
 			}()
-			err = serveMaybeTLS(ctx, ln, h, log, *grace, tlsConfig)
+			err = serveMaybeTLS(ctx, ln, h, log, *grace, tlsConfig, lf.serveOptions())
 			stopIngest()
 			<-ingestDone // a leader releases the lease before the client closes
 			log.Info("llmdiag stopped")

@@ -59,11 +59,11 @@ func scheme(cfg *tls.Config) string {
 
 // serveMaybeTLS serves h on ln over TLS with cfg, or in plaintext when cfg
 // is nil.
-func serveMaybeTLS(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, cfg *tls.Config) error {
+func serveMaybeTLS(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, cfg *tls.Config, opts server.ServeOptions) error {
 	if cfg != nil {
-		return server.ServeTLS(ctx, ln, h, log, grace, cfg)
+		return server.ServeTLS(ctx, ln, h, log, grace, cfg, opts)
 	}
-	return server.Serve(ctx, ln, h, log, grace)
+	return server.Serve(ctx, ln, h, log, grace, opts)
 }
 
 // tlsOptions are the client options of --ca, --cert and --key.

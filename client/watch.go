@@ -27,7 +27,7 @@ type Selector struct {
 	// MinScoreChange: a load-score move alone is sent once the score has
 	// moved this much (0: every move the service publishes, 0.05 or more).
 	MinScoreChange float64
-	// Heartbeat is the heartbeat interval to ask for, 1s to 5m (0: the
+	// Heartbeat is the heartbeat interval to ask for, 5s to 5m (0: the
 	// service's default, 15s).
 	Heartbeat time.Duration
 }

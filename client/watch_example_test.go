@@ -12,6 +12,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
@@ -29,7 +30,7 @@ func startFleet() *fleet { return startFleetAt("127.0.0.1:0") }
 
 func startFleetAt(addr string) *fleet {
 	st := memory.New(memory.Options{}, "example")
-	srv, err := servertest.Run(servertest.Options{Store: st, Addr: addr, Grace: time.Second})
+	srv, err := servertest.Run(servertest.Options{Store: st, Addr: addr, Grace: time.Second, Config: server.Config{MinHeartbeat: time.Second}})
 	if err != nil {
 		panic(err)
 	}
@@ -74,7 +75,7 @@ func ExampleClient_Watch() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	view := c.Watch(ctx, client.Selector{Model: "glm-4.6", Heartbeat: time.Second})
+	view := c.Watch(ctx, client.Selector{Model: "glm-4.6", Heartbeat: 5 * time.Second})
 	<-view.Synced()
 	for _, n := range view.Nodes() {
 		fmt.Printf("%s routable=%v score=%.1f %s\n", n.Node, view.Routable(n.Node), n.LoadScore, n.RootCause)

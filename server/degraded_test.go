@@ -95,7 +95,7 @@ func TestSharedStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, servertest.Options{Store: rep, Source: src, Log: log, Registry: reg,
-		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th}})
+		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th, MinHeartbeat: time.Second}})
 	c, err := client.New(srv.URL)
 	if err != nil {
 		t.Fatal(err)

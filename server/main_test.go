@@ -36,8 +36,15 @@ func TestMain(m *testing.M) {
 }
 
 // streamClients opens n idle streams on url, prints "ready" once all are
-// synced, and holds them until standard input closes.
+// synced, and holds them until standard input closes. Each selects a-0 and,
+// when LLMDIAG_BENCH_STREAM_IDS is set, that many made-up ids of 128 bytes
+// besides.
 func streamClients(url string, n int) error {
+	nodes := []string{"a-0"}
+	ids, _ := strconv.Atoi(os.Getenv("LLMDIAG_BENCH_STREAM_IDS"))
+	for i := range ids {
+		nodes = append(nodes, fmt.Sprintf("made-up-%0120d", i))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var cs []*client.Client
@@ -51,7 +58,7 @@ func streamClients(url string, n int) error {
 	synced := make(chan error, n)
 	for i := range n {
 		go func() {
-			s, err := cs[i%len(cs)].StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{Nodes: []string{"a-0"}, HeartbeatInterval: durationpb.New(5 * time.Minute)}))
+			s, err := cs[i%len(cs)].StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{Nodes: nodes, HeartbeatInterval: durationpb.New(5 * time.Minute)}))
 			if err != nil {
 				synced <- err
 				return

@@ -120,7 +120,7 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	defer func() { stopLeader(); <-leaderDone }()
 
 	srv := servertest.Start(t, servertest.Options{Store: rep, Source: src, Registry: reg, Log: log,
-		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th}})
+		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th, MinHeartbeat: time.Second}})
 	c, err := client.New(srv.URL)
 	if err != nil {
 		t.Fatal(err)

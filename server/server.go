@@ -46,7 +46,10 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	// Answers below CompressMinBytes go out uncompressed: gzip of a few
 	// kilobytes costs more CPU than the bytes it saves on a data-centre
 	// network, and it was a third of GetNodeMetrics' time (BenchmarkRPC).
-	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes)}, opts...)
+	//
+	// Compressed requests are inflated no further than that megabyte
+	// (boundedGzip, compress.go).
+	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), boundedGzip(MaxRequestBytes)}, opts...)
 	mux := http.NewServeMux()
 	mux.Handle(llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...))
 	mux.Handle(grpchealth.NewHandler(health, opts...))
@@ -114,17 +117,26 @@ func (h healthChecker) Check(ctx context.Context, req *grpchealth.CheckRequest) 
 }
 
 // Serve serves h on ln over HTTP/1.1 and cleartext HTTP/2 until ctx is done,
-// then shuts down gracefully within grace. ServeTLS serves over TLS.
-func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration) error {
-	return serve(ctx, ln, h, log, grace, nil)
+// then shuts down gracefully within grace. ServeTLS serves over TLS. HTTP/2
+// connections are bounded by opts (the first given; see ServeOptions for
+// the defaults).
+func Serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, opts ...ServeOptions) error {
+	return serve(ctx, ln, h, log, grace, nil, opts)
 }
 
 // serve is Serve, or ServeTLS when tlsConfig is not nil.
-func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, tlsConfig *tls.Config) error {
+func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, tlsConfig *tls.Config, opts []ServeOptions) error {
+	var o ServeOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o = o.withDefaults()
 	srv := &http.Server{
 		Handler:           h,
 		Protocols:         protocols(tlsConfig != nil),
 		TLSConfig:         tlsConfig,
+		HTTP2:             o.http2Config(),
+		MaxHeaderBytes:    MaxHeaderBytes,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -160,7 +160,7 @@ func startServerAt(t *testing.T, now time.Time) (string, *memory.Store, *fakeSou
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, servertest.Options{Store: st, Source: src, Log: log, Registry: reg,
-		Config:         server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th, OffsetStep: 5 * time.Second},
+		Config:         server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th, OffsetStep: 5 * time.Second, MinHeartbeat: time.Second},
 		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(tm.Interceptor())}})
 	return srv.URL, st, src
 }

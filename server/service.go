@@ -41,6 +41,9 @@ type Config struct {
 	// MaxCompareSubjects bounds the nodes one comparison reads, and the nodes
 	// one stream may select (default 1000).
 	MaxCompareSubjects int
+	// MinHeartbeat is the shortest heartbeat_interval a stream may ask for
+	// (default DefaultMinHeartbeat).
+	MinHeartbeat time.Duration
 	// OffsetStep, when positive, is the finest step offsets are rounded to
 	// before they key the query cache and the source's reads (see
 	// onDemandStep): for a source whose reads cost queries. Zero reads
@@ -95,6 +98,9 @@ func NewService(st store.Store, win source.Source, log *slog.Logger, now func() 
 	}
 	if cfg.RequestQueryBudget <= 0 {
 		cfg.RequestQueryBudget = DefaultRequestQueryBudget
+	}
+	if cfg.MinHeartbeat <= 0 {
+		cfg.MinHeartbeat = DefaultMinHeartbeat
 	}
 	defaultWindow, err := metrics.CanonicalWindow(cfg.DefaultWindow)
 	if err != nil {
@@ -637,6 +643,19 @@ const (
 	maxLabelValueByte = 1024
 )
 
+// DefaultMinHeartbeat is Config.MinHeartbeat's default: a heartbeat costs
+// every stream a write, so a caller may not ask for them faster.
+const DefaultMinHeartbeat = 5 * time.Second
+
+// maxStreamNodeBytes bounds the bytes of node ids one stream selects, all
+// ids together: a stream holds its selection as long as it is open, and
+// made-up ids cost the same as real ones (a node may join after the stream
+// starts, so ids are not checked against the fleet). 1,000 ids of the
+// longest kind (128 bytes) made a stream cost 250-400 KB; at this bound a
+// selection costs at most about 16 KiB of ids, and up to 1,000 ids of 16
+// bytes on average still fit.
+const maxStreamNodeBytes = 16 << 10
+
 // StreamHealth implements DiagnosisServiceHandler. Streams share one reader
 // of the health feed (package fanout): each gets the current state of every
 // selected node, SYNCED, then the latest state of each node that changes,
@@ -668,8 +687,8 @@ func (s *Service) streamOptions(msg *llmdiagv1.StreamHealthRequest) (fanout.SubO
 	hb := 15 * time.Second
 	if d := msg.GetHeartbeatInterval(); d != nil {
 		hb = d.AsDuration()
-		if hb < time.Second || hb > 5*time.Minute {
-			return fanout.SubOptions{}, invalid("heartbeat_interval", fmt.Errorf("%v is outside [1s, 5m]", hb))
+		if hb < s.cfg.MinHeartbeat || hb > 5*time.Minute {
+			return fanout.SubOptions{}, invalid("heartbeat_interval", fmt.Errorf("%v is outside [%v, 5m]", hb, s.cfg.MinHeartbeat))
 		}
 	}
 	minScore := msg.GetMinScoreChange()
@@ -679,10 +698,17 @@ func (s *Service) streamOptions(msg *llmdiagv1.StreamHealthRequest) (fanout.SubO
 	if n := len(msg.GetNodes()); n > s.cfg.MaxCompareSubjects {
 		return fanout.SubOptions{}, invalid("nodes", fmt.Errorf("%d nodes; at most %d", n, s.cfg.MaxCompareSubjects))
 	}
+	size := 0
+	for _, id := range msg.GetNodes() {
+		size += len(id)
+	}
+	if size > maxStreamNodeBytes {
+		return fanout.SubOptions{}, invalid("nodes", fmt.Errorf("%d bytes of node ids; at most %d in all (select by model or labels instead)", size, maxStreamNodeBytes))
+	}
 	sel := map[string]bool{}
 	for i, id := range msg.GetNodes() {
 		if !fleet.ValidID(id) {
-			return fanout.SubOptions{}, invalid(fmt.Sprintf("nodes[%d]", i), fmt.Errorf("%q is not a valid node id", id))
+			return fanout.SubOptions{}, invalid(fmt.Sprintf("nodes[%d]", i), fmt.Errorf("%.40q is not a valid node id", id))
 		}
 		sel[id] = true
 	}

@@ -46,7 +46,7 @@ func streamServer(t testing.TB) (string, *memory.Store) {
 			t.Fatal(err)
 		}
 	}
-	srv := servertest.Start(t, servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour}})
+	srv := servertest.Start(t, servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour, MinHeartbeat: time.Second}})
 	return srv.URL, st
 }
 

@@ -107,12 +107,12 @@ func (p *perPool) config(*tls.ClientHelloInfo) (*tls.Config, error) {
 
 // ServeTLS is Serve over TLS with cfg (see NewTLSConfig): HTTP/2 when the
 // client offers h2 by ALPN, HTTP/1.1 otherwise, and never cleartext HTTP/2
-// (h2c), which only Serve speaks.
-func ServeTLS(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, cfg *tls.Config) error {
+// (h2c), which only Serve speaks. opts are as Serve's.
+func ServeTLS(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logger, grace time.Duration, cfg *tls.Config, opts ...ServeOptions) error {
 	if cfg == nil {
 		return errors.New("ServeTLS: no TLS configuration")
 	}
-	return serve(ctx, ln, h, log, grace, cfg)
+	return serve(ctx, ln, h, log, grace, cfg, opts)
 }
 
 // protocols are the HTTP versions served: with TLS, HTTP/1.1 and HTTP/2 by

@@ -2493,7 +2493,7 @@ type StreamHealthRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Nodes []string               `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	Model string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	// Between 1s and 5m; unset means 15s.
+	// Between 5s and 5m; unset means 15s.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
 	// resume_token of the last event received: the stream resumes after it.
 	ResumeToken string `protobuf:"bytes,4,opt,name=resume_token,json=resumeToken,proto3" json:"resume_token,omitempty"`

@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/llmdiag/llmdiag/server"
+)
+
+// limitFlagSet holds serve's flags that bound what callers can hold and ask
+// (server.Limits, server.ServeOptions, server.CapConnections).
+type limitFlagSet struct {
+	maxStreams, maxStreamsPer, rateBurst, maxConns, h2Streams *int
+	rateLimit                                                 *float64
+	readTimeout                                               *time.Duration
+}
+
+func limitFlags(fs *flag.FlagSet) limitFlagSet {
+	return limitFlagSet{
+		maxStreams:    fs.Int("max-streams", server.DefaultMaxStreams, "server streams (StreamHealth, health Watch) open at once on this process; beyond, resource exhausted naming this flag (0: no cap)"),
+		maxStreamsPer: fs.Int("max-streams-per-principal", server.DefaultMaxStreamsPerPrincipal, "server streams one principal (the authenticated caller, or without authentication its remote host) may have open at once (0: no cap)"),
+		rateLimit:     fs.Float64("rate-limit", server.DefaultRateLimit, "unary calls a second one principal may make, sustained; beyond, resource exhausted (0: no limit; health checks are not limited)"),
+		rateBurst:     fs.Int("rate-burst", server.DefaultRateBurst, "unary calls one principal may make in a burst (the token bucket's size); with --rate-limit"),
+		readTimeout:   fs.Duration("request-read-timeout", server.DefaultRequestReadTimeout, "time a request has to arrive in full, headers to end of body (a stream's request too; then the stream stays open); 0: none"),
+		maxConns:      fs.Int("max-connections", server.DefaultMaxConnections, "connections open at once; beyond, a new connection is closed as soon as it is accepted (0: no cap)"),
+		h2Streams:     fs.Int("http2-max-streams", server.DefaultMaxConcurrentStreams, "HTTP/2 streams (calls) one connection may have open at once"),
+	}
+}
+
+func (l limitFlagSet) check() error {
+	if *l.maxStreams < 0 || *l.maxStreamsPer < 0 || *l.rateLimit < 0 || *l.rateBurst < 1 || *l.maxConns < 0 || *l.h2Streams < 1 || *l.readTimeout < 0 {
+		return errors.New("--max-streams, --max-streams-per-principal, --rate-limit, --max-connections and --request-read-timeout must not be negative; --rate-burst and --http2-max-streams must be at least 1")
+	}
+	return nil
+}
+
+// limits is the server.Limits the flags ask for; 0 (no limit) becomes
+// server.Limits' negative.
+func (l limitFlagSet) limits() server.Limits {
+	off := func(v int) int {
+		if v == 0 {
+			return -1
+		}
+		return v
+	}
+	lim := server.Limits{
+		MaxStreams:             off(*l.maxStreams),
+		MaxStreamsPerPrincipal: off(*l.maxStreamsPer),
+		RateLimit:              *l.rateLimit,
+		RateBurst:              *l.rateBurst,
+		RequestReadTimeout:     *l.readTimeout,
+		Principal:              server.PrincipalOr(server.RemoteHost),
+	}
+	if lim.RateLimit == 0 {
+		lim.RateLimit = -1
+	}
+	if lim.RequestReadTimeout == 0 {
+		lim.RequestReadTimeout = -1
+	}
+	return lim
+}
+
+func (l limitFlagSet) serveOptions() server.ServeOptions {
+	return server.ServeOptions{MaxConcurrentStreams: *l.h2Streams}
+}
