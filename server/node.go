@@ -1,0 +1,255 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/report"
+	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+// GetNodeMetrics and DiagnoseNode: one node, at the default window from the
+// store, or at another window or offset read on demand from the source.
+
+// GetNodeMetrics implements DiagnosisServiceHandler.
+func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
+	ctx = s.budgeted(ctx)
+	m, _, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), req.Msg.GetOffset())
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&llmdiagv1.GetNodeMetricsResponse{Metrics: m, Degraded: s.degraded()}), nil
+}
+
+// DiagnoseNode implements DiagnosisServiceHandler.
+func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiagv1.DiagnoseNodeRequest]) (*connect.Response[llmdiagv1.DiagnoseNodeResponse], error) {
+	lang := req.Msg.GetLanguage()
+	switch lang {
+	case llmdiagv1.Language_LANGUAGE_UNSPECIFIED:
+		lang = llmdiagv1.Language_LANGUAGE_EN
+	case llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH:
+	default:
+		return nil, invalid("language", fmt.Errorf("unknown value %d", lang))
+	}
+	format := req.Msg.GetFormat()
+	switch format {
+	case llmdiagv1.ReportFormat_REPORT_FORMAT_UNSPECIFIED:
+		format = llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN
+	case llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN, llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT:
+	default:
+		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
+	}
+	ctx = s.budgeted(ctx)
+	m, rec, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), nil)
+	if err != nil {
+		return nil, err
+	}
+	var d *llmdiagv1.Diagnosis
+	if rec.Diagnosis != nil && lang == llmdiagv1.Language_LANGUAGE_EN && !m.GetStale() && m.GetWindow() == rec.Metrics.GetWindow() {
+		// The verdict made at refresh time: a store lookup.
+		d = rec.Diagnosis
+		d.Staleness = m.GetStaleness()
+	} else {
+		d = s.rediagnose(ctx, rec, m, lang, s.now())
+	}
+	return connect.NewResponse(&llmdiagv1.DiagnoseNodeResponse{
+		Diagnosis: d,
+		Report:    report.Render(d, format, lang),
+		Degraded:  s.degraded(),
+	}), nil
+}
+
+// MaxOffset bounds how far back a request may look.
+const MaxOffset = 30 * 24 * time.Hour
+
+// span is an on-demand read as the service performs it: the window in its
+// canonical spelling (metrics.CanonicalWindow: "60m" is "1h") and the
+// offset rounded to step. The default window ending now is the store's.
+type span struct {
+	window string
+	dur    time.Duration // 0 for the lifetime
+	offset time.Duration
+	step   time.Duration // offsets into window are rounded to; 0 not at all
+}
+
+// spanOf validates window (empty: the default) and normalises it and
+// offset (already validated) into the span read.
+func (s *Service) spanOf(window string, offset time.Duration) (span, error) {
+	w, err := metrics.CanonicalWindow(windowOr(window, s.cfg.DefaultWindow))
+	if err != nil {
+		return span{}, invalid("window", err)
+	}
+	dur, _, _ := metrics.ParseWindow(w)
+	sp := span{window: w, dur: dur, offset: offset}
+	if s.cfg.OffsetStep > 0 {
+		sp.step = s.onDemandStep(dur)
+		sp.offset = roundTo(offset, sp.step)
+		if sp.offset > MaxOffset {
+			sp.offset -= sp.step
+		}
+	}
+	return sp, nil
+}
+
+// roundSteps are the steps a tenth of a window is rounded down to.
+var roundSteps = []time.Duration{
+	time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour,
+}
+
+// onDemandStep is the step offsets into a window of dur are rounded to:
+// the larger of Config.OffsetStep and a tenth of the window rounded down to
+// one of roundSteps (30s for 5m, 5m for 1h, 12h for 7d). A window then
+// moves by at most a twentieth of its length, and requests for offsets a
+// few seconds apart share one read of the source and one cache entry.
+func (s *Service) onDemandStep(dur time.Duration) time.Duration {
+	step := s.cfg.OffsetStep
+	for _, r := range roundSteps {
+		if r <= dur/10 {
+			step = max(step, r)
+		}
+	}
+	return step
+}
+
+// roundTo is d rounded to the nearest multiple of step.
+func roundTo(d, step time.Duration) time.Duration {
+	return (d + step/2) / step * step
+}
+
+// offsetOf validates an offset field: absent is 0.
+func offsetOf(field string, pb *durationpb.Duration) (time.Duration, error) {
+	if pb == nil {
+		return 0, nil
+	}
+	if err := pb.CheckValid(); err != nil {
+		return 0, invalid(field, err)
+	}
+	d := pb.AsDuration()
+	if d < 0 || d > MaxOffset {
+		return 0, invalid(field, fmt.Errorf("%v is outside [0, %v]", d, MaxOffset))
+	}
+	return d, nil
+}
+
+// metricsFor validates a node id, window and offset and returns the node's
+// metrics over the window (staleness measured now) with its stored record.
+// The answer's offset is the one read (span).
+func (s *Service) metricsFor(ctx context.Context, node, window string, offsetpb *durationpb.Duration) (*llmdiagv1.NodeMetrics, *store.Record, error) {
+	if node == "" {
+		return nil, nil, invalid("node", errors.New("required"))
+	}
+	if !fleet.ValidID(node) {
+		return nil, nil, invalid("node", fmt.Errorf("%q is not a valid node id", node))
+	}
+	offset, err := offsetOf("offset", offsetpb)
+	if err != nil {
+		return nil, nil, err
+	}
+	sp, err := s.spanOf(window, offset)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, rec, err := s.metricsAt(ctx, node, sp)
+	if err != nil {
+		return nil, nil, err
+	}
+	if offsetpb != nil {
+		m.Offset = durationpb.New(sp.offset)
+	}
+	return m, rec, nil
+}
+
+// metricsAt returns a node's metrics over sp (staleness measured now),
+// a copy the caller may change, with its stored record. The default window
+// ending now is a store lookup; any other window or an offset is read from
+// the source.Source through the store's query cache, so a burst of
+// identical requests costs one read; the source's own reads are
+// fleet-wide (Prometheus: one query set per window and offset, whatever
+// the nodes asked about).
+func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiagv1.NodeMetrics, *store.Record, error) {
+	rec, err := s.st.Get(ctx, node)
+	if err != nil {
+		return nil, nil, storeErr(err)
+	}
+	m := rec.Metrics
+	if sp.window != s.defaultWindow || sp.offset != 0 {
+		if s.win == nil {
+			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", sp.window, s.cfg.DefaultWindow))
+		}
+		key := fmt.Sprintf("window\x00%s\x00%s\x00%d", node, sp.window, sp.offset)
+		raw, err := s.st.Cached(ctx, key, source.Reuse(sp.dur), func(ctx context.Context) ([]byte, error) {
+			m, err := s.win.Window(ctx, node, sp.window, sp.offset)
+			if err != nil {
+				return nil, err
+			}
+			return proto.Marshal(m)
+		})
+		if err != nil {
+			return nil, nil, windowErr(sp, node, err)
+		}
+		m = &llmdiagv1.NodeMetrics{}
+		if err := proto.Unmarshal(raw, m); err != nil {
+			return nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("cached window %q of %q: %w", sp.window, node, err))
+		}
+	}
+	// Staleness is measured against the time asked about: data from an hour
+	// ago is fresh for "one hour ago".
+	return refresh.Restale(m, s.now().Add(-sp.offset), s.cfg.StaleAfter), rec, nil
+}
+
+// windowErr is the answer to a failed on-demand read.
+func windowErr(sp span, node string, err error) error {
+	err = fmt.Errorf("window %q ending %v ago of %q: %w", sp.window, sp.offset, node, err)
+	switch {
+	case errors.Is(err, source.ErrOverBudget):
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%w (%s sets the budget)", err, budgetFlag))
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return storeErr(err)
+	}
+	return connect.NewError(connect.CodeUnavailable, err)
+}
+
+// rediagnose runs the verdict rules on m with the node's stored history,
+// profile and peers.
+func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv1.NodeMetrics, lang llmdiagv1.Language, now time.Time) *llmdiagv1.Diagnosis {
+	m = refresh.Restale(m, now, s.cfg.StaleAfter)
+	hist, err := s.st.History(ctx, rec.Node.GetId())
+	if err != nil {
+		s.log.Warn("history unavailable", "node", rec.Node.GetId(), "err", err)
+	}
+	var peers []*llmdiagv1.NodeMetrics
+	if recs, err := s.st.List(ctx); err == nil {
+		for _, r := range recs {
+			if r.Node.GetId() != rec.Node.GetId() && r.Node.GetModel() == rec.Node.GetModel() {
+				peers = append(peers, refresh.Restale(r.Metrics, now, s.cfg.StaleAfter))
+			}
+		}
+	}
+	return diagnose.Diagnose(diagnose.Input{Metrics: m, History: hist, Profile: rec.Node.GetProfile(), Peers: peers}, s.cfg.Thresholds, lang)
+}
+
+// markStale measures the record's staleness at now; when the data is too old
+// the node's health becomes UNKNOWN and unroutable, as a fresh diagnosis of
+// stale data would say (the refresh that would have said it has not run).
+func (s *Service) markStale(r *store.Record, now time.Time) {
+	n := r.Node
+	age, stale := metrics.Staleness(r.Metrics.GetObservedAt().AsTime(), now, s.cfg.StaleAfter)
+	n.Staleness = durationpb.New(age)
+	if stale {
+		n.Status, n.RootCause, n.Routable = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false
+	}
+}

@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// ListNodes: the fleet, filtered and in pages (pages.go).
+
+// ListNodes implements DiagnosisServiceHandler: one page of the nodes
+// that pass the filters, sorted by id (see pages.go for paging).
+func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.ListNodesRequest]) (*connect.Response[llmdiagv1.ListNodesResponse], error) {
+	msg := req.Msg
+	if _, ok := llmdiagv1.Engine_name[int32(msg.GetEngine())]; !ok {
+		return nil, invalid("engine", fmt.Errorf("unknown value %d", msg.GetEngine()))
+	}
+	if _, ok := llmdiagv1.Status_name[int32(msg.GetStatus())]; !ok {
+		return nil, invalid("status", fmt.Errorf("unknown value %d", msg.GetStatus()))
+	}
+	size, err := pageSize(msg.GetPageSize())
+	if err != nil {
+		return nil, err
+	}
+	after, err := decodePageToken(msg)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := s.st.List(ctx)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	out := &llmdiagv1.ListNodesResponse{}
+	now := s.now()
+	for _, r := range recs {
+		n := r.Node
+		if after != "" && n.GetId() <= after {
+			continue
+		}
+		if m := msg.GetModel(); m != "" && n.GetModel() != m {
+			continue
+		}
+		if e := msg.GetEngine(); e != llmdiagv1.Engine_ENGINE_UNSPECIFIED && n.GetEngine() != e {
+			continue
+		}
+		s.markStale(r, now)
+		if st := msg.GetStatus(); st != llmdiagv1.Status_STATUS_UNSPECIFIED && n.GetStatus() != st {
+			continue
+		}
+		if len(out.Nodes) == size {
+			out.NextPageToken = encodePageToken(msg, out.Nodes[size-1].GetId())
+			break
+		}
+		out.Nodes = append(out.Nodes, n)
+	}
+	out.Degraded = s.degraded()
+	return connect.NewResponse(out), nil
+}
