@@ -1,6 +1,19 @@
 // Package server serves llmdiag's DiagnosisService on one port: Connect (JSON
-// and binary), gRPC and gRPC-Web over HTTP/1.1 and cleartext HTTP/2, plus
-// grpc.health.v1, server reflection and /metrics. Handlers read the store;
-// windows other than the refresh's default are computed on demand through a
-// source.Source. Every handler exit is a connect error with the right code.
+// and binary), gRPC and gRPC-Web over HTTP/1.1 and cleartext HTTP/2, or over
+// TLS with HTTP/2 by ALPN, plus grpc.health.v1, server reflection and
+// /metrics. Handlers read the store; windows other than the refresh's
+// default are computed on demand through a source.Source. Every handler exit
+// is a connect error with the right code.
+//
+// Files by concern:
+//
+//   - server.go: the one-port handler, health, Serve;
+//   - service.go: the Service, its configuration and shared error helpers;
+//   - nodes.go and pages.go: ListNodes; node.go: GetNodeMetrics and
+//     DiagnoseNode; compare.go: ComparePercentiles; stream.go: StreamHealth;
+//   - auth.go: authentication and per-procedure roles in front of every path
+//     but health (package auth holds the principals and the policy);
+//   - limits.go, listen.go, compress.go: stream caps, rate limits, the
+//     request read deadline, the connection cap, bounded decompression;
+//   - tls.go: TLS with certificates reloaded from files (package tlsreload).
 package server
