@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/internal/redact"
@@ -83,36 +85,53 @@ func parseTarget(v string) (fleet.Node, error) {
 	return n, nil
 }
 
+// serveFlags are serve's flags, read by the steps of runServe.
+type serveFlags struct {
+	fs                                                    *flag.FlagSet
+	listen, fleetPath, window, thresholdsFile             *string
+	targets                                               targetsFlag
+	interval, staleAfter, scrapeTimeout, retention, grace *time.Duration
+	maxSeries, maxRanks, maxNodes, historyLen             *int
+	redisURL, redisPasswordFile, redisPrefix, replicaID   *string
+	leaseTTL, syncEvery, offsetStep                       *time.Duration
+	requestQueries                                        *int
+	sec                                                   securityFlagSet
+	lim                                                   limitFlagSet
+	prom                                                  promFlagSet
+	tls                                                   serveTLSFlags
+	newLog                                                func(io.Writer) (*slog.Logger, error)
+}
+
 func serveCommand(env Env) *ffcli.Command {
 	fs := flag.NewFlagSet("llmdiag serve", flag.ContinueOnError)
-	listen := fs.String("listen", "127.0.0.1:8080", "address to serve Connect, gRPC, gRPC-Web, health, reflection and /metrics on")
-	fleetPath := fs.String("fleet", "", "fleet file (YAML): nodes with id, url, model, engine and profile")
-	var targets targetsFlag
-	fs.Var(&targets, "target", "a node to scrape, as id=url[,model=NAME][,engine=vllm|sglang][,follow_redirects=true]; repeatable, adds to --fleet")
-	interval := fs.Duration("interval", 5*time.Second, "time between refreshes of the whole fleet")
-	window := fs.String("window", "5m", "default window verdicts are computed for")
-	staleAfter := fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
-	scrapeTimeout := fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
-	maxSeries := fs.Int("scrape-max-series", engine.DefaultMaxSeries, "refuse a scraped exposition with more series than this (every histogram bucket counts, as in Prometheus); the parse stops there and the node reads UNKNOWN with the limit named")
-	maxRanks := fs.Int("scrape-max-ranks", engine.DefaultMaxRankValues, "refuse a scraped exposition with more distinct values than this of one rank label (vLLM's engine, SGLang's dp_rank, tp_rank, pp_rank, moe_ep_rank, pid)")
-	retention := fs.Duration("retention", refresh.DefaultRetention, "how long llmdiag remembers: samples kept for on-demand windows, and a node its source has not presented for this long is forgotten (store, streams, --redis keys)")
-	maxNodes := fs.Int("max-nodes", refresh.DefaultMaxNodes, "most nodes kept; beyond it new nodes are refused (logged each refresh, counted in llmdiag_nodes_refused_total) while known ones keep refreshing")
-	historyLen := fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
-	thresholdsFile := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); keys it leaves out keep their defaults; --stale-after, when given, overrides its stale_after")
-	grace := fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
-	sf := securityFlags(fs)
-	redisURL := fs.String("redis", "", "keep state in this Redis, shared by replicas: redis://[user:password@]host:port[/db] (rediss:// for TLS); several host:port separated by commas for a Cluster. One replica at a time (the ingest lease holder) refreshes; all serve")
-	redisPasswordFile := fs.String("redis-password-file", "", "file holding the password for --redis (then not in its URL, nor in the process list; read anew for every new connection); the URL's user, if any, goes with it")
-	redisPrefix := fs.String("redis-prefix", redisstore.DefaultPrefix, "prefix of every Redis key; replicas with the same prefix share state and the ingest lease")
-	leaseTTL := fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
-	replicaID := fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
-	syncEvery := fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
-	offsetStep := fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
-	requestQueries := fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
-	lf := limitFlags(fs)
-	pf := promFlags(fs)
-	tf := tlsServeFlags(fs)
-	newLog := logFlags(fs)
+	c := &serveFlags{fs: fs}
+	c.listen = fs.String("listen", "127.0.0.1:8080", "address to serve Connect, gRPC, gRPC-Web, health, reflection and /metrics on")
+	c.fleetPath = fs.String("fleet", "", "fleet file (YAML): nodes with id, url, model, engine and profile")
+	fs.Var(&c.targets, "target", "a node to scrape, as id=url[,model=NAME][,engine=vllm|sglang][,follow_redirects=true]; repeatable, adds to --fleet")
+	c.interval = fs.Duration("interval", 5*time.Second, "time between refreshes of the whole fleet")
+	c.window = fs.String("window", "5m", "default window verdicts are computed for")
+	c.staleAfter = fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
+	c.scrapeTimeout = fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
+	c.maxSeries = fs.Int("scrape-max-series", engine.DefaultMaxSeries, "refuse a scraped exposition with more series than this (every histogram bucket counts, as in Prometheus); the parse stops there and the node reads UNKNOWN with the limit named")
+	c.maxRanks = fs.Int("scrape-max-ranks", engine.DefaultMaxRankValues, "refuse a scraped exposition with more distinct values than this of one rank label (vLLM's engine, SGLang's dp_rank, tp_rank, pp_rank, moe_ep_rank, pid)")
+	c.retention = fs.Duration("retention", refresh.DefaultRetention, "how long llmdiag remembers: samples kept for on-demand windows, and a node its source has not presented for this long is forgotten (store, streams, --redis keys)")
+	c.maxNodes = fs.Int("max-nodes", refresh.DefaultMaxNodes, "most nodes kept; beyond it new nodes are refused (logged each refresh, counted in llmdiag_nodes_refused_total) while known ones keep refreshing")
+	c.historyLen = fs.Int("history", memory.DefaultHistoryLen, "refreshes kept per node for spike-vs-sustained reasoning")
+	c.thresholdsFile = fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); keys it leaves out keep their defaults; --stale-after, when given, overrides its stale_after")
+	c.grace = fs.Duration("shutdown-grace", 10*time.Second, "time open requests get to finish on SIGTERM")
+	c.sec = securityFlags(fs)
+	c.redisURL = fs.String("redis", "", "keep state in this Redis, shared by replicas: redis://[user:password@]host:port[/db] (rediss:// for TLS); several host:port separated by commas for a Cluster. One replica at a time (the ingest lease holder) refreshes; all serve")
+	c.redisPasswordFile = fs.String("redis-password-file", "", "file holding the password for --redis (then not in its URL, nor in the process list; read anew for every new connection); the URL's user, if any, goes with it")
+	c.redisPrefix = fs.String("redis-prefix", redisstore.DefaultPrefix, "prefix of every Redis key; replicas with the same prefix share state and the ingest lease")
+	c.leaseTTL = fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
+	c.replicaID = fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
+	c.syncEvery = fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
+	c.offsetStep = fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
+	c.requestQueries = fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
+	c.lim = limitFlags(fs)
+	c.prom = promFlags(fs)
+	c.tls = tlsServeFlags(fs)
+	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
 		ShortUsage: "llmdiag serve [--fleet FILE] [--target id=url ...] [flags]",
@@ -132,198 +151,244 @@ holding the ingest lease refreshes. Stops gracefully on SIGTERM.`),
 			if err := noArgs(args); err != nil {
 				return err
 			}
-			if targets.err != nil {
-				return usageError{targets.err}
-			}
-			log, err := newLog(env.Stderr)
-			if err != nil {
-				return err
-			}
-			tlsConfig, err := tf.config(log)
-			if err != nil {
-				return err
-			}
-			th, thKeys, err := loadThresholdsKeys(*thresholdsFile)
-			if err != nil {
-				return err
-			}
-			staleGiven := false
-			fs.Visit(func(f *flag.Flag) { staleGiven = staleGiven || f.Name == "stale-after" })
-			if thKeys["stale_after"] && !staleGiven {
-				*staleAfter = th.StaleAfter
-			}
-			if _, _, err := metrics.ParseWindow(*window); err != nil {
-				return usageError{fmt.Errorf("--window: %w", err)}
-			}
-			if *interval <= 0 || *staleAfter <= 0 || *scrapeTimeout <= 0 || *maxSeries <= 0 || *maxRanks <= 0 {
-				return usageError{errors.New("--interval, --stale-after, --scrape-timeout, --scrape-max-series and --scrape-max-ranks must be positive")}
-			}
-			if *offsetStep < 0 || *requestQueries <= 0 {
-				return usageError{errors.New("--offset-step must not be negative and --max-request-queries must be positive")}
-			}
-			if *offsetStep == 0 && *pf.url != "" {
-				*offsetStep = *interval
-			}
-			if m, o := *pf.maxInFlight, *pf.onDemandInFlight; o < 1 || m <= o {
-				return usageError{fmt.Errorf("--prometheus-on-demand-in-flight (%d) must be at least 1 and less than --prometheus-max-in-flight (%d), so that refreshes keep slots of their own", o, m)}
-			}
-			if *retention < 2**interval || *retention < *staleAfter {
-				return usageError{fmt.Errorf("--retention %v must be at least twice --interval (%v) and at least --stale-after (%v)", *retention, *interval, *staleAfter)}
-			}
-			if err := lf.check(); err != nil {
-				return usageError{err}
-			}
-			if *maxNodes <= 0 {
-				return usageError{fmt.Errorf("--max-nodes %d must be positive", *maxNodes)}
-			}
-			if *redisPasswordFile != "" && *redisURL == "" {
-				return usageError{errors.New("--redis-password-file without --redis")}
-			}
-			if *redisURL != "" && (*leaseTTL < lease.MinTTL || *replicaID == "" || *syncEvery <= 0) {
-				return usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty and --redis-sync positive", lease.MinTTL)}
-			}
-			f := &fleet.File{}
-			if *fleetPath != "" {
-				if f, err = fleet.Load(*fleetPath); err != nil {
-					return err
-				}
-			}
-			f.Nodes = append(f.Nodes, targets.nodes...)
-			if err := f.Validate(); err != nil {
-				return usageError{err}
-			}
-			if *pf.url == "" {
-				if len(f.Nodes) == 0 {
-					return usageError{errors.New("no nodes to watch: give --prometheus URL, --fleet FILE or --target id=url")}
-				}
-				for _, n := range f.Nodes {
-					if n.URL == "" {
-						return usageError{fmt.Errorf("node %q has no url to scrape (or read the fleet from --prometheus)", n.ID)}
-					}
-				}
-			}
-
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			tm, err := telemetry.New(reg, time.Now)
-			if err != nil {
-				return err
-			}
-			th.StaleAfter = *staleAfter
-			var (
-				st          store.Store
-				rdb         redis.UniversalClient
-				ingestLease *lease.Lease
-			)
-			if *redisURL == "" {
-				st = memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
-			} else {
-				if rdb, err = redisstore.NewClientWith(*redisURL, redisstore.ClientOptions{PasswordFile: *redisPasswordFile}); err != nil {
-					return usageError{fmt.Errorf("--redis: %w", err)}
-				}
-				defer rdb.Close()
-				// go-redis logs through a process-wide logger: route it into
-				// ours, at debug level, since the replica and the lease already
-				// log a Redis outage once, with what it means.
-				redis.SetLogger(redisLogger{log})
-				shared := redisstore.New(rdb, redisstore.Options{Prefix: *redisPrefix, HistoryLen: *historyLen, NodeTTL: *retention})
-				local := memory.New(memory.Options{HistoryLen: *historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
-				rep := replica.New(shared, local, replica.Options{SyncEvery: *syncEvery, Log: log})
-				go rep.Run(ctx)
-				st = rep
-				if ingestLease, err = lease.New(rdb, *redisPrefix+"ingest", *replicaID, *leaseTTL, time.Now, log, reg); err != nil {
-					return err
-				}
-			}
-			var (
-				src  source.Source
-				from string
-			)
-			var scraped []fleet.Node
-			for _, n := range f.Nodes {
-				if n.URL != "" {
-					scraped = append(scraped, n)
-				}
-			}
-			scraper := scrape.New(scraped, nil, log, time.Now, scrape.Options{Timeout: *scrapeTimeout, Retention: *retention, StaleAfter: *staleAfter, MaxSeries: *maxSeries, MaxRankValues: *maxRanks})
-			switch {
-			case *pf.url == "":
-				src, from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
-			default:
-				ps, err := prom.New(pf.config(*staleAfter), log, time.Now)
-				if err != nil {
-					return usageError{fmt.Errorf("--prometheus: %w", err)}
-				}
-				src, from = ps, "prometheus "+redact.URL(*pf.url)
-				if len(scraped) > 0 {
-					// Fleet nodes with a url: gauges fresh from their
-					// endpoints, everything else from Prometheus.
-					src = combine.Combined{History: ps, Gauges: scraper}
-					from += fmt.Sprintf(" with gauges scraped from %d nodes", len(scraped))
-				}
-			}
-			byID := make(map[string]fleet.Node, len(f.Nodes))
-			for _, n := range f.Nodes {
-				byID[n.ID] = n
-			}
-			loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Interval: *interval, Window: *window, Thresholds: th, Fleet: byID, Retention: *retention, MaxNodes: *maxNodes})
-			if len(scraped) > 0 {
-				if *scrapeTimeout >= loop.Timeout() {
-					return usageError{fmt.Errorf("--scrape-timeout %s must be below a refresh's deadline (%s, twice --interval and at least 10s)", *scrapeTimeout, loop.Timeout())}
-				}
-				if *scrapeTimeout >= *interval {
-					log.Warn("--scrape-timeout is not below --interval: a target that hangs delays refreshes by up to --scrape-timeout, so healthy nodes' verdicts can be older than two intervals", "scrape_timeout", *scrapeTimeout, "interval", *interval)
-				}
-			}
-			svc := server.NewService(st, src, log, time.Now, server.Config{
-				DefaultWindow: *window, StaleAfter: *staleAfter, Thresholds: th,
-				OffsetStep: *offsetStep, RequestQueryBudget: *requestQueries,
-			}, ctx.Done())
-			ready := loop.Ready()
-			var deps []server.Dependency
-			if rdb != nil {
-				ready = sharedReady(ctx, st, loop.Ready(), *interval)
-				deps = append(deps, server.Dependency{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
-			}
-			surfaces, authorize, err := sf.setup(ctx, log, *listen, reg, *grace)
-			if err != nil {
-				return err
-			}
-			// Limits inside authorization: they count by the principal it
-			// names.
-			lim := server.NewLimiter(lf.limits())
-			h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
-
-			ln, err := net.Listen("tcp", *listen)
-			if err != nil {
-				return fmt.Errorf("listen: %w", err)
-			}
-			ln = server.CapConnections(ln, *lf.maxConns)
-			ingestCtx, stopIngest := context.WithCancel(ctx)
-			defer stopIngest()
-			ingestDone := make(chan struct{})
-			if ingestLease == nil {
-				log.Info("llmdiag serving", "addr", scheme(tlsConfig)+"://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window)
-				go func() { defer close(ingestDone); loop.Run(ingestCtx) }()
-			} else {
-				log.Info("llmdiag serving", "addr", scheme(tlsConfig)+"://"+ln.Addr().String(), "source", from, "interval", *interval, "window", *window,
-					"redis", redact.URL(*redisURL), "replica", *replicaID, "lease_ttl", *leaseTTL)
-				go func() { defer close(ingestDone); leadRefresh(ingestCtx, ingestLease, loop) }()
-			}
-			go func() {
-				select {
-				case <-ready:
-					log.Info("first refresh done; verdicts available")
-				case <-ctx.Done():
-				}
-			}()
-			err = serveMaybeTLS(ctx, ln, h, log, *grace, tlsConfig, lf.serveOptions())
-			stopIngest()
-			<-ingestDone // a leader releases the lease before the client closes
-			log.Info("llmdiag stopped")
-			return err
+			return runServe(ctx, env, c)
 		}),
 	}
+}
+
+// runServe is serve: read the configuration, open the store and the
+// source, then refresh and serve until ctx is done.
+func runServe(ctx context.Context, env Env, c *serveFlags) error {
+	if c.targets.err != nil {
+		return usageError{c.targets.err}
+	}
+	log, err := c.newLog(env.Stderr)
+	if err != nil {
+		return err
+	}
+	tlsConfig, err := c.tls.config(log)
+	if err != nil {
+		return err
+	}
+	th, f, err := c.configure()
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	tm, err := telemetry.New(reg, time.Now)
+	if err != nil {
+		return err
+	}
+	st, err := c.openStore(ctx, log, reg)
+	if err != nil {
+		return err
+	}
+	if st.rdb != nil {
+		defer st.rdb.Close()
+	}
+	src, err := c.openSource(f, log)
+	if err != nil {
+		return err
+	}
+
+	loop := refresh.New(src.src, st.st, tm, log, time.Now, refresh.Config{Interval: *c.interval, Window: *c.window, Thresholds: th, Fleet: src.fleet, Retention: *c.retention, MaxNodes: *c.maxNodes})
+	if src.scraped > 0 {
+		if *c.scrapeTimeout >= loop.Timeout() {
+			return usageError{fmt.Errorf("--scrape-timeout %s must be below a refresh's deadline (%s, twice --interval and at least 10s)", *c.scrapeTimeout, loop.Timeout())}
+		}
+		if *c.scrapeTimeout >= *c.interval {
+			log.Warn("--scrape-timeout is not below --interval: a target that hangs delays refreshes by up to --scrape-timeout, so healthy nodes' verdicts can be older than two intervals", "scrape_timeout", *c.scrapeTimeout, "interval", *c.interval)
+		}
+	}
+	svc := server.NewService(st.st, src.src, log, time.Now, server.Config{
+		DefaultWindow: *c.window, StaleAfter: *c.staleAfter, Thresholds: th,
+		OffsetStep: *c.offsetStep, RequestQueryBudget: *c.requestQueries,
+	}, ctx.Done())
+	ready := loop.Ready()
+	var deps []server.Dependency
+	if rdb := st.rdb; rdb != nil {
+		ready = sharedReady(ctx, st.st, loop.Ready(), *c.interval)
+		deps = append(deps, server.Dependency{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
+	}
+	surfaces, authorize, err := c.sec.setup(ctx, log, *c.listen, reg, *c.grace)
+	if err != nil {
+		return err
+	}
+	// Limits inside authorization: they count by the principal it names.
+	lim := server.NewLimiter(c.lim.limits())
+	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
+
+	ln, err := net.Listen("tcp", *c.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	ln = server.CapConnections(ln, *c.lim.maxConns)
+	ingestCtx, stopIngest := context.WithCancel(ctx)
+	defer stopIngest()
+	ingestDone := make(chan struct{})
+	attrs := []any{"addr", scheme(tlsConfig) + "://" + ln.Addr().String(), "source", src.from, "interval", *c.interval, "window", *c.window}
+	if st.lease == nil {
+		log.Info("llmdiag serving", attrs...)
+		go func() { defer close(ingestDone); loop.Run(ingestCtx) }()
+	} else {
+		log.Info("llmdiag serving", append(attrs, "redis", redact.URL(*c.redisURL), "replica", *c.replicaID, "lease_ttl", *c.leaseTTL)...)
+		go func() { defer close(ingestDone); leadRefresh(ingestCtx, st.lease, loop) }()
+	}
+	go func() {
+		select {
+		case <-ready:
+			log.Info("first refresh done; verdicts available")
+		case <-ctx.Done():
+		}
+	}()
+	err = serveMaybeTLS(ctx, ln, h, log, *c.grace, tlsConfig, c.lim.serveOptions())
+	stopIngest()
+	<-ingestDone // a leader releases the lease before the client closes
+	log.Info("llmdiag stopped")
+	return err
+}
+
+// configure checks the flags against each other and reads the thresholds
+// and the fleet: every usage error before anything is opened.
+func (c *serveFlags) configure() (diagnose.Thresholds, *fleet.File, error) {
+	th, thKeys, err := loadThresholdsKeys(*c.thresholdsFile)
+	if err != nil {
+		return th, nil, err
+	}
+	staleGiven := false
+	c.fs.Visit(func(f *flag.Flag) { staleGiven = staleGiven || f.Name == "stale-after" })
+	if thKeys["stale_after"] && !staleGiven {
+		*c.staleAfter = th.StaleAfter
+	}
+	th.StaleAfter = *c.staleAfter
+	if _, _, err := metrics.ParseWindow(*c.window); err != nil {
+		return th, nil, usageError{fmt.Errorf("--window: %w", err)}
+	}
+	if *c.interval <= 0 || *c.staleAfter <= 0 || *c.scrapeTimeout <= 0 || *c.maxSeries <= 0 || *c.maxRanks <= 0 {
+		return th, nil, usageError{errors.New("--interval, --stale-after, --scrape-timeout, --scrape-max-series and --scrape-max-ranks must be positive")}
+	}
+	if *c.offsetStep < 0 || *c.requestQueries <= 0 {
+		return th, nil, usageError{errors.New("--offset-step must not be negative and --max-request-queries must be positive")}
+	}
+	if *c.offsetStep == 0 && *c.prom.url != "" {
+		*c.offsetStep = *c.interval
+	}
+	if m, o := *c.prom.maxInFlight, *c.prom.onDemandInFlight; o < 1 || m <= o {
+		return th, nil, usageError{fmt.Errorf("--prometheus-on-demand-in-flight (%d) must be at least 1 and less than --prometheus-max-in-flight (%d), so that refreshes keep slots of their own", o, m)}
+	}
+	if *c.retention < 2**c.interval || *c.retention < *c.staleAfter {
+		return th, nil, usageError{fmt.Errorf("--retention %v must be at least twice --interval (%v) and at least --stale-after (%v)", *c.retention, *c.interval, *c.staleAfter)}
+	}
+	if err := c.lim.check(); err != nil {
+		return th, nil, usageError{err}
+	}
+	if *c.maxNodes <= 0 {
+		return th, nil, usageError{fmt.Errorf("--max-nodes %d must be positive", *c.maxNodes)}
+	}
+	if *c.redisPasswordFile != "" && *c.redisURL == "" {
+		return th, nil, usageError{errors.New("--redis-password-file without --redis")}
+	}
+	if *c.redisURL != "" && (*c.leaseTTL < lease.MinTTL || *c.replicaID == "" || *c.syncEvery <= 0) {
+		return th, nil, usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty and --redis-sync positive", lease.MinTTL)}
+	}
+	f := &fleet.File{}
+	if *c.fleetPath != "" {
+		if f, err = fleet.Load(*c.fleetPath); err != nil {
+			return th, nil, err
+		}
+	}
+	f.Nodes = append(f.Nodes, c.targets.nodes...)
+	if err := f.Validate(); err != nil {
+		return th, nil, usageError{err}
+	}
+	if *c.prom.url == "" {
+		if len(f.Nodes) == 0 {
+			return th, nil, usageError{errors.New("no nodes to watch: give --prometheus URL, --fleet FILE or --target id=url")}
+		}
+		for _, n := range f.Nodes {
+			if n.URL == "" {
+				return th, nil, usageError{fmt.Errorf("node %q has no url to scrape (or read the fleet from --prometheus)", n.ID)}
+			}
+		}
+	}
+	return th, f, nil
+}
+
+// openedStore is the store serve keeps its state in and, with --redis, the
+// client (to close and to check) and the ingest lease.
+type openedStore struct {
+	st    store.Store
+	rdb   redis.UniversalClient
+	lease *lease.Lease
+}
+
+// openStore opens the memory store, or with --redis a replica of the
+// shared state (its sync running until ctx is done) and the ingest lease.
+func (c *serveFlags) openStore(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) (openedStore, error) {
+	if *c.redisURL == "" {
+		return openedStore{st: memory.New(memory.Options{HistoryLen: *c.historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))}, nil
+	}
+	rdb, err := redisstore.NewClientWith(*c.redisURL, redisstore.ClientOptions{PasswordFile: *c.redisPasswordFile})
+	if err != nil {
+		return openedStore{}, usageError{fmt.Errorf("--redis: %w", err)}
+	}
+	// go-redis logs through a process-wide logger: route it into ours, at
+	// debug level, since the replica and the lease already log a Redis
+	// outage once, with what it means.
+	redis.SetLogger(redisLogger{log})
+	shared := redisstore.New(rdb, redisstore.Options{Prefix: *c.redisPrefix, HistoryLen: *c.historyLen, NodeTTL: *c.retention})
+	local := memory.New(memory.Options{HistoryLen: *c.historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
+	rep := replica.New(shared, local, replica.Options{SyncEvery: *c.syncEvery, Log: log})
+	go rep.Run(ctx)
+	l, err := lease.New(rdb, *c.redisPrefix+"ingest", *c.replicaID, *c.leaseTTL, time.Now, log, reg)
+	if err != nil {
+		rdb.Close()
+		return openedStore{}, err
+	}
+	return openedStore{st: rep, rdb: rdb, lease: l}, nil
+}
+
+// openedSource is where refreshes read: the source, what to call it in the
+// log, how many nodes are scraped directly, and the fleet by id.
+type openedSource struct {
+	src     source.Source
+	from    string
+	scraped int
+	fleet   map[string]fleet.Node
+}
+
+// openSource is a direct scrape of the fleet's nodes with a url, or with
+// --prometheus Prometheus, combined with the direct scrape of any node
+// that has a url.
+func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger) (openedSource, error) {
+	var scraped []fleet.Node
+	for _, n := range f.Nodes {
+		if n.URL != "" {
+			scraped = append(scraped, n)
+		}
+	}
+	o := openedSource{scraped: len(scraped), fleet: make(map[string]fleet.Node, len(f.Nodes))}
+	for _, n := range f.Nodes {
+		o.fleet[n.ID] = n
+	}
+	scraper := scrape.New(scraped, nil, log, time.Now, scrape.Options{Timeout: *c.scrapeTimeout, Retention: *c.retention, StaleAfter: *c.staleAfter, MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks})
+	if *c.prom.url == "" {
+		o.src, o.from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
+		return o, nil
+	}
+	ps, err := prom.New(c.prom.config(*c.staleAfter), log, time.Now)
+	if err != nil {
+		return o, usageError{fmt.Errorf("--prometheus: %w", err)}
+	}
+	o.src, o.from = ps, "prometheus "+redact.URL(*c.prom.url)
+	if len(scraped) > 0 {
+		// Fleet nodes with a url: gauges fresh from their endpoints,
+		// everything else from Prometheus.
+		o.src = combine.Combined{History: ps, Gauges: scraper}
+		o.from += fmt.Sprintf(" with gauges scraped from %d nodes", len(scraped))
+	}
+	return o, nil
 }
 
 // headersFlag collects repeated --prometheus-header "Name: value" values.
