@@ -90,7 +90,7 @@ func TestRouterSteersAroundOverload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	view := c.Watch(ctx, client.Selector{Model: "glm-4.6", Heartbeat: time.Second})
+	view := c.Watch(ctx, client.Selector{Model: "glm-4.6", Heartbeat: 5 * time.Second}) // serve refuses heartbeats under 5 s
 	cands := []string{hot, peer}
 	// picks asks the router n times and counts how often it chose hot.
 	picks := func(n int) int {
