@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/auth"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 const (
@@ -110,19 +111,6 @@ func TestBadFiles(t *testing.T) {
 	}
 }
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 func TestFileReload(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tokens.yaml")
@@ -147,7 +135,7 @@ func TestFileReload(t *testing.T) {
 		return "  - name: " + name + "\n    role: " + role + "\n    token: " + tok + "\n"
 	}
 	write("tokens:\n" + entry("a", "reader", readerTok))
-	clk := &clock{now: time.Unix(1e9, 0)}
+	clk := testkit.NewClock(time.Unix(1e9, 0))
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
@@ -326,7 +314,7 @@ func TestFileConcurrent(t *testing.T) {
 		}
 	}
 	write(readerTok)
-	clk := &clock{now: time.Unix(1e9, 0)}
+	clk := testkit.NewClock(time.Unix(1e9, 0))
 	f, err := auth.OpenFile(path, auth.FileOptions{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)

@@ -3,18 +3,11 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -33,6 +26,7 @@ import (
 	"github.com/llmdiag/llmdiag/auth"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/internal/certtest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/server"
 )
@@ -44,71 +38,6 @@ const (
 	adminToken   = "admin-token-0123456789abcdef"
 	unknownToken = "unknown-token-0123456789abcdef"
 )
-
-// ca is a certificate authority made for a test.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
-}
-
-var serial atomic.Int64
-
-func newCA(t *testing.T, name string) *ca {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(serial.Add(1)),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &ca{cert: cert, key: key, pool: pool}
-}
-
-// issue makes a leaf certificate: a server's for 127.0.0.1, or a client's
-// with common name cn and DNS names dns.
-func (c *ca) issue(t *testing.T, server bool, cn string, dns ...string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial.Add(1)),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     dns,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
 
 // stubService answers every DiagnosisService RPC with an empty message and
 // the principal it sees in the x-principal response header.
@@ -179,22 +108,20 @@ func (l *logBuffer) take() []string {
 // present.
 type authFixture struct {
 	url       string
-	serverCA  *ca
-	clientCA  *ca
+	serverCA  *certtest.CA
+	clientCA  *certtest.CA
 	requests  atomic.Int64 // that reached the handler behind Authorize
 	logs      *logBuffer
-	mapped    tls.Certificate // issued by clientCA, mapped to admin
-	unmapped  tls.Certificate // issued by clientCA, mapped to nothing
-	untrusted tls.Certificate // issued by another CA
-	serverLog logBuffer       // the HTTP server's own errors
+	mapped    tls.Certificate    // issued by clientCA, mapped to admin
+	unmapped  tls.Certificate    // issued by clientCA, mapped to nothing
+	untrusted tls.Certificate    // issued by another CA
+	serverLog testkit.SyncBuffer // the HTTP server's own errors
 }
 
 // refused counts the TLS handshakes the server refused for a client
 // certificate it could not verify.
 func (f *authFixture) refused() int {
-	f.serverLog.mu.Lock()
-	defer f.serverLog.mu.Unlock()
-	return strings.Count(f.serverLog.buf.String(), "failed to verify certificate")
+	return strings.Count(f.serverLog.String(), "failed to verify certificate")
 }
 
 // startAuthServer serves server.Authorize(NewHandler(stub)) over TLS with
@@ -202,10 +129,12 @@ func (f *authFixture) refused() int {
 // uses with --auth-tokens and --tls-client-ca.
 func startAuthServer(t *testing.T, reflection bool) *authFixture {
 	t.Helper()
-	f := &authFixture{serverCA: newCA(t, "server CA"), clientCA: newCA(t, "client CA"), logs: &logBuffer{}}
-	f.mapped = f.clientCA.issue(t, false, "oncall-laptop", "oncall.llmdiag.internal")
-	f.unmapped = f.clientCA.issue(t, false, "router-9")
-	f.untrusted = newCA(t, "rogue CA").issue(t, false, "oncall.llmdiag.internal", "oncall.llmdiag.internal")
+	f := &authFixture{serverCA: certtest.NewCA(t, "server CA"), clientCA: certtest.NewCA(t, "client CA"), logs: &logBuffer{}}
+	// The mapping names the certificate by its URI SAN, not its common
+	// name; the rogue CA's certificate carries the same names.
+	f.mapped = f.clientCA.Client(t, "oncall-laptop").TLS(t)
+	f.unmapped = f.clientCA.Client(t, "router-9").TLS(t)
+	f.untrusted = certtest.NewCA(t, "rogue CA").Client(t, "oncall-laptop").TLS(t)
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	err := os.WriteFile(tokens, []byte(`
 tokens:
@@ -213,7 +142,7 @@ tokens:
   - {name: router-eu-1, role: router, token: `+routerToken+`}
   - {name: oncall, role: admin, token: `+adminToken+`}
 clients:
-  - {subject: oncall.llmdiag.internal, role: admin, name: oncall-cert}
+  - {subject: "spiffe://llmdiag.test/oncall-laptop", role: admin, name: oncall-cert}
 `), 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -233,9 +162,9 @@ clients:
 	srv := httptest.NewUnstartedServer(server.Authorize(counted, &auth.Authenticator{Tokens: file}, logger))
 	srv.EnableHTTP2 = true
 	srv.TLS = &tls.Config{
-		Certificates: []tls.Certificate{f.serverCA.issue(t, true, "llmdiag")},
+		Certificates: []tls.Certificate{f.serverCA.Server(t).TLS(t)},
 		ClientAuth:   tls.VerifyClientCertIfGiven,
-		ClientCAs:    f.clientCA.pool,
+		ClientCAs:    f.clientCA.Pool(),
 		NextProtos:   []string{"h2", "http/1.1"},
 	}
 	srv.Config.ErrorLog = log.New(&f.serverLog, "", 0)
@@ -261,7 +190,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // (if any) and token (if any).
 func (f *authFixture) client(t *testing.T, token string, cert *tls.Certificate) *http.Client {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: f.serverCA.pool}
+	cfg := &tls.Config{RootCAs: f.serverCA.Pool()}
 	if cert != nil {
 		// Sent whatever CAs the server names: Go's own choice would leave
 		// out a certificate from an unnamed CA, where curl and grpcurl send

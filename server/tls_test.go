@@ -25,19 +25,10 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/certtest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
-
-// tlsClock is a settable clock for the reloads.
-type tlsClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *tlsClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *tlsClock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // seenRequest is what the handler saw of one request.
 type seenRequest struct {
@@ -283,7 +274,7 @@ func serialServed(t *testing.T, addr string, roots *x509.CertPool) string {
 // without a restart; a broken rewrite keeps the last good one in service.
 func TestTLSCertificateRotation(t *testing.T) {
 	f := newTLSFiles(t)
-	clk := &tlsClock{t: time.Unix(2e9, 0)}
+	clk := testkit.NewClock(time.Unix(2e9, 0))
 	first, err := tls.LoadX509KeyPair(f.certFile, f.keyFile)
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +321,7 @@ func TestMTLS(t *testing.T) {
 	clientCA, otherCA := certtest.NewCA(t, "clients"), certtest.NewCA(t, "strangers")
 	clientCAFile := clientCA.WriteFile(t, f.dir, "clients.pem")
 	trusted, untrusted := clientCA.Client(t, "router-1"), otherCA.Client(t, "mallory")
-	clk := &tlsClock{t: time.Unix(2e9, 0)}
+	clk := testkit.NewClock(time.Unix(2e9, 0))
 
 	call := func(srv *tlsServer, pair *certtest.Pair, p client.Protocol) error {
 		opts := []client.Option{client.WithCA(f.ca.Pool()), client.WithProtocol(p)}

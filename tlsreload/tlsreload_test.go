@@ -1,7 +1,6 @@
 package tlsreload_test
 
 import (
-	"bytes"
 	"crypto/x509"
 	"log/slog"
 	"os"
@@ -12,34 +11,11 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/internal/certtest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/tlsreload"
 )
 
-// clock is a settable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-// logBuf is a log that tests read back.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
-
-func (l *logBuf) count(s string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.b.String(), s)
-}
-
-func options(c *clock, lb *logBuf) tlsreload.Options {
+func options(c *testkit.Clock, lb *testkit.SyncBuffer) tlsreload.Options {
 	return tlsreload.Options{Every: time.Second, Now: c.Now, Log: slog.New(slog.NewTextHandler(lb, nil))}
 }
 
@@ -54,7 +30,7 @@ func TestCertificateRotation(t *testing.T) {
 	ca := certtest.NewCA(t, "ca")
 	first, second := ca.Server(t), ca.Server(t)
 	certFile, keyFile := first.WriteFiles(t, t.TempDir(), "server")
-	clk, lb := &clock{t: time.Unix(1e9, 0)}, &logBuf{}
+	clk, lb := testkit.NewClock(time.Unix(1e9, 0)), &testkit.SyncBuffer{}
 	c, err := tlsreload.NewCertificate(certFile, keyFile, options(clk, lb))
 	if err != nil {
 		t.Fatal(err)
@@ -71,13 +47,13 @@ func TestCertificateRotation(t *testing.T) {
 	if got, want := serialOf(t, c), second.Cert.SerialNumber.String(); got != want {
 		t.Fatalf("after Every: serial %s, want the second certificate's %s", got, want)
 	}
-	if n := lb.count("tls: reloaded certificate"); n != 1 {
-		t.Errorf("%d reload lines, want 1:\n%s", n, lb.b.String())
+	if n := strings.Count(lb.String(), "tls: reloaded certificate"); n != 1 {
+		t.Errorf("%d reload lines, want 1:\n%s", n, lb.String())
 	}
 	// Unchanged files are not reloaded again.
 	clk.Add(time.Hour)
 	_ = c.Current()
-	if n := lb.count("tls: reloaded certificate"); n != 1 {
+	if n := strings.Count(lb.String(), "tls: reloaded certificate"); n != 1 {
 		t.Errorf("%d reload lines after an unchanged look, want 1", n)
 	}
 }
@@ -90,7 +66,7 @@ func TestCertificateBadChangeKeepsServing(t *testing.T) {
 	first, second := ca.Server(t), ca.Server(t)
 	dir := t.TempDir()
 	certFile, keyFile := first.WriteFiles(t, dir, "server")
-	clk, lb := &clock{t: time.Unix(1e9, 0)}, &logBuf{}
+	clk, lb := testkit.NewClock(time.Unix(1e9, 0)), &testkit.SyncBuffer{}
 	c, err := tlsreload.NewCertificate(certFile, keyFile, options(clk, lb))
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +91,8 @@ func TestCertificateBadChangeKeepsServing(t *testing.T) {
 		if got, want := serialOf(t, c), s.serial.SerialNumber.String(); got != want {
 			t.Fatalf("%s: serial %s, want %s", s.name, got, want)
 		}
-		if n := lb.count("did not load"); n != s.errors {
-			t.Fatalf("%s: %d failed loads logged, want %d:\n%s", s.name, n, s.errors, lb.b.String())
+		if n := strings.Count(lb.String(), "did not load"); n != s.errors {
+			t.Fatalf("%s: %d failed loads logged, want %d:\n%s", s.name, n, s.errors, lb.String())
 		}
 	}
 }
@@ -149,7 +125,7 @@ func TestNewFailsOnBadFiles(t *testing.T) {
 func TestPoolRotation(t *testing.T) {
 	a, b := certtest.NewCA(t, "a"), certtest.NewCA(t, "b")
 	ca := a.WriteFile(t, t.TempDir(), "ca.pem")
-	clk, lb := &clock{t: time.Unix(1e9, 0)}, &logBuf{}
+	clk, lb := testkit.NewClock(time.Unix(1e9, 0)), &testkit.SyncBuffer{}
 	p, err := tlsreload.NewPool(ca, options(clk, lb))
 	if err != nil {
 		t.Fatal(err)
@@ -172,8 +148,8 @@ func TestPoolRotation(t *testing.T) {
 	}
 	writeFile(t, ca, []byte("not a certificate"))
 	clk.Add(time.Second)
-	if !verifies(leafB) || lb.count("did not load") != 1 {
-		t.Fatalf("a broken CA file should keep b's pool and be logged once:\n%s", lb.b.String())
+	if !verifies(leafB) || strings.Count(lb.String(), "did not load") != 1 {
+		t.Fatalf("a broken CA file should keep b's pool and be logged once:\n%s", lb.String())
 	}
 }
 
@@ -209,7 +185,7 @@ func TestCertificateSymlinkSwap(t *testing.T) {
 	if err := os.Symlink(v1, data); err != nil {
 		t.Fatal(err)
 	}
-	clk, lb := &clock{t: time.Unix(1e9, 0)}, &logBuf{}
+	clk, lb := testkit.NewClock(time.Unix(1e9, 0)), &testkit.SyncBuffer{}
 	c, err := tlsreload.NewCertificate(filepath.Join(data, "tls.crt"), filepath.Join(data, "tls.key"), options(clk, lb))
 	if err != nil {
 		t.Fatal(err)
@@ -233,7 +209,7 @@ func TestCertificateConcurrentHandshakes(t *testing.T) {
 	ca := certtest.NewCA(t, "ca")
 	pairs := []certtest.Pair{ca.Server(t), ca.Server(t)}
 	certFile, keyFile := pairs[0].WriteFiles(t, t.TempDir(), "server")
-	clk := &clock{t: time.Unix(1e9, 0)}
+	clk := testkit.NewClock(time.Unix(1e9, 0))
 	c, err := tlsreload.NewCertificate(certFile, keyFile, tlsreload.Options{Every: time.Millisecond, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
