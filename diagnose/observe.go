@@ -381,16 +381,19 @@ func (f *facts) readHistory(points []Point) history {
 	h := history{at: now}
 	queueSteps := make([]holdStep, len(steps))
 	kvSteps := make([]holdStep, len(steps))
-	pressures := make([]float64, len(steps))
 	for i, s := range steps {
 		queueSteps[i].at, kvSteps[i].at = s.at, s.at
 		queueSteps[i].known, queueSteps[i].on = t.queueSaturated(s.queue, s.running)
 		kvSteps[i].known, kvSteps[i].on = t.kvSaturated(s.kv)
-		pressures[i] = pressure(s.queue, s.running, s.kv, t)
 	}
 	h.queueHold, h.kvHold = readHold(queueSteps, t), readHold(kvSteps, t)
 	h.saturated = h.queueHold.on || h.kvHold.on
-	h.score = loadScore(h.saturated, pressures[max(len(pressures)-max(t.RoutingHold, 1), 0):])
+	// The score reads the pressure of the last RoutingHold refreshes only.
+	var recent []float64
+	for _, s := range steps[max(len(steps)-max(t.RoutingHold, 1), 0):] {
+		recent = append(recent, pressure(s.queue, s.running, s.kv, t))
+	}
+	h.score = loadScore(h.saturated, recent)
 	critSince, critRun := time.Time{}, false
 	var xs, means, gaps []float64
 	for i, s := range steps {
