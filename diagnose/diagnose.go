@@ -41,6 +41,10 @@ type Input struct {
 	// Peers are other nodes serving the same model; may be empty. Stale, down
 	// and differently-labelled peers, and the node itself, are ignored.
 	Peers []*llmdiagv1.NodeMetrics
+	// Group, when set, stands for Peers (which is then ignored): the nodes
+	// serving the model, the node itself among them or not, prepared once
+	// for all their diagnoses by NewPeerGroup with the same thresholds.
+	Group *PeerGroup
 }
 
 // Diagnose returns the verdict on in.Metrics under thresholds t, with every

@@ -270,7 +270,11 @@ func observe(in Input, t Thresholds) *facts {
 	f.queueTimeP99 = percentile(m.GetQueueTime(), 0.99)
 
 	f.hist = f.readHistory(in.History)
-	f.peer, f.peers = comparePeers(m, in.Peers, t)
+	if in.Group != nil {
+		f.peer, f.peers = in.Group.compare(m, t)
+	} else {
+		f.peer, f.peers = comparePeers(m, in.Peers, t)
+	}
 	return f
 }
 

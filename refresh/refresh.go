@@ -170,11 +170,23 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 		l.rec.ObserveNodeSet(nodeSet)
 	}()
 	byModel := make(map[string][]*llmdiagv1.NodeMetrics)
+	filled := make(map[string]bool) // models of which a node takes the fleet's model
 	var nodes int
 	for _, o := range obs {
 		if o.Metrics != nil {
 			byModel[o.Metrics.GetModel()] = append(byModel[o.Metrics.GetModel()], o.Metrics)
+			filled[o.Metrics.GetModel()] = filled[o.Metrics.GetModel()] || l.fillsModel(o)
 			nodes++
+		}
+	}
+	// Each model's peers are prepared once for the diagnoses of all its
+	// nodes, unless a node's model changes on the way (update fills it in
+	// from the fleet file, which its later peers see): such a group is
+	// passed as it is to each node.
+	groups := make(map[string]*diagnose.PeerGroup, len(byModel))
+	for model, group := range byModel {
+		if !filled[model] {
+			groups[model] = diagnose.NewPeerGroup(group, l.cfg.Thresholds)
 		}
 	}
 	counts := make(map[llmdiagv1.Status]int)
@@ -192,7 +204,12 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 			// write left would fail the same way.
 			break
 		}
-		status, err := l.update(ctx, o, peersOf(o.Metrics, byModel[o.Metrics.GetModel()]))
+		var peers []*llmdiagv1.NodeMetrics
+		group := groups[o.Metrics.GetModel()]
+		if group == nil {
+			peers = peersOf(o.Metrics, byModel[o.Metrics.GetModel()])
+		}
+		status, err := l.update(ctx, o, peers, group)
 		if err != nil {
 			l.log.Debug("node not stored", "node", o.Node.ID, "err", err)
 			errs = append(errs, err)
@@ -221,7 +238,16 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	return true, nil
 }
 
-func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdiagv1.NodeMetrics) (llmdiagv1.Status, error) {
+// fillsModel reports whether update gives o's metrics the fleet file's
+// model.
+func (l *Loop) fillsModel(o source.Observation) bool {
+	f, ok := l.cfg.Fleet[o.Node.ID]
+	return ok && o.Node.Model == "" && f.Model != ""
+}
+
+// update diagnoses, stores and publishes one node; its peers are group,
+// or peers when group is nil.
+func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdiagv1.NodeMetrics, group *diagnose.PeerGroup) (llmdiagv1.Status, error) {
 	if f, ok := l.cfg.Fleet[o.Node.ID]; ok {
 		if o.Node.Profile == (fleet.Profile{}) {
 			o.Node.Profile = f.Profile
@@ -250,6 +276,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		History: append(hist, point),
 		Profile: profile,
 		Peers:   peers,
+		Group:   group,
 	}, l.cfg.Thresholds, llmdiagv1.Language_LANGUAGE_EN)
 	point.Status = d.GetStatus()
 

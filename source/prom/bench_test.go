@@ -19,11 +19,12 @@ import (
 func BenchmarkRefresh10kNodes(b *testing.B) {
 	const n = 10000
 	nodes := synthFleet(n, false)
-	fake := newFakeProm(b, synthBodies(plan(b, defaultBuilder("5m"), engine.Engines()...), nodes, testNow))
+	bodies := synthBodies(plan(b, defaultBuilder("5m"), engine.Engines()...), nodes, testNow)
+	fake := newFakeProm(b, bodies)
 	src := newTestSource(b, fake.URL, func(c *Config) { c.Timeout = time.Minute })
 	var size int
-	for _, c := range fake.bodies {
-		size += len(c.body)
+	for _, c := range bodies {
+		size += len(c.Body)
 	}
 	b.ReportAllocs()
 	var ms0, ms1, live0, live1 runtime.MemStats
@@ -77,8 +78,8 @@ func BenchmarkDecodeVector(b *testing.B) {
 	bodies := synthBodies(plan(b, defaultBuilder("5m"), engine.Engines()...), nodes, testNow)
 	var big []byte
 	for _, c := range bodies {
-		if len(c.body) > len(big) {
-			big = c.body
+		if len(c.Body) > len(big) {
+			big = c.Body
 		}
 	}
 	w := newWorker().(*worker)

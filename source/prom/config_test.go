@@ -72,7 +72,7 @@ func TestAuthAndTLS(t *testing.T) {
 	seen := make(chan got, 1000)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen <- got{r.Header.Get("Authorization"), r.Header.Get("X-Scope-OrgID")}
-		w.Write(emptyVector.body)
+		w.Write(emptyVector.Body)
 	}))
 	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the unknown-CA case fails handshakes
 	srv.StartTLS()

@@ -41,7 +41,7 @@ func byID(obs []source.Observation) map[string]source.Observation {
 // answered is used, and Refresh returns before the deadline.
 func TestRefreshDeadline(t *testing.T) {
 	fake := fleetFake(t, defaultBuilder("5m"))
-	serve := fake.serve
+	serve := fake.ServeHTTP
 	fake.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := r.ParseForm(); err == nil && strings.Contains(r.Form.Get("query"), "_bucket") {
 			<-r.Context().Done() // the buckets never answer
@@ -81,7 +81,7 @@ func TestRefreshDeadline(t *testing.T) {
 // waiting for their answers.
 func TestRefreshHint(t *testing.T) {
 	fake := fleetFake(t, defaultBuilder("5m"))
-	serve := fake.serve
+	serve := fake.ServeHTTP
 	// An identity query answers when a data query arrives, or after a
 	// second: data queries that wait for the identities come after it.
 	var (
@@ -141,7 +141,7 @@ func TestRefreshHint(t *testing.T) {
 // logged at warn level once.
 func TestInvalidNodeIDs(t *testing.T) {
 	id := identityOf(t, llmdiagv1.Engine_ENGINE_VLLM)
-	fake := newFakeProm(t, map[string]canned{id.expr: {http.StatusOK, vectorBody(testNow, []fakeSample{
+	fake := newFakeProm(t, map[string]canned{id.expr: {Status: http.StatusOK, Body: vectorBody(testNow, []fakeSample{
 		{[]string{"instance", "ok-1"}, "1767225599"},
 		{[]string{"instance", "bad id"}, "1767225599"},
 		{[]string{"instance", strings.Repeat("x", 129)}, "1767225599"},
@@ -180,8 +180,8 @@ func TestDownNodes(t *testing.T) {
 		{[]string{"instance", "gone:8000", "model_name", "m"}, "0"},
 	})
 	for _, withAPI := range []bool{true, false} {
-		fake := newFakeProm(t, map[string]canned{id.expr: {http.StatusOK, body}})
-		serve := fake.serve
+		fake := newFakeProm(t, map[string]canned{id.expr: {Status: http.StatusOK, Body: body}})
+		serve := fake.ServeHTTP
 		var targets atomic.Int64
 		fake.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/api/v1/targets" && withAPI {

@@ -4,83 +4,28 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmdiag/llmdiag/internal/promfake"
 )
 
-// fakeProm is a Prometheus HTTP API on loopback: /api/v1/query answers each
-// query with a canned body chosen by its expression.
-type fakeProm struct {
-	*httptest.Server
-	queries atomic.Int64
-
-	mu      sync.Mutex
-	bodies  map[string]canned // by expression
-	missing canned            // for an expression without body
-	seen    []seenQuery
-}
+// fakeProm is a Prometheus HTTP API on loopback (internal/promfake):
+// /api/v1/query answers each query with a canned body chosen by its
+// expression.
+type fakeProm = promfake.Server
 
 // canned is one answer: an HTTP status and a full API response body.
-type canned struct {
-	status int
-	body   []byte
-}
+type canned = promfake.Canned
 
-type seenQuery struct {
-	expr   string
-	at     string // the time parameter
-	header http.Header
-}
-
-var emptyVector = canned{http.StatusOK, []byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`)}
+var emptyVector = promfake.EmptyVector
 
 func newFakeProm(t testing.TB, bodies map[string]canned) *fakeProm {
 	t.Helper()
-	f := &fakeProm{bodies: bodies, missing: emptyVector}
-	f.Server = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.Close)
-	return f
-}
-
-func (f *fakeProm) serve(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/api/v1/query" {
-		http.NotFound(w, r)
-		return
-	}
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	f.queries.Add(1)
-	expr := r.Form.Get("query")
-	f.mu.Lock()
-	f.seen = append(f.seen, seenQuery{expr: expr, at: r.Form.Get("time"), header: r.Header.Clone()})
-	c, ok := f.bodies[expr]
-	if !ok {
-		c = f.missing
-	}
-	f.mu.Unlock()
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(c.status)
-	w.Write(c.body)
-}
-
-func (f *fakeProm) setMissing(c canned) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.missing = c
-}
-
-func (f *fakeProm) seenQueries() []seenQuery {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]seenQuery(nil), f.seen...)
+	return promfake.New(t, bodies)
 }
 
 // fixtureKey names the canned response of q in testdata: engine, concept
@@ -115,7 +60,7 @@ func fixtureBodies(t testing.TB, dir string, qs []query) map[string]canned {
 		if env.Status == "error" {
 			status = http.StatusUnprocessableEntity
 		}
-		out[q.expr] = canned{status, b}
+		out[q.expr] = canned{Status: status, Body: b}
 		used[name] = true
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))

@@ -43,7 +43,7 @@ func TestRedirectToAnotherHostRefused(t *testing.T) {
 	var other headerLog
 	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		other.add(r)
-		w.Write(emptyVector.body)
+		w.Write(emptyVector.Body)
 	}))
 	defer elsewhere.Close()
 	var own headerLog
@@ -56,7 +56,7 @@ func TestRedirectToAnotherHostRefused(t *testing.T) {
 		case strings.HasPrefix(r.URL.Path, "/same/"):
 			http.Redirect(w, r, configured.URL+"/moved/"+strings.TrimPrefix(r.URL.Path, "/same/"), http.StatusTemporaryRedirect)
 		default:
-			w.Write(emptyVector.body)
+			w.Write(emptyVector.Body)
 		}
 	}))
 	defer configured.Close()

@@ -148,9 +148,9 @@ func TestRefreshFixtures(t *testing.T) {
 	for i, w := range want {
 		checkObservation(t, obs[i], w, "5m")
 	}
-	for _, q := range fake.seenQueries() {
-		if q.at != "1767225600" && q.at != "1767225600.000" {
-			t.Errorf("query evaluated at %q, want the refresh time: %s", q.at, q.expr)
+	for _, q := range fake.Seen() {
+		if q.At != "1767225600" && q.At != "1767225600.000" {
+			t.Errorf("query evaluated at %q, want the refresh time: %s", q.At, q.Expr)
 		}
 	}
 }
@@ -316,21 +316,21 @@ func TestWindowOffset(t *testing.T) {
 	if m.GetNode() != "vllm-a:8000" || m.GetWindow() != "1h" || m.GetTtft().GetCount() != 7200 {
 		t.Errorf("got node %q window %q ttft count %v", m.GetNode(), m.GetWindow(), m.GetTtft().GetCount())
 	}
-	sent := fake.seenQueries()
+	sent := fake.Seen()
 	at := strconv.FormatInt(testNow.Add(-30*time.Minute).Unix(), 10)
 	for _, q := range sent {
-		if strings.TrimSuffix(q.at, ".000") != at {
-			t.Errorf("query at %q, want now − offset %s", q.at, at)
+		if strings.TrimSuffix(q.At, ".000") != at {
+			t.Errorf("query at %q, want now − offset %s", q.At, at)
 		}
-		if strings.Contains(q.expr, `instance="`) {
-			t.Errorf("fleet-wide read with a node matcher: %s", q.expr)
+		if strings.Contains(q.Expr, `instance="`) {
+			t.Errorf("fleet-wide read with a node matcher: %s", q.Expr)
 		}
 	}
 	// Another node, and the same window spelled otherwise: no query.
 	if m, err := src.Window(context.Background(), "sglang-a:30000", "1h", 30*time.Minute); err != nil || m.GetNode() != "sglang-a:30000" {
 		t.Errorf("second node: %v, %v", m.GetNode(), err)
 	}
-	if n := len(fake.seenQueries()); n != len(sent) {
+	if n := len(fake.Seen()); n != len(sent) {
 		t.Errorf("a second node of the same window sent %d more queries, want 0", n-len(sent))
 	}
 	if _, err := src.Window(context.Background(), "nope:1", "1h", 30*time.Minute); !errors.Is(err, source.ErrUnknownNode) {
@@ -350,7 +350,7 @@ func TestWindowOffset(t *testing.T) {
 }
 
 func TestRefreshFailures(t *testing.T) {
-	unavailable := canned{http.StatusServiceUnavailable, []byte("prometheus is restarting")}
+	unavailable := canned{Status: http.StatusServiceUnavailable, Body: []byte("prometheus is restarting")}
 	t.Run("prometheus down", func(t *testing.T) {
 		fake := newFakeProm(t, nil)
 		url := fake.URL
@@ -362,7 +362,7 @@ func TestRefreshFailures(t *testing.T) {
 	})
 	t.Run("every query refused", func(t *testing.T) {
 		fake := newFakeProm(t, nil)
-		fake.setMissing(unavailable)
+		fake.SetMissing(unavailable)
 		_, err := newTestSource(t, fake.URL, nil).Refresh(context.Background(), "5m")
 		if !errors.Is(err, ErrNoData) {
 			t.Errorf("err = %v, want ErrNoData", err)
@@ -377,7 +377,7 @@ func TestRefreshFailures(t *testing.T) {
 			}
 		}
 		fake := newFakeProm(t, bodies)
-		fake.setMissing(unavailable)
+		fake.SetMissing(unavailable)
 		_, err := newTestSource(t, fake.URL, nil).Refresh(context.Background(), "5m")
 		if !errors.Is(err, ErrNoData) {
 			t.Errorf("err = %v, want ErrNoData", err)
@@ -433,7 +433,7 @@ func TestLifetime(t *testing.T) {
 		if strings.Contains(q.expr, "rate(") {
 			t.Errorf("lifetime query with rate: %s", q.expr)
 		}
-		bodies[q.expr] = canned{http.StatusOK, vectorBody(testNow, ss)}
+		bodies[q.expr] = canned{Status: http.StatusOK, Body: vectorBody(testNow, ss)}
 	}
 	fake := newFakeProm(t, bodies)
 	obs, err := newTestSource(t, fake.URL, nil).Refresh(context.Background(), "lifetime")

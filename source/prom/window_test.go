@@ -29,7 +29,7 @@ func TestWindowFleetWide1000Nodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	refresh := src.QueriesLastRefresh()
-	before := len(fake.seenQueries())
+	before := len(fake.Seen())
 
 	const week = 7 * 24 * time.Hour
 	var (
@@ -44,12 +44,12 @@ func TestWindowFleetWide1000Nodes(t *testing.T) {
 				if offset > 0 {
 					w = "1h"
 				}
-				m, err := src.Window(t.Context(), n.id, w, offset)
+				m, err := src.Window(t.Context(), n.ID, w, offset)
 				switch {
 				case err != nil:
 					errs <- err
-				case m.GetNode() != n.id || m.GetWindow() != "1h" || m.GetTtft().GetCount() <= 0 || m.Queue == nil:
-					errs <- errors.New("incomplete answer for " + n.id + ": " + m.String())
+				case m.GetNode() != n.ID || m.GetWindow() != "1h" || m.GetTtft().GetCount() <= 0 || m.Queue == nil:
+					errs <- errors.New("incomplete answer for " + n.ID + ": " + m.String())
 				}
 			})
 		}
@@ -59,10 +59,10 @@ func TestWindowFleetWide1000Nodes(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	sent := fake.seenQueries()[before:]
+	sent := fake.Seen()[before:]
 	at := map[string]int{}
 	for _, q := range sent {
-		at[q.at]++
+		at[q.At]++
 	}
 	t.Logf("1,000 nodes: a refresh sends %d queries; 2,000 on-demand answers sent %d, at %d evaluation times", refresh, len(sent), len(at))
 	if len(sent) > 2*refresh {
@@ -86,7 +86,7 @@ func TestWindowBudget(t *testing.T) {
 	if !errors.Is(err, source.ErrOverBudget) || !strings.Contains(err.Error(), "budget of "+strconv.Itoa(planned-1)) {
 		t.Fatalf("err = %v, want ErrOverBudget naming the budget of %d", err, planned-1)
 	}
-	if n := fake.queries.Load(); n != 0 || small.Used() != 0 {
+	if n := fake.Queries.Load(); n != 0 || small.Used() != 0 {
 		t.Fatalf("a refused read sent %d queries and spent %d", n, small.Used())
 	}
 
@@ -94,7 +94,7 @@ func TestWindowBudget(t *testing.T) {
 	if _, err := src.Window(source.WithBudget(t.Context(), b), "vllm-a:8000", "1h", 0); err != nil {
 		t.Fatal(err)
 	}
-	sent := int(fake.queries.Load())
+	sent := int(fake.Queries.Load())
 	if b.Used() != sent || sent >= planned {
 		t.Errorf("spent %d of the budget, sent %d queries (at most %d planned)", b.Used(), sent, planned)
 	}
@@ -103,8 +103,8 @@ func TestWindowBudget(t *testing.T) {
 	if _, err := src.Window(source.WithBudget(t.Context(), again), "sglang-a:30000", "1h", 0); err != nil {
 		t.Fatal(err)
 	}
-	if again.Used() != 0 || int(fake.queries.Load()) != sent {
-		t.Errorf("a reused read spent %d and sent %d queries", again.Used(), int(fake.queries.Load())-sent)
+	if again.Used() != 0 || int(fake.Queries.Load()) != sent {
+		t.Errorf("a reused read spent %d and sent %d queries", again.Used(), int(fake.Queries.Load())-sent)
 	}
 }
 
@@ -139,7 +139,7 @@ func TestWindowReuseBounded(t *testing.T) {
 			if _, err := src.Window(first, "vllm-a:8000", "1h", time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			one := fake.queries.Load()
+			one := fake.Queries.Load()
 			now.Add(int64(tc.advance))
 			second := source.WithBudget(t.Context(), source.NewBudget(1000))
 			if tc.sameRequest {
@@ -148,8 +148,8 @@ func TestWindowReuseBounded(t *testing.T) {
 			if _, err := src.Window(second, "sglang-a:30000", "1h", time.Hour); err != nil {
 				t.Fatal(err)
 			}
-			if reads := fake.queries.Load() / one; reads != int64(tc.wantReads) || fake.queries.Load()%one != 0 {
-				t.Errorf("%d queries, %d a read: want %d reads", fake.queries.Load(), one, tc.wantReads)
+			if reads := fake.Queries.Load() / one; reads != int64(tc.wantReads) || fake.Queries.Load()%one != 0 {
+				t.Errorf("%d queries, %d a read: want %d reads", fake.Queries.Load(), one, tc.wantReads)
 			}
 			src.windows.mu.Lock()
 			defer src.windows.mu.Unlock()
