@@ -177,23 +177,28 @@ func theilSen(x, v []float64) (from, to, change float64, ok bool) {
 	if n < 2 {
 		return 0, 0, 0, false
 	}
-	slopes := make([]float64, 0, n*(n-1)/2)
-	for i := range n {
-		for j := i + 1; j < n; j++ {
-			if dx := x[j] - x[i]; dx > 0 {
-				slopes = append(slopes, (v[j]-v[i])/dx)
+	buf := slopeBufs.Get().(*[]float64)
+	defer slopeBufs.Put(buf)
+	slopes := slices.Grow((*buf)[:0], 2*max(n*(n-1)/2, n)) // medianSlope's room too
+	for i, xi := range x[:n] {
+		vi := v[i]
+		vj := v[i+1 : n]
+		for j, xj := range x[i+1 : n] {
+			if dx := xj - xi; dx > 0 {
+				slopes = append(slopes, (vj[j]-vi)/dx)
 			}
 		}
 	}
+	*buf = slopes
 	if len(slopes) == 0 {
 		return 0, 0, 0, false
 	}
-	slope := median(slopes)
-	res := make([]float64, n)
+	slope := medianSlope(slopes)
+	res := slopes[:n] // the slopes are read: their room is free
 	for i := range n {
 		res[i] = v[i] - slope*x[i]
 	}
-	from = median(res) + slope*x[0]
+	from = medianOf(res) + slope*x[0]
 	to = from + slope*(x[n-1]-x[0])
 	base := from
 	if base <= 0 {
@@ -368,7 +373,7 @@ func (f *facts) readHistory(points []Point) history {
 		queue, running, ratio, kv opt
 		mean                      opt
 	}
-	var steps []step
+	steps := make([]step, 0, len(points)+1)
 	for _, pt := range points {
 		if !pt.Up || !pt.At.Before(now) {
 			continue
@@ -399,7 +404,7 @@ func (f *facts) readHistory(points []Point) history {
 	}
 	h.score = loadScore(h.saturated, recent)
 	critSince, critRun := time.Time{}, false
-	var xs, means, gaps []float64
+	xs, means, gaps := make([]float64, 0, len(steps)), make([]float64, 0, len(steps)), make([]float64, 0, len(steps))
 	for i, s := range steps {
 		if i > 0 {
 			gaps = append(gaps, s.at.Sub(steps[i-1].at).Seconds())
@@ -423,7 +428,7 @@ func (f *facts) readHistory(points []Point) history {
 			critRun = false
 		}
 	}
-	h.step = time.Duration(median(gaps) * float64(time.Second))
+	h.step = time.Duration(medianOf(gaps) * float64(time.Second))
 	h.points, h.queueing, h.spikes = h.queue.known, h.queue.above, h.queue.drained
 	h.now = h.queue.now && h.queue.last.Equal(now)
 	h.surges = h.surge.drained
