@@ -54,17 +54,25 @@ type Estimate struct {
 //
 // The input slice is not modified.
 func Quantile(q float64, buckets []Bucket) Estimate {
-	nan := math.NaN()
-	none := func(v float64) Estimate { return Estimate{Value: v, Lower: nan, Upper: nan} }
-	switch {
-	case math.IsNaN(q):
-		return none(nan)
-	case q < 0:
-		return none(math.Inf(-1))
-	case q > 1:
-		return none(math.Inf(+1))
-	case len(buckets) == 0:
-		return none(nan)
+	if e, ok := outOfRange(q); ok {
+		return e
+	}
+	return Prepare(buckets).Quantile(q)
+}
+
+// Prepared is buckets made ready once for the estimates of several
+// quantiles (sorted, merged, made monotonic): Prepare(buckets).Quantile(q)
+// is Quantile(q, buckets).
+type Prepared struct {
+	bs            []Bucket // nil when they allow no estimate
+	forced, fixed bool
+}
+
+// Prepare readies buckets for Prepared.Quantile. The input slice is not
+// modified.
+func Prepare(buckets []Bucket) Prepared {
+	if len(buckets) == 0 {
+		return Prepared{}
 	}
 	bs := slices.Clone(buckets)
 	slices.SortFunc(bs, func(a, b Bucket) int {
@@ -77,18 +85,44 @@ func Quantile(q float64, buckets []Bucket) Estimate {
 		return 0
 	})
 	if !math.IsInf(bs[len(bs)-1].UpperBound, +1) {
-		return none(nan)
+		return Prepared{}
 	}
 	bs = coalesce(bs)
 	forced, fixed := ensureMonotonic(bs, smallDeltaTolerance)
-	if len(bs) < 2 {
-		return none(nan)
+	if len(bs) < 2 || bs[len(bs)-1].Count == 0 {
+		return Prepared{}
+	}
+	return Prepared{bs: bs, forced: forced, fixed: fixed}
+}
+
+// outOfRange is the estimate of a q outside [0, 1] (or NaN), which no
+// buckets change.
+func outOfRange(q float64) (Estimate, bool) {
+	switch {
+	case math.IsNaN(q):
+		return none(math.NaN()), true
+	case q < 0:
+		return none(math.Inf(-1)), true
+	case q > 1:
+		return none(math.Inf(+1)), true
+	}
+	return Estimate{}, false
+}
+
+// none is an estimate the input does not allow: v without a bucket.
+func none(v float64) Estimate { return Estimate{Value: v, Lower: math.NaN(), Upper: math.NaN()} }
+
+// Quantile is Quantile(q, the buckets p was prepared from).
+func (p Prepared) Quantile(q float64) Estimate {
+	if e, ok := outOfRange(q); ok {
+		return e
+	}
+	bs := p.bs
+	if bs == nil {
+		return none(math.NaN())
 	}
 	observations := bs[len(bs)-1].Count
-	if observations == 0 {
-		return none(nan)
-	}
-	est := Estimate{ForcedMonotonic: forced, FixedPrecision: fixed}
+	est := Estimate{ForcedMonotonic: p.forced, FixedPrecision: p.fixed}
 	rank := q * observations
 	b := sort.Search(len(bs)-1, func(i int) bool { return bs[i].Count >= rank })
 	switch {

@@ -216,7 +216,7 @@ func Distribution(h *sample.Histogram, quantiles []float64) *llmdiagv1.Distribut
 	if h == nil {
 		return nil
 	}
-	buckets := histogram.Buckets(h)
+	buckets := histogram.Prepare(histogram.Buckets(h))
 	d := &llmdiagv1.Distribution{
 		Count:        h.Count,
 		Sum:          h.Sum,
@@ -225,7 +225,7 @@ func Distribution(h *sample.Histogram, quantiles []float64) *llmdiagv1.Distribut
 		Percentiles:  make([]*llmdiagv1.Percentile, len(quantiles)),
 	}
 	for i, q := range quantiles {
-		e := histogram.Quantile(q, buckets)
+		e := buckets.Quantile(q)
 		d.Percentiles[i] = &llmdiagv1.Percentile{Quantile: q, Value: e.Value, LowerBound: e.Lower, UpperBound: e.Upper}
 	}
 	if h.Count > 0 {

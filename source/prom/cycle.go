@@ -255,10 +255,17 @@ func (c *cycle) run() {
 					c.done(q, 0, nil)
 					continue
 				}
+				fleetWide := c.b.match == ""
+				if fleetWide {
+					c.s.sizes.reserve(w, q)
+				}
 				qctx, cancel := c.queryCtx()
 				start := time.Now()
 				warnings, err := c.s.query(qctx, w, q, c.t)
 				took := time.Since(start)
+				if err == nil && fleetWide {
+					c.s.sizes.set(w, q)
+				}
 				if err != nil {
 					err = c.explain(qctx, took, err)
 					if c.ctx.Err() == nil {

@@ -54,6 +54,57 @@ type Source struct {
 
 	slots   *limiter    // queries in flight
 	windows *windowSets // fleet-wide on-demand windows
+	sizes   bodySizes   // of the last fleet-wide answers
+}
+
+// bodySizes remembers how large the last answer of each fleet-wide query
+// was, by what the query reads, so that the next one is read into a buffer
+// of about its size at once: a bucket query of 10,000 nodes answers ~12 MB,
+// and growing a buffer to that by doubling clears and copies twice as much
+// (workers, and their buffers, do not outlive a garbage collection). The
+// keys are bounded by the queries of the mapping table.
+type bodySizes struct {
+	mu   sync.Mutex
+	last map[sizeKey]bodySize
+}
+
+// bodySize is the size of an answer: its bytes and its samples.
+type bodySize struct{ bytes, samples int }
+
+type sizeKey struct {
+	engine  llmdiagv1.Engine
+	shape   shape
+	concept engine.Concept
+	run     int
+}
+
+func keyOf(q query) sizeKey { return sizeKey{q.engine, q.shape, q.concept, q.run} }
+
+// reserve makes room in w for an answer to q a little larger than the
+// last one.
+func (b *bodySizes) reserve(w *worker, q query) {
+	b.mu.Lock()
+	n := b.last[keyOf(q)]
+	b.mu.Unlock()
+	if n.bytes > 0 {
+		w.buf.Reset()
+		w.buf.Grow(n.bytes + n.bytes/8 + bytes.MinRead) // the last read, of EOF, wants room too
+	}
+	if n.samples > 0 {
+		n.samples += n.samples / 8
+		w.vec.vs = slices.Grow(w.vec.vs[:0], n.samples)
+		w.vec.vals = slices.Grow(w.vec.vals[:0], n.samples*len(q.want))
+	}
+}
+
+// set records the size of q's answer, in w.
+func (b *bodySizes) set(w *worker, q query) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last == nil {
+		b.last = map[sizeKey]bodySize{}
+	}
+	b.last[keyOf(q)] = bodySize{w.buf.Len(), w.vec.len()}
 }
 
 // New returns a Source for cfg. It checks the configuration and reads the
@@ -377,6 +428,9 @@ func (s *Source) do(w *worker, req *http.Request) (int, error) {
 	}
 	defer resp.Body.Close()
 	w.buf.Reset()
+	if n := resp.ContentLength; n > 0 && n <= s.cfg.MaxBodyBytes {
+		w.buf.Grow(int(n) + bytes.MinRead) // the last read, of EOF, wants room too
+	}
 	w.ctype = "none"
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
 		if w.ctype, _, err = mime.ParseMediaType(ct); err != nil || len(w.ctype) > 100 {

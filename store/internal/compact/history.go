@@ -296,10 +296,11 @@ func (h *History) Snapshot() History {
 }
 
 // Points decodes the points, oldest first. The known gauges of all points
-// share one backing array.
+// share one backing array. The slice has room for one point more: a refresh
+// appends its own to the history it diagnoses with.
 func (h *History) Points() ([]diagnose.Point, error) {
 	total := h.Len()
-	out := make([]diagnose.Point, 0, total)
+	out := make([]diagnose.Point, 0, total+1)
 	vals := make([]float64, 0, numGauges*total)
 	skip := h.skip
 	var err error

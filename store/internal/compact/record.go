@@ -520,16 +520,17 @@ func percentiles(bounds, counts, qs []float64) []*llmdiagv1.Percentile {
 	ps := make([]llmdiagv1.Percentile, len(qs))
 	out := make([]*llmdiagv1.Percentile, len(qs))
 	plain := plainBuckets(bounds, counts)
-	var buckets []histogram.Bucket
+	var buckets *histogram.Prepared
 	for i, q := range qs {
 		var e histogram.Estimate
 		if plain && q >= 0 && q <= 1 {
 			e = quantile(q, bounds, counts)
 		} else {
 			if buckets == nil {
-				buckets = histogram.Buckets(&sample.Histogram{Bounds: bounds, Counts: counts})
+				p := histogram.Prepare(histogram.Buckets(&sample.Histogram{Bounds: bounds, Counts: counts}))
+				buckets = &p
 			}
-			e = histogram.Quantile(q, buckets)
+			e = buckets.Quantile(q)
 		}
 		ps[i] = llmdiagv1.Percentile{Quantile: q, Value: e.Value, LowerBound: e.Lower, UpperBound: e.Upper}
 		out[i] = &ps[i]
