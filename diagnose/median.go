@@ -89,60 +89,117 @@ func selectNth(vs []float64, k int) float64 {
 	return vs[k]
 }
 
-// medianSlope is medianOf(slopes), for theilSen's many slopes (7,140 for a
-// full history): it first brackets the median between two order
-// statistics of a sample of the slopes, then selects among the few slopes
-// within the bracket only, counting those outside; when the bracket misses
-// (or the slopes hold a NaN or a −0) it selects among all. slopes must
-// have room (capacity) for as many again; it is reordered.
-func medianSlope(slopes []float64) float64 {
-	n := len(slopes)
+// medianSlope is the median of the slopes between every two points of
+// (x, v) whose x grow, (v[j]-v[i])/(x[j]-x[i]) for i < j, as median gives
+// it; any is false when there is no such pair. A full history has 7,140
+// slopes: rather than keep and order them all, it brackets their median
+// between two order statistics of a sample of them, then computes every
+// slope once, counting those below and above the bracket and keeping only
+// those within, among which it selects. When the bracket misses the median
+// (or a slope is a NaN or a −0, whose places in a sort their values do not
+// fix) it keeps every slope and selects among all. buf is scratch.
+func medianSlope(x, v []float64, buf *[]float64) (median float64, any bool) {
+	n := len(x)
+	if n < 48 { // few slopes: keep them all
+		return allSlopes(x, v, buf)
+	}
+	// The sample: pairs spread over the history by two strides.
 	const sample = 255
-	if n < 4*sample || cap(slopes) < 2*n {
-		return medianOf(slopes)
-	}
 	var picks [sample]float64
-	stride := n / sample
-	for i := range picks {
-		picks[i] = slopes[i*stride]
-	}
-	// ±3 standard deviations of the sample median's rank.
-	const spread = 24
-	lo := selectNth(picks[:], sample/2-spread)
-	hi := selectNth(picks[sample/2-spread+1:], spread*2-1)
-	mid := slopes[n : 2*n]
-	below, c := 0, 0
-	odd := false // a NaN or −0: their order is not their value's
-	for _, s := range slopes {
-		mid[c] = s
-		c += b2i(lo <= s && s <= hi)
-		below += b2i(s < lo)
-		odd = odd || s != s || (s == 0 && math.Signbit(s))
-	}
-	k := n / 2 // the upper middle; n/2-1 is the lower one when n is even
-	if odd || below > k-1+n%2 || below+c <= k {
-		return medianOf(slopes)
-	}
-	mid = mid[:c]
-	upper := selectNth(mid, k-below)
-	if n%2 == 1 {
-		return upper
-	}
-	lower := mid[0]
-	for _, v := range mid[1 : k-below] {
-		if v > lower {
-			lower = v
+	k := 0
+	for s := range sample {
+		i, j := (s*7919)%n, (s*104729+s/3+1)%n
+		if i > j {
+			i, j = j, i
+		}
+		if dx := x[j] - x[i]; dx > 0 {
+			picks[k] = (v[j] - v[i]) / dx
+			k++
 		}
 	}
-	return (lower + upper) / 2
+	if k < sample/2 {
+		return allSlopes(x, v, buf)
+	}
+	// About ±3 standard deviations of the sample median's rank.
+	spread := 3 * int(math.Sqrt(float64(k))) / 2
+	for _, p := range picks[:k] {
+		if p != p {
+			return allSlopes(x, v, buf)
+		}
+	}
+	lo := selectNth(picks[:k], k/2-spread)
+	hi := selectNth(picks[k/2-spread+1:k], 2*spread-1)
+	return bracketedSlope(x, v, buf, lo, hi)
 }
 
-func b2i(b bool) int {
-	if b {
-		return 1
+// bracketedSlope is medianSlope, keeping the slopes within [lo, hi] only
+// unless the median is not among them.
+func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median float64, any bool) {
+	in := (*buf)[:0]
+	below, above := 0, 0
+	odd := false // a NaN or −0
+	for i, xi := range x {
+		vi := v[i]
+		vj := v[i+1:]
+		for j, xj := range x[i+1:] {
+			dx := xj - xi
+			if !(dx > 0) {
+				continue
+			}
+			s := (vj[j] - vi) / dx
+			switch {
+			case s < lo:
+				below++
+			case s > hi:
+				above++
+			default:
+				in = append(in, s)
+				odd = odd || s != s || (s == 0 && math.Signbit(s))
+			}
+		}
 	}
-	return 0
+	*buf = in
+	total := below + len(in) + above
+	if total == 0 {
+		return 0, false
+	}
+	upper := total / 2 // the upper middle; total/2-1 is the lower one when total is even
+	if odd || below > upper-1+total%2 || below+len(in) <= upper {
+		return allSlopes(x, v, buf)
+	}
+	u := selectNth(in, upper-below)
+	if total%2 == 1 {
+		return u, true
+	}
+	l := in[0]
+	for _, s := range in[1 : upper-below] {
+		if s > l {
+			l = s
+		}
+	}
+	return (l + u) / 2, true
 }
+
+// allSlopes is medianSlope keeping every slope.
+func allSlopes(x, v []float64, buf *[]float64) (float64, bool) {
+	n := len(x)
+	slopes := slices.Grow((*buf)[:0], n*(n-1)/2)
+	for i, xi := range x {
+		vi := v[i]
+		vj := v[i+1:]
+		for j, xj := range x[i+1:] {
+			if dx := xj - xi; dx > 0 {
+				slopes = append(slopes, (vj[j]-vi)/dx)
+			}
+		}
+	}
+	*buf = slopes
+	if len(slopes) == 0 {
+		return 0, false
+	}
+	return medianOf(slopes), true
+}
+
 
 // slopeBufs holds theilSen's scratch for its pairwise slopes (7,140 for a
 // full history of 120 points): a cache of memory, not of results.

@@ -179,22 +179,11 @@ func theilSen(x, v []float64) (from, to, change float64, ok bool) {
 	}
 	buf := slopeBufs.Get().(*[]float64)
 	defer slopeBufs.Put(buf)
-	slopes := slices.Grow((*buf)[:0], 2*max(n*(n-1)/2, n)) // medianSlope's room too
-	for i, xi := range x[:n] {
-		vi := v[i]
-		vj := v[i+1 : n]
-		for j, xj := range x[i+1 : n] {
-			if dx := xj - xi; dx > 0 {
-				slopes = append(slopes, (vj[j]-vi)/dx)
-			}
-		}
-	}
-	*buf = slopes
-	if len(slopes) == 0 {
+	slope, any := medianSlope(x, v, buf)
+	if !any {
 		return 0, 0, 0, false
 	}
-	slope := medianSlope(slopes)
-	res := slopes[:n] // the slopes are read: their room is free
+	res := slices.Grow((*buf)[:0], n)[:n]
 	for i := range n {
 		res[i] = v[i] - slope*x[i]
 	}

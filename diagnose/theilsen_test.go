@@ -107,35 +107,61 @@ func TestMedianOf(t *testing.T) {
 	}
 }
 
-// TestMedianSlope: medianSlope is median, whether its sample brackets the
-// median (noise), misses it either way (a pattern with the sample's stride
-// as period), meets sorted values or cannot order the values (NaN, −0).
-func TestMedianSlope(t *testing.T) {
+// TestBracketedSlope: the median slope is median's of every slope
+// whether the bracket holds it, misses it from either side, is empty or
+// holds a NaN or −0 slope.
+func TestBracketedSlope(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 5))
-	for i := range 400 {
-		n := 1000 + r.IntN(3000)
-		vs := make([]float64, n, 2*n)
-		stride := n / 255
-		for j := range vs {
-			switch i % 6 {
+	for i := range 600 {
+		n := r.IntN(80)
+		x, v := make([]float64, n), make([]float64, n)
+		at := 0.0
+		for j := range n {
+			if r.IntN(10) != 0 {
+				at += 5
+			}
+			x[j] = at
+			switch i % 4 {
 			case 0:
-				vs[j] = r.NormFloat64()
+				v[j] = r.NormFloat64()
 			case 1:
-				vs[j] = float64(j % stride) // the sample sees only the least
-			case 5:
-				vs[j] = float64(-(j % stride)) // the sample sees only the greatest
+				v[j] = float64(r.IntN(3))
 			case 2:
-				vs[j] = float64(j)
-			case 3:
-				vs[j] = float64(r.IntN(5))
+				v[j] = []float64{0, math.Copysign(0, -1), 1e-320, -1e-320}[r.IntN(4)]
 			default:
-				vs[j] = []float64{math.Copysign(0, -1), 0, 1, math.NaN()}[r.IntN(4)]
+				v[j] = float64(j)
 			}
 		}
-		want := median(vs)
-		got := medianSlope(append(make([]float64, 0, 2*n), vs...))
-		if math.Float64bits(got) != math.Float64bits(want) && !(math.IsNaN(got) && math.IsNaN(want)) {
-			t.Fatalf("case %d (n %d): medianSlope = %v, median %v", i, n, got, want)
+		var all []float64
+		for a := range n {
+			for b := a + 1; b < n; b++ {
+				if dx := x[b] - x[a]; dx > 0 {
+					all = append(all, (v[b]-v[a])/dx)
+				}
+			}
+		}
+		want := median(all)
+		var lo, hi float64
+		switch i % 5 {
+		case 0: // around the median
+			lo, hi = want-0.1, want+0.1
+		case 1: // below it
+			lo, hi = want-2, want-1
+		case 2: // above it
+			lo, hi = want+1, want+2
+		case 3: // just the median
+			lo, hi = want, want
+		default:
+			lo, hi = math.Inf(-1), math.Inf(1)
+		}
+		var buf []float64
+		got, any := bracketedSlope(x, v, &buf, lo, hi)
+		if any != (len(all) > 0) || (any && math.Float64bits(got) != math.Float64bits(want)) {
+			t.Fatalf("case %d (n %d, bracket [%v, %v]): %v %v, want %v of %v", i, n, lo, hi, got, any, want, all)
+		}
+		got, any = medianSlope(x, v, &buf)
+		if any != (len(all) > 0) || (any && math.Float64bits(got) != math.Float64bits(want)) {
+			t.Fatalf("case %d (n %d): medianSlope %v %v, want %v", i, n, got, any, want)
 		}
 	}
 }
