@@ -73,6 +73,18 @@ type Loop struct {
 
 	mu    sync.Mutex // one Once at a time
 	nodes nodeSet
+	// wrote is what this loop last stored of each node, read in place of
+	// the store's copy, which is the same while the loop is the store's
+	// only writer: from the start of a run (an ingest leader's term) it is
+	// forgotten, and a node whose write failed is read from the store.
+	wrote map[string]wrote
+}
+
+// wrote is what update compares a node's new record with: its health and
+// last sighting as stored.
+type wrote struct {
+	health   *llmdiagv1.NodeHealth
+	lastSeen *timestamppb.Timestamp
 }
 
 // New returns a Loop; call Run to start it.
@@ -95,7 +107,7 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.MaxNodes <= 0 {
 		cfg.MaxNodes = DefaultMaxNodes
 	}
-	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}}
+	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{}}
 }
 
 // Ready is closed after the first completed refresh: the source answered
@@ -115,6 +127,7 @@ func (l *Loop) Run(ctx context.Context) {
 	defer t.Stop()
 	l.mu.Lock()
 	l.nodes.seeded = false // a new term: another leader may have written since
+	clear(l.wrote)
 	l.mu.Unlock()
 	for {
 		complete, err := l.cycle(ctx)
@@ -261,9 +274,15 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		}
 	}
 	m := o.Metrics
-	prev, err := l.st.Get(ctx, o.Node.ID)
-	if err != nil && !isNotFound(err) {
-		return 0, fmt.Errorf("read %s: %w", o.Node.ID, err)
+	prev, known := l.wrote[o.Node.ID]
+	if !known {
+		rec, err := l.st.Get(ctx, o.Node.ID)
+		if err != nil && !isNotFound(err) {
+			return 0, fmt.Errorf("read %s: %w", o.Node.ID, err)
+		}
+		if rec != nil {
+			prev, known = wrote{Health(rec.Node, rec.Metrics.GetObservedAt()), rec.Node.GetLastSeen()}, true
+		}
 	}
 	hist, err := l.st.History(ctx, o.Node.ID)
 	if err != nil && !isNotFound(err) {
@@ -294,25 +313,27 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		LastSeen:  m.GetObservedAt(),
 		Labels:    maps.Clone(o.Node.Labels),
 	}
-	if !m.GetUp() && prev != nil {
-		node.LastSeen = prev.Node.GetLastSeen()
+	if !m.GetUp() && known {
+		node.LastSeen = prev.lastSeen
 	}
 	if err := l.st.Put(ctx, &store.Record{Node: node, Metrics: m, Diagnosis: d}, point); err != nil {
+		delete(l.wrote, o.Node.ID) // what the store holds now is its to say
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
 	h := Health(node, m.GetObservedAt())
+	l.wrote[o.Node.ID] = wrote{h, node.LastSeen}
 	// A node the feed was told went quiet is news again, whatever it reads.
 	back := l.nodes.quiet[o.Node.ID]
-	if prev == nil || back || Changed(Health(prev.Node, prev.Metrics.GetObservedAt()), h, l.cfg.MinScoreChange) {
+	if !known || back || Changed(prev.health, h, l.cfg.MinScoreChange) {
 		if _, err := l.st.Publish(ctx, h); err != nil {
 			return 0, fmt.Errorf("publish %s: %w", o.Node.ID, err)
 		}
 		delete(l.nodes.quiet, o.Node.ID)
-		if prev != nil {
+		if known {
 			// Status, cause and routability changes are news; a load score
 			// drifting past the threshold is not.
 			level := slog.LevelDebug
-			if Changed(Health(prev.Node, nil), h, math.Inf(1)) {
+			if Changed(prev.health, h, math.Inf(1)) {
 				level = slog.LevelInfo
 			}
 			l.log.Log(ctx, level, "node health changed", "node", node.Id, "status", node.Status, "cause", node.RootCause, "routable", node.Routable, "score", round2(node.LoadScore))
