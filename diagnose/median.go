@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"time"
 )
 
 // medianOf is median(vs), reordering vs: the order statistics are found by
@@ -200,7 +201,22 @@ func allSlopes(x, v []float64, buf *[]float64) (float64, bool) {
 	return medianOf(slopes), true
 }
 
+// histStep is one refresh as readHistory reads it.
+type histStep struct {
+	at                        time.Time
+	queue, running, ratio, kv opt
+	mean                      opt
+}
 
-// slopeBufs holds theilSen's scratch for its pairwise slopes (7,140 for a
-// full history of 120 points): a cache of memory, not of results.
-var slopeBufs = sync.Pool{New: func() any { return new([]float64) }}
+// historyScratch is the memory readHistory works in: for a full history,
+// some 30 KB, 7,140 slopes of the trend included.
+type historyScratch struct {
+	steps               []histStep
+	queueSteps, kvSteps []holdStep
+	xs, means, gaps     []float64
+	slopes              []float64
+}
+
+// historyScratches keeps readHistory's scratch from one diagnosis to the
+// next: a cache of memory, not of results.
+var historyScratches = sync.Pool{New: func() any { return new(historyScratch) }}

@@ -172,13 +172,12 @@ func (tr trend) falling(t Thresholds) bool {
 
 // theilSen fits v against x (seconds since the first point) and returns
 // the fitted values at x[0] and x[n-1] and the relative change between them.
-func theilSen(x, v []float64) (from, to, change float64, ok bool) {
+// buf is scratch.
+func theilSen(x, v []float64, buf *[]float64) (from, to, change float64, ok bool) {
 	n := len(x)
 	if n < 2 {
 		return 0, 0, 0, false
 	}
-	buf := slopeBufs.Get().(*[]float64)
-	defer slopeBufs.Put(buf)
 	slope, any := medianSlope(x, v, buf)
 	if !any {
 		return 0, 0, 0, false
@@ -357,28 +356,27 @@ func (f *facts) readHistory(points []Point) history {
 	} else if len(points) > 0 {
 		now = points[len(points)-1].At.Add(time.Nanosecond)
 	}
-	type step struct {
-		at                        time.Time
-		queue, running, ratio, kv opt
-		mean                      opt
-	}
-	steps := make([]step, 0, len(points)+1)
+	sc := historyScratches.Get().(*historyScratch)
+	defer historyScratches.Put(sc)
+	steps := slices.Grow(sc.steps[:0], len(points)+1)
+	defer func() { sc.steps = steps[:0] }()
 	for _, pt := range points {
 		if !pt.Up || !pt.At.Before(now) {
 			continue
 		}
 		q, r := known(pt.Queue), known(pt.Running)
-		steps = append(steps, step{at: pt.At, queue: q, running: r, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
+		steps = append(steps, histStep{at: pt.At, queue: q, running: r, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
 	}
 	var mean opt
 	if e := f.m.GetE2E(); e != nil {
 		mean = known(e.Mean)
 	}
-	steps = append(steps, step{at: now, queue: f.queue, running: f.running, ratio: f.ratio, kv: f.kv, mean: mean})
+	steps = append(steps, histStep{at: now, queue: f.queue, running: f.running, ratio: f.ratio, kv: f.kv, mean: mean})
 
 	h := history{at: now}
-	queueSteps := make([]holdStep, len(steps))
-	kvSteps := make([]holdStep, len(steps))
+	sc.queueSteps = slices.Grow(sc.queueSteps[:0], len(steps))
+	sc.kvSteps = slices.Grow(sc.kvSteps[:0], len(steps))
+	queueSteps, kvSteps := sc.queueSteps[:len(steps)], sc.kvSteps[:len(steps)]
 	for i, s := range steps {
 		queueSteps[i].at, kvSteps[i].at = s.at, s.at
 		queueSteps[i].known, queueSteps[i].on = t.queueSaturated(s.queue, s.running)
@@ -393,7 +391,8 @@ func (f *facts) readHistory(points []Point) history {
 	}
 	h.score = loadScore(h.saturated, recent)
 	critSince, critRun := time.Time{}, false
-	xs, means, gaps := make([]float64, 0, len(steps)), make([]float64, 0, len(steps)), make([]float64, 0, len(steps))
+	xs, means, gaps := slices.Grow(sc.xs[:0], len(steps)), slices.Grow(sc.means[:0], len(steps)), slices.Grow(sc.gaps[:0], len(steps))
+	defer func() { sc.xs, sc.means, sc.gaps = xs[:0], means[:0], gaps[:0] }()
 	for i, s := range steps {
 		if i > 0 {
 			gaps = append(gaps, s.at.Sub(steps[i-1].at).Seconds())
@@ -431,7 +430,7 @@ func (f *facts) readHistory(points []Point) history {
 	h.trend.points = len(means)
 	if len(means) >= minTrendPoints {
 		h.trend.span = time.Duration((xs[len(xs)-1] - xs[0]) * float64(time.Second))
-		h.trend.from, h.trend.to, h.trend.change, h.trend.ok = theilSen(xs, means)
+		h.trend.from, h.trend.to, h.trend.change, h.trend.ok = theilSen(xs, means, &sc.slopes)
 		h.trend.ok = h.trend.ok && h.trend.span > 0
 	}
 	return h

@@ -71,7 +71,8 @@ func TestTheilSenExact(t *testing.T) {
 			x[j], v[j] = at, val()
 		}
 		vIn := slices.Clone(v)
-		f1, t1, c1, ok1 := theilSen(x, v)
+		var buf []float64
+		f1, t1, c1, ok1 := theilSen(x, v, &buf)
 		f2, t2, c2, ok2 := theilSenSorted(x, v)
 		if !same(f1, f2) || !same(t1, t2) || !same(c1, c2) || ok1 != ok2 {
 			t.Fatalf("case %d (n %d): got %v %v %v %v, want %v %v %v %v", i, n, f1, t1, c1, ok1, f2, t2, c2, ok2)
@@ -174,8 +175,9 @@ func BenchmarkTheilSen(b *testing.B) {
 	for i := range x {
 		x[i], v[i] = float64(i*5), 1.5+r.Float64()*0.1
 	}
+	var buf []float64
 	b.ReportAllocs()
 	for b.Loop() {
-		theilSen(x, v)
+		theilSen(x, v, &buf)
 	}
 }
