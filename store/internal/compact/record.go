@@ -41,6 +41,15 @@ import (
 // stays in the protobuf.
 type Codec struct {
 	dict Dict
+	// scratch keeps Encode's working buffers (*encodeScratch) from one
+	// record to the next.
+	scratch sync.Pool
+}
+
+// encodeScratch is what Encode writes into before the record's own copy.
+type encodeScratch struct {
+	buf, wire, side []byte
+	qs              []float64
 }
 
 // Dict interns lists of float64 by value (at most maxDictLists) and phrases
@@ -229,13 +238,19 @@ func (c *Codec) Encode(id string, rec *store.Record) ([]byte, error) {
 			}
 		}
 	}
-	var side []byte
+	sc, _ := c.scratch.Get().(*encodeScratch)
+	if sc == nil {
+		sc = &encodeScratch{buf: make([]byte, 0, 2048)}
+	}
+	defer c.scratch.Put(sc)
+	side := sc.side[:0]
+	defer func() { sc.side = side[:0] }()
 	var distDrop [numFields]fieldSet
 	var distNest fieldSet
 	if m != nil {
 		for i, get := range distributions {
 			if dist := get(m); dist != nil {
-				side, distDrop[distFields[i]] = c.stripDistribution(side, dist)
+				side, distDrop[distFields[i]] = c.stripDistribution(side, dist, &sc.qs)
 				distNest.add(distFields[i])
 			}
 		}
@@ -246,9 +261,10 @@ func (c *Codec) Encode(id string, rec *store.Record) ([]byte, error) {
 	}
 
 	opts := proto.MarshalOptions{}
-	buf := append(make([]byte, 0, 2048), recordVersion)
+	buf := append(sc.buf[:0], recordVersion)
 	buf = protowire.AppendVarint(buf, flags)
-	var wire []byte
+	wire := sc.wire[:0]
+	defer func() { sc.buf, sc.wire = buf[:0], wire[:0] }()
 	var err error
 	write := func(msg proto.Message, f filter) {
 		if err != nil {
@@ -453,18 +469,19 @@ func appendMessage(dst, wire []byte, f filter) ([]byte, error) {
 
 // stripDistribution appends to b how to rebuild what dist need not carry,
 // and returns the fields dist need not carry.
-func (c *Codec) stripDistribution(b []byte, dist *llmdiagv1.Distribution) ([]byte, fieldSet) {
+func (c *Codec) stripDistribution(b []byte, dist *llmdiagv1.Distribution, scratch *[]float64) ([]byte, fieldSet) {
 	var flags uint64
 	var boundsID, quantilesID uint64
 	var counts []byte
 	bounds, cum := dist.BucketBounds, dist.BucketCounts
 
 	if ps := dist.Percentiles; len(ps) > 0 {
-		qs := make([]float64, len(ps))
-		for i, p := range ps {
-			qs[i] = p.Quantile
+		qs := (*scratch)[:0]
+		for _, p := range ps {
+			qs = append(qs, p.Quantile)
 		}
-		if samePercentiles(ps, percentiles(bounds, cum, qs)) {
+		*scratch = qs
+		if rebuilt(ps, bounds, cum) {
 			if id, ok := c.dict.id(qs); ok {
 				flags |= distPercentiles
 				quantilesID = id
@@ -536,6 +553,34 @@ func percentiles(bounds, counts, qs []float64) []*llmdiagv1.Percentile {
 		out[i] = &ps[i]
 	}
 	return out
+}
+
+// rebuilt reports whether percentiles rebuilds ps exactly from the buckets
+// (the same bits, and no unknown fields in ps), without building them.
+func rebuilt(ps []*llmdiagv1.Percentile, bounds, counts []float64) bool {
+	plain := plainBuckets(bounds, counts)
+	var buckets *histogram.Prepared
+	bits := math.Float64bits
+	for _, p := range ps {
+		if len(p.ProtoReflect().GetUnknown()) > 0 {
+			return false
+		}
+		q := p.Quantile
+		var e histogram.Estimate
+		if plain && q >= 0 && q <= 1 {
+			e = quantile(q, bounds, counts)
+		} else {
+			if buckets == nil {
+				b := histogram.Prepare(histogram.Buckets(&sample.Histogram{Bounds: bounds, Counts: counts}))
+				buckets = &b
+			}
+			e = buckets.Quantile(q)
+		}
+		if bits(p.Value) != bits(e.Value) || bits(p.LowerBound) != bits(e.Lower) || bits(p.UpperBound) != bits(e.Upper) {
+			return false
+		}
+	}
+	return true
 }
 
 // plainBuckets reports whether histogram.Quantile would use the buckets as
@@ -617,22 +662,6 @@ func sameMessage(a, b proto.Message) bool {
 }
 
 func isNil(m proto.Message) bool { return !m.ProtoReflect().IsValid() }
-
-func samePercentiles(a, b []*llmdiagv1.Percentile) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	bits := math.Float64bits
-	for i := range a {
-		x, y := a[i], b[i]
-		if len(x.ProtoReflect().GetUnknown()) > 0 ||
-			bits(x.Quantile) != bits(y.Quantile) || bits(x.Value) != bits(y.Value) ||
-			bits(x.LowerBound) != bits(y.LowerBound) || bits(x.UpperBound) != bits(y.UpperBound) {
-			return false
-		}
-	}
-	return true
-}
 
 // Decode returns the record Encode wrote for key id.
 func (c *Codec) Decode(id string, b []byte) (*store.Record, error) {
