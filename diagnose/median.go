@@ -45,41 +45,35 @@ func medianOf(vs []float64) float64 {
 func selectNth(vs []float64, k int) float64 {
 	lo, hi := 0, len(vs) // the window holding position k
 	for hi-lo > 16 {
-		// Median of three as pivot; three-way partition, so that runs of
-		// equal values (a flat history) end the search at once.
+		// Median of three as pivot, then a three-way partition in two
+		// passes without branches on the values (noise makes them
+		// unpredictable): those below the pivot to the front, then, of the
+		// rest, those equal to it, so that runs of equal values (a flat
+		// history) end the search at once.
 		a, b, c := vs[lo], vs[lo+(hi-lo)/2], vs[hi-1]
-		if a > b {
-			a, b = b, a
+		pivot := max(min(a, b), min(max(a, b), c))
+		lt := lo
+		for i := lo; i < hi; i++ {
+			v := vs[i]
+			vs[i] = vs[lt]
+			vs[lt] = v
+			lt += b2i(v < pivot)
 		}
-		if b > c {
-			b = c
-			if a > b {
-				b = a
-			}
-		}
-		pivot := b
-		lt, i, gt := lo, lo, hi
-		for i < gt {
-			switch v := vs[i]; {
-			case v < pivot:
-				vs[lt], vs[i] = vs[i], vs[lt]
-				lt++
-				i++
-			case v > pivot:
-				gt--
-				vs[gt], vs[i] = vs[i], vs[gt]
-			default:
-				i++
-			}
-		}
-		switch {
-		case k < lt:
+		if k < lt {
 			hi = lt
-		case k >= gt:
-			lo = gt
-		default:
+			continue
+		}
+		eq := lt
+		for i := lt; i < hi; i++ {
+			v := vs[i]
+			vs[i] = vs[eq]
+			vs[eq] = v
+			eq += b2i(v == pivot)
+		}
+		if k < eq {
 			return pivot
 		}
+		lo = eq
 	}
 	// Insertion sort of the few left.
 	for i := lo + 1; i < hi; i++ {
@@ -136,30 +130,53 @@ func medianSlope(x, v []float64, buf *[]float64) (median float64, any bool) {
 // bracketedSlope is medianSlope, keeping the slopes within [lo, hi] only
 // unless the median is not among them.
 func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median float64, any bool) {
-	in := (*buf)[:0]
-	below, above := 0, 0
-	odd := false // a NaN or −0
-	for i, xi := range x {
-		vi := v[i]
-		vj := v[i+1:]
-		for j, xj := range x[i+1:] {
-			dx := xj - xi
-			if !(dx > 0) {
-				continue
+	n := len(x)
+	// Every slope is written at in[c] and c moves on past those within
+	// the bracket: no branch on the values, which noise makes
+	// unpredictable.
+	in := slices.Grow((*buf)[:0], n*(n-1)/2)[:n*(n-1)/2]
+	c, below, above := 0, 0, 0
+	if slices.IsSorted(x) && (n == 0 || !math.IsNaN(x[0])) {
+		// Times in order (as histories are): the pairs i < j whose x grow
+		// are those past the points at x[i].
+		for i, xi := range x {
+			vi := v[i]
+			j := i + 1
+			for j < n && x[j] == xi {
+				j++
 			}
-			s := (vj[j] - vi) / dx
-			switch {
-			case s < lo:
-				below++
-			case s > hi:
-				above++
-			default:
-				in = append(in, s)
-				odd = odd || s != s || (s == 0 && math.Signbit(s))
+			vj := v[j:]
+			for j, xj := range x[j:] {
+				s := (vj[j] - vi) / (xj - xi)
+				lt, gt := b2i(s < lo), b2i(s > hi)
+				in[c] = s
+				c += 1 &^ (lt | gt)
+				below += lt
+				above += gt
+			}
+		}
+	} else {
+		for i, xi := range x {
+			vi := v[i]
+			vj := v[i+1:]
+			for j, xj := range x[i+1:] {
+				dx := xj - xi
+				s := (vj[j] - vi) / dx
+				ok := b2i(dx > 0)
+				lt, gt := b2i(s < lo)&ok, b2i(s > hi)&ok
+				in[c] = s
+				c += ok &^ (lt | gt)
+				below += lt
+				above += gt
 			}
 		}
 	}
+	in = in[:c]
 	*buf = in
+	odd := false // a NaN or −0 within
+	for _, s := range in {
+		odd = odd || s != s || (s == 0 && math.Signbit(s))
+	}
 	total := below + len(in) + above
 	if total == 0 {
 		return 0, false
@@ -174,11 +191,17 @@ func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median floa
 	}
 	l := in[0]
 	for _, s := range in[1 : upper-below] {
-		if s > l {
-			l = s
-		}
+		l = max(l, s)
 	}
 	return (l + u) / 2, true
+}
+
+// b2i is 1 for true, 0 for false (compiled without a branch).
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // allSlopes is medianSlope keeping every slope.

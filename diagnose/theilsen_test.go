@@ -110,7 +110,7 @@ func TestMedianOf(t *testing.T) {
 
 // TestBracketedSlope: the median slope is median's of every slope
 // whether the bracket holds it, misses it from either side, is empty or
-// holds a NaN or −0 slope.
+// holds a NaN or −0 slope, with times in order, repeated or not in order.
 func TestBracketedSlope(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 5))
 	for i := range 600 {
@@ -131,6 +131,13 @@ func TestBracketedSlope(t *testing.T) {
 				v[j] = []float64{0, math.Copysign(0, -1), 1e-320, -1e-320}[r.IntN(4)]
 			default:
 				v[j] = float64(j)
+			}
+		}
+		if i%3 == 2 && n > 1 {
+			// Times out of order (a history is not bound to be in order).
+			for range 3 {
+				a, b := r.IntN(n), r.IntN(n)
+				x[a], x[b] = x[b], x[a]
 			}
 		}
 		var all []float64
@@ -167,17 +174,34 @@ func TestBracketedSlope(t *testing.T) {
 	}
 }
 
-// BenchmarkTheilSen fits the trend of a full history (120 points, so 7,140
-// slopes) of noisy means.
+// BenchmarkTheilSen fits the trends of full histories (120 points, so
+// 7,140 slopes), a different one each time as for a fleet's nodes: noisy
+// means, and means on a few levels (many equal slopes).
 func BenchmarkTheilSen(b *testing.B) {
 	r := rand.New(rand.NewPCG(13, 6))
-	x, v := make([]float64, 120), make([]float64, 120)
-	for i := range x {
-		x[i], v[i] = float64(i*5), 1.5+r.Float64()*0.1
-	}
-	var buf []float64
-	b.ReportAllocs()
-	for b.Loop() {
-		theilSen(x, v, &buf)
+	for _, tc := range []struct {
+		name string
+		mean func(i, j int) float64
+	}{
+		{"noisy", func(int, int) float64 { return 1.5 + r.Float64()*0.1 }},
+		{"levels", func(i, j int) float64 { return float64(float32(1.0 / 6 * (1 + float64((i*7+j*3)%23)/100))) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			const series = 64
+			xs, vs := make([][]float64, series), make([][]float64, series)
+			for j := range series {
+				xs[j], vs[j] = make([]float64, 120), make([]float64, 120)
+				for i := range 120 {
+					xs[j][i], vs[j][i] = float64(i*5), tc.mean(i, j)
+				}
+			}
+			var buf []float64
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				theilSen(xs[i%series], vs[i%series], &buf)
+				i++
+			}
+		})
 	}
 }
