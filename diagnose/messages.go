@@ -1,6 +1,9 @@
 package diagnose
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // msg names one entry of the message catalog.
 type msg int
@@ -11,10 +14,14 @@ type msg int
 func (p printer) f(id msg, args ...any) string {
 	e := catalog[id]
 	p.rec.add(id)
+	format := e.en
 	if p.zh {
-		return fmt.Sprintf(e.zh, args...)
+		format = e.zh
 	}
-	return fmt.Sprintf(e.en, args...)
+	if len(args) == 0 && !strings.Contains(format, "%") {
+		return format // what Sprintf would make of it, without its work
+	}
+	return fmt.Sprintf(format, args...)
 }
 
 // The catalog's entries. Names (name*), finding conclusions (by indicator),

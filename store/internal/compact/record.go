@@ -64,8 +64,12 @@ type Dict struct {
 	ids   map[string]uint32
 	lists atomic.Pointer[[][]float64]
 
-	pmu       sync.RWMutex
-	phraseIDs map[string]uint32
+	pmu       sync.Mutex
+	phraseIDs map[string]uint32 // guarded by pmu
+	// known is a copy of phraseIDs, read without the lock; renewed when
+	// phraseIDs has grown by an eighth, so that copying stays linear in
+	// the phrases. A phrase not in it is looked up under the lock.
+	known atomic.Pointer[map[string]uint32]
 	phrases   atomic.Pointer[[]string]
 
 	// frozen: the Dict holds what NewPortableCodec put in and learns

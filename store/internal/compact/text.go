@@ -2,6 +2,7 @@ package compact
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -260,18 +261,18 @@ func (c *Codec) restoreText(b []byte, d *llmdiagv1.Diagnosis) ([]byte, error) {
 
 // phraseID returns the id of phrase p, adding it if there is room.
 func (d *Dict) phraseID(p string) (uint64, bool) {
-	d.pmu.RLock()
-	id, ok := d.phraseIDs[p]
-	d.pmu.RUnlock()
-	if ok {
-		return uint64(id), true
+	if known := d.known.Load(); known != nil {
+		if id, ok := (*known)[p]; ok {
+			return uint64(id), true
+		}
 	}
 	if d.frozen {
-		return 0, false
+		return 0, false // it has no phrase
 	}
 	d.pmu.Lock()
 	defer d.pmu.Unlock()
 	if id, ok := d.phraseIDs[p]; ok {
+		d.renew()
 		return uint64(id), true
 	}
 	var phrases []string
@@ -285,11 +286,25 @@ func (d *Dict) phraseID(p string) (uint64, bool) {
 		d.phraseIDs = make(map[string]uint32)
 	}
 	p = strings.Clone(p)
-	id = uint32(len(phrases))
+	id := uint32(len(phrases))
 	phrases = append(phrases, p)
 	d.phrases.Store(&phrases)
 	d.phraseIDs[p] = id
+	d.renew()
 	return uint64(id), true
+}
+
+// renew copies phraseIDs to known when it has grown by an eighth since;
+// d.pmu must be held.
+func (d *Dict) renew() {
+	n := 0
+	if known := d.known.Load(); known != nil {
+		n = len(*known)
+	}
+	if len(d.phraseIDs) > n+n/8 {
+		known := maps.Clone(d.phraseIDs)
+		d.known.Store(&known)
+	}
 }
 
 func (d *Dict) phrase(id uint64) (string, error) {
