@@ -2,11 +2,16 @@ package prom
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
+
+	"github.com/llmdiag/llmdiag/engine"
 )
 
 func TestParseFloat(t *testing.T) {
@@ -98,4 +103,71 @@ func FuzzDecodeVector(f *testing.F) {
 			t.Fatalf("%d labels for %d values", len(vec.vals), len(vec.vs))
 		}
 	})
+}
+
+// sameDecode fails t unless body decodes the same with and without the
+// fast path: the same envelope, samples, labels and error.
+func sameDecode(t *testing.T, body []byte, names []string) {
+	t.Helper()
+	var fast, slow vector
+	rf, errf := decode(body, names, &fast, map[string]string{}, false)
+	rs, errs := decode(body, names, &slow, map[string]string{}, true)
+	if fmt.Sprint(errf) != fmt.Sprint(errs) || fmt.Sprint(rf) != fmt.Sprint(rs) {
+		t.Fatalf("fast %v %v, slow %v %v\nbody %q", rf, errf, rs, errs, body)
+	}
+	if !slices.Equal(fast.vals, slow.vals) || !slices.EqualFunc(fast.vs, slow.vs, func(a, b float64) bool { return math.Float64bits(a) == math.Float64bits(b) }) {
+		t.Fatalf("fast %q %v, slow %q %v\nbody %q", fast.vals, fast.vs, slow.vals, slow.vs, body)
+	}
+}
+
+// TestDecodeFastPath: the fast path for samples as Prometheus writes them
+// reads exactly what the general reader does, of the fleet's answers and
+// of bodies that stray from that form anywhere (spaces, escapes, members
+// out of order or missing, cuts, bytes changed), which it leaves to the
+// general reader.
+func TestDecodeFastPath(t *testing.T) {
+	names := []string{"instance", "le"}
+	bodies := [][]byte{
+		[]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a","le":"1"},"value":[1,"2"]},{"metric":{},"value":[1.5e3,"-Inf"]},{"metric":{"le":"0.5","instance":"b","x":"y"},"value":[-2,"0.25"]}]}}`),
+		[]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a\"b","le":"1"},"value":[1,"2"]},{ "metric":{"instance":"c"},"value":[1,"3"]},{"value":[1,"4"],"metric":{"instance":"d"}},{"metric":{"instance":"e"},"value":[01,"5"],"x":1}]}}`),
+	}
+	for _, c := range synthBodies(plan(t, defaultBuilder("5m"), engine.Engines()...), synthFleet(20, true), testNow) {
+		bodies = append(bodies, c.Body)
+	}
+	files, _ := filepath.Glob("testdata/fleet/*.json")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, b)
+	}
+	r := rand.New(rand.NewPCG(13, 7))
+	for _, body := range bodies {
+		sameDecode(t, body, names)
+		sameDecode(t, body, []string{"instance", "dp_rank", "model_name"})
+		for range 200 {
+			b := slices.Clone(body)
+			switch i := r.IntN(len(b)); r.IntN(5) {
+			case 0:
+				b = slices.Insert(b, i, ' ')
+			case 1:
+				b = slices.Insert(b, i, '\\', 'u', '0', '0', '4', '1')
+			case 2:
+				b = b[:i]
+			case 3:
+				b[i] = byte(r.IntN(256))
+			default:
+				b = slices.Delete(b, i, i+1)
+			}
+			sameDecode(t, b, names)
+		}
+	}
+}
+
+// FuzzDecodeFastPath: any body decodes the same with and without the fast
+// path.
+func FuzzDecodeFastPath(f *testing.F) {
+	f.Add([]byte(`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"instance":"a","le":"1"},"value":[1,"2"]}]}}`))
+	f.Fuzz(func(t *testing.T, body []byte) { sameDecode(t, body, []string{"instance", "le"}) })
 }
