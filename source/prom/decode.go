@@ -101,9 +101,9 @@ func decode(body []byte, names []string, vec *vector, intern map[string]string, 
 }
 
 type decoder struct {
-	b      []byte
-	i      int
-	err    error
+	b        []byte
+	i        int
+	err      error
 	names    []string
 	interned map[string]string
 	buf      []byte // unescaped string
