@@ -43,45 +43,46 @@ func BenchmarkStreamHealth(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("LLMDIAG_BENCH_STREAMS")); err == nil && v > 0 {
 		n = v
 	}
-	url, st := streamServer(b)
+	url, st := streamServerWith(b, servedLimits())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cs := clients(b, url, n)
-	got := make(chan time.Time, n)
-	ready := make(chan struct{}, n)
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			s, err := cs[i%len(cs)].StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{Nodes: []string{"a-0"}, HeartbeatInterval: durationpb.New(5 * time.Minute)}))
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer s.Close()
-			for s.Receive() {
-				switch s.Msg().GetKind() {
-				case llmdiagv1.EventKind_EVENT_KIND_SYNCED:
-					ready <- struct{}{}
-				case llmdiagv1.EventKind_EVENT_KIND_CHANGE:
-					got <- time.Now()
-				}
-			}
-			if ctx.Err() == nil {
-				errs <- fmt.Errorf("stream ended: %w", s.Err())
-			}
-		}()
+	cs, err := loopbackClients(url, n)
+	if err != nil {
+		b.Skip(err)
 	}
-	for range n {
-		select {
-		case <-ready:
-		case err := <-errs:
-			b.Fatal(err)
-		case <-time.After(2 * time.Minute):
-			b.Fatal("streams did not open")
+	got := make(chan time.Time, n)
+	synced := make(chan error, n)
+	errs := make(chan error, n)
+	open := func(i int) {
+		s, err := cs[i%len(cs)].StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{Nodes: []string{"a-0"}, HeartbeatInterval: durationpb.New(5 * time.Minute)}))
+		if err != nil {
+			synced <- err
+			return
 		}
+		defer s.Close()
+		ready := false
+		for s.Receive() {
+			switch s.Msg().GetKind() {
+			case llmdiagv1.EventKind_EVENT_KIND_SYNCED:
+				ready = true
+				synced <- nil
+			case llmdiagv1.EventKind_EVENT_KIND_CHANGE:
+				got <- time.Now()
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+		case !ready:
+			synced <- fmt.Errorf("stream ended: %w", s.Err())
+		default:
+			errs <- fmt.Errorf("stream ended: %w", s.Err())
+		}
+	}
+	if err := spread(len(cs), n, open, synced, 2*time.Minute); err != nil {
+		b.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	runtime.GC()
@@ -151,7 +152,7 @@ func cpuTime() time.Duration {
 // 48.5 KB with 127 (16 KiB of ids, the most a stream may select), 211 KB
 // with 999 (accepted before that bound).
 func BenchmarkStreamHealthServerMemory(b *testing.B) {
-	url, _ := streamServer(b)
+	url, _ := streamServerWith(b, servedLimits())
 	serverMemoryPerStream(b, url)
 }
 
