@@ -24,10 +24,11 @@ import (
 // logScript counts a write of node ARGV[1].
 //
 // KEYS: seq (hash: id, n), log (sorted set). ARGV: node id, a new log id
-// (used when the log has none yet). Returns the write's count.
+// (used when the count starts: the hash is one key, so a Redis that lost
+// it lost both). Returns the write's count.
 var logScript = redis.NewScript(`
-redis.call('HSETNX', KEYS[1], 'id', ARGV[2])
 local n = redis.call('HINCRBY', KEYS[1], 'n', 1)
+if n == 1 then redis.call('HSETNX', KEYS[1], 'id', ARGV[2]) end
 redis.call('ZADD', KEYS[2], n, ARGV[1])
 return n
 `)
