@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,7 +24,6 @@ import (
 // overRedis is a writer (the ingest leader, another process) and a replica
 // of the same redis-server, each with its own client and clock.
 type overRedis struct {
-	srv            *redistest.Server
 	rdb            redis.UniversalClient // the writer's
 	w              *redisstore.Store
 	shared         *redisstore.Store // the replica's
@@ -31,11 +31,15 @@ type overRedis struct {
 	wclock, rclock *testkit.Clock
 }
 
-func newOverRedis(t *testing.T, opts replica.Options, wrap func(*redisstore.Store) store.Store) *overRedis {
+// newOverRedis runs a redis-server for them, or uses url when not empty.
+func newOverRedis(t *testing.T, url string, opts replica.Options, wrap func(*redisstore.Store) store.Store) *overRedis {
 	t.Helper()
-	o := &overRedis{srv: redistest.Start(t), wclock: testkit.NewClock(t0), rclock: testkit.NewClock(t0)}
+	if url == "" {
+		url = redistest.Start(t).URL()
+	}
+	o := &overRedis{wclock: testkit.NewClock(t0), rclock: testkit.NewClock(t0)}
 	dial := func() redis.UniversalClient {
-		rdb, err := redisstore.NewClient(o.srv.URL())
+		rdb, err := redisstore.NewClient(url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +101,7 @@ func (o *overRedis) copyIs(t *testing.T, want map[string]int) {
 // shared store: a changed node, a new one, one swept by the leader, one
 // past the listing's NodeTTL.
 func TestIncrementalSyncFollowsChanges(t *testing.T) {
-	o := newOverRedis(t, replica.Options{FullEvery: 24 * time.Hour}, nil)
+	o := newOverRedis(t, "", replica.Options{FullEvery: 24 * time.Hour}, nil)
 	o.put(t, "c", 0)
 	o.wclock.Add(20 * time.Minute)
 	o.rclock.Add(20 * time.Minute)
@@ -166,7 +170,7 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 		}, true, map[string]int{"b": 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := newOverRedis(t, replica.Options{}, nil)
+			o := newOverRedis(t, "", replica.Options{}, nil)
 			o.put(t, "a", 1)
 			o.put(t, "b", 1)
 			o.sync(t, true, 2)
@@ -205,7 +209,7 @@ func (f *failingRead) Read(ctx context.Context, ids []string) ([]*store.Record, 
 // failed leaves the copy degraded, and the next sync reads everything.
 func TestFailedIncrementalReadFallsBackToFull(t *testing.T) {
 	var f *failingRead
-	o := newOverRedis(t, replica.Options{}, func(s *redisstore.Store) store.Store {
+	o := newOverRedis(t, "", replica.Options{}, func(s *redisstore.Store) store.Store {
 		f = &failingRead{Store: s}
 		return f
 	})
@@ -236,7 +240,7 @@ func TestFailedIncrementalReadFallsBackToFull(t *testing.T) {
 // stays until a sync that began after it was written.
 func TestIncrementalSyncKeepsOwnWrites(t *testing.T) {
 	ctx := context.Background()
-	o := newOverRedis(t, replica.Options{}, nil)
+	o := newOverRedis(t, "", replica.Options{}, nil)
 	o.put(t, "a", 1)
 	o.sync(t, true, 1)
 	for _, id := range []string{"a", "f"} {
@@ -254,4 +258,24 @@ func TestIncrementalSyncKeepsOwnWrites(t *testing.T) {
 	o.put(t, "a", 2)
 	o.sync(t, false, 1)
 	o.copyIs(t, map[string]int{"a": 5}) // f was written before this sync's last one began
+}
+
+// TestIncrementalSyncOnCluster: the write log, the index and the nodes'
+// keys lie on different Cluster slots; an incremental sync follows them.
+func TestIncrementalSyncOnCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	o := newOverRedis(t, strings.Join(c.Addrs(), ","), replica.Options{}, nil)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		o.put(t, id, 1)
+	}
+	o.sync(t, true, 4)
+	o.put(t, "b", 2)
+	o.put(t, "e", 2)
+	o.wclock.Add(20 * time.Minute)
+	o.put(t, "a", 3)
+	if _, err := o.w.Sweep(context.Background(), 10*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	o.sync(t, false, 1)
+	o.copyIs(t, map[string]int{"a": 3})
 }
