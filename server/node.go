@@ -29,16 +29,7 @@ func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdi
 	node, offsetpb := req.Msg.GetNode(), req.Msg.GetOffset()
 	if s.isDefault(node, req.Msg.GetWindow(), offsetpb) {
 		p, err := s.answer(ctx, answerKey{node: node}, func(ctx context.Context) (*prepared, error) {
-			rec, err := s.st.Get(ctx, node)
-			if err != nil {
-				return nil, storeErr(err)
-			}
-			m := rec.Metrics
-			if metrics.Stale(m, s.cfg.StaleAfter) {
-				return nil, nil
-			}
-			m.Staleness, m.Offset = nil, nil
-			return s.prepare(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}, m.GetObservedAt().AsTime(), report.Template{})
+			return s.prepareMetrics(ctx, node)
 		})
 		if err != nil {
 			return nil, err
@@ -84,21 +75,7 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	node := req.Msg.GetNode()
 	if s.isDefault(node, req.Msg.GetWindow(), nil) {
 		p, err := s.answer(ctx, answerKey{node: node, diagnosis: true, lang: lang, format: format}, func(ctx context.Context) (*prepared, error) {
-			now := s.now()
-			rec, err := s.st.Get(ctx, node)
-			if err != nil {
-				return nil, storeErr(err)
-			}
-			m := refresh.Restale(rec.Metrics, now, s.cfg.StaleAfter)
-			if m.GetStale() {
-				return nil, nil
-			}
-			d := rec.Diagnosis
-			if d == nil || lang != llmdiagv1.Language_LANGUAGE_EN {
-				d = s.rediagnose(ctx, rec, m, lang, now)
-			}
-			d.Staleness = nil
-			return s.prepare(&llmdiagv1.DiagnoseNodeResponse{Diagnosis: d}, m.GetObservedAt().AsTime(), report.Prepare(d, format, lang))
+			return s.prepareDiagnosis(ctx, node, lang, format)
 		})
 		if err != nil {
 			return nil, err
@@ -143,6 +120,42 @@ func (s *Service) isDefault(node, window string, offset *durationpb.Duration) bo
 		return false
 	}
 	return offset == nil || (offset.CheckValid() == nil && offset.AsDuration() == 0)
+}
+
+// prepareMetrics prepares GetNodeMetrics' answer from the store's record,
+// or none when its data is stale.
+func (s *Service) prepareMetrics(ctx context.Context, node string) (*prepared, error) {
+	rec, err := s.st.Get(ctx, node)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	m := rec.Metrics
+	if metrics.Stale(m, s.cfg.StaleAfter) {
+		return nil, nil
+	}
+	m.Staleness, m.Offset = nil, nil
+	return s.prepare(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}, m.GetObservedAt().AsTime(), report.Template{})
+}
+
+// prepareDiagnosis prepares DiagnoseNode's answer: the verdict the refresh
+// stored when the store holds it in lang, else one made now; none when the
+// data is stale.
+func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdiagv1.Language, format llmdiagv1.ReportFormat) (*prepared, error) {
+	now := s.now()
+	rec, err := s.st.Get(ctx, node)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	m := refresh.Restale(rec.Metrics, now, s.cfg.StaleAfter)
+	if m.GetStale() {
+		return nil, nil
+	}
+	d := rec.Diagnosis
+	if d == nil || lang != llmdiagv1.Language_LANGUAGE_EN {
+		d = s.rediagnose(ctx, rec, m, lang, now)
+	}
+	d.Staleness = nil
+	return s.prepare(&llmdiagv1.DiagnoseNodeResponse{Diagnosis: d}, m.GetObservedAt().AsTime(), report.Prepare(d, format, lang))
 }
 
 // prepare marshals an answer's fixed part.
