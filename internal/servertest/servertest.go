@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +37,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// HandlerOptions are passed to server.Handler (interceptors).
 	HandlerOptions []connect.HandlerOption
+	// Wrap, when set, wraps the whole handler (as serve puts its limiter
+	// and authorization in front).
+	Wrap func(http.Handler) http.Handler
 	// Now is the service's clock (default time.Now).
 	Now func() time.Time
 	// Log receives the service's log (default: discarded).
@@ -120,6 +124,9 @@ func Run(o Options) (*Server, error) {
 	ready := make(chan struct{})
 	close(ready)
 	handler := server.Handler(h, server.NewHealth(ready), o.Registry, o.HandlerOptions...)
+	if o.Wrap != nil {
+		handler = o.Wrap(handler)
+	}
 	go func() {
 		if o.TLS != nil {
 			s.done <- server.ServeTLS(ctx, ln, handler, o.Log, o.Grace, o.TLS)

@@ -502,6 +502,10 @@ func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, err
 	return s.local.History(ctx, node)
 }
 
+// Generation is the copy's (memory.Store.Generation): it changes whenever
+// a write or a sync changes what reads return.
+func (s *Store) Generation() uint64 { return s.local.Generation() }
+
 // ErrNotSynced is returned by LastToken before the copy was first synced.
 var ErrNotSynced = errors.New("replica: copy not yet synced from the shared store")
 
