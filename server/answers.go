@@ -71,7 +71,7 @@ type prepared struct {
 	// with its metrics, or DiagnoseNodeResponse with its diagnosis; no
 	// staleness, report or Degraded.
 	wire   []byte
-	report report.Template // diagnoses
+	report *report.Template // diagnoses
 }
 
 // answers holds the prepared answers of the store's current generation and

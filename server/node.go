@@ -25,7 +25,6 @@ import (
 
 // GetNodeMetrics implements DiagnosisServiceHandler.
 func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
-	ctx = s.budgeted(ctx)
 	node, offsetpb := req.Msg.GetNode(), req.Msg.GetOffset()
 	if s.isDefault(node, req.Msg.GetWindow(), offsetpb) {
 		p, err := s.answer(ctx, answerKey{node: node}, func(ctx context.Context) (*prepared, error) {
@@ -46,7 +45,7 @@ func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdi
 			return connect.NewResponse(resp), nil
 		}
 	}
-	m, _, err := s.metricsFor(ctx, node, req.Msg.GetWindow(), offsetpb)
+	m, _, err := s.metricsFor(s.budgeted(ctx), node, req.Msg.GetWindow(), offsetpb)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +70,6 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	default:
 		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
 	}
-	ctx = s.budgeted(ctx)
 	node := req.Msg.GetNode()
 	if s.isDefault(node, req.Msg.GetWindow(), nil) {
 		p, err := s.answer(ctx, answerKey{node: node, diagnosis: true, lang: lang, format: format}, func(ctx context.Context) (*prepared, error) {
@@ -92,6 +90,7 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 			return connect.NewResponse(resp), nil
 		}
 	}
+	ctx = s.budgeted(ctx) // what follows may read the source
 	m, rec, err := s.metricsFor(ctx, node, req.Msg.GetWindow(), nil)
 	if err != nil {
 		return nil, err
@@ -134,7 +133,7 @@ func (s *Service) prepareMetrics(ctx context.Context, node string) (*prepared, e
 		return nil, nil
 	}
 	m.Staleness, m.Offset = nil, nil
-	return s.prepare(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}, m.GetObservedAt().AsTime(), report.Template{})
+	return s.prepare(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}, m.GetObservedAt().AsTime(), nil)
 }
 
 // prepareDiagnosis prepares DiagnoseNode's answer: the verdict the refresh
@@ -159,7 +158,7 @@ func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdia
 }
 
 // prepare marshals an answer's fixed part.
-func (s *Service) prepare(fixed proto.Message, observedAt time.Time, tmpl report.Template) (*prepared, error) {
+func (s *Service) prepare(fixed proto.Message, observedAt time.Time, tmpl *report.Template) (*prepared, error) {
 	wire, err := proto.Marshal(fixed)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prepare answer: %w", err))
