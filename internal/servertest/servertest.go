@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -37,6 +38,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// HandlerOptions are passed to server.Handler (interceptors).
 	HandlerOptions []connect.HandlerOption
+	// Wrap, when set, wraps the whole handler (as serve puts its limiter
+	// and authorization in front).
+	Wrap func(http.Handler) http.Handler
 	// Now is the service's clock (default time.Now).
 	Now func() time.Time
 	// Log receives the service's log (default: discarded).
@@ -49,9 +53,10 @@ type Options struct {
 	// server.NewTLSConfig), and URL is https://.
 	TLS *tls.Config
 	// Limits, when set, puts the service behind a server.Limiter as serve
-	// does (its HTTP part outermost, its interceptor after
-	// HandlerOptions' interceptors) and caps the connections at
-	// server.DefaultMaxConnections: what a caller costs with the caps on.
+	// does (its HTTP part in front of the handler, inside Wrap; its
+	// interceptor after HandlerOptions' interceptors) and caps the
+	// connections at server.DefaultMaxConnections: what a caller costs with
+	// the caps on.
 	Limits *server.Limits
 }
 
@@ -131,6 +136,9 @@ func Run(o Options) (*Server, error) {
 		opts := append(slices.Clip(o.HandlerOptions), connect.WithInterceptors(lim.Interceptor()))
 		handler = lim.Wrap(server.Handler(h, server.NewHealth(ready), o.Registry, opts...))
 		ln = server.CapConnections(ln, server.DefaultMaxConnections)
+	}
+	if o.Wrap != nil {
+		handler = o.Wrap(handler)
 	}
 	go func() {
 		if o.TLS != nil {
