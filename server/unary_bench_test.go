@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redistest"
 	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
@@ -130,8 +130,10 @@ func BenchmarkUnary(b *testing.B) {
 	}
 }
 
-// unaryService scrapes the simulator's seed fleet into st three times,
-// serves st as serve would, and returns the URL and the node ids.
+// unaryService scrapes the simulator's seed fleet into st as a running
+// `make run` would have after two minutes (24 refreshes, 5 s apart, on a
+// clock the benchmark moves), serves st as serve would, and returns the
+// URL and the node ids. The clock then stands still: answers stay fresh.
 func unaryService(b *testing.B, st store.Store) (string, []string) {
 	b.Helper()
 	cfg, err := sim.Scenario("seed", 1)
@@ -139,7 +141,8 @@ func unaryService(b *testing.B, st store.Store) (string, []string) {
 		b.Fatal(err)
 	}
 	cfg.Warmup = 5 * time.Minute
-	f, err := sim.New(cfg)
+	clock := testkit.NewClock(time.Now())
+	f, err := sim.New(cfg, sim.WithClock(testkit.NewClock(time.Now()))) // stands still: the benchmark steps it
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -157,18 +160,17 @@ func unaryService(b *testing.B, st store.Store) (string, []string) {
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
-	tm, err := telemetry.New(reg, time.Now)
+	tm, err := telemetry.New(reg, clock.Now)
 	if err != nil {
 		b.Fatal(err)
 	}
 	th := diagnose.DefaultThresholds()
-	th.StaleAfter = time.Hour
-	scraper := scrape.New(f.FleetFile().Nodes, nil, log, time.Now, scrape.Options{Timeout: 5 * time.Second})
-	loop := refresh.New(scraper, st, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th})
-	for i := range 3 {
-		if i > 0 {
-			time.Sleep(100 * time.Millisecond) // the scraper's rates need time between scrapes
-		}
+	scraper := scrape.New(f.FleetFile().Nodes, nil, log, clock.Now, scrape.Options{Timeout: 5 * time.Second})
+	loop := refresh.New(scraper, st, tm, log, clock.Now, refresh.Config{Window: "5m", Thresholds: th})
+	testkit.Eventually(b, 10*time.Second, "the simulator to warm up", func() bool { return f.Now() >= cfg.Warmup })
+	for range 24 {
+		f.Step(5 * time.Second)
+		clock.Add(5 * time.Second)
 		if err := loop.Once(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -178,11 +180,10 @@ func unaryService(b *testing.B, st store.Store) (string, []string) {
 			b.Fatal(err)
 		}
 	}
-	lim := server.NewLimiter(server.Limits{RateLimit: 1e9})
-	srv := servertest.Start(b, servertest.Options{Store: st, Source: scraper, Log: log, Registry: reg,
-		Config:         server.Config{DefaultWindow: "5m", StaleAfter: time.Hour, Thresholds: th},
-		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(tm.Interceptor(), lim.Interceptor())},
-		Wrap:           func(h http.Handler) http.Handler { return lim.Wrap(h) },
+	srv := servertest.Start(b, servertest.Options{Store: st, Source: scraper, Log: log, Registry: reg, Now: clock.Now,
+		Config:         server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th},
+		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(tm.Interceptor())},
+		Limits:         &server.Limits{RateLimit: 1e9},
 	})
 	var nodes []string
 	for _, n := range f.FleetFile().Nodes {

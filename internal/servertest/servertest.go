@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -38,9 +37,6 @@ type Options struct {
 	Registry *prometheus.Registry
 	// HandlerOptions are passed to server.Handler (interceptors).
 	HandlerOptions []connect.HandlerOption
-	// Wrap, when set, wraps the whole handler (as serve puts its limiter
-	// and authorization in front).
-	Wrap func(http.Handler) http.Handler
 	// Now is the service's clock (default time.Now).
 	Now func() time.Time
 	// Log receives the service's log (default: discarded).
@@ -136,9 +132,6 @@ func Run(o Options) (*Server, error) {
 		opts := append(slices.Clip(o.HandlerOptions), connect.WithInterceptors(lim.Interceptor()))
 		handler = lim.Wrap(server.Handler(h, server.NewHealth(ready), o.Registry, opts...))
 		ln = server.CapConnections(ln, server.DefaultMaxConnections)
-	}
-	if o.Wrap != nil {
-		handler = o.Wrap(handler)
 	}
 	go func() {
 		if o.TLS != nil {
