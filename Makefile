@@ -52,8 +52,10 @@ checkgenerate:
 	if diff -r gen "$$tmp/gen"; then echo "gen/ is up to date"; \
 	else echo "gen/ drifted from proto/: run make generate and commit" >&2; exit 1; fi
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+## bench: the benchmarks behind README's Benchmarks, 5 runs each, as one
+## table of medians (COUNT=3, ONLY=Unary to narrow it; raw output in bin/bench.txt)
+bench: deps
+	./scripts/bench.sh
 
 clean:
 	rm -rf bin

@@ -60,7 +60,7 @@ Then ask it:
 
 The flags below (--addr, --protocol, --token, --timeout, --ca, --cert,
 --key) are those of the client commands (nodes, metrics, diagnose, compare,
-watch), and may come before or after the command name:
+watch, bench), and may come before or after the command name:
   llmdiag --addr http://llmdiag.example:8080 diagnose deepseek-v4-0
   llmdiag diagnose deepseek-v4-0 --addr http://llmdiag.example:8080
   llmdiag --addr https://llmdiag.example:8443 --ca ca.pem nodes
@@ -77,6 +77,7 @@ command line wins over the environment.`),
 			diagnoseCommand(env, cf),
 			compareCommand(env, cf),
 			watchCommand(env, cf),
+			benchCommand(env, cf),
 			thresholdsCommand(env),
 			rulesCommand(env),
 		},

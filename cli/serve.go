@@ -93,7 +93,7 @@ type serveFlags struct {
 	interval, staleAfter, scrapeTimeout, retention, grace *time.Duration
 	maxSeries, maxRanks, maxNodes, historyLen             *int
 	redisURL, redisPasswordFile, redisPrefix, replicaID   *string
-	leaseTTL, syncEvery, offsetStep                       *time.Duration
+	leaseTTL, syncEvery, fullSyncEvery, offsetStep        *time.Duration
 	requestQueries                                        *int
 	sec                                                   securityFlagSet
 	lim                                                   limitFlagSet
@@ -126,6 +126,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.leaseTTL = fs.Duration("lease-ttl", 10*time.Second, "ingest lease period with --redis: the leader renews every third of it; a dead leader is replaced after about this long")
 	c.replicaID = fs.String("replica-id", defaultReplicaID(), "this replica's name in the ingest lease (with --redis)")
 	c.syncEvery = fs.Duration("redis-sync", time.Second, "with --redis: how often this replica copies the shared state into memory; reads are answered from the copy, so at most about this much behind Redis, and keep being answered (marked degraded) while Redis is down")
+	c.fullSyncEvery = fs.Duration("redis-full-sync", replica.DefaultFullEvery, "with --redis: how often this replica reads the whole shared state; the syncs between read only the nodes written since the last one (and the ids of those listed), so this bounds how long a drift could last")
 	c.offsetStep = fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	c.requestQueries = fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	c.lim = limitFlags(fs)
@@ -289,8 +290,8 @@ func (c *serveFlags) configure() (diagnose.Thresholds, *fleet.File, error) {
 	if *c.redisPasswordFile != "" && *c.redisURL == "" {
 		return th, nil, usageError{errors.New("--redis-password-file without --redis")}
 	}
-	if *c.redisURL != "" && (*c.leaseTTL < lease.MinTTL || *c.replicaID == "" || *c.syncEvery <= 0) {
-		return th, nil, usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty and --redis-sync positive", lease.MinTTL)}
+	if *c.redisURL != "" && (*c.leaseTTL < lease.MinTTL || *c.replicaID == "" || *c.syncEvery <= 0 || *c.fullSyncEvery <= 0) {
+		return th, nil, usageError{fmt.Errorf("--lease-ttl must be at least %v, --replica-id not empty, --redis-sync and --redis-full-sync positive", lease.MinTTL)}
 	}
 	f := &fleet.File{}
 	if *c.fleetPath != "" {
@@ -339,7 +340,7 @@ func (c *serveFlags) openStore(ctx context.Context, log *slog.Logger, reg promet
 	redis.SetLogger(redisLogger{log})
 	shared := redisstore.New(rdb, redisstore.Options{Prefix: *c.redisPrefix, HistoryLen: *c.historyLen, NodeTTL: *c.retention})
 	local := memory.New(memory.Options{HistoryLen: *c.historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
-	rep := replica.New(shared, local, replica.Options{SyncEvery: *c.syncEvery, Log: log})
+	rep := replica.New(shared, local, replica.Options{SyncEvery: *c.syncEvery, FullEvery: *c.fullSyncEvery, Log: log})
 	go rep.Run(ctx)
 	l, err := lease.New(rdb, *c.redisPrefix+"ingest", *c.replicaID, *c.leaseTTL, time.Now, log, reg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 )
@@ -62,10 +63,26 @@ func WithTLSConfig(c *tls.Config) Option { return func(o *options) { o.tlsConfig
 func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.httpClient = c } }
 
 // Client calls the DiagnosisService. Its methods are those of the generated
-// Connect client.
+// Connect client, and Health.
 type Client struct {
 	llmdiagv1connect.DiagnosisServiceClient
 	baseURL string
+	health  *connect.Client[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse]
+}
+
+// HealthCheckProcedure is the grpc.health.v1 procedure Health calls.
+const HealthCheckProcedure = "/grpc.health.v1.Health/Check"
+
+// Health asks the service's grpc.health.v1 Health/Check about service (""
+// for the server as a whole, or a dependency such as "redis"), over the
+// client's connection, protocol and credentials (the check needs none): the
+// probe a load balancer makes, and the floor a call can cost.
+func (c *Client) Health(ctx context.Context, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	resp, err := c.health.CallUnary(ctx, connect.NewRequest(&healthpb.HealthCheckRequest{Service: service}))
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN, err
+	}
+	return resp.Msg.GetStatus(), nil
 }
 
 // New returns a client for the service at baseURL, for example
@@ -104,9 +121,18 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if o.token != "" {
 		copts = append(copts, connect.WithInterceptors(bearer(o.token)))
 	}
+	// grpc.health.v1 in binary protobuf, even for connect-json: the server
+	// (connectrpc.com/grpchealth) names its JSON enum values differently
+	// (SERVING_STATUS_SERVING) from the grpc-go messages read here.
+	healthOpts := copts
+	if o.protocol == ProtocolConnectJSON {
+		healthOpts = copts[1:] // less WithProtoJSON, the first
+	}
+	base := strings.TrimRight(baseURL, "/")
 	return &Client{
-		DiagnosisServiceClient: llmdiagv1connect.NewDiagnosisServiceClient(hc, strings.TrimRight(baseURL, "/"), copts...),
+		DiagnosisServiceClient: llmdiagv1connect.NewDiagnosisServiceClient(hc, base, copts...),
 		baseURL:                baseURL,
+		health:                 connect.NewClient[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse](hc, base+HealthCheckProcedure, healthOpts...),
 	}, nil
 }
 

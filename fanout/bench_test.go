@@ -23,11 +23,14 @@ import (
 //
 //	go test ./fanout -run '^$' -bench Hub10k -benchmem -count 5
 //
-// Medians of 5 runs of 20 broadcasts on the 2-core development machine
-// (AMD EPYC, shared): p50 12 ms, p99 34 ms from Publish to the last
-// subscriber's Next returning; 1.0 KiB heap + 3.4 KiB goroutine stack per idle
-// subscriber; 40 ms of CPU per broadcast, dominated by waking 10,000
-// goroutines (the hub's own loop over them is about 1 ms). Real streams add
+// Medians of 5 runs on the 2-core development machine (AMD EPYC, shared
+// with other builds, load average 4-5): p50 9.9 ms, p99 25 ms from Publish
+// to the last subscriber's Next returning; 680 B heap + 3.3 KiB goroutine
+// stack per idle subscriber; 19 ms of CPU per broadcast, dominated by
+// waking 10,000 goroutines (the hub's own loop over them is about 1 ms).
+// Interleaved with the same runs before the subscriber's sent record became
+// a short list and its heartbeat timer a function (sub.go, sent.go): 1,025
+// B heap, 24 ms CPU, p50 12.5 ms, p99 37 ms. Real streams add
 // HTTP/2 framing and encoding per subscriber: see server's
 // BenchmarkStreamHealth.
 func BenchmarkHub10k(b *testing.B) {

@@ -5,13 +5,14 @@ import "time"
 // Clock is the time source heartbeats are timed with.
 type Clock interface {
 	Now() time.Time
-	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f in its own goroutine once d has passed, as
+	// time.AfterFunc does.
+	AfterFunc(d time.Duration, f func()) Timer
 }
 
-// Timer is the part of *time.Timer heartbeats use. Reset and Stop must
-// discard a pending expiry, as time.Timer does since Go 1.23.
+// Timer is the part of *time.Timer (made by time.AfterFunc) heartbeats use:
+// Reset re-arms it to call its function after d, Stop disarms it.
 type Timer interface {
-	C() <-chan time.Time
 	Reset(d time.Duration) bool
 	Stop() bool
 }
@@ -24,11 +25,5 @@ var _ Clock = RealClock{}
 // Now implements Clock.
 func (RealClock) Now() time.Time { return time.Now() }
 
-// NewTimer implements Clock.
-func (RealClock) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
-
-type realTimer struct{ t *time.Timer }
-
-func (r realTimer) C() <-chan time.Time        { return r.t.C }
-func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
-func (r realTimer) Stop() bool                 { return r.t.Stop() }
+// AfterFunc implements Clock.
+func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }

@@ -52,15 +52,16 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) NewTimer(d time.Duration) fanout.Timer {
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) fanout.Timer {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, ch: make(chan time.Time, 1), at: c.now.Add(d), armed: true}
+	t := &fakeTimer{c: c, f: f, at: c.now.Add(d), armed: true}
 	c.timers = append(c.timers, t)
 	return t
 }
 
-// Advance moves the clock and fires the timers due.
+// Advance moves the clock and calls the functions of the timers due, in
+// goroutines of their own as time.AfterFunc does.
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -68,10 +69,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 	for _, t := range c.timers {
 		if t.armed && !t.at.After(c.now) {
 			t.armed = false
-			select {
-			case t.ch <- c.now:
-			default:
-			}
+			go t.f()
 		}
 	}
 }
@@ -94,22 +92,16 @@ func (c *fakeClock) waitTimers(t *testing.T, n int) {
 
 type fakeTimer struct {
 	c     *fakeClock
-	ch    chan time.Time
+	f     func()
 	at    time.Time
 	armed bool
 }
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
 
 func (t *fakeTimer) Reset(d time.Duration) bool {
 	t.c.mu.Lock()
 	defer t.c.mu.Unlock()
 	was := t.armed
 	t.at, t.armed = t.c.now.Add(d), true
-	select {
-	case <-t.ch:
-	default:
-	}
 	return was
 }
 
@@ -118,9 +110,5 @@ func (t *fakeTimer) Stop() bool {
 	defer t.c.mu.Unlock()
 	was := t.armed
 	t.armed = false
-	select {
-	case <-t.ch:
-	default:
-	}
 	return was
 }

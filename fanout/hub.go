@@ -334,12 +334,17 @@ func (h *Hub) stop() {
 	h.readyOnce.Do(func() { close(h.ready) })
 	h.mu.Lock()
 	h.closed = true
-	for _, s := range h.subs {
+	subs := h.subs
+	for _, s := range subs {
 		s.idx = -1
 	}
 	h.subs = nil
 	h.mu.Unlock()
 	close(h.done)
+	// A waiting reader waits for its Sub's wake, not for done.
+	for _, s := range subs {
+		s.wake()
+	}
 }
 
 func (h *Hub) attachLocked(s *Sub) {

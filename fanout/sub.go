@@ -50,15 +50,6 @@ type Message struct {
 	Token string
 }
 
-// sent is what a subscriber was last handed out of one node.
-type sent struct {
-	score    float64
-	status   llmdiagv1.Status
-	cause    llmdiagv1.Cause
-	routable bool
-	observed time.Time // zero when the state carried no observation time
-}
-
 // entry is one pending state of a node, and the token of the newest event
 // folded into it ("" for a state folded in by a hub resync, which has no
 // position of its own).
@@ -78,7 +69,6 @@ type Sub struct {
 	minScore float64
 	hb       time.Duration
 	queue    int
-	clock    Clock
 	ready    chan struct{} // capacity 1: something became pending
 
 	// Guarded by hub.mu.
@@ -93,10 +83,12 @@ type Sub struct {
 	peak       int
 
 	// Owned by the goroutine calling Next.
-	sent      map[string]sent
+	sent      sentLog
 	lastToken string // token of the last message handed out
 	lastSend  time.Time
-	timer     Timer
+	// timer wakes the reader when a heartbeat is due; armed only while
+	// the reader waits, so it holds no reference to the Sub otherwise.
+	timer Timer
 }
 
 func (h *Hub) newSub(o SubOptions) *Sub {
@@ -113,7 +105,7 @@ func (h *Hub) newSub(o SubOptions) *Sub {
 		o.Queue = 0
 	}
 	return &Sub{
-		hub: h, match: o.Match, minScore: o.MinScoreChange, hb: o.Heartbeat, queue: o.Queue, clock: h.opts.Clock,
+		hub: h, match: o.Match, minScore: o.MinScoreChange, hb: o.Heartbeat, queue: o.Queue,
 		ready: make(chan struct{}, 1), idx: -1, lastSend: h.opts.Clock.Now(),
 	}
 }
@@ -182,17 +174,10 @@ func (s *Sub) wake() {
 // measures score moves from it.
 func (s *Sub) MarkSent(h *llmdiagv1.NodeHealth) {
 	if h.GetRemoved() {
-		delete(s.sent, h.GetNode())
+		s.sent.delete(h.GetNode())
 		return
 	}
-	if s.sent == nil {
-		s.sent = map[string]sent{}
-	}
-	var observed time.Time
-	if h.GetObservedAt() != nil {
-		observed = h.GetObservedAt().AsTime()
-	}
-	s.sent[h.GetNode()] = sent{h.GetLoadScore(), h.GetStatus(), h.GetRootCause(), h.GetRoutable(), observed}
+	s.sent.put(h.GetNode(), sentOf(h))
 }
 
 // changed reports whether h is news to the subscriber: a removal always is
@@ -205,8 +190,8 @@ func (s *Sub) changed(h *llmdiagv1.NodeHealth) bool {
 	if h.GetRemoved() {
 		return true
 	}
-	p, ok := s.sent[h.GetNode()]
-	if ok && !p.observed.IsZero() && h.GetObservedAt() != nil && !h.GetObservedAt().AsTime().After(p.observed) {
+	p, ok := s.sent.get(h.GetNode())
+	if ok && p.hasTime && h.GetObservedAt() != nil && !p.observedAfter(h.GetObservedAt().AsTime()) {
 		return false
 	}
 	if !ok || p.status != h.GetStatus() || p.cause != h.GetRootCause() || p.routable != h.GetRoutable() {
@@ -253,7 +238,7 @@ func (s *Sub) Next(ctx context.Context) (Message, error) {
 		}
 		m, ok, upto := s.take()
 		if !ok {
-			idle := s.clock.Now().Sub(s.lastSend)
+			idle := s.hub.opts.Clock.Now().Sub(s.lastSend)
 			if idle < s.hb {
 				if err := s.wait(ctx, s.hb-idle); err != nil {
 					return Message{}, err
@@ -262,30 +247,29 @@ func (s *Sub) Next(ctx context.Context) (Message, error) {
 			}
 			m = Message{Kind: Heartbeat, Token: upto}
 		}
-		s.lastSend = s.clock.Now()
+		s.lastSend = s.hub.opts.Clock.Now()
 		s.lastToken = m.Token
 		return m, nil
 	}
 }
 
+// wait returns when something may have changed: a state became pending,
+// the heartbeat interval d has passed, or the hub stopped (which wakes
+// every subscriber), or with ctx's error when ctx ends. The heartbeat timer
+// is a function that wakes the reader, not a channel: a blocked reader
+// waits on two channels, not four.
 func (s *Sub) wait(ctx context.Context, d time.Duration) error {
 	if s.timer == nil {
-		s.timer = s.clock.NewTimer(d)
+		s.timer = s.hub.opts.Clock.AfterFunc(d, s.wake)
 	} else {
 		s.timer.Reset(d)
 	}
+	defer s.timer.Stop()
 	select {
 	case <-s.ready:
-		s.timer.Stop()
-		return nil
-	case <-s.timer.C():
 		return nil
 	case <-ctx.Done():
-		s.timer.Stop()
 		return ctx.Err()
-	case <-s.hub.done:
-		s.timer.Stop()
-		return ErrClosed
 	}
 }
 

@@ -15,10 +15,17 @@ import (
 // labels in lang (the diagnosis's own language when unspecified). A nil
 // diagnosis renders as an empty one: status UNKNOWN, no findings.
 func Render(d *llmdiagv1.Diagnosis, format llmdiagv1.ReportFormat, lang llmdiagv1.Language) string {
+	return newRenderer(d, lang).render(format)
+}
+
+func newRenderer(d *llmdiagv1.Diagnosis, lang llmdiagv1.Language) *renderer {
 	if lang == llmdiagv1.Language_LANGUAGE_UNSPECIFIED {
 		lang = d.GetLanguage()
 	}
-	r := &renderer{d: d, l: newLabels(lang), lang: lang}
+	return &renderer{d: d, l: newLabels(lang), lang: lang}
+}
+
+func (r *renderer) render(format llmdiagv1.ReportFormat) string {
 	if format == llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT {
 		return r.text()
 	}
@@ -29,6 +36,8 @@ type renderer struct {
 	d    *llmdiagv1.Diagnosis
 	l    labels
 	lang llmdiagv1.Language
+	// hole, when set, stands for the age in the facts line (Prepare).
+	hole string
 }
 
 // title is "node · model · engine · window — STATUS", leaving out what is
@@ -58,7 +67,9 @@ func (r *renderer) facts() []string {
 	}
 	if ts := r.d.GetObservedAt(); ts != nil {
 		obs := ts.AsTime().UTC().Format(time.DateTime) + " UTC"
-		if s := r.d.GetStaleness(); s != nil {
+		if r.hole != "" {
+			obs = l.withValue(obs, l.ago(r.hole))
+		} else if s := r.d.GetStaleness(); s != nil {
 			obs = l.withValue(obs, l.ago(diagnose.FormatDuration(s.AsDuration(), r.lang)))
 		}
 		fs = append(fs, l.observed+l.colon+obs)

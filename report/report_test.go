@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/llmdiag/llmdiag/internal/testkit"
 
@@ -136,6 +139,35 @@ func TestDefaults(t *testing.T) {
 	for _, f := range []llmdiagv1.ReportFormat{markdown, text} {
 		if out := report.Render(nil, f, en); !strings.Contains(out, "UNKNOWN") {
 			t.Errorf("nil diagnosis rendered as %q", out)
+		}
+	}
+}
+
+// TestTemplateIsRender: a Prepared report with its age filled in is what
+// Render writes for the diagnosis with that staleness, in both formats and
+// languages, for ages that format differently; without an observation time
+// there is no age to fill.
+func TestTemplateIsRender(t *testing.T) {
+	for _, lang := range []llmdiagv1.Language{en, zh} {
+		for _, format := range []llmdiagv1.ReportFormat{markdown, text} {
+			d := seed(lang)
+			if d.GetObservedAt() == nil {
+				t.Fatal("the seed diagnosis has no observation time: nothing to fill")
+			}
+			tmpl := report.Prepare(d, format, lang)
+			for _, age := range []time.Duration{0, 1500 * time.Millisecond, 42 * time.Second, 3*time.Minute + 5*time.Second, 26 * time.Hour} {
+				d.Staleness = durationpb.New(age)
+				want := report.Render(d, format, lang)
+				for range 2 { // filled in, then reused
+					if got := tmpl.Text(age); got != want {
+						t.Errorf("%v %v age %v:\n got %q\nwant %q", lang, format, age, got, want)
+					}
+				}
+			}
+			d.ObservedAt, d.Staleness = nil, durationpb.New(time.Minute)
+			if got, want := report.Prepare(d, format, lang).Text(time.Minute), report.Render(d, format, lang); got != want {
+				t.Errorf("%v %v without observed_at:\n got %q\nwant %q", lang, format, got, want)
+			}
 		}
 	}
 }

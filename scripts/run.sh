@@ -27,6 +27,9 @@ Verdicts appear after the first refresh (a few seconds). Try, in another termina
   grpcurl -plaintext $listen list            # gRPC with reflection
   curl -s -H 'Content-Type: application/json' -d '{"node":"deepseek-v4-0"}' \\
        http://$listen/llmdiag.v1.DiagnosisService/DiagnoseNode   # Connect JSON
+  $bin bench                                 # answers' latency against the health check's
 
 MSG
-"$bin" serve --listen "$listen" --fleet "$fleet" --reflection
+# --rate-limit 0: the demo listens on loopback only, and a load test
+# (llmdiag bench) makes thousands of calls a second from one caller.
+"$bin" serve --listen "$listen" --fleet "$fleet" --reflection --rate-limit 0

@@ -25,8 +25,27 @@ import (
 
 // GetNodeMetrics implements DiagnosisServiceHandler.
 func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
-	ctx = s.budgeted(ctx)
-	m, _, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), req.Msg.GetOffset())
+	node, offsetpb := req.Msg.GetNode(), req.Msg.GetOffset()
+	if s.isDefault(node, req.Msg.GetWindow(), offsetpb) {
+		p, err := s.answer(ctx, answerKey{node: node}, func(ctx context.Context) (*prepared, error) {
+			return s.prepareMetrics(ctx, node)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if age, ok := s.fresh(p); ok {
+			m := &llmdiagv1.NodeMetrics{Staleness: durationpb.New(age)}
+			if offsetpb != nil {
+				m.Offset = durationpb.New(0)
+			}
+			resp := &llmdiagv1.GetNodeMetricsResponse{Metrics: m, Degraded: s.degraded()}
+			if err := withPrepared(resp, p.wire, binaryProto(req.Peer(), req.Header())); err != nil {
+				return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prepared metrics of %q: %w", node, err))
+			}
+			return connect.NewResponse(resp), nil
+		}
+	}
+	m, _, err := s.metricsFor(s.budgeted(ctx), node, req.Msg.GetWindow(), offsetpb)
 	if err != nil {
 		return nil, err
 	}
@@ -51,8 +70,28 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	default:
 		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
 	}
-	ctx = s.budgeted(ctx)
-	m, rec, err := s.metricsFor(ctx, req.Msg.GetNode(), req.Msg.GetWindow(), nil)
+	node := req.Msg.GetNode()
+	if s.isDefault(node, req.Msg.GetWindow(), nil) {
+		p, err := s.answer(ctx, answerKey{node: node, diagnosis: true, lang: lang, format: format}, func(ctx context.Context) (*prepared, error) {
+			return s.prepareDiagnosis(ctx, node, lang, format)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if age, ok := s.fresh(p); ok {
+			resp := &llmdiagv1.DiagnoseNodeResponse{
+				Diagnosis: &llmdiagv1.Diagnosis{Staleness: durationpb.New(age)},
+				Report:    p.report.Text(age),
+				Degraded:  s.degraded(),
+			}
+			if err := withPrepared(resp, p.wire, binaryProto(req.Peer(), req.Header())); err != nil {
+				return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prepared diagnosis of %q: %w", node, err))
+			}
+			return connect.NewResponse(resp), nil
+		}
+	}
+	ctx = s.budgeted(ctx) // what follows may read the source
+	m, rec, err := s.metricsFor(ctx, node, req.Msg.GetWindow(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -69,6 +108,72 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 		Report:    report.Render(d, format, lang),
 		Degraded:  s.degraded(),
 	}), nil
+}
+
+// isDefault reports whether a request asks for the default window ending
+// now of a valid node: an answer the service prepares once per store
+// generation (answers.go). Anything else, invalid input included, takes
+// the general path, which validates it.
+func (s *Service) isDefault(node, window string, offset *durationpb.Duration) bool {
+	if (window != "" && window != s.cfg.DefaultWindow && window != s.defaultWindow) || !fleet.ValidID(node) {
+		return false
+	}
+	return offset == nil || (offset.CheckValid() == nil && offset.AsDuration() == 0)
+}
+
+// prepareMetrics prepares GetNodeMetrics' answer from the store's record,
+// or none when its data is stale.
+func (s *Service) prepareMetrics(ctx context.Context, node string) (*prepared, error) {
+	rec, err := s.st.Get(ctx, node)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	m := rec.Metrics
+	if metrics.Stale(m, s.cfg.StaleAfter) {
+		return nil, nil
+	}
+	m.Staleness, m.Offset = nil, nil
+	return s.prepare(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}, m.GetObservedAt().AsTime(), nil)
+}
+
+// prepareDiagnosis prepares DiagnoseNode's answer: the verdict the refresh
+// stored when the store holds it in lang, else one made now; none when the
+// data is stale.
+func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdiagv1.Language, format llmdiagv1.ReportFormat) (*prepared, error) {
+	now := s.now()
+	rec, err := s.st.Get(ctx, node)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	m := refresh.Restale(rec.Metrics, now, s.cfg.StaleAfter)
+	if m.GetStale() {
+		return nil, nil
+	}
+	d := rec.Diagnosis
+	if d == nil || lang != llmdiagv1.Language_LANGUAGE_EN {
+		d = s.rediagnose(ctx, rec, m, lang, now)
+	}
+	d.Staleness = nil
+	return s.prepare(&llmdiagv1.DiagnoseNodeResponse{Diagnosis: d}, m.GetObservedAt().AsTime(), report.Prepare(d, format, lang))
+}
+
+// prepare marshals an answer's fixed part.
+func (s *Service) prepare(fixed proto.Message, observedAt time.Time, tmpl *report.Template) (*prepared, error) {
+	wire, err := proto.Marshal(fixed)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prepare answer: %w", err))
+	}
+	return &prepared{observedAt: observedAt, wire: wire, report: tmpl}, nil
+}
+
+// fresh returns the age of a prepared answer's data, and whether it is
+// still fresh enough to serve from (not past StaleAfter).
+func (s *Service) fresh(p *prepared) (time.Duration, bool) {
+	if p == nil {
+		return 0, false
+	}
+	age, stale := metrics.Staleness(p.observedAt, s.now(), s.cfg.StaleAfter)
+	return age, !stale
 }
 
 // MaxOffset bounds how far back a request may look.
@@ -231,13 +336,9 @@ func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv
 	if err != nil {
 		s.log.Warn("history unavailable", "node", rec.Node.GetId(), "err", err)
 	}
-	var peers []*llmdiagv1.NodeMetrics
-	if recs, err := s.st.List(ctx); err == nil {
-		for _, r := range recs {
-			if r.Node.GetId() != rec.Node.GetId() && r.Node.GetModel() == rec.Node.GetModel() {
-				peers = append(peers, refresh.Restale(r.Metrics, now, s.cfg.StaleAfter))
-			}
-		}
+	peers, err := s.peersOf(ctx, rec.Node.GetModel(), rec.Node.GetId(), now)
+	if err != nil {
+		s.log.Warn("peers unavailable", "node", rec.Node.GetId(), "err", err)
 	}
 	return diagnose.Diagnose(diagnose.Input{Metrics: m, History: hist, Profile: rec.Node.GetProfile(), Peers: peers}, s.cfg.Thresholds, lang)
 }

@@ -45,7 +45,7 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	//
 	// Answers below CompressMinBytes go out uncompressed: gzip of a few
 	// kilobytes costs more CPU than the bytes it saves on a data-centre
-	// network, and it was a third of GetNodeMetrics' time (BenchmarkRPC).
+	// network, and it was a third of GetNodeMetrics' time (BenchmarkUnary).
 	//
 	// Compressed requests are inflated no further than that megabyte
 	// (boundedGzip, compress.go).

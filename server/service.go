@@ -70,6 +70,8 @@ type Service struct {
 	// hub fans the health feed out to streams; started by the first one.
 	hubOnce sync.Once
 	hub     *fanout.Hub
+	// ans holds the answers prepared at the store's current generation.
+	ans answers
 }
 
 var _ llmdiagv1connect.DiagnosisServiceHandler = (*Service)(nil)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"syscall"
@@ -25,63 +26,71 @@ import (
 // StreamHealth streams (gRPC over cleartext HTTP/2, 100 streams per
 // connection, loopback) on one server in this process, each selecting one
 // node; every iteration publishes a status change of that node into the
-// store and waits until every stream has received it. It reports the time
-// from Publish to delivery across streams (p50, p99), heap and goroutine
-// stack per idle stream (after GC, streams open and synced; server and
-// client are in this one process, so this is both sides together), and
-// process CPU per broadcast (both sides too). It stops by itself.
+// store and waits until every stream has received it. The server has serve's
+// limits with its default flags (servedLimits: at most 10,000 streams, 100
+// a principal, the rate limit, the request read deadline, 1,000
+// connections); the clients connect from 100 loopback hosts
+// (loopbackClients), one principal each, as 100 unauthenticated callers of
+// serve would. It reports the time from Publish to delivery across streams
+// (p50, p99), heap and goroutine stack per idle stream (after GC, streams
+// open and synced; server and client are in this one process, so this is
+// both sides together), and process CPU per broadcast (both sides too). It
+// stops by itself.
 //
-//	go test ./server -run '^$' -bench StreamHealth -benchmem -benchtime 10x -count 3
+//	go test ./server -run '^$' -bench 'StreamHealth$' -benchtime 5x -count 5
 //
-// Medians of 3 runs of 10 broadcasts, 2-core machine (AMD EPYC, shared):
-// p50 125 ms, p99 156 ms; 18 KiB heap + 27 KiB stack per idle stream (client
-// and server together; the hub's own share is 1 KiB + 3.4 KiB, see
-// fanout.BenchmarkHub10k); 295 ms CPU per broadcast, both sides (not
-// profiled; HTTP/2 framing, encoding and goroutine wake-ups on each side).
+// Medians of 5 runs of 5 broadcasts, 2-core machine (AMD EPYC) shared with
+// other builds (load average 4-5): p50 149 ms, p99 205 ms; 16.4 KB heap +
+// 20.6 KB stack per idle stream (client and server together; the hub's own
+// share is 1 KiB + 3.4 KiB, see fanout.BenchmarkHub10k); 182 ms CPU per
+// broadcast, both sides (185 ms before the cuts described at
+// BenchmarkStreamHealthServerMemory, same runs interleaved: HTTP/2
+// framing, encoding and goroutine wake-ups on each side).
 func BenchmarkStreamHealth(b *testing.B) {
 	n := 10_000
 	if v, err := strconv.Atoi(os.Getenv("LLMDIAG_BENCH_STREAMS")); err == nil && v > 0 {
 		n = v
 	}
-	url, st := streamServer(b)
+	url, st := streamServerWith(b, servedLimits())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	cs := clients(b, url, n)
-	got := make(chan time.Time, n)
-	ready := make(chan struct{}, n)
-	errs := make(chan error, n)
-	for i := range n {
-		go func() {
-			s, err := cs[i%len(cs)].StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{Nodes: []string{"a-0"}, HeartbeatInterval: durationpb.New(5 * time.Minute)}))
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer s.Close()
-			for s.Receive() {
-				switch s.Msg().GetKind() {
-				case llmdiagv1.EventKind_EVENT_KIND_SYNCED:
-					ready <- struct{}{}
-				case llmdiagv1.EventKind_EVENT_KIND_CHANGE:
-					got <- time.Now()
-				}
-			}
-			if ctx.Err() == nil {
-				errs <- fmt.Errorf("stream ended: %w", s.Err())
-			}
-		}()
+	cs, err := loopbackClients(url, n)
+	if err != nil {
+		b.Skip(err)
 	}
-	for range n {
-		select {
-		case <-ready:
-		case err := <-errs:
-			b.Fatal(err)
-		case <-time.After(2 * time.Minute):
-			b.Fatal("streams did not open")
+	got := make(chan time.Time, n)
+	synced := make(chan error, n)
+	errs := make(chan error, n)
+	open := func(i int) {
+		s, err := cs[i%len(cs)].StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{Nodes: []string{"a-0"}, HeartbeatInterval: durationpb.New(5 * time.Minute)}))
+		if err != nil {
+			synced <- err
+			return
 		}
+		defer s.Close()
+		ready := false
+		for s.Receive() {
+			switch s.Msg().GetKind() {
+			case llmdiagv1.EventKind_EVENT_KIND_SYNCED:
+				ready = true
+				synced <- nil
+			case llmdiagv1.EventKind_EVENT_KIND_CHANGE:
+				got <- time.Now()
+			}
+		}
+		switch {
+		case ctx.Err() != nil:
+		case !ready:
+			synced <- fmt.Errorf("stream ended: %w", s.Err())
+		default:
+			errs <- fmt.Errorf("stream ended: %w", s.Err())
+		}
+	}
+	if err := spread(len(cs), n, open, synced, 2*time.Minute); err != nil {
+		b.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
 	runtime.GC()
@@ -133,25 +142,43 @@ func cpuTime() time.Duration {
 // 10,000) idle StreamHealth streams from a child process (this test binary
 // in client mode, see TestMain) and reports what they cost the server
 // alone: heap and goroutine stack per stream, after GC, the streams synced.
+// The server has serve's limits and the streams come from 100 principals,
+// as in BenchmarkStreamHealth. LLMDIAG_BENCH_HEAP_PROFILE=file writes the
+// heap profile with the streams open (go tool pprof
+// -sample_index=inuse_space; add -test.memprofilerate=1 for every
+// allocation).
 //
-//	go test ./server -run '^$' -bench StreamHealthServerMemory -benchtime 1x -count 3
+//	go test ./server -run '^$' -bench StreamHealthServerMemory -benchtime 1x -count 5
 //
-// Medians of 3 runs with 10,000 streams (2 cores): 19.2 KB a stream, 10.7 KB
-// heap and 8.4 KB stack; a stream that does nothing on the same server stack
-// costs 16.5 KB (BenchmarkStreamFloorServerMemory, same run: 8.2 KB heap,
-// 8.3 KB stack), so llmdiag's own share is about 2.6 KB. Most of the heap is net/http's HTTP/2 server:
-// a 4 KiB write buffer per open stream (bufio.NewWriterSize), the request and
-// its cloned headers; then connect's per-stream state (~2 KB) and the hub's
-// subscriber (~0.8 KB). The stack is the handler goroutine's, 8 KiB once
-// grown. A goroutine per stream that watched for shutdown cost 5 KB more; a
-// context.AfterFunc replaced it.
+// Medians of 5 runs in one process with 10,000 streams (2 cores, load
+// average 4-5 from other work): 17.5 KB a stream, 9.2 KB heap and 8.3 KB
+// stack; a stream that does nothing on the same server stack costs 16.5 KB
+// (BenchmarkStreamFloorServerMemory, same run: 8.2 KB heap, 8.3 KB stack),
+// so llmdiag's own share is about 1.0 KB. (The first run of a process reads
+// about 0.5 KB more, floor included: 18.1 KB against 17.1.) Most of the
+// heap is net/http's HTTP/2 server: a 4 KiB write buffer per open stream
+// (bufio.NewWriterSize), the request and its cloned headers, then
+// connect's per-stream state (~1 KB). The stack is the handler
+// goroutine's, 8 KiB once grown, the floor's too.
+//
+// Before these cuts, the same runs read 19.4 KB (2.9 KB
+// llmdiag's): a context per stream derived from the call's and tied to
+// shutdown (~600 B; the hub ending at shutdown ends the stream), the
+// subscriber's record of what it sent as a map (~600 B for one node; a
+// list up to 8 nodes now), the selected ids as a map (~250 B; a sorted
+// list), a heartbeat timer with a channel and a four-way select (~350 B; a
+// function timer that wakes the reader, a two-way select), the stream
+// cap's release closure (~90 B) and the request body bound's header
+// buffer (~40 B). A goroutine per stream that watched for shutdown cost
+// 5 KB more before that; context.AfterFunc replaced it, and now nothing.
 //
 // LLMDIAG_BENCH_STREAM_IDS=n makes each stream also select n made-up ids of
-// 128 bytes. Medians of 3 runs with 1,000 streams: 25 KB a stream with none,
-// 48.5 KB with 127 (16 KiB of ids, the most a stream may select), 211 KB
-// with 999 (accepted before that bound).
+// 128 bytes. Medians of 5 runs with 1,000 streams (noisier than 10,000):
+// 15 KB a stream with none, 44 KB with 127 (16 KiB of ids, the most a
+// stream may select; 49 KB before the cuts), 211 KB with 999 (measured
+// before the cuts, accepted before that bound).
 func BenchmarkStreamHealthServerMemory(b *testing.B) {
-	url, _ := streamServer(b)
+	url, _ := streamServerWith(b, servedLimits())
 	serverMemoryPerStream(b, url)
 }
 
@@ -212,6 +239,9 @@ func serverMemoryPerStream(b *testing.B, url string) {
 		time.Sleep(500 * time.Millisecond)
 		runtime.GC() // more collections do not shrink the stacks further
 		runtime.ReadMemStats(&after)
+		if path := os.Getenv("LLMDIAG_BENCH_HEAP_PROFILE"); path != "" {
+			writeHeapProfile(b, path)
+		}
 		heap += float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / float64(n)
 		stack += float64(int64(after.StackInuse)-int64(before.StackInuse)) / float64(n)
 		_ = stdin.Close()
@@ -223,4 +253,17 @@ func serverMemoryPerStream(b *testing.B, url string) {
 	b.ReportMetric(heap/float64(b.N), "server-heap-B/stream")
 	b.ReportMetric(stack/float64(b.N), "server-stack-B/stream")
 	b.ReportMetric((heap+stack)/float64(b.N), "server-B/stream")
+}
+
+// writeHeapProfile writes the heap profile to path: with the streams open,
+// where -memprofile, written after the benchmarks, would find them closed.
+func writeHeapProfile(b *testing.B, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		b.Fatal(err)
+	}
 }

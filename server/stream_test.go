@@ -35,6 +35,19 @@ var streamFleet = []struct {
 // streamServer serves a memory store holding streamFleet.
 func streamServer(t testing.TB) (string, *memory.Store) {
 	t.Helper()
+	return streamServerWith(t, nil)
+}
+
+// servedLimits are the limits serve puts in front of the service with its
+// default flags and no authentication: every cap on, principals named by
+// the remote host.
+func servedLimits() *server.Limits {
+	return &server.Limits{Principal: server.PrincipalOr(server.RemoteHost)}
+}
+
+// streamServerWith is streamServer behind limits (nil: none).
+func streamServerWith(t testing.TB, limits *server.Limits) (string, *memory.Store) {
+	t.Helper()
 	st := memory.New(memory.Options{FeedLen: 1 << 16}, "s")
 	now := time.Now()
 	for _, n := range streamFleet {
@@ -46,7 +59,7 @@ func streamServer(t testing.TB) (string, *memory.Store) {
 			t.Fatal(err)
 		}
 	}
-	srv := servertest.Start(t, servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour, MinHeartbeat: time.Second}})
+	srv := servertest.Start(t, servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour, MinHeartbeat: time.Second}, Limits: limits})
 	return srv.URL, st
 }
 
@@ -371,7 +384,7 @@ func deliver(t testing.TB, url string, st store.Store, n, rounds int) []time.Dur
 }
 
 // clients returns one client per 100 streams, each with its own HTTP/2
-// connection (a server allows a few hundred streams per connection).
+// connection (a server allows a hundred streams per connection).
 func clients(t testing.TB, url string, n int) []*client.Client {
 	t.Helper()
 	var cs []*client.Client

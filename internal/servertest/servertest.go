@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,12 @@ type Options struct {
 	// TLS, when set, serves over TLS with it (server.ServeTLS; see
 	// server.NewTLSConfig), and URL is https://.
 	TLS *tls.Config
+	// Limits, when set, puts the service behind a server.Limiter as serve
+	// does (its HTTP part in front of the handler, inside Wrap; its
+	// interceptor after HandlerOptions' interceptors) and caps the
+	// connections at server.DefaultMaxConnections: what a caller costs with
+	// the caps on.
+	Limits *server.Limits
 }
 
 // Server is a running service.
@@ -120,6 +127,12 @@ func Run(o Options) (*Server, error) {
 	ready := make(chan struct{})
 	close(ready)
 	handler := server.Handler(h, server.NewHealth(ready), o.Registry, o.HandlerOptions...)
+	if o.Limits != nil {
+		lim := server.NewLimiter(*o.Limits)
+		opts := append(slices.Clip(o.HandlerOptions), connect.WithInterceptors(lim.Interceptor()))
+		handler = lim.Wrap(server.Handler(h, server.NewHealth(ready), o.Registry, opts...))
+		ln = server.CapConnections(ln, server.DefaultMaxConnections)
+	}
 	go func() {
 		if o.TLS != nil {
 			s.done <- server.ServeTLS(ctx, ln, handler, o.Log, o.Grace, o.TLS)

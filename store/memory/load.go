@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -33,8 +34,14 @@ func (s *Store) Take(ctx context.Context, rec *store.Record, hist []diagnose.Poi
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if mine := s.nodes[id]; mine != nil && mine.observed.After(n.observed) {
+	mine := s.nodes[id]
+	if mine != nil && mine.observed.After(n.observed) {
 		return false, nil
+	}
+	// A copy of what the store already holds (a replica's full check) is
+	// no change: answers prepared from it stay valid.
+	if mine == nil || n.raw != nil || mine.raw != nil || !bytes.Equal(mine.rec, n.rec) || !mine.hist.Equal(n.hist) {
+		s.gen.Add(1)
 	}
 	s.nodes[id] = n
 	return true, nil
@@ -61,6 +68,7 @@ func (s *Store) RetainUnwritten(ctx context.Context, keep map[string]bool, since
 	for id, n := range s.nodes {
 		if !keep[id] && n.put <= since {
 			delete(s.nodes, id)
+			s.gen.Add(1)
 		}
 	}
 	return nil
@@ -75,7 +83,10 @@ func (s *Store) Delete(ctx context.Context, ids ...string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		delete(s.nodes, id)
+		if _, ok := s.nodes[id]; ok {
+			delete(s.nodes, id)
+			s.gen.Add(1)
+		}
 	}
 	return nil
 }

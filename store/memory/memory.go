@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -55,6 +56,9 @@ type Store struct {
 	codec compact.Codec
 	nodes map[string]*node
 	puts  uint64 // Puts so far: the generation RetainUnwritten compares
+	// gen changes (grows) with every change to any node's record or
+	// history; readers compare it without the lock (Generation).
+	gen atomic.Uint64
 
 	// The feed is a ring of the last FeedLen events; seq numbers them from 1.
 	// epoch tells tokens of this store apart from those of another process.
@@ -130,6 +134,7 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 		return fmt.Errorf("%q: %w", id, err)
 	}
 	s.puts++
+	s.gen.Add(1)
 	n.rec, n.raw, n.written = b, raw, s.opts.Now()
 	n.observed, n.put = rec.Metrics.GetObservedAt().AsTime(), s.puts
 	s.nodes[id] = n
@@ -158,6 +163,9 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 			delete(s.nodes, id)
 		}
 	}
+	if len(removed) > 0 {
+		s.gen.Add(1)
+	}
 	s.mu.Unlock()
 	sort.Slice(removed, func(i, j int) bool { return removed[i].id < removed[j].id })
 	out := make([]*store.Record, len(removed))
@@ -171,6 +179,12 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 	}
 	return out, nil
 }
+
+// Generation changes whenever a node's record or history changes, or a
+// node leaves: an answer derived from the store at one generation is still
+// the store's answer while the generation reads the same. It costs an
+// atomic load.
+func (s *Store) Generation() uint64 { return s.gen.Load() }
 
 // Len is the number of nodes the store holds.
 func (s *Store) Len() int {

@@ -68,6 +68,7 @@ type Store struct {
 	codec *compact.Codec
 
 	eventsKey, feedIDKey, fenceKey, indexKey string
+	seqKey, logKey                           string // the write log (changes.go)
 
 	pruneMu   sync.Mutex
 	lastPrune time.Time
@@ -105,6 +106,8 @@ func New(rdb redis.UniversalClient, opts Options) *Store {
 		feedIDKey: p + "{feed}:id",
 		fenceKey:  p + "{feed}:fence",
 		indexKey:  p + "nodes",
+		seqKey:    p + "{changes}:seq",
+		logKey:    p + "{changes}:log",
 	}
 }
 
@@ -195,23 +198,48 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	return fmt.Errorf("write %q: %d attempts raced other writes of the node", id, maxPutAttempts)
 }
 
-// index records id as seen now and, at most every NodeTTL/10, prunes the
-// index of nodes whose keys have expired (Sweep, run by the ingest leader,
-// removes them earlier and says so; this is for when no leader runs).
+// index counts the write of id in the write log and records id as seen
+// now in the index, in that order (Changes relies on it), and at most every
+// NodeTTL/10 prunes the index of nodes whose keys have expired (Sweep, run
+// by the ingest leader, removes them earlier and says so; this is for when
+// no leader runs).
 func (s *Store) index(ctx context.Context, id string) error {
 	now := s.opts.Now()
-	pipe := s.rdb.Pipeline()
-	pipe.ZAddGT(ctx, s.indexKey, redis.Z{Score: float64(now.UnixMilli()), Member: id})
-	s.pruneMu.Lock()
-	if now.Sub(s.lastPrune) >= s.opts.NodeTTL/10 {
-		s.lastPrune = now
-		pipe.ZRemRangeByScore(ctx, s.indexKey, "-inf", "("+strconv.FormatInt(now.Add(-s.keyTTL()).UnixMilli(), 10))
-	}
-	s.pruneMu.Unlock()
-	if _, err := pipe.Exec(ctx); err != nil {
+	err := s.pipelined(ctx, []*redis.Script{logScript}, func(pipe redis.Pipeliner) {
+		logScript.EvalSha(ctx, pipe, s.logKeys(), id, newFeedID())
+		pipe.ZAddGT(ctx, s.indexKey, redis.Z{Score: float64(now.UnixMilli()), Member: id})
+	})
+	if err != nil {
 		return fmt.Errorf("index %q: %w", id, err)
 	}
+	s.pruneMu.Lock()
+	due := now.Sub(s.lastPrune) >= s.opts.NodeTTL/10
+	if due {
+		s.lastPrune = now
+	}
+	s.pruneMu.Unlock()
+	if due {
+		return s.prune(ctx, now)
+	}
 	return nil
+}
+
+// prune removes from the index, then from the write log, the nodes last
+// written before their keys' expiry. The log's count is read first: a node
+// written again after it keeps its log entry (see unlog).
+func (s *Store) prune(ctx context.Context, now time.Time) error {
+	n, err := s.rdb.HGet(ctx, s.seqKey, "n").Uint64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("prune index: %w", err)
+	}
+	cut := "(" + strconv.FormatInt(now.Add(-s.keyTTL()).UnixMilli(), 10)
+	pipe := s.rdb.Pipeline()
+	old := pipe.ZRangeByScore(ctx, s.indexKey, &redis.ZRangeBy{Min: "-inf", Max: cut})
+	pipe.ZRemRangeByScore(ctx, s.indexKey, "-inf", cut)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("prune index: %w", err)
+	}
+	return s.unlog(ctx, n, old.Val())
 }
 
 // splitRecord parses a record value: "epoch sec nanos seq\n" then the
@@ -285,6 +313,12 @@ func (s *Store) readNodes(ctx context.Context, withHist bool) ([]*store.Record, 
 		return nil, nil, fmt.Errorf("list nodes: %w", err)
 	}
 	sort.Strings(ids)
+	return s.readIDs(ctx, ids, withHist)
+}
+
+// readIDs reads the records of ids, and their histories when withHist,
+// leaving out the nodes whose record is gone.
+func (s *Store) readIDs(ctx context.Context, ids []string, withHist bool) ([]*store.Record, [][]diagnose.Point, error) {
 	recs := make([]*store.Record, 0, len(ids))
 	var hists [][]diagnose.Point
 	for len(ids) > 0 {
@@ -541,6 +575,7 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 			out = append(out, rec)
 		}
 		pipe.ZRem(ctx, s.indexKey, members...)
+		pipe.ZRem(ctx, s.logKey, members...)
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("sweep: %w", err)
 		}

@@ -18,7 +18,8 @@ import (
 //
 //   - rec-B/node, hist-B/node: the record key and the history key;
 //   - index-B/node: the node index (sorted set) over the nodes;
-//   - total-B/node: the three together, the figure held under 4 KiB;
+//   - log-B/node: the write log (its sorted set and count) over the nodes;
+//   - total-B/node: the four together, the figure held under 4 KiB;
 //   - rec-val-B/node, hist-val-B/node: the values' bytes alone.
 func BenchmarkRedisMemoryPerNode(b *testing.B) {
 	const nodes = 1000
@@ -88,10 +89,19 @@ func BenchmarkRedisMemoryPerNode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	var logMem float64
+	for _, key := range []string{"{changes}:log", "{changes}:seq"} {
+		m, err := rdb.MemoryUsage(ctx, redisstore.DefaultPrefix+key, 0).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		logMem += float64(m)
+	}
 	b.ReportMetric(rec/nodes, "rec-B/node")
 	b.ReportMetric(hist/nodes, "hist-B/node")
 	b.ReportMetric(float64(idx)/nodes, "index-B/node")
-	b.ReportMetric((rec+hist+float64(idx))/nodes, "total-B/node")
+	b.ReportMetric(logMem/nodes, "log-B/node")
+	b.ReportMetric((rec+hist+float64(idx)+logMem)/nodes, "total-B/node")
 	b.ReportMetric(recVal/nodes, "rec-val-B/node")
 	b.ReportMetric(histVal/nodes, "hist-val-B/node")
 }

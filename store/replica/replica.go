@@ -22,10 +22,35 @@ type Dumper interface {
 	Dump(ctx context.Context) ([]*store.Record, [][]diagnose.Point, error)
 }
 
+// Changer is a shared store that says which nodes were written since a
+// position in its own write log (redisstore.Store), so that Sync reads only
+// those, and every FullEvery reads everything (Dump) all the same.
+type Changer interface {
+	Dumper
+	// Changes returns the log's position now and, from since (a position
+	// it returned before; "" asks for the position alone), the ids of the
+	// nodes listed now and of those written after since. Records read
+	// after it are at least as new as the position. store.ErrTokenExpired
+	// says since cannot be followed: read everything.
+	Changes(ctx context.Context, since string) (listed, changed []string, pos string, err error)
+	// Read returns the records and histories of the named nodes, leaving
+	// out those the store does not hold.
+	Read(ctx context.Context, ids []string) ([]*store.Record, [][]diagnose.Point, error)
+}
+
+// DefaultFullEvery is how often Sync reads the whole shared store when it
+// can read only what changed (Options.FullEvery).
+const DefaultFullEvery = 5 * time.Minute
+
 // Options tune a Store.
 type Options struct {
 	// SyncEvery is how often Run brings the copy up to date (default 1s).
 	SyncEvery time.Duration
+	// FullEvery is, when the shared store is a Changer, how often Sync
+	// reads all of it instead of only the nodes written since the last
+	// sync, so the copy cannot drift from it for longer (default
+	// DefaultFullEvery). Other shared stores are read whole every sync.
+	FullEvery time.Duration
 	// PendingMax bounds the health events kept while the shared store is
 	// unreachable (default 65536); past it the oldest are dropped, and
 	// Degraded says so.
@@ -34,6 +59,18 @@ type Options struct {
 	Now func() time.Time
 	// Log receives sync failures and recoveries (default: discarded).
 	Log *slog.Logger
+}
+
+// SyncStats count the Syncs that brought the copy up to date, by how
+// much they read.
+type SyncStats struct {
+	// Full counts the Syncs that read the whole shared store; Incremental
+	// those that read the nodes written since the sync before.
+	Full, Incremental uint64
+	// LastFull says whether the last one was full; LastRead is how many
+	// nodes' records and histories it read.
+	LastFull bool
+	LastRead int
 }
 
 // Store answers reads from local and writes through to shared.
@@ -68,12 +105,25 @@ type Store struct {
 	// began: a node written after it and absent from the shared store is
 	// this replica's own, not yet there, and stays.
 	retainFrom uint64
+
+	// The incremental sync's state (Changer): the write log position the
+	// copy is at least as new as ("" makes the next Sync full), the nodes
+	// the shared store listed then, when the last full read began, and
+	// whether an incremental read failed since (the next Sync is full).
+	pos    string
+	listed map[string]bool
+	fullAt time.Time
+	refull bool
+	stats  SyncStats
 }
 
 // New returns a Store over shared, keeping its copy in local.
 func New(shared store.Store, local *memory.Store, opts Options) *Store {
 	if opts.SyncEvery <= 0 {
 		opts.SyncEvery = time.Second
+	}
+	if opts.FullEvery <= 0 {
+		opts.FullEvery = DefaultFullEvery
 	}
 	if opts.PendingMax <= 0 {
 		opts.PendingMax = 65536
@@ -101,10 +151,14 @@ func (s *Store) Run(ctx context.Context) {
 	}
 }
 
-// Sync sends the queued health events, then replaces the copy with what the
-// shared store holds, except what this replica wrote that the shared store
-// does not hold yet: a record observed after the shared store's, or a node
-// written since the last sync began.
+// Sync sends the queued health events, then brings the copy up to date
+// with what the shared store holds, except what this replica wrote that
+// the shared store does not hold yet: a record observed after the shared
+// store's, or a node written since the last sync began. From a Changer it
+// reads only the nodes written since the last sync, and the ids of those
+// listed (to drop those that left); everything on the first sync, every
+// FullEvery, after an incremental read failed, and when the Changer cannot
+// follow its log from the last position.
 func (s *Store) Sync(ctx context.Context) error {
 	s.writes.Lock()
 	start := s.local.Puts()
@@ -127,22 +181,28 @@ func (s *Store) Sync(ctx context.Context) error {
 	s.mu.Lock()
 	s.skip = false // it answers: writes go to it again
 	since := s.retainFrom
+	pos, listed := s.pos, s.listed
+	full := pos == "" || s.refull || s.opts.Now().Sub(s.fullAt) >= s.opts.FullEvery
 	s.mu.Unlock()
-	recs, hists, err := s.dump(ctx)
+	began := s.opts.Now()
+	read, err := s.read(ctx, full, pos, listed)
 	if err != nil {
+		if !full {
+			s.mu.Lock()
+			s.refull = true
+			s.mu.Unlock()
+		}
 		return s.failed(err)
 	}
-	keep := make(map[string]bool, len(recs))
-	for i, rec := range recs {
-		keep[rec.Node.GetId()] = true
+	for i, rec := range read.recs {
 		// Take keeps this replica's record when it is newer: written since
-		// the dump was read, or while the shared store did not answer; the
-		// shared store gets it with the next refresh.
-		if _, err := s.local.Take(ctx, rec, hists[i]); err != nil {
+		// the read, or while the shared store did not answer; the shared
+		// store gets it with the next refresh.
+		if _, err := s.local.Take(ctx, rec, read.hists[i]); err != nil {
 			return fmt.Errorf("copy %s: %w", rec.Node.GetId(), err)
 		}
 	}
-	if err := s.local.RetainUnwritten(ctx, keep, since); err != nil {
+	if err := s.local.RetainUnwritten(ctx, read.keep, since); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -153,7 +213,97 @@ func (s *Store) Sync(ctx context.Context) error {
 	s.syncedAt, s.down, s.dropped = s.opts.Now(), nil, 0
 	s.syncedTok, s.synced = tok, true
 	s.retainFrom = start
+	s.pos, s.listed = read.pos, read.keep
+	if read.full {
+		s.fullAt, s.refull = began, false
+		s.stats.Full++
+	} else {
+		s.stats.Incremental++
+	}
+	s.stats.LastFull, s.stats.LastRead = read.full, len(read.recs)
 	return nil
+}
+
+// readout is what one Sync read of the shared store: records and their
+// histories to take, the nodes the copy keeps, the write log position
+// (Changer; "" otherwise) and whether it read everything.
+type readout struct {
+	recs  []*store.Record
+	hists [][]diagnose.Point
+	keep  map[string]bool
+	pos   string
+	full  bool
+}
+
+// read reads what Sync takes: from a Changer, unless full, the nodes
+// written after pos and those listed now but not at pos (listed); else
+// everything.
+func (s *Store) read(ctx context.Context, full bool, pos string, listed map[string]bool) (readout, error) {
+	c, ok := s.shared.(Changer)
+	if ok && !full {
+		r, err := s.readChanged(ctx, c, pos, listed)
+		if !errors.Is(err, store.ErrTokenExpired) {
+			return r, err
+		}
+		s.opts.Log.Info("reading the whole shared store: its write log does not follow on from the last sync", "err", err)
+	}
+	r := readout{full: true}
+	if ok {
+		// The position first: what the dump reads is at least as new.
+		var err error
+		if _, _, r.pos, err = c.Changes(ctx, ""); err != nil {
+			return r, err
+		}
+	}
+	var err error
+	if r.recs, r.hists, err = s.dump(ctx); err != nil {
+		return r, err
+	}
+	r.keep = make(map[string]bool, len(r.recs))
+	for _, rec := range r.recs {
+		r.keep[rec.Node.GetId()] = true
+	}
+	return r, nil
+}
+
+// readChanged reads from c the nodes listed now that were written after
+// pos or were not listed at pos (listed: a write the log lost, or a node
+// this copy never took); the copy keeps every node listed now whose record
+// the shared store still holds.
+func (s *Store) readChanged(ctx context.Context, c Changer, pos string, listed map[string]bool) (readout, error) {
+	now, changed, next, err := c.Changes(ctx, pos)
+	if err != nil {
+		return readout{}, err
+	}
+	keep := make(map[string]bool, len(now))
+	for _, id := range now {
+		keep[id] = true
+	}
+	want := make(map[string]bool, len(changed))
+	var ids []string
+	for _, id := range changed {
+		if keep[id] && !want[id] {
+			want[id] = true
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range now {
+		if !listed[id] && !want[id] {
+			want[id] = true
+			ids = append(ids, id)
+		}
+	}
+	recs, hists, err := c.Read(ctx, ids)
+	if err != nil {
+		return readout{}, err
+	}
+	for _, rec := range recs {
+		delete(want, rec.Node.GetId())
+	}
+	for id := range want {
+		delete(keep, id) // its record went since it was listed
+	}
+	return readout{recs: recs, hists: hists, keep: keep, pos: next}, nil
 }
 
 func (s *Store) dump(ctx context.Context) ([]*store.Record, [][]diagnose.Point, error) {
@@ -173,6 +323,13 @@ func (s *Store) dump(ctx context.Context) ([]*store.Record, [][]diagnose.Point, 
 		hists[i] = h
 	}
 	return recs, hists, nil
+}
+
+// Stats says how the Syncs so far brought the copy up to date.
+func (s *Store) Stats() SyncStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
 }
 
 // failed records that the shared store did not answer and returns err.
@@ -344,6 +501,10 @@ func (s *Store) List(ctx context.Context) ([]*store.Record, error) { return s.lo
 func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, error) {
 	return s.local.History(ctx, node)
 }
+
+// Generation is the copy's (memory.Store.Generation): it changes whenever
+// a write or a sync changes what reads return.
+func (s *Store) Generation() uint64 { return s.local.Generation() }
 
 // ErrNotSynced is returned by LastToken before the copy was first synced.
 var ErrNotSynced = errors.New("replica: copy not yet synced from the shared store")

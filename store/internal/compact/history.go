@@ -1,10 +1,12 @@
 package compact
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -293,6 +295,15 @@ func (h *History) Snapshot() History {
 	c.tail = append([]byte(nil), h.tail...)
 	c.locs = append([]*time.Location(nil), h.locs...)
 	return c
+}
+
+// Equal reports whether h and o hold the same encoding: then they decode to
+// the same points. Histories of the same points appended in another order
+// of chunking may differ; Equal errs on the side of "changed".
+func (h *History) Equal(o History) bool {
+	return h.skip == o.skip && h.per == o.per && h.st == o.st &&
+		bytes.Equal(h.closed, o.closed) && bytes.Equal(h.tail, o.tail) &&
+		slices.Equal(h.ends, o.ends) && slices.Equal(h.locs, o.locs)
 }
 
 // Points decodes the points, oldest first. The known gauges of all points

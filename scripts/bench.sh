@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The benchmarks behind README's Benchmarks section, each run COUNT times
+# (default 5), printed as one table of medians (internal/cmd/benchtable).
+# Ratios against a baseline measured in the same run (x-health: a call's
+# p50 over the health check's; ratio-%: an incremental replica sync's bytes
+# over a full one's; per-node-x: a 10,000-node cycle's cost per node over a
+# 1,000-node one's) are the figures to compare across machines; absolute
+# times depend on the machine and what else runs on it.
+#
+#   make bench              # everything, about 15 minutes on 2 cores
+#   COUNT=3 make bench      # fewer runs
+#   ONLY=Unary make bench   # the benchmarks whose name matches
+#
+# The raw output is kept in bin/bench.txt.
+set -euo pipefail
+count=${COUNT:-5}
+only=${ONLY:-.}
+out=bin/bench.txt
+mkdir -p bin
+: >"$out"
+
+# package, benchmark pattern, -benchtime
+benches=(
+  "./server         ^BenchmarkUnary$                     3000x"
+  "./refresh        ^BenchmarkCycle$                     1x"
+  "./store/replica  ^BenchmarkReplicaSync$               5x"
+  "./server         ^BenchmarkStreamHealth$              5x"
+  "./server         ^BenchmarkStreamHealthServerMemory$  1x"
+  "./server         ^BenchmarkStreamFloorServerMemory$   1x"
+  "./source/prom    ^BenchmarkRefresh10kNodes$           1x"
+  "./store/memory   ^BenchmarkStoreRefreshCycle$         1s"
+  "./engine         ^BenchmarkParseVLLM$                 1s"
+  "./client         ^Benchmark(Routable|Pick)$           1s"
+)
+for b in "${benches[@]}"; do
+  read -r pkg pattern benchtime <<<"$b"
+  [[ "$pattern" =~ $only ]] || continue
+  echo "bench: $pkg $pattern ×$count" >&2
+  set +e
+  go test -run '^$' -bench "$pattern" -benchtime "$benchtime" -benchmem -count "$count" -timeout 60m "$pkg" 2>&1 |
+    tee -a "$out" | grep --line-buffered -E '^(Benchmark|FAIL|panic|---|\s+\S+_test\.go)' >&2
+  status=${PIPESTATUS[0]}
+  set -e
+  if [ "$status" -ne 0 ]; then
+    echo "bench: $pkg $pattern failed (output in $out)" >&2
+    exit "$status"
+  fi
+done
+go run ./internal/cmd/benchtable <"$out"

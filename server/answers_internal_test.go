@@ -1,0 +1,31 @@
+package server
+
+import "testing"
+
+// TestPreparedAnswersAreBounded: the answers of one generation are kept up
+// to the byte bound, and no further; a newer generation starts afresh, and
+// an answer prepared at an older one is not kept.
+func TestPreparedAnswersAreBounded(t *testing.T) {
+	a := answers{max: 250}
+	p := &prepared{wire: make([]byte, 100)}
+	for i, node := range []string{"a", "b", "c"} {
+		a.put(1, answerKey{node: node}, p)
+		if kept := a.get(1, answerKey{node: node}) != nil; kept != (i < 2) {
+			t.Errorf("answer %d of 100 B under a 250 B bound kept: %v", i+1, kept)
+		}
+	}
+	if a.bytes != 200 {
+		t.Errorf("%d bytes held, want 200", a.bytes)
+	}
+	if a.get(2, answerKey{node: "a"}) != nil {
+		t.Error("an answer of generation 1 served at generation 2")
+	}
+	a.put(2, answerKey{node: "c"}, p)
+	if a.get(2, answerKey{node: "c"}) == nil || a.get(1, answerKey{node: "a"}) != nil || a.bytes != 100 {
+		t.Errorf("generation 2 did not replace generation 1 (%d bytes held)", a.bytes)
+	}
+	a.put(1, answerKey{node: "d"}, p) // prepared from an older store
+	if a.get(1, answerKey{node: "d"}) != nil || a.get(2, answerKey{node: "d"}) != nil {
+		t.Error("an answer of an older generation was kept")
+	}
+}

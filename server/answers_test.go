@@ -1,0 +1,157 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/store"
+	"github.com/llmdiag/llmdiag/store/memory"
+	"github.com/llmdiag/llmdiag/telemetry"
+)
+
+// noGeneration hides the store's Generation: a service over it makes
+// every answer afresh, the reference the prepared answers are held to.
+type noGeneration struct{ store.Store }
+
+// TestPreparedAnswersAreFreshAnswers asks the same questions of two
+// services over one store: one that prepares default-window answers once
+// per store generation, and one that cannot (its store has no generation)
+// and makes each afresh. Over every protocol and client, the answers are
+// the same: when first prepared, when served again later with the data
+// older (staleness and the report's age move on), after a refresh changed
+// the store, and once the data is stale.
+func TestPreparedAnswersAreFreshAnswers(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := testkit.NewClock(t0.Add(2 * time.Second))
+	src := &fakeSource{now: t0, nodes: []fleet.Node{
+		{ID: "deepseek-v4-0", Model: "deepseek-v4", Profile: fleet.Profile{DataParallel: 8, ActiveParamsBillions: 37}},
+		{ID: "deepseek-v4-1", Model: "deepseek-v4", Profile: fleet.Profile{DataParallel: 8, ActiveParamsBillions: 37}},
+		{ID: "glm-0", Model: "glm-4.6", Profile: fleet.Profile{TensorParallel: 8, ActiveParamsBillions: 32}},
+	}}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tm, err := telemetry.New(prometheus.NewRegistry(), clock.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := diagnose.DefaultThresholds()
+	th.StaleAfter = 30 * time.Second
+	st := memory.New(memory.Options{}, "test")
+	loop := refresh.New(src, st, tm, log, clock.Now, refresh.Config{Window: "5m", Thresholds: th})
+	if err := loop.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th}
+	prep := servertest.Start(t, servertest.Options{Store: st, Source: src, Log: log, Now: clock.Now, Config: cfg})
+	fresh := servertest.Start(t, servertest.Options{Store: noGeneration{st}, Source: src, Log: log, Now: clock.Now, Config: cfg})
+	prepAPIs, freshAPI := apis(t, prep.URL), apis(t, fresh.URL)["grpc-go"]
+
+	type ask struct {
+		name string
+		call func(context.Context, api) (proto.Message, error)
+	}
+	var asks []ask
+	for _, node := range []string{"deepseek-v4-0", "glm-0"} {
+		asks = append(asks,
+			ask{node + "/metrics", func(ctx context.Context, a api) (proto.Message, error) {
+				return a.getNodeMetrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: node})
+			}},
+			ask{node + "/metrics-offset-0", func(ctx context.Context, a api) (proto.Message, error) {
+				return a.getNodeMetrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: node, Window: "5m", Offset: durationpb.New(0)})
+			}})
+		for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_UNSPECIFIED, llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
+			for _, format := range []llmdiagv1.ReportFormat{llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN, llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT} {
+				asks = append(asks, ask{node + "/diagnose-" + lang.String() + "-" + format.String(), func(ctx context.Context, a api) (proto.Message, error) {
+					return a.diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: node, Language: lang, Format: format})
+				}})
+			}
+		}
+	}
+	// compare asks every question of both services; same says whether
+	// answers prepared earlier may differ in what is as of their
+	// preparation (the staleness finding of a diagnosis made on demand).
+	compare := func(t *testing.T, stage string, asOfPreparation bool) {
+		t.Helper()
+		ctx := t.Context()
+		for _, q := range asks {
+			want, err := q.call(ctx, freshAPI)
+			if err != nil {
+				t.Fatalf("%s %s, afresh: %v", stage, q.name, err)
+			}
+			loose := asOfPreparation && strings.Contains(q.name, "ZH")
+			if loose {
+				want = withoutFindings(want)
+			}
+			for name, a := range prepAPIs {
+				for range 2 { // prepared on first ask, served from it on the second
+					got, err := q.call(ctx, a)
+					if err != nil {
+						t.Fatalf("%s %s over %s: %v", stage, q.name, name, err)
+					}
+					if loose {
+						got = withoutFindings(got)
+					}
+					if !proto.Equal(want, got) {
+						t.Errorf("%s %s over %s differs from the answer made afresh:\nafresh:   %v\nprepared: %v", stage, q.name, name, prototext.Format(want), prototext.Format(got))
+					}
+				}
+			}
+		}
+	}
+	compare(t, "first", false)
+	clock.Add(7 * time.Second) // older data: the staleness and the report's age move on
+	compare(t, "later", true)
+
+	src.now = t0.Add(10 * time.Second) // a refresh changes the store
+	if err := loop.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	compare(t, "after a refresh", false)
+	resp, err := prepAPIs["grpc-go"].diagnose(t.Context(), &llmdiagv1.DiagnoseNodeRequest{Node: "glm-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.GetDiagnosis().GetObservedAt().AsTime(); !got.Equal(src.now) {
+		t.Errorf("after a refresh the answer was observed at %v, want %v", got, src.now)
+	}
+
+	clock.Add(time.Minute) // past StaleAfter: never a prepared verdict
+	compare(t, "stale", false)
+	if resp, err = prepAPIs["grpc-go"].diagnose(t.Context(), &llmdiagv1.DiagnoseNodeRequest{Node: "glm-0"}); err != nil || !resp.GetDiagnosis().GetStale() {
+		t.Errorf("stale data: stale %v, err %v", resp.GetDiagnosis().GetStale(), err)
+	}
+
+	for name, a := range prepAPIs {
+		if _, err := a.diagnose(t.Context(), &llmdiagv1.DiagnoseNodeRequest{Node: "nope-0"}); code(err) != connect.CodeNotFound.String() {
+			t.Errorf("unknown node over %s: %v, want NotFound", name, err)
+		}
+		if _, err := a.getNodeMetrics(t.Context(), &llmdiagv1.GetNodeMetricsRequest{Node: "bad id!"}); code(err) != connect.CodeInvalidArgument.String() {
+			t.Errorf("invalid node over %s: %v, want InvalidArgument", name, err)
+		}
+	}
+}
+
+// withoutFindings is a diagnosis answer without its findings and report,
+// where a verdict made on demand gives the staleness finding as of when it
+// was made; the staleness itself stays.
+func withoutFindings(m proto.Message) proto.Message {
+	r := proto.Clone(m).(*llmdiagv1.DiagnoseNodeResponse)
+	r.Diagnosis.Findings, r.Report = nil, ""
+	return r
+}
