@@ -37,8 +37,9 @@ func TestPromfakeChild(t *testing.T) { promfake.ServeChild(t) }
 // and ns/node) includes waiting for the fake, which shares the machine.
 //
 // The nodes=10000 runs also report their per-node cost over the median of
-// the nodes=1000 runs before them in the same process (x1k-wall, x1k-cpu;
-// with -count, every nodes=1000 run comes first), when there were any.
+// the nodes=1000 runs before them in the same process: per-node-x for CPU,
+// per-node-x-wall for wall time (with -count, every nodes=1000 run comes
+// first).
 func BenchmarkCycle(b *testing.B) {
 	qs, err := prom.Plan(prom.Config{}, "5m", engine.Engines()...)
 	if err != nil {
@@ -56,8 +57,8 @@ func BenchmarkCycle(b *testing.B) {
 			case n == 1000:
 				wall1k, cpu1k = append(wall1k, wall), append(cpu1k, cpu)
 			case len(wall1k) > 0:
-				b.ReportMetric(wall/median(wall1k), "x1k-wall")
-				b.ReportMetric(cpu/median(cpu1k), "x1k-cpu")
+				b.ReportMetric(wall/median(wall1k), "per-node-x-wall")
+				b.ReportMetric(cpu/median(cpu1k), "per-node-x")
 			}
 		})
 	}
