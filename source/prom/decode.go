@@ -455,7 +455,7 @@ var (
 // {"metric":{"name":"value",…},"value":[t,"v"]} with no whitespace and no
 // escape, giving what sample gives; for anything else it reads nothing,
 // leaves vec as it was and reports false, and sample reads it (and
-// reports what is wrong with it). It is a third of sample's time.
+// reports what is wrong with it). It takes two thirds of sample's time.
 func (d *decoder) sampleFast(vec *vector, base int) bool {
 	b, i := d.b, d.i
 	if !bytes.HasPrefix(b[i:], metricOpen) {
