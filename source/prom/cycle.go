@@ -1,6 +1,7 @@
 package prom
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -242,7 +243,12 @@ func (c *cycle) run() {
 	for range c.s.cfg.Concurrency {
 		wg.Go(func() {
 			w := c.s.workers.Get().(*worker)
-			defer c.s.workers.Put(w)
+			defer func() {
+				// The body buffer outlives the worker in bodyPool.
+				c.s.bodies.put(w.buf.Bytes())
+				w.buf = bytes.Buffer{}
+				c.s.workers.Put(w)
+			}()
 			for {
 				q, ok := c.next()
 				if !ok {
@@ -257,7 +263,7 @@ func (c *cycle) run() {
 				}
 				fleetWide := c.b.match == ""
 				if fleetWide {
-					c.s.sizes.reserve(w, q)
+					c.s.sizes.reserve(w, q, &c.s.bodies)
 				}
 				qctx, cancel := c.queryCtx()
 				start := time.Now()

@@ -55,14 +55,16 @@ type Source struct {
 	slots   *limiter    // queries in flight
 	windows *windowSets // fleet-wide on-demand windows
 	sizes   bodySizes   // of the last fleet-wide answers
+	bodies  bodyPool    // body buffers kept from one read to the next
 }
 
 // bodySizes remembers how large the last answer of each fleet-wide query
 // was, by what the query reads, so that the next one is read into a buffer
-// of about its size at once: a bucket query of 10,000 nodes answers ~12 MB,
+// of about its size at once: a bucket query of 10,000 nodes answers ~20 MB,
 // and growing a buffer to that by doubling clears and copies twice as much
-// (workers, and their buffers, do not outlive a garbage collection). The
-// keys are bounded by the queries of the mapping table.
+// (workers do not outlive a garbage collection; their body buffers go back
+// to bodyPool, which may keep them for the next read). The keys are
+// bounded by the queries of the mapping table.
 type bodySizes struct {
 	mu   sync.Mutex
 	last map[sizeKey]bodySize
@@ -82,13 +84,17 @@ func keyOf(q query) sizeKey { return sizeKey{q.engine, q.shape, q.concept, q.run
 
 // reserve makes room in w for an answer to q a little larger than the
 // last one.
-func (b *bodySizes) reserve(w *worker, q query) {
+func (b *bodySizes) reserve(w *worker, q query, bodies *bodyPool) {
 	b.mu.Lock()
 	n := b.last[keyOf(q)]
 	b.mu.Unlock()
 	if n.bytes > 0 {
+		need := n.bytes + n.bytes/8 + bytes.MinRead // the last read, of EOF, wants room too
+		if w.buf.Cap() < need {
+			bodies.put(w.buf.Bytes())
+			w.buf = *bytes.NewBuffer(bodies.get(need))
+		}
 		w.buf.Reset()
-		w.buf.Grow(n.bytes + n.bytes/8 + bytes.MinRead) // the last read, of EOF, wants room too
 	}
 	if n.samples > 0 {
 		n.samples += n.samples / 8
@@ -149,6 +155,7 @@ func New(cfg Config, log *slog.Logger, now func() time.Time) (*Source, error) {
 			return nil
 		}},
 		workers: sync.Pool{New: newWorker},
+		bodies:  bodyPool{keepBytes: maxKeptBodyBytes},
 		log:     log,
 		now:     now,
 		cfg:     cfg,
@@ -330,6 +337,64 @@ type worker struct {
 	intern map[string]string
 }
 
+// maxKeptBodyBytes bounds the body buffers bodyPool keeps between reads,
+// all together: at 10,000 vLLM nodes a refresh reads ~250 MB of JSON, ten
+// bucket answers of 20–25 MB each among them, with up to
+// Config.Concurrency (default 8) of them read at once; their buffers, each
+// sized to its answer and an eighth, take some 220 MB.
+const maxKeptBodyBytes = 256 << 20
+
+// bodyPool keeps the body buffers of the queries from one read to the
+// next, within keepBytes in all (what does not fit is dropped), so that a
+// refresh reads into the buffers the last one allocated rather than
+// clearing its ~100 MB of answers anew: the workers, in a sync.Pool, do
+// not outlive the several garbage collections of a refresh of 10,000
+// nodes.
+type bodyPool struct {
+	mu        sync.Mutex
+	free      [][]byte
+	kept      int // bytes: the capacities of free
+	keepBytes int
+}
+
+// get returns an empty buffer with room for n bytes: the smallest kept
+// that has, or a new one.
+func (p *bodyPool) get(n int) []byte {
+	p.mu.Lock()
+	best := -1
+	for i, b := range p.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(p.free[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		p.mu.Unlock()
+		return make([]byte, 0, n)
+	}
+	b := p.free[best]
+	last := len(p.free) - 1
+	p.free[best], p.free[last] = p.free[last], nil
+	p.free = p.free[:last]
+	p.kept -= cap(b)
+	p.mu.Unlock()
+	return b[:0]
+}
+
+// put keeps b for a later get, unless that would take the pool past
+// keepBytes.
+func (p *bodyPool) put(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kept+cap(b) > p.keepBytes {
+		return
+	}
+	p.kept += cap(b)
+	p.free = append(p.free, b[:0])
+}
+
 // maxIntern bounds a worker's interned values; past it they are forgotten.
 const maxIntern = 1 << 18
 
@@ -429,7 +494,10 @@ func (s *Source) do(w *worker, req *http.Request) (int, error) {
 	defer resp.Body.Close()
 	w.buf.Reset()
 	if n := resp.ContentLength; n > 0 && n <= s.cfg.MaxBodyBytes {
-		w.buf.Grow(int(n) + bytes.MinRead) // the last read, of EOF, wants room too
+		if need := int(n) + bytes.MinRead; w.buf.Cap() < need { // the last read, of EOF, wants room too
+			s.bodies.put(w.buf.Bytes())
+			w.buf = *bytes.NewBuffer(s.bodies.get(need))
+		}
 	}
 	w.ctype = "none"
 	if ct := resp.Header.Get("Content-Type"); ct != "" {
