@@ -78,6 +78,9 @@ type Loop struct {
 	// only writer: from the start of a run (an ingest leader's term) it is
 	// forgotten, and a node whose write failed is read from the store.
 	wrote map[string]wrote
+	// hist is the memory update reads a node's history into when the
+	// store is a store.HistoryReader: one history, the longest read.
+	hist store.HistoryBuf
 }
 
 // wrote is what update compares a node's new record with: its health and
@@ -284,7 +287,15 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 			prev, known = wrote{Health(rec.Node, rec.Metrics.GetObservedAt()), rec.Node.GetLastSeen()}, true
 		}
 	}
-	hist, err := l.st.History(ctx, o.Node.ID)
+	var hist []diagnose.Point
+	var err error
+	if hr, ok := l.st.(store.HistoryReader); ok {
+		// The diagnosis keeps none of the history's points (nor pointers
+		// into them): the next node's may take their place.
+		hist, err = hr.HistoryInto(ctx, o.Node.ID, &l.hist)
+	} else {
+		hist, err = l.st.History(ctx, o.Node.ID)
+	}
 	if err != nil && !isNotFound(err) {
 		return 0, fmt.Errorf("read history of %s: %w", o.Node.ID, err)
 	}

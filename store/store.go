@@ -61,6 +61,22 @@ type Event struct {
 	Health *llmdiagv1.NodeHealth
 }
 
+// HistoryReader is a Store that reads a node's history into memory the
+// caller reuses from one node to the next (the refresh loop reads every
+// node's): HistoryInto is History, its points and their gauges in buf,
+// valid until the next call with buf.
+type HistoryReader interface {
+	HistoryInto(ctx context.Context, node string, buf *HistoryBuf) ([]diagnose.Point, error)
+}
+
+// HistoryBuf is the memory of HistoryInto; the zero value is ready. It
+// holds one history at a time: its largest, bounded by the store's history
+// bound.
+type HistoryBuf struct {
+	Points []diagnose.Point
+	Vals   []float64
+}
+
 // Store is llmdiag's state. Implementations are safe for concurrent use.
 type Store interface {
 	// Put replaces a node's latest record and appends p to its history,

@@ -76,6 +76,7 @@ func TestStoreKeepsWhatItIsGiven(t *testing.T) {
 	if len(list) != len(fleet) {
 		t.Fatalf("List: %d records, want %d", len(list), len(fleet))
 	}
+	var buf store.HistoryBuf
 	for _, n := range fleet {
 		id := n.Record.Node.GetId()
 		got, err := s.Get(ctx, id)
@@ -88,6 +89,23 @@ func TestStoreKeepsWhatItIsGiven(t *testing.T) {
 			t.Fatal(err)
 		}
 		samePoints(t, h, n.Points[max(0, len(n.Points)-historyLen):])
+		// HistoryInto reads the same, node after node into one buffer
+		// (histories long and short, whatever it held before).
+		into, err := s.HistoryInto(ctx, id, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		samePoints(t, into, n.Points[max(0, len(n.Points)-historyLen):])
+	}
+	// A short history after the long ones.
+	first := fleet[0]
+	into, err := s.HistoryInto(ctx, first.Record.Node.GetId(), &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samePoints(t, into, first.Points)
+	if _, err := s.HistoryInto(ctx, "nobody", &buf); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("HistoryInto of an unknown node: %v, want ErrNotFound", err)
 	}
 	for i := 1; i < len(list); i++ {
 		if list[i-1].Node.GetId() >= list[i].Node.GetId() {

@@ -268,6 +268,29 @@ func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, err
 	return points, nil
 }
 
+// HistoryInto implements store.HistoryReader.
+func (s *Store) HistoryInto(ctx context.Context, node string, buf *store.HistoryBuf) ([]diagnose.Point, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	n, ok := s.nodes[node]
+	var h compact.History
+	if ok {
+		h = n.hist.Snapshot()
+	}
+	s.mu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("%q: %w", node, store.ErrNotFound)
+	}
+	points, vals, err := h.AppendPoints(buf.Points[:0], buf.Vals[:0])
+	if err != nil {
+		return nil, fmt.Errorf("decode history of %q: %w", node, err)
+	}
+	buf.Points, buf.Vals = points, vals
+	return points, nil
+}
+
 // Publish implements store.Store.
 func (s *Store) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store.Event, error) {
 	if err := ctx.Err(); err != nil {

@@ -311,24 +311,34 @@ func (h *History) Equal(o History) bool {
 // appends its own to the history it diagnoses with.
 func (h *History) Points() ([]diagnose.Point, error) {
 	total := h.Len()
-	out := make([]diagnose.Point, 0, total+1)
-	vals := make([]float64, 0, numGauges*total)
+	out, _, err := h.AppendPoints(make([]diagnose.Point, 0, total+1), make([]float64, 0, numGauges*total))
+	return out, err
+}
+
+// AppendPoints is Points decoding into memory the caller reuses: it
+// appends the points to out and their known gauges to vals, which the
+// points' gauges then point into, and returns both (grown as need be, with
+// room for one point more in out).
+func (h *History) AppendPoints(out []diagnose.Point, vals []float64) ([]diagnose.Point, []float64, error) {
+	total := h.Len()
+	out = slices.Grow(out, total+1)
+	vals = slices.Grow(vals, numGauges*total)
 	skip := h.skip
 	var err error
 	start := uint32(0)
 	for _, end := range h.ends {
 		if end < start || int(end) > len(h.closed) {
-			return nil, errCorrupt
+			return nil, nil, errCorrupt
 		}
 		if out, vals, err = h.decodeChunk(h.closed[start:end], h.per, skip, out, vals, nil); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		start, skip = end, 0
 	}
-	if out, _, err = h.decodeChunk(h.tail, h.st.n, skip, out, vals, nil); err != nil {
-		return nil, err
+	if out, vals, err = h.decodeChunk(h.tail, h.st.n, skip, out, vals, nil); err != nil {
+		return nil, nil, err
 	}
-	return out, nil
+	return out, vals, nil
 }
 
 // decodeChunk decodes the n points of the chunk b and appends all but the
