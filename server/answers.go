@@ -170,12 +170,14 @@ func (s *Service) peersOf(ctx context.Context, model, node string, now time.Time
 		s.ans.mu.RUnlock()
 		if !cur || byModel == nil {
 			v, err, _ := s.ans.group.Do("peers\x00"+strconv.FormatUint(gen, 10), func() (any, error) {
-				byModel, err := s.listPeers(ctx, now)
+				// One listing for everyone waiting: not ended by the first
+				// caller giving up.
+				byModel, err := s.listPeers(context.WithoutCancel(ctx), now)
 				if err != nil {
 					return nil, err
 				}
 				s.ans.mu.Lock()
-				if s.ans.turn(gen) && s.ans.gen == gen {
+				if s.ans.turn(gen) {
 					s.ans.peers = byModel
 				}
 				s.ans.mu.Unlock()

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -154,4 +155,67 @@ func withoutFindings(m proto.Message) proto.Message {
 	r := proto.Clone(m).(*llmdiagv1.DiagnoseNodeResponse)
 	r.Diagnosis.Findings, r.Report = nil, ""
 	return r
+}
+
+// TestPreparedAnswersUnderConcurrency asks for every kind of answer from
+// several goroutines while refreshes change the store: no call fails, and
+// every answer is of an observation the store held (run with -race: the
+// prepared answers and peers are shared between calls).
+func TestPreparedAnswersUnderConcurrency(t *testing.T) {
+	url, st, src := startServerAt(t, time.Now())
+	a := apis(t, url)["grpc-go"]
+	log := slog.New(slog.DiscardHandler)
+	tm, err := telemetry.New(prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := diagnose.DefaultThresholds()
+	th.StaleAfter = 30 * time.Second
+	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th})
+	t0 := src.now
+	observed := map[int64]bool{} // what the refreshes write, Unix ns
+	for i := range 4 {
+		observed[t0.Add(time.Duration(i)*time.Second).UnixNano()] = true
+	}
+	ctx := t.Context()
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			var err error
+			defer func() { errs <- err }()
+			for i := range 60 {
+				node := []string{"deepseek-v4-0", "deepseek-v4-1", "glm-0"}[(g+i)%3]
+				var at time.Time
+				if i%3 == 0 {
+					var r *llmdiagv1.GetNodeMetricsResponse
+					if r, err = a.getNodeMetrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: node}); err != nil {
+						return
+					}
+					at = r.GetMetrics().GetObservedAt().AsTime()
+				} else {
+					var r *llmdiagv1.DiagnoseNodeResponse
+					lang := llmdiagv1.Language(1 + i%2)
+					if r, err = a.diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: node, Language: lang}); err != nil {
+						return
+					}
+					at = r.GetDiagnosis().GetObservedAt().AsTime()
+				}
+				if !observed[at.UnixNano()] {
+					err = fmt.Errorf("%s: an answer observed at %v, which no refresh wrote", node, at)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 3 {
+		src.now = t0.Add(time.Duration(i+1) * time.Second)
+		if err := loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }

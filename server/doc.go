@@ -11,6 +11,8 @@
 //   - service.go: the Service, its configuration and shared error helpers;
 //   - nodes.go and pages.go: ListNodes; node.go: GetNodeMetrics and
 //     DiagnoseNode; compare.go: ComparePercentiles; stream.go: StreamHealth;
+//   - answers.go: GetNodeMetrics' and DiagnoseNode's default-window answers
+//     prepared once per store generation and served by copying their bytes;
 //   - auth.go: authentication and per-procedure roles in front of every path
 //     but health (package auth holds the principals and the policy);
 //   - limits.go, listen.go, compress.go: stream caps, rate limits, the
