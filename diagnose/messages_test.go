@@ -87,3 +87,70 @@ func TestFormat(t *testing.T) {
 		}
 	}
 }
+
+// sprintf writes what fmt.Sprintf writes: for every catalog entry, in both
+// languages, with every mix of string and int arguments of its arity (the
+// one that formats cleanly must take the fast path), and for the formats
+// and arguments it leaves to Sprintf.
+func TestSprintfIsSprintf(t *testing.T) {
+	check := func(format string, args []any, wantFast bool) {
+		t.Helper()
+		want := fmt.Sprintf(format, args...)
+		got, ok := sprintf(format, args)
+		if ok && got != want {
+			t.Fatalf("sprintf(%q, %v) = %q, Sprintf %q", format, args, got, want)
+		}
+		if wantFast && !ok {
+			t.Fatalf("sprintf(%q, %v) left to Sprintf", format, args)
+		}
+	}
+	for id, e := range catalog {
+		for _, format := range []string{e.en, e.zh} {
+			n := arity(format)
+			if n < 0 {
+				t.Fatalf("entry %d: no arity", id)
+			}
+			clean := 0
+			for mask := range 1 << n {
+				args := make([]any, n)
+				for i := range args {
+					if mask>>i&1 == 1 {
+						args[i] = -1234 * (i + 1)
+					} else {
+						args[i] = fmt.Sprint("a", i, "%d")
+					}
+				}
+				fast := !strings.Contains(fmt.Sprintf(format, args...), "%!")
+				if fast {
+					clean++
+				}
+				check(format, args, fast)
+			}
+			if clean != 1 {
+				t.Fatalf("entry %d %q: %d clean mixes of arguments, want 1", id, format, clean)
+			}
+		}
+	}
+	for _, c := range []struct {
+		format string
+		args   []any
+	}{
+		{"%s", nil},
+		{"%s", []any{"a", "b"}},
+		{"%[2]s %s", []any{"a", "b"}},
+		{"%[2]s %[1]s", []any{"a", "b", "c"}},
+		{"%[3]s", []any{"a"}},
+		{"%[0]s", []any{"a"}},
+		{"%[10]s", []any{"a"}},
+		{"%[1]", []any{"a"}},
+		{"%d", []any{int64(1)}},
+		{"%d", []any{"a"}},
+		{"%s", []any{1}},
+		{"%v %q %x", []any{"a", "b", 3}},
+		{"%5s", []any{"a"}},
+		{"100%", nil},
+		{"100%% %s", []any{"é"}},
+	} {
+		check(c.format, c.args, false)
+	}
+}
