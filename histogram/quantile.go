@@ -74,7 +74,21 @@ func Prepare(buckets []Bucket) Prepared {
 	if len(buckets) == 0 {
 		return Prepared{}
 	}
-	bs := slices.Clone(buckets)
+	return prepare(slices.Clone(buckets))
+}
+
+// PrepareHistogram is Prepare(Buckets(h)), making one copy of the buckets
+// rather than two.
+func PrepareHistogram(h *sample.Histogram) Prepared {
+	bs := Buckets(h)
+	if len(bs) == 0 {
+		return Prepared{}
+	}
+	return prepare(bs)
+}
+
+// prepare is Prepare of buckets it may reorder and keep, at least one.
+func prepare(bs []Bucket) Prepared {
 	slices.SortFunc(bs, func(a, b Bucket) int {
 		switch {
 		case a.UpperBound < b.UpperBound:
