@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 	"strings"
@@ -45,14 +46,20 @@ func (p printer) seconds(s float64) string {
 	case math.IsInf(s, 1):
 		return "∞"
 	case s < 1:
-		return trimFloat(s*1000, 0) + p.unit(" ms", " 毫秒")
+		return withUnit(s*1000, 0, p.unit(" ms", " 毫秒"))
 	case s < 60:
-		return trimFloat(s, 1) + p.unit(" s", " 秒")
+		return withUnit(s, 1, p.unit(" s", " 秒"))
 	case s < 3600:
-		return trimFloat(s/60, 1) + p.unit(" min", " 分钟")
+		return withUnit(s/60, 1, p.unit(" min", " 分钟"))
 	default:
-		return trimFloat(s/3600, 1) + p.unit(" h", " 小时")
+		return withUnit(s/3600, 1, p.unit(" h", " 小时"))
 	}
+}
+
+// withUnit is trimFloat(v, prec) + unit, in one allocation.
+func withUnit(v float64, prec int, unit string) string {
+	var buf [48]byte
+	return string(append(appendTrimFloat(buf[:0], v, prec), unit...))
 }
 
 // bound formats a bucket bound as configured: "480 s", "0.5 s", "+Inf".
@@ -88,7 +95,7 @@ func percent(v float64) string {
 
 // exactPercent formats a threshold fraction without "~": "90%".
 func exactPercent(v float64) string {
-	return trimFloat(v*100, 1) + "%"
+	return withUnit(v*100, 1, "%")
 }
 
 // count formats a gauge such as a queue length: "0", "8", "2.5".
@@ -149,14 +156,21 @@ func billions(v float64) string { return trimFloat(v, 1) + "B" }
 
 // trimFloat formats v with at most prec decimals and no trailing zeros.
 func trimFloat(v float64, prec int) string {
-	s := strconv.FormatFloat(v, 'f', prec, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	var buf [48]byte
+	return string(appendTrimFloat(buf[:0], v, prec))
+}
+
+// appendTrimFloat appends trimFloat(v, prec) to b.
+func appendTrimFloat(b []byte, v float64, prec int) []byte {
+	start := len(b)
+	b = strconv.AppendFloat(b, v, 'f', prec, 64)
+	if bytes.IndexByte(b[start:], '.') >= 0 {
+		b = b[:start+len(bytes.TrimRight(bytes.TrimRight(b[start:], "0"), "."))]
 	}
-	if s == "-0" {
-		s = "0"
+	if string(b[start:]) == "-0" {
+		b = append(b[:start], '0')
 	}
-	return s
+	return b
 }
 
 // thousands formats a whole number with comma separators: "20,000".

@@ -3,6 +3,7 @@ package diagnose
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,30 @@ func TestSprintfIsSprintf(t *testing.T) {
 		{"100%% %s", []any{"é"}},
 	} {
 		check(c.format, c.args, false)
+	}
+}
+
+// trimFloat writes what it always wrote: strconv's 'f' format without
+// trailing zeros (nor a trailing point), "-0" as "0".
+func TestTrimFloat(t *testing.T) {
+	old := func(v float64, prec int) string {
+		s := strconv.FormatFloat(v, 'f', prec, 64)
+		if strings.Contains(s, ".") {
+			s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+		}
+		if s == "-0" {
+			s = "0"
+		}
+		return s
+	}
+	for _, v := range []float64{0, math.Copysign(0, -1), -0.04, -0.05, 0.04, 1, 10, 100, 1.25, 1.05, 2.5e-7, 123456789.95, 1e21, 1e300, -1e-300, math.Inf(1), math.Inf(-1), math.NaN(), 0.1 + 0.2, 59.96, 999.5} {
+		for _, prec := range []int{0, 1, 2} {
+			if got, want := trimFloat(v, prec), old(v, prec); got != want {
+				t.Errorf("trimFloat(%v, %d) = %q, want %q", v, prec, got, want)
+			}
+			if got, want := withUnit(v, prec, " s"), old(v, prec)+" s"; got != want {
+				t.Errorf("withUnit(%v, %d) = %q, want %q", v, prec, got, want)
+			}
+		}
 	}
 }
