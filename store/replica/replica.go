@@ -14,7 +14,10 @@ import (
 	"github.com/llmdiag/llmdiag/store/memory"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.HistoryReader = (*Store)(nil)
+)
 
 // Dumper is a shared store that reads every node's record and history in a
 // few round trips; without it Sync reads List, then each node's History.
@@ -500,6 +503,11 @@ func (s *Store) List(ctx context.Context) ([]*store.Record, error) { return s.lo
 // History implements store.Store from the copy.
 func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, error) {
 	return s.local.History(ctx, node)
+}
+
+// HistoryInto implements store.HistoryReader from the copy.
+func (s *Store) HistoryInto(ctx context.Context, node string, buf *store.HistoryBuf) ([]diagnose.Point, error) {
+	return s.local.HistoryInto(ctx, node, buf)
 }
 
 // Generation is the copy's (memory.Store.Generation): it changes whenever
