@@ -5,11 +5,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/sync/singleflight"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -72,6 +75,31 @@ type prepared struct {
 	// staleness, report or Degraded.
 	wire   []byte
 	report *report.Template // diagnoses
+	// withReport is wire with the report last filled in appended as
+	// DiagnoseNodeResponse.report: the age reads the same for a second or
+	// more, and the answers between share it (withReportAt).
+	withReport atomic.Pointer[filledWire]
+}
+
+type filledWire struct {
+	report string
+	wire   []byte
+}
+
+// withReportAt returns a diagnosis's prepared bytes with its report for
+// data of age appended: one copy per distinct report text, and no UTF-8
+// check of the report on each answer (it was checked when rendered).
+func (p *prepared) withReportAt(age time.Duration) []byte {
+	text := p.report.Text(age)
+	if f := p.withReport.Load(); f != nil && f.report == text {
+		return f.wire
+	}
+	field := (&llmdiagv1.DiagnoseNodeResponse{}).ProtoReflect().Descriptor().Fields().ByName("report").Number()
+	wire := slices.Clip(p.wire)
+	wire = protowire.AppendTag(wire, field, protowire.BytesType)
+	wire = protowire.AppendString(wire, text)
+	p.withReport.Store(&filledWire{text, wire})
+	return wire
 }
 
 // answers holds the prepared answers of the store's current generation and
@@ -113,7 +141,11 @@ func (a *answers) turn(gen uint64) bool {
 func (a *answers) put(gen uint64, key answerKey, p *prepared) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	size := len(p.wire) + p.report.Size()
+	// The bytes, the template, and one filled copy of both (withReport).
+	size := len(p.wire) + 2*p.report.Size()
+	if p.report != nil {
+		size += len(p.wire)
+	}
 	limit := a.max
 	if limit <= 0 {
 		limit = MaxPreparedBytes

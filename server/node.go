@@ -81,10 +81,9 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 		if age, ok := s.fresh(p); ok {
 			resp := &llmdiagv1.DiagnoseNodeResponse{
 				Diagnosis: &llmdiagv1.Diagnosis{Staleness: durationpb.New(age)},
-				Report:    p.report.Text(age),
 				Degraded:  s.degraded(),
 			}
-			if err := withPrepared(resp, p.wire, binaryProto(req.Peer(), req.Header())); err != nil {
+			if err := withPrepared(resp, p.withReportAt(age), binaryProto(req.Peer(), req.Header())); err != nil {
 				return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prepared diagnosis of %q: %w", node, err))
 			}
 			return connect.NewResponse(resp), nil
