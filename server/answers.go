@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
