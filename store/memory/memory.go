@@ -248,18 +248,9 @@ func (s *Store) List(ctx context.Context) ([]*store.Record, error) {
 
 // History implements store.Store.
 func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, error) {
-	if err := ctx.Err(); err != nil {
+	h, err := s.history(ctx, node)
+	if err != nil {
 		return nil, err
-	}
-	s.mu.RLock()
-	n, ok := s.nodes[node]
-	var h compact.History
-	if ok {
-		h = n.hist.Snapshot()
-	}
-	s.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("%q: %w", node, store.ErrNotFound)
 	}
 	points, err := h.Points()
 	if err != nil {
@@ -270,18 +261,9 @@ func (s *Store) History(ctx context.Context, node string) ([]diagnose.Point, err
 
 // HistoryInto implements store.HistoryReader.
 func (s *Store) HistoryInto(ctx context.Context, node string, buf *store.HistoryBuf) ([]diagnose.Point, error) {
-	if err := ctx.Err(); err != nil {
+	h, err := s.history(ctx, node)
+	if err != nil {
 		return nil, err
-	}
-	s.mu.RLock()
-	n, ok := s.nodes[node]
-	var h compact.History
-	if ok {
-		h = n.hist.Snapshot()
-	}
-	s.mu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("%q: %w", node, store.ErrNotFound)
 	}
 	points, vals, err := h.AppendPoints(buf.Points[:0], buf.Vals[:0])
 	if err != nil {
@@ -289,6 +271,20 @@ func (s *Store) HistoryInto(ctx context.Context, node string, buf *store.History
 	}
 	buf.Points, buf.Vals = points, vals
 	return points, nil
+}
+
+// history returns a snapshot of a node's encoded history, or ErrNotFound.
+func (s *Store) history(ctx context.Context, node string) (compact.History, error) {
+	if err := ctx.Err(); err != nil {
+		return compact.History{}, err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n, ok := s.nodes[node]
+	if !ok {
+		return compact.History{}, fmt.Errorf("%q: %w", node, store.ErrNotFound)
+	}
+	return n.hist.Snapshot(), nil
 }
 
 // Publish implements store.Store.
