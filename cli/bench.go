@@ -148,14 +148,9 @@ func (b benchFlags) config(timeout time.Duration) (loadtest.Config, llmdiagv1.La
 	if *b.warmup == 0 {
 		cfg.Warmup = -1
 	}
-	var lang llmdiagv1.Language
-	switch *b.lang {
-	case "en":
-		lang = llmdiagv1.Language_LANGUAGE_EN
-	case "zh":
-		lang = llmdiagv1.Language_LANGUAGE_ZH
-	default:
-		return bad("--lang %q: want en or zh", *b.lang)
+	lang, err := parseLang(*b.lang)
+	if err != nil {
+		return loadtest.Config{}, 0, 0, err
 	}
 	var format llmdiagv1.ReportFormat
 	switch *b.format {

@@ -128,6 +128,17 @@ func printJSON(w io.Writer, m proto.Message) error {
 	return err
 }
 
+// parseLang reads a --lang value: en or zh.
+func parseLang(s string) (llmdiagv1.Language, error) {
+	switch s {
+	case "en":
+		return llmdiagv1.Language_LANGUAGE_EN, nil
+	case "zh":
+		return llmdiagv1.Language_LANGUAGE_ZH, nil
+	}
+	return 0, usageError{fmt.Errorf("--lang %q: want en or zh", s)}
+}
+
 func formatFlag(fs *flag.FlagSet, def string, allowed ...string) func() (string, error) {
 	f := fs.String("format", def, "output format: "+strings.Join(allowed, ", "))
 	return func() (string, error) {
@@ -293,15 +304,11 @@ docs/verdict-rules.md of the llmdiag repository.`,
 				if err != nil {
 					return err
 				}
-				req := &llmdiagv1.DiagnoseNodeRequest{Node: node, Window: *window, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT}
-				switch *lang {
-				case "en":
-					req.Language = llmdiagv1.Language_LANGUAGE_EN
-				case "zh":
-					req.Language = llmdiagv1.Language_LANGUAGE_ZH
-				default:
-					return usageError{fmt.Errorf("--lang %q: want en or zh", *lang)}
+				l, err := parseLang(*lang)
+				if err != nil {
+					return err
 				}
+				req := &llmdiagv1.DiagnoseNodeRequest{Node: node, Window: *window, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT, Language: l}
 				if f == "markdown" {
 					req.Format = llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN
 				}
