@@ -484,15 +484,23 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 			ownLoad: ownLoad, peerLoad: median(loads),
 			groupMedian: median(append(slices.Clone(vals), own.GetValue())), groupN: len(vals) + 1,
 		}
-		pc.outlier = pc.ratio >= t.OutlierRatio &&
-			pc.own >= t.OutlierMinLatency.Seconds() &&
-			pc.ownLoad <= pc.peerLoad+t.OutlierLoadMargin
-		all = append(all, pc)
-		if best.peers == 0 || (pc.outlier && !best.outlier) || (pc.outlier == best.outlier && pc.ratio > best.ratio) {
-			best = pc
-		}
+		all, best = addComparison(all, best, pc, t)
 	}
 	return best, all
+}
+
+// addComparison judges whether pc shows an outlier, appends it to all and
+// returns the comparison to report of best and pc: an outlier first, else
+// the larger ratio (best.peers == 0: none yet).
+func addComparison(all []peerComparison, best, pc peerComparison, t Thresholds) ([]peerComparison, peerComparison) {
+	pc.outlier = pc.ratio >= t.OutlierRatio &&
+		pc.own >= t.OutlierMinLatency.Seconds() &&
+		pc.ownLoad <= pc.peerLoad+t.OutlierLoadMargin
+	all = append(all, pc)
+	if best.peers == 0 || (pc.outlier && !best.outlier) || (pc.outlier == best.outlier && pc.ratio > best.ratio) {
+		best = pc
+	}
+	return all, best
 }
 
 // median of vs; vs is not modified. 0 for none.

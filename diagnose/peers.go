@@ -144,13 +144,7 @@ func (g *PeerGroup) compare(m *llmdiagv1.NodeMetrics, t Thresholds) (peerCompari
 			ownLoad: ownLoad, peerLoad: newSortedLess(pv.loads, outLoads).median(nil),
 			groupMedian: vals.median(&ownV), groupN: n + 1,
 		}
-		pc.outlier = pc.ratio >= t.OutlierRatio &&
-			pc.own >= t.OutlierMinLatency.Seconds() &&
-			pc.ownLoad <= pc.peerLoad+t.OutlierLoadMargin
-		all = append(all, pc)
-		if best.peers == 0 || (pc.outlier && !best.outlier) || (pc.outlier == best.outlier && pc.ratio > best.ratio) {
-			best = pc
-		}
+		all, best = addComparison(all, best, pc, t)
 	}
 	return best, all
 }
