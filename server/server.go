@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 )
 
@@ -51,8 +52,16 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	// (boundedGzip, compress.go).
 	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), boundedGzip(MaxRequestBytes)}, opts...)
 	mux := http.NewServeMux()
-	mux.Handle(llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...))
-	mux.Handle(grpchealth.NewHandler(health, opts...))
+	// Unary answers reach the HTTP/2 server in one write (coalesce.go).
+	co := newCoalescer()
+	path, h := llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...)
+	mux.Handle(path, h)
+	for _, p := range unaryProcedures(llmdiagv1.File_llmdiag_v1_diagnosis_proto.Services().ByName("DiagnosisService")) {
+		mux.Handle(p, co.wrap(h))
+	}
+	path, h = grpchealth.NewHandler(health, opts...)
+	mux.Handle(path, h)
+	mux.Handle(path+"Check", co.wrap(h))
 	if s.Reflection {
 		reflector := grpcreflect.NewStaticReflector(llmdiagv1connect.DiagnosisServiceName, grpchealth.HealthV1ServiceName)
 		mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
