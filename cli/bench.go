@@ -82,8 +82,9 @@ It warms up first (--warmup calls of each kind), then makes rounds; a round
 measures every kind at every concurrency, one after the other, so load
 that drifts during the run falls on all alike. Each call has --timeout;
 the whole run at most --duration (it stops by itself, showing the rounds
-finished). gRPC unless --protocol says otherwise; --connections HTTP/2
-connections, workers taking turns on them.
+finished). gRPC (with grpc-go's client, as ghz and most routers call)
+unless --protocol says otherwise; --connections HTTP/2 connections,
+workers taking turns on them.
 
 A served llmdiag limits each caller's unary calls (serve --rate-limit,
 default 100 a second; health checks are not limited): bench a server
@@ -172,12 +173,24 @@ func runBench(ctx context.Context, w io.Writer, cf *clientFlags, b benchFlags, p
 	if !protocolChosen {
 		cf.protocol = string(client.ProtocolGRPC)
 	}
-	// One client per connection: each has its own HTTP transport.
-	conns := make([]*client.Client, *b.connections)
-	for i := range conns {
-		if conns[i], err = cf.client(); err != nil {
+	// One caller per connection. Over grpc, grpc-go's client (benchgrpc.go);
+	// otherwise llmdiag's, each with its own HTTP transport.
+	callers := make([]benchCaller, *b.connections)
+	for i := range callers {
+		if cf.protocol == string(client.ProtocolGRPC) {
+			cc, err := dialGRPC(cf)
+			if err != nil {
+				return err
+			}
+			defer cc.Close()
+			callers[i] = grpcCaller{hc: healthpb.NewHealthClient(cc), svc: llmdiagv1.NewDiagnosisServiceClient(cc)}
+			continue
+		}
+		c, err := cf.client()
+		if err != nil {
 			return err
 		}
+		callers[i] = connectCaller{c}
 	}
 	// Each connection up, one call at a time, before any load: calls
 	// started at once on a new client may each dial a connection of their
@@ -187,16 +200,20 @@ func runBench(ctx context.Context, w io.Writer, cf *clientFlags, b benchFlags, p
 		defer cancel()
 		return f(ctx)
 	}
-	for _, c := range conns {
-		if err := call(func(ctx context.Context) error { return checkServing(ctx, c) }); err != nil {
+	for _, c := range callers {
+		if err := call(c.health); err != nil {
 			return fmt.Errorf("health check of %s: %w", cf.addr, err)
 		}
 	}
 	nodes := b.nodes.vals
 	if len(nodes) == 0 {
+		cl, err := cf.client()
+		if err != nil {
+			return err
+		}
 		var first string
-		err := call(func(ctx context.Context) error {
-			resp, err := conns[0].ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{PageSize: 1}))
+		err = call(func(ctx context.Context) error {
+			resp, err := cl.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{PageSize: 1}))
 			if err != nil {
 				return err
 			}
@@ -212,10 +229,7 @@ func runBench(ctx context.Context, w io.Writer, cf *clientFlags, b benchFlags, p
 		nodes = []string{first}
 	}
 	for _, n := range nodes {
-		err := call(func(ctx context.Context) error {
-			_, err := conns[0].GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: n}))
-			return err
-		})
+		err := call(func(ctx context.Context) error { return callers[0].metrics(ctx, n) })
 		if connect.CodeOf(err) == connect.CodeNotFound {
 			return fmt.Errorf("--node %q: the service does not know this node (llmdiag nodes lists those it does): %w", n, err)
 		}
@@ -224,21 +238,17 @@ func runBench(ctx context.Context, w io.Writer, cf *clientFlags, b benchFlags, p
 		}
 	}
 
-	on := func(w int) *client.Client { return conns[w%len(conns)] }
+	on := func(w int) benchCaller { return callers[w%len(callers)] }
 	node := func(i int) string { return nodes[i%len(nodes)] }
 	calls := []loadtest.Call{
-		{Name: "Health/Check", Do: func(ctx context.Context, w, _ int) error { return checkServing(ctx, on(w)) }},
-		{Name: "GetNodeMetrics", Do: func(ctx context.Context, w, i int) error {
-			_, err := on(w).GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node(i)}))
-			return err
-		}},
+		{Name: "Health/Check", Do: func(ctx context.Context, w, _ int) error { return on(w).health(ctx) }},
+		{Name: "GetNodeMetrics", Do: func(ctx context.Context, w, i int) error { return on(w).metrics(ctx, node(i)) }},
 		{Name: "DiagnoseNode", Do: func(ctx context.Context, w, i int) error {
-			_, err := on(w).DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node(i), Language: lang, Format: format}))
-			return err
+			return on(w).diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: node(i), Language: lang, Format: format})
 		}},
 	}
 	fmt.Fprintf(w, "llmdiag bench: %s over %s, %d connection(s); node %s, DiagnoseNode in %s, %s; %d calls a row per round, %d round(s), after %d warm-up calls of each\n",
-		cf.addr, cf.protocol, len(conns), strings.Join(nodes, ","), *b.lang, *b.format, cfg.Calls, cfg.Rounds, max(cfg.Warmup, 0))
+		cf.addr, cf.protocol, len(callers), strings.Join(nodes, ","), *b.lang, *b.format, cfg.Calls, cfg.Rounds, max(cfg.Warmup, 0))
 	res, err := loadtest.Run(ctx, cfg, calls)
 	if err != nil {
 		return rateHint(err)

@@ -19,8 +19,9 @@ import (
 	"github.com/llmdiag/llmdiag/store/memory"
 )
 
-// benchServer serves two nodes, b-node listed before z-node.
-func benchServer(t *testing.T) string {
+// benchServer serves two nodes, b-node listed before z-node, behind
+// limits when given.
+func benchServer(t *testing.T, limits ...server.Limits) string {
 	t.Helper()
 	st := memory.New(memory.Options{}, "bench")
 	now := time.Now()
@@ -33,7 +34,11 @@ func benchServer(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
-	return servertest.Start(t, servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour}}).URL
+	o := servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour}}
+	for _, l := range limits {
+		o.Limits = &l
+	}
+	return servertest.Start(t, o).URL
 }
 
 // benchRow is one parsed row of bench's table.
@@ -132,8 +137,22 @@ func TestBenchErrors(t *testing.T) {
 			}
 		})
 	}
-	_, _, err := run(t, nil, "bench", "--addr", url, "--node", "no-such-node")
-	if connect.CodeOf(err) != connect.CodeNotFound {
-		t.Errorf("unknown node: code %v, want NotFound", connect.CodeOf(err))
+	for _, protocol := range []string{"grpc", "connect"} {
+		_, _, err := run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--node", "no-such-node")
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("unknown node over %s: code %v, want NotFound", protocol, connect.CodeOf(err))
+		}
+	}
+}
+
+// A server that rate-limits the bench's calls refuses the run, and bench
+// says which flag of the server's to change, whatever the protocol.
+func TestBenchRateLimited(t *testing.T) {
+	url := benchServer(t, server.Limits{RateLimit: 1, RateBurst: 5})
+	for _, protocol := range []string{"grpc", "connect"} {
+		_, _, err := run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--calls", "50", "--rounds", "1", "--warmup", "0")
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "--rate-limit") {
+			t.Errorf("over %s: err %v, want ResourceExhausted naming --rate-limit", protocol, err)
+		}
 	}
 }

@@ -103,6 +103,9 @@ func TestServeTLS(t *testing.T) {
 			{"grpc-web, flags after", nil, []string{"nodes", "--protocol", "grpc-web", "--addr", url, "--ca", caFile, "--token", token}},
 			{"client certificate", nil, []string{"--addr", url, "--ca", caFile, "--cert", botCert, "--key", botKey, "metrics", "tls-node"}},
 			{"environment", map[string]string{"LLMDIAG_ADDR": url, "LLMDIAG_CA": caFile, "LLMDIAG_CERT": botCert, "LLMDIAG_KEY": botKey}, []string{"diagnose", "tls-node"}},
+			// bench over grpc dials with grpc-go (cli/benchgrpc.go).
+			{"bench, token", nil, []string{"bench", "--addr", url, "--ca", caFile, "--token", token, "--calls", "3", "--rounds", "1", "--warmup", "0", "--concurrency", "1"}},
+			{"bench, client certificate", nil, []string{"bench", "--addr", url, "--ca", caFile, "--cert", botCert, "--key", botKey, "--calls", "3", "--rounds", "1", "--warmup", "0", "--concurrency", "1"}},
 		} {
 			if out, stderr, err := run(t, tc.vars, tc.args...); err != nil || !strings.Contains(out, "tls-node") {
 				t.Errorf("%s: %v\n%s%s", tc.name, err, out, stderr)
@@ -115,6 +118,8 @@ func TestServeTLS(t *testing.T) {
 			want string
 		}{
 			{"no CA", []string{"--addr", url, "--token", token, "nodes"}, 1, "certificate"},
+			{"bench, no CA", []string{"bench", "--addr", url, "--token", token, "--calls", "3", "--rounds", "1"}, 1, "certificate"},
+			{"bench, no token", []string{"bench", "--addr", url, "--ca", caFile, "--calls", "3", "--rounds", "1"}, 1, "unauthenticated"},
 			{"no token, no certificate", []string{"--addr", url, "--ca", caFile, "nodes"}, 1, "unauthenticated"},
 			{"untrusted client certificate", []string{"--addr", url, "--ca", caFile, "--cert", evilCert, "--key", evilKey, "nodes"}, 1, ""},
 			{"plaintext to the TLS port", []string{"--addr", "http://" + addr, "--protocol", "grpc", "nodes"}, 1, ""},

@@ -95,3 +95,17 @@ func pickClientCertificate(cri *tls.CertificateRequestInfo, certs []tls.Certific
 	}
 	return &certs[0]
 }
+
+// Config is the TLS configuration the files make, as New would use it; nil
+// when no file is named.
+func (f TLSFiles) Config() (*tls.Config, error) {
+	opts, err := f.Options()
+	if err != nil {
+		return nil, err
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o.tls(), nil
+}

@@ -18,7 +18,7 @@ const coalesceMaxBytes = 64 << 10
 // frame over its 4 KiB buffer from a goroutine of its own: an 8 KB
 // DiagnoseNode answer written as prefix, body, flush and trailers cost four
 // such round trips and two extra goroutines. Coalesced, DiagnoseNode's p50
-// at concurrency 8 fell from 1.48–1.56× the health check's to 1.29–1.36×
+// at concurrency 8 fell from 1.48–1.56× the health check's to 1.30–1.38×
 // (BenchmarkUnary). Streaming procedures must not be coalesced: their
 // messages are due as they are sent.
 type coalescer struct {
