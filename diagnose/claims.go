@@ -409,6 +409,20 @@ var catalogClaims = map[msg][]claim{
 	recLatency:        nil,
 	recAborts:         nil,
 	recScrape:         nil,
+
+	// SLO burn: the SLO's own figures (attainment, burn rate per window),
+	// which no other indicator's claims cover; the finding sits beside the
+	// verdict and the verdict's texts do not quote it.
+	nameSLO:            nil,
+	sloValue:           nil,
+	sloBurnCrit:        nil,
+	sloBurnWarn:        nil,
+	sloOnlyIfMissed:    nil,
+	sloWithin:          nil,
+	sloUnknown:         nil,
+	evSLOWindow:        nil,
+	evSLOWindowEmpty:   nil,
+	evSLOWindowMissing: nil,
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for

@@ -426,6 +426,16 @@ const (
 	evQueueTimeSplitExcluded
 	valueShareOfWait
 	unknownInconsistent
+	nameSLO
+	sloValue
+	sloBurnCrit
+	sloBurnWarn
+	sloOnlyIfMissed
+	sloWithin
+	sloUnknown
+	evSLOWindow
+	evSLOWindowEmpty
+	evSLOWindowMissing
 
 	numMsgs
 )
@@ -999,4 +1009,26 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"平均排队 %s，之后平均 TTFT %s（不含排队）：首 Token 在到达后 %s 出现，其中 %s 在排队（≥ %s 视为主要在等）"},
 	valueShareOfWait:    {"%s of the wait", "占等待 %s"},
 	unknownInconsistent: {"Unknown: %s", "未知：%s"},
+	nameSLO:             {"SLO", "SLO"},
+	sloValue:            {"%s within %s (%s)", "%[3]s 内 %[1]s 在 %[2]s 以内"},
+	sloBurnCrit: {
+		"Error budget burning fast: the burn rate is at or above %[3]s× over both %[1]s and %[2]s (%[4]s of the %[5]s budget within %[1]s)",
+		"错误预算快速消耗：%[1]s 和 %[2]s 内的消耗速率均达到 %[3]s× 及以上（%[1]s 内耗掉 %[5]s 预算的 %[4]s）"},
+	sloBurnWarn: {
+		"Error budget burning steadily: the burn rate is at or above %[3]s× over both %[1]s and %[2]s (%[4]s of the %[5]s budget within %[1]s)",
+		"错误预算持续消耗：%[1]s 和 %[2]s 内的消耗速率均达到 %[3]s× 及以上（%[1]s 内耗掉 %[5]s 预算的 %[4]s）"},
+	sloOnlyIfMissed: {
+		"; only if the requests of the bucket around the target missed it (%s is not a bucket bound)",
+		"；前提是目标所在桶内的请求都超标（%s 不是桶边界）"},
+	sloWithin: {
+		"Within budget: the burn rate is below %s× over %s or %s, and below %s× over %s or %s",
+		"预算之内：消耗速率在 %[2]s 或 %[3]s 内低于 %[1]s×，且在 %[5]s 或 %[6]s 内低于 %[4]s×"},
+	sloUnknown: {
+		"Unknown: a window the burn alerts read was not read, or the engine does not export this latency histogram",
+		"未知：消耗告警所需的窗口未读取，或引擎未导出该延迟直方图"},
+	evSLOWindow: {
+		"%s: %s of %s requests within %s, burn rate %s",
+		"%[1]s：%[3]s 个请求中 %[2]s 在 %[4]s 以内，消耗速率 %[5]s"},
+	evSLOWindowEmpty:   {"%s: no requests, no burn", "%s：无请求，无消耗"},
+	evSLOWindowMissing: {"%s: not read", "%s：未读取"},
 }

@@ -223,7 +223,7 @@ func writeSLOs(b *strings.Builder, slos []SLO) {
 		"metric (ttft, inter_token or e2e) within target, over period (7d to 366d). "+
 		"Attainment is read from the latency histogram's buckets, as a lower and an upper bound when target is not a bucket bound; "+
 		"the error budget's burn over 1h and 5m at 2% of the period's budget per hour is CRIT, "+
-		"over 6h and 30m at 5% per 6 hours is WARN (docs/slo.md). None by default. For example:", 76) {
+		"over 6h and 30m at 5% per 6 hours is WARN (docs/slo.md). Default: none. For example:", 76) {
 		b.WriteString("# " + line + "\n")
 	}
 	b.WriteString("#   slos:\n" +

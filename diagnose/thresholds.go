@@ -119,7 +119,7 @@ type Thresholds struct {
 	// SLOs are latency objectives whose error-budget burn is a finding
 	// (slo.go); none by default. The file's key is "slos", a list
 	// (sloconfig.go), which the scalar machinery below leaves alone.
-	SLOs SLOSet `yaml:"-"`
+	SLOs SLOSet `yaml:"slos"`
 }
 
 // DefaultThresholds returns the defaults. Where each comes from is said

@@ -272,6 +272,12 @@ const (
 	Indicator_INDICATOR_PEERS Indicator = 17
 	// Mean E2E latency over the history: rising, falling or flat.
 	Indicator_INDICATOR_E2E_TREND Indicator = 18
+	// Error-budget burn of a time-to-first-token SLO (Finding.slo).
+	Indicator_INDICATOR_SLO_TTFT Indicator = 30
+	// Error-budget burn of an inter-token latency SLO (Finding.slo).
+	Indicator_INDICATOR_SLO_INTER_TOKEN Indicator = 31
+	// Error-budget burn of an end-to-end latency SLO (Finding.slo).
+	Indicator_INDICATOR_SLO_E2E Indicator = 32
 )
 
 // Enum value maps for Indicator.
@@ -296,6 +302,9 @@ var (
 		16: "INDICATOR_STALENESS",
 		17: "INDICATOR_PEERS",
 		18: "INDICATOR_E2E_TREND",
+		30: "INDICATOR_SLO_TTFT",
+		31: "INDICATOR_SLO_INTER_TOKEN",
+		32: "INDICATOR_SLO_E2E",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":           0,
@@ -317,6 +326,9 @@ var (
 		"INDICATOR_STALENESS":             16,
 		"INDICATOR_PEERS":                 17,
 		"INDICATOR_E2E_TREND":             18,
+		"INDICATOR_SLO_TTFT":              30,
+		"INDICATOR_SLO_INTER_TOKEN":       31,
+		"INDICATOR_SLO_E2E":               32,
 	}
 )
 
@@ -1349,7 +1361,9 @@ type Finding struct {
 	// One sentence, in the requested language.
 	Conclusion string `protobuf:"bytes,5,opt,name=conclusion,proto3" json:"conclusion,omitempty"`
 	// The figures the conclusion rests on.
-	Evidence      []string `protobuf:"bytes,6,rep,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence []string `protobuf:"bytes,6,rep,name=evidence,proto3" json:"evidence,omitempty"`
+	// For an SLO finding (INDICATOR_SLO_*): the SLO and its burn per window.
+	Slo           *SLOBurn `protobuf:"bytes,80,opt,name=slo,proto3" json:"slo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1426,6 +1440,189 @@ func (x *Finding) GetEvidence() []string {
 	return nil
 }
 
+func (x *Finding) GetSlo() *SLOBurn {
+	if x != nil {
+		return x.Slo
+	}
+	return nil
+}
+
+// SLOBurn is an SLO's attainment and error-budget burn over the windows of
+// its burn alerts (docs/slo.md).
+type SLOBurn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The SLO's name in the thresholds file.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The latency a request must not exceed, in seconds.
+	TargetSeconds float64 `protobuf:"fixed64,2,opt,name=target_seconds,json=targetSeconds,proto3" json:"target_seconds,omitempty"`
+	// The share of requests promised within the target, e.g. 0.99.
+	Objective float64 `protobuf:"fixed64,3,opt,name=objective,proto3" json:"objective,omitempty"`
+	// The span the objective is promised over.
+	Period *durationpb.Duration `protobuf:"bytes,4,opt,name=period,proto3" json:"period,omitempty"`
+	// One entry per window read, shortest first.
+	Windows       []*SLOWindow `protobuf:"bytes,5,rep,name=windows,proto3" json:"windows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SLOBurn) Reset() {
+	*x = SLOBurn{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SLOBurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SLOBurn) ProtoMessage() {}
+
+func (x *SLOBurn) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SLOBurn.ProtoReflect.Descriptor instead.
+func (*SLOBurn) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SLOBurn) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SLOBurn) GetTargetSeconds() float64 {
+	if x != nil {
+		return x.TargetSeconds
+	}
+	return 0
+}
+
+func (x *SLOBurn) GetObjective() float64 {
+	if x != nil {
+		return x.Objective
+	}
+	return 0
+}
+
+func (x *SLOBurn) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *SLOBurn) GetWindows() []*SLOWindow {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+// SLOWindow is an SLO's attainment over one window. Attainment is read from
+// histogram buckets: when the target is not a bucket bound, the requests of
+// the bucket it falls inside count as misses in attainment_lower and as hits
+// in attainment_upper. Burn rates are (1 − attainment) / (1 − objective):
+// burn_rate_upper from attainment_lower, burn_rate_lower from
+// attainment_upper. Absent figures: the window was not read, or held no
+// requests.
+type SLOWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The window, e.g. "1h".
+	Window string `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	// Requests in the window.
+	Requests        float64  `protobuf:"fixed64,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	AttainmentLower *float64 `protobuf:"fixed64,3,opt,name=attainment_lower,json=attainmentLower,proto3,oneof" json:"attainment_lower,omitempty"`
+	AttainmentUpper *float64 `protobuf:"fixed64,4,opt,name=attainment_upper,json=attainmentUpper,proto3,oneof" json:"attainment_upper,omitempty"`
+	BurnRateLower   *float64 `protobuf:"fixed64,5,opt,name=burn_rate_lower,json=burnRateLower,proto3,oneof" json:"burn_rate_lower,omitempty"`
+	BurnRateUpper   *float64 `protobuf:"fixed64,6,opt,name=burn_rate_upper,json=burnRateUpper,proto3,oneof" json:"burn_rate_upper,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SLOWindow) Reset() {
+	*x = SLOWindow{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SLOWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SLOWindow) ProtoMessage() {}
+
+func (x *SLOWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SLOWindow.ProtoReflect.Descriptor instead.
+func (*SLOWindow) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SLOWindow) GetWindow() string {
+	if x != nil {
+		return x.Window
+	}
+	return ""
+}
+
+func (x *SLOWindow) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetAttainmentLower() float64 {
+	if x != nil && x.AttainmentLower != nil {
+		return *x.AttainmentLower
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetAttainmentUpper() float64 {
+	if x != nil && x.AttainmentUpper != nil {
+		return *x.AttainmentUpper
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetBurnRateLower() float64 {
+	if x != nil && x.BurnRateLower != nil {
+		return *x.BurnRateLower
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetBurnRateUpper() float64 {
+	if x != nil && x.BurnRateUpper != nil {
+		return *x.BurnRateUpper
+	}
+	return 0
+}
+
 // Diagnosis is the verdict on one node.
 type Diagnosis struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1458,7 +1655,7 @@ type Diagnosis struct {
 
 func (x *Diagnosis) Reset() {
 	*x = Diagnosis{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1667,7 @@ func (x *Diagnosis) String() string {
 func (*Diagnosis) ProtoMessage() {}
 
 func (x *Diagnosis) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1680,7 @@ func (x *Diagnosis) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnosis.ProtoReflect.Descriptor instead.
 func (*Diagnosis) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Diagnosis) GetNode() string {
@@ -1633,7 +1830,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1842,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1855,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListNodesRequest) GetModel() string {
@@ -1710,7 +1907,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +1919,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +1932,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1774,7 +1971,7 @@ type Degraded struct {
 
 func (x *Degraded) Reset() {
 	*x = Degraded{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +1983,7 @@ func (x *Degraded) String() string {
 func (*Degraded) ProtoMessage() {}
 
 func (x *Degraded) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +1996,7 @@ func (x *Degraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Degraded.ProtoReflect.Descriptor instead.
 func (*Degraded) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Degraded) GetReason() string {
@@ -1832,7 +2029,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2041,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2054,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -1893,7 +2090,7 @@ type GetNodeMetricsResponse struct {
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2102,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2115,7 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
@@ -1960,7 +2157,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2169,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2182,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -2062,7 +2259,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2271,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2284,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -2147,7 +2344,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2356,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2369,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -2261,7 +2458,7 @@ type ComparePercentilesResponse struct {
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2470,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2483,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -2369,7 +2566,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2578,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2591,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -2439,7 +2636,7 @@ type DiagnoseNodeResponse struct {
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2648,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2661,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -2510,7 +2707,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2719,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2732,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -2606,7 +2803,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2815,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2828,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -2719,7 +2916,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2928,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2941,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -2870,7 +3067,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"%_decode_tokens_per_second_per_requestB\x19\n" +
 	"\x17_preemptions_per_secondB\x16\n" +
 	"\x14_requests_per_secondB\x1e\n" +
-	"\x1c_aborted_requests_per_second\"\xd0\x01\n" +
+	"\x1c_aborted_requests_per_second\"\xf7\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2879,7 +3076,25 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"conclusion\x18\x05 \x01(\tR\n" +
 	"conclusion\x12\x1a\n" +
-	"\bevidence\x18\x06 \x03(\tR\bevidence\"\x9e\x05\n" +
+	"\bevidence\x18\x06 \x03(\tR\bevidence\x12%\n" +
+	"\x03slo\x18P \x01(\v2\x13.llmdiag.v1.SLOBurnR\x03slo\"\xc6\x01\n" +
+	"\aSLOBurn\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
+	"\x0etarget_seconds\x18\x02 \x01(\x01R\rtargetSeconds\x12\x1c\n" +
+	"\tobjective\x18\x03 \x01(\x01R\tobjective\x121\n" +
+	"\x06period\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12/\n" +
+	"\awindows\x18\x05 \x03(\v2\x15.llmdiag.v1.SLOWindowR\awindows\"\xcb\x02\n" +
+	"\tSLOWindow\x12\x16\n" +
+	"\x06window\x18\x01 \x01(\tR\x06window\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x01R\brequests\x12.\n" +
+	"\x10attainment_lower\x18\x03 \x01(\x01H\x00R\x0fattainmentLower\x88\x01\x01\x12.\n" +
+	"\x10attainment_upper\x18\x04 \x01(\x01H\x01R\x0fattainmentUpper\x88\x01\x01\x12+\n" +
+	"\x0fburn_rate_lower\x18\x05 \x01(\x01H\x02R\rburnRateLower\x88\x01\x01\x12+\n" +
+	"\x0fburn_rate_upper\x18\x06 \x01(\x01H\x03R\rburnRateUpper\x88\x01\x01B\x13\n" +
+	"\x11_attainment_lowerB\x13\n" +
+	"\x11_attainment_upperB\x12\n" +
+	"\x10_burn_rate_lowerB\x12\n" +
+	"\x10_burn_rate_upper\"\x9e\x05\n" +
 	"\tDiagnosis\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3036,7 +3251,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\x89\x04\n" +
+	"*\xd7\x04\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3057,7 +3272,10 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x10INDICATOR_ABORTS\x10\x0f\x12\x17\n" +
 	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
 	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
-	"\x13INDICATOR_E2E_TREND\x10\x12*\xc9\x01\n" +
+	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x16\n" +
+	"\x12INDICATOR_SLO_TTFT\x10\x1e\x12\x1d\n" +
+	"\x19INDICATOR_SLO_INTER_TOKEN\x10\x1f\x12\x15\n" +
+	"\x11INDICATOR_SLO_E2E\x10 *\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
@@ -3105,7 +3323,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Status)(0),                        // 1: llmdiag.v1.Status
@@ -3122,41 +3340,43 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*Distribution)(nil),               // 12: llmdiag.v1.Distribution
 	(*NodeMetrics)(nil),                // 13: llmdiag.v1.NodeMetrics
 	(*Finding)(nil),                    // 14: llmdiag.v1.Finding
-	(*Diagnosis)(nil),                  // 15: llmdiag.v1.Diagnosis
-	(*ListNodesRequest)(nil),           // 16: llmdiag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),          // 17: llmdiag.v1.ListNodesResponse
-	(*Degraded)(nil),                   // 18: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 19: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 20: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 21: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 22: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 23: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 24: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 25: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 26: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 27: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 28: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 29: llmdiag.v1.StreamHealthResponse
-	nil,                                // 30: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 31: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 32: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 33: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 34: google.protobuf.Duration
+	(*SLOBurn)(nil),                    // 15: llmdiag.v1.SLOBurn
+	(*SLOWindow)(nil),                  // 16: llmdiag.v1.SLOWindow
+	(*Diagnosis)(nil),                  // 17: llmdiag.v1.Diagnosis
+	(*ListNodesRequest)(nil),           // 18: llmdiag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),          // 19: llmdiag.v1.ListNodesResponse
+	(*Degraded)(nil),                   // 20: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 21: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 22: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 23: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 24: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 25: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 26: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 27: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 28: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 29: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 30: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 31: llmdiag.v1.StreamHealthResponse
+	nil,                                // 32: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 33: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 34: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	33, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	35, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	30, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	36, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	32, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	33, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	34, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	34, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	35, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	36, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	36, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
 	12, // 13: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	12, // 14: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
@@ -3164,64 +3384,67 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
 	3,  // 18: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
 	1,  // 19: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 20: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 21: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 22: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 23: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	33, // 24: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 25: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 26: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 27: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 28: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 29: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	18, // 30: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 31: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	34, // 32: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 33: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	18, // 34: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 35: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 36: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	34, // 37: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	34, // 38: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 39: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	22, // 40: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	34, // 41: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 42: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	23, // 43: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	33, // 44: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 45: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	18, // 46: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 47: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	34, // 48: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 49: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 50: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 51: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	18, // 52: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 53: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	31, // 54: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 55: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 56: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 57: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	33, // 58: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 59: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 60: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	28, // 61: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	33, // 62: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 63: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	19, // 64: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	21, // 65: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	25, // 66: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	27, // 67: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 68: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	20, // 69: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	24, // 70: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	26, // 71: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	29, // 72: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	68, // [68:73] is the sub-list for method output_type
-	63, // [63:68] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	15, // 20: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	36, // 21: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	16, // 22: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 23: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 24: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 25: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	14, // 26: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	35, // 27: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 28: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 29: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 30: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	1,  // 31: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	10, // 32: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	20, // 33: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 34: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	36, // 35: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 36: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	20, // 37: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 38: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 39: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	36, // 40: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	36, // 41: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 42: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	24, // 43: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	36, // 44: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 45: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	25, // 46: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	35, // 47: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 48: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	20, // 49: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 50: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	36, // 51: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	6,  // 52: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 53: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	17, // 54: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	20, // 55: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 56: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	33, // 57: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 58: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 59: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	36, // 60: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	35, // 61: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 62: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 63: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	30, // 64: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	35, // 65: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	18, // 66: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	21, // 67: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	23, // 68: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	27, // 69: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	29, // 70: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	19, // 71: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	22, // 72: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	26, // 73: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	28, // 74: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	31, // 75: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	71, // [71:76] is the sub-list for method output_type
+	66, // [66:71] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3231,13 +3454,14 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[3].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[4].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
