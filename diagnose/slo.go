@@ -37,9 +37,11 @@ type BurnAlert struct {
 
 // Factor is the burn rate at which the long window spends BudgetShare of
 // the budget of period: BudgetShare × period / Long. For 30 days: 14.4 for
-// 2% in 1h, 6 for 5% in 6h.
+// 2% in 1h, 6 for 5% in 6h. It is rounded to nine decimals, so that it
+// reads as people write it (5.6, not 5.6000000000000005) in findings and
+// rules alike.
 func (b BurnAlert) Factor(period time.Duration) float64 {
-	return b.BudgetShare * (float64(period) / float64(b.Long))
+	return math.Round(b.BudgetShare*(float64(period)/float64(b.Long))*1e9) / 1e9
 }
 
 // burnAlerts are the SRE workbook's two paging conditions, most severe
