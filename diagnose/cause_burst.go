@@ -12,6 +12,7 @@ import (
 // weaker evidence).
 var burstCause = cause{
 	id:       llmdiagv1.Cause_CAUSE_BURST,
+	name:     causeNameBurst,
 	explains: burstExplains,
 	ruledOut: (*facts).burstRuledOut,
 }

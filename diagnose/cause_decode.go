@@ -12,6 +12,7 @@ import (
 // prefill, it gives way to the peer comparison.
 var decodeBoundCause = cause{
 	id:           llmdiagv1.Cause_CAUSE_DECODE_BOUND,
+	name:         causeNameDecodeBound,
 	explains:     decodeExplains,
 	ruledOut:     (*facts).decodeRuledOut,
 	weighedFirst: []llmdiagv1.Cause{llmdiagv1.Cause_CAUSE_NODE_OUTLIER},

@@ -9,6 +9,7 @@ import (
 // suffers when requests are preempted and redone.
 var kvExhaustedCause = cause{
 	id:       llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
+	name:     causeNameKVExhausted,
 	explains: explainsEverything,
 	ruledOut: (*facts).kvRuledOut,
 }

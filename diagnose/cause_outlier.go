@@ -10,6 +10,7 @@ import (
 // median of peers serving the same model under similar load (peers.go).
 var nodeOutlierCause = cause{
 	id:       llmdiagv1.Cause_CAUSE_NODE_OUTLIER,
+	name:     causeNameNodeOutlier,
 	explains: outlierExplains,
 	ruledOut: (*facts).outlierRuledOut,
 }

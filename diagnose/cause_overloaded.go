@@ -13,6 +13,7 @@ import (
 // every other symptom: every latency suffers when requests wait.
 var overloadedCause = cause{
 	id:       llmdiagv1.Cause_CAUSE_OVERLOADED,
+	name:     causeNameOverloaded,
 	explains: explainsEverything,
 	ruledOut: (*facts).overloadedRuledOut,
 }

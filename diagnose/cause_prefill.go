@@ -10,6 +10,7 @@ import (
 // load, the workload does not explain the slowness.
 var prefillBoundCause = cause{
 	id:           llmdiagv1.Cause_CAUSE_PREFILL_BOUND,
+	name:         causeNamePrefillBound,
 	explains:     prefillExplains,
 	ruledOut:     (*facts).prefillRuledOut,
 	weighedFirst: []llmdiagv1.Cause{llmdiagv1.Cause_CAUSE_NODE_OUTLIER},

@@ -31,7 +31,7 @@ import (
 // # Adding a cause
 //
 //  1. Add its value to the Cause enum (proto/llmdiag/v1/diagnosis.proto).
-//  2. Write cause_<name>.go: a cause (id, explains, ruledOut), and for
+//  2. Write cause_<name>.go: a cause (id, name, explains, ruledOut), and for
 //     each shape of evidence an applies method and a verdict method on
 //     facts, with the signatures of rule's fields.
 //  3. Add its catalog entries (messages.go, English and Chinese, with their
@@ -40,12 +40,16 @@ import (
 //  4. Put its rule(s) in rules below, where they belong in the order, and
 //     the matching row(s) in docs/verdict-rules.md.
 //
-// Weighing and ruled-out read the table; nothing else lists the causes.
+// Nothing else lists the causes: weighing and ruled-out read the table, and
+// reports title a cause with its name (CauseName).
 
 // A cause is what holds of a root cause whichever of its rules names it.
 type cause struct {
 	// id is the cause's enum value, which every verdict it wins carries.
 	id llmdiagv1.Cause
+	// name is the catalog entry naming the cause, as reports title it
+	// (CauseName).
+	name msg
 	// explains reports whether the cause accounts for x being WARN or CRIT.
 	// It need not test for scrape errors: no cause explains those
 	// (explained).
@@ -107,6 +111,27 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 		return v
 	}
 	return f.healthy(p, findings)
+}
+
+// CauseName is the name of cause c in lang (English unless Chinese), as
+// reports title it: the table's for its causes, and for the causes decided
+// elsewhere, theirs.
+func CauseName(c llmdiagv1.Cause, lang llmdiagv1.Language) string {
+	p := newPrinter(lang)
+	if k := causeOf(c); k != nil {
+		return p.f(k.name)
+	}
+	switch c {
+	case llmdiagv1.Cause_CAUSE_NO_DATA:
+		return p.f(causeNameNoData)
+	case llmdiagv1.Cause_CAUSE_TARGET_DOWN:
+		return p.f(causeNameTargetDown)
+	case llmdiagv1.Cause_CAUSE_HEALTHY:
+		return p.f(causeNameHealthy)
+	case llmdiagv1.Cause_CAUSE_UNEXPLAINED:
+		return p.f(causeNameUnexplained)
+	}
+	return p.f(causeNameUnspecified)
 }
 
 // firstRule reports whether rules[i] is its cause's first rule.

@@ -427,6 +427,18 @@ const (
 	valueShareOfWait
 	unknownInconsistent
 
+	causeNameUnspecified
+	causeNameNoData
+	causeNameTargetDown
+	causeNameKVExhausted
+	causeNameOverloaded
+	causeNameBurst
+	causeNamePrefillBound
+	causeNameDecodeBound
+	causeNameNodeOutlier
+	causeNameHealthy
+	causeNameUnexplained
+
 	numMsgs
 )
 
@@ -999,4 +1011,16 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"平均排队 %s，之后平均 TTFT %s（不含排队）：首 Token 在到达后 %s 出现，其中 %s 在排队（≥ %s 视为主要在等）"},
 	valueShareOfWait:    {"%s of the wait", "占等待 %s"},
 	unknownInconsistent: {"Unknown: %s", "未知：%s"},
+
+	causeNameUnspecified:  {"Undetermined", "未判定"},
+	causeNameNoData:       {"No data", "无数据"},
+	causeNameTargetDown:   {"Target down", "目标宕机"},
+	causeNameKVExhausted:  {"KV cache exhausted", "KV Cache 耗尽"},
+	causeNameOverloaded:   {"Overloaded", "过载"},
+	causeNameBurst:        {"Burst", "突发流量"},
+	causeNamePrefillBound: {"Prefill-bound", "Prefill 瓶颈"},
+	causeNameDecodeBound:  {"Decode-bound", "Decode 瓶颈"},
+	causeNameNodeOutlier:  {"Node outlier", "节点异常"},
+	causeNameHealthy:      {"Healthy", "健康"},
+	causeNameUnexplained:  {"Unexplained", "原因不明"},
 }
