@@ -33,7 +33,10 @@ import (
 //  1. Add its value to the Cause enum (proto/llmdiag/v1/diagnosis.proto).
 //  2. Write cause_<name>.go: a cause (id, name, explains, ruledOut), and for
 //     each shape of evidence an applies method and a verdict method on
-//     facts, with the signatures of rule's fields.
+//     facts, with the signatures of rule's fields. Its functions call its
+//     own explains by name (explained(burstExplains, x)), never through
+//     the cause variable, which Go would report as an initialization
+//     cycle.
 //  3. Add its catalog entries (messages.go, English and Chinese, with their
 //     claims in claims.go): its name, summaries, evidence, ruled-out
 //     sentences and recommendations.
@@ -41,7 +44,9 @@ import (
 //     the matching row(s) in docs/verdict-rules.md.
 //
 // Nothing else lists the causes: weighing and ruled-out read the table, and
-// reports title a cause with its name (CauseName).
+// reports title a cause with its name (CauseName). A cause with routing or
+// score effects of its own would need more: routing follows saturation
+// (saturation.go) and the status (Diagnose), whatever the cause.
 
 // A cause is what holds of a root cause whichever of its rules names it.
 type cause struct {
