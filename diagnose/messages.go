@@ -437,6 +437,18 @@ const (
 	evSLOWindowEmpty
 	evSLOWindowMissing
 
+	causeNameUnspecified
+	causeNameNoData
+	causeNameTargetDown
+	causeNameKVExhausted
+	causeNameOverloaded
+	causeNameBurst
+	causeNamePrefillBound
+	causeNameDecodeBound
+	causeNameNodeOutlier
+	causeNameHealthy
+	causeNameUnexplained
+
 	numMsgs
 )
 
@@ -1031,4 +1043,16 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"%[1]s：%[3]s 个请求中 %[2]s 在 %[4]s 以内，消耗速率 %[5]s"},
 	evSLOWindowEmpty:   {"%s: no requests, no burn", "%s：无请求，无消耗"},
 	evSLOWindowMissing: {"%s: not read", "%s：未读取"},
+
+	causeNameUnspecified:  {"Undetermined", "未判定"},
+	causeNameNoData:       {"No data", "无数据"},
+	causeNameTargetDown:   {"Target down", "目标宕机"},
+	causeNameKVExhausted:  {"KV cache exhausted", "KV Cache 耗尽"},
+	causeNameOverloaded:   {"Overloaded", "过载"},
+	causeNameBurst:        {"Burst", "突发流量"},
+	causeNamePrefillBound: {"Prefill-bound", "Prefill 瓶颈"},
+	causeNameDecodeBound:  {"Decode-bound", "Decode 瓶颈"},
+	causeNameNodeOutlier:  {"Node outlier", "节点异常"},
+	causeNameHealthy:      {"Healthy", "健康"},
+	causeNameUnexplained:  {"Unexplained", "原因不明"},
 }
