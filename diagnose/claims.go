@@ -436,6 +436,7 @@ var catalogClaims = map[msg][]claim{
 	evSLOWindow:        nil,
 	evSLOWindowEmpty:   nil,
 	evSLOWindowMissing: nil,
+	evSLOWindowPartial: nil,
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for

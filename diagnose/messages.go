@@ -448,6 +448,7 @@ const (
 	causeNameNodeOutlier
 	causeNameHealthy
 	causeNameUnexplained
+	evSLOWindowPartial
 
 	numMsgs
 )
@@ -1036,8 +1037,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Within budget: the burn rate is below %s× over %s or %s, and below %s× over %s or %s",
 		"预算之内：消耗速率在 %[2]s 或 %[3]s 内低于 %[1]s×，且在 %[5]s 或 %[6]s 内低于 %[4]s×"},
 	sloUnknown: {
-		"Unknown: a window the burn alerts read was not read, or the engine does not export this latency histogram",
-		"未知：消耗告警所需的窗口未读取，或引擎未导出该延迟直方图"},
+		"Unknown: a window the burn alerts read was not read or not fully covered, or the engine does not export this latency histogram",
+		"未知：消耗告警所需的窗口未读取或未完整覆盖，或引擎未导出该延迟直方图"},
 	evSLOWindow: {
 		"%s: %s of %s requests within %s, burn rate %s",
 		"%[1]s：%[3]s 个请求中 %[2]s 在 %[4]s 以内，消耗速率 %[5]s"},
@@ -1055,4 +1056,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	causeNameNodeOutlier:  {"Node outlier", "节点异常"},
 	causeNameHealthy:      {"Healthy", "健康"},
 	causeNameUnexplained:  {"Unexplained", "原因不明"},
+	evSLOWindowPartial: {
+		"%s: only the last %s covered, not judged",
+		"%s：仅覆盖最近 %s，不予判定"},
 }
