@@ -30,7 +30,7 @@ const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap"}
+	"idle-then-overload", "kv-flap", "slo-burn"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -204,6 +204,12 @@ func Scenario(name string, seed int64) (Config, error) {
 				Phase{At: at, Sessions: 34, Think: 2 * time.Second},
 				Phase{At: at + 3*time.Minute, Sessions: 15, Think: 2 * time.Second})
 		}
+		cfg.Nodes = []Node{n}
+	case "slo-burn":
+		n := kimi(0)
+		n.Workload.Rate = 0.5
+		n.Workload.Prompt = LogNormal(16000, 0.6)
+		n.Workload.Output = LogNormal(200, 0.7)
 		cfg.Nodes = []Node{n}
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)

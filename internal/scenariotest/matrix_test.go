@@ -103,6 +103,10 @@ var expected = []struct {
 		{"qwen3-8b-0", kvExh, nil, "kv-bound", []sim.Window{span(3*time.Minute+15*time.Second, 6*time.Minute), span(8*time.Minute+15*time.Second, 11*time.Minute)}},
 		{"qwen3-8b-0", healthy, []llmdiagv1.Cause{burst}, "light", []sim.Window{span(6*time.Minute+30*time.Second, 8*time.Minute), span(11*time.Minute+30*time.Second, 0)}},
 	}, 14 * time.Minute, acceptKVFlap},
+	// A healthy node missing a tight TTFT SLO (99% within 250 ms; slo_test.go):
+	// the verdict stays HEALTHY, the SLO finding is CRIT once the 1h window
+	// is covered. The run lasts past an hour of scraping for that.
+	{"slo-burn", []target{{"kimi-k2.6-0", healthy, nil, "", nil}}, sloBurnRun, acceptSLOBurn},
 }
 
 type caseKey struct {
@@ -183,7 +187,7 @@ func TestMatrix(t *testing.T) {
 					if sc.runFor > 0 {
 						d = sc.runFor
 					}
-					res, err := Run(context.Background(), Options{Scenario: sc.scenario, Engine: eng, Duration: d})
+					res, err := Run(context.Background(), Options{Scenario: sc.scenario, Engine: eng, Duration: d, Thresholds: scenarioThresholds[sc.scenario]})
 					if err != nil {
 						t.Fatal(err)
 					}
