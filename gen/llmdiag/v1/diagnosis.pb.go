@@ -182,6 +182,9 @@ const (
 	// Some indicator is off and no cause above explains it; the evidence says
 	// which.
 	Cause_CAUSE_UNEXPLAINED Cause = 10
+	// Requests running or waiting while the engine makes no progress: its
+	// progress counters flat over several refreshes while /metrics answers.
+	Cause_CAUSE_STALLED Cause = 11
 )
 
 // Enum value maps for Cause.
@@ -198,6 +201,7 @@ var (
 		8:  "CAUSE_NODE_OUTLIER",
 		9:  "CAUSE_HEALTHY",
 		10: "CAUSE_UNEXPLAINED",
+		11: "CAUSE_STALLED",
 	}
 	Cause_value = map[string]int32{
 		"CAUSE_UNSPECIFIED":   0,
@@ -211,6 +215,7 @@ var (
 		"CAUSE_NODE_OUTLIER":  8,
 		"CAUSE_HEALTHY":       9,
 		"CAUSE_UNEXPLAINED":   10,
+		"CAUSE_STALLED":       11,
 	}
 )
 
@@ -272,6 +277,8 @@ const (
 	Indicator_INDICATOR_PEERS Indicator = 17
 	// Mean E2E latency over the history: rising, falling or flat.
 	Indicator_INDICATOR_E2E_TREND Indicator = 18
+	// Whether the engine's progress counters move while requests are pending.
+	Indicator_INDICATOR_PROGRESS Indicator = 19
 )
 
 // Enum value maps for Indicator.
@@ -296,6 +303,7 @@ var (
 		16: "INDICATOR_STALENESS",
 		17: "INDICATOR_PEERS",
 		18: "INDICATOR_E2E_TREND",
+		19: "INDICATOR_PROGRESS",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":           0,
@@ -317,6 +325,7 @@ var (
 		"INDICATOR_STALENESS":             16,
 		"INDICATOR_PEERS":                 17,
 		"INDICATOR_E2E_TREND":             18,
+		"INDICATOR_PROGRESS":              19,
 	}
 )
 
@@ -1106,7 +1115,17 @@ type NodeMetrics struct {
 	// Warnings and partial-result notes from the source (for example
 	// Prometheus query warnings, or a family of a scraped exposition left out
 	// as invalid, its indicators then unset); the values given are still used.
-	Warnings      []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Work the engine has done since its counters started: the sum of the
+	// cumulative counters that move as it works (prompt and generation
+	// tokens, finished requests, and the counts of its TTFT and inter-token
+	// histograms). An odometer: only whether it moved means anything. Unset
+	// when the engine exposes none of them.
+	Progress *float64 `protobuf:"fixed64,50,opt,name=progress,proto3,oneof" json:"progress,omitempty"`
+	// When progress took its current value, as the refreshes saw it: the
+	// observed_at of the first refresh that read it. Set by the refresh loop,
+	// which sees consecutive reads; unset elsewhere.
+	ProgressSince *timestamppb.Timestamp `protobuf:"bytes,51,opt,name=progress_since,json=progressSince,proto3" json:"progress_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1333,6 +1352,20 @@ func (x *NodeMetrics) GetErrors() []string {
 func (x *NodeMetrics) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetProgress() float64 {
+	if x != nil && x.Progress != nil {
+		return *x.Progress
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetProgressSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProgressSince
 	}
 	return nil
 }
@@ -2823,7 +2856,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xb1\f\n" +
+	"\x05_mean\"\xa2\r\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2858,7 +2891,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1baborted_requests_per_second\x18\x1e \x01(\x01H\n" +
 	"R\x18abortedRequestsPerSecond\x88\x01\x01\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18) \x03(\tR\bwarningsB\b\n" +
+	"\bwarnings\x18) \x03(\tR\bwarnings\x12\x1f\n" +
+	"\bprogress\x182 \x01(\x01H\vR\bprogress\x88\x01\x01\x12A\n" +
+	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSinceB\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -2870,7 +2905,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"%_decode_tokens_per_second_per_requestB\x19\n" +
 	"\x17_preemptions_per_secondB\x16\n" +
 	"\x14_requests_per_secondB\x1e\n" +
-	"\x1c_aborted_requests_per_second\"\xd0\x01\n" +
+	"\x1c_aborted_requests_per_secondB\v\n" +
+	"\t_progress\"\xd0\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3023,7 +3059,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\vSTATUS_WARN\x10\x02\x12\x0f\n" +
 	"\vSTATUS_CRIT\x10\x03\x12\x12\n" +
 	"\x0eSTATUS_UNKNOWN\x10\x04\x12\x0f\n" +
-	"\vSTATUS_DOWN\x10\x05*\xfa\x01\n" +
+	"\vSTATUS_DOWN\x10\x05*\x8d\x02\n" +
 	"\x05Cause\x12\x15\n" +
 	"\x11CAUSE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCAUSE_NO_DATA\x10\x01\x12\x15\n" +
@@ -3036,7 +3072,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\x89\x04\n" +
+	"\x12\x11\n" +
+	"\rCAUSE_STALLED\x10\v*\xa1\x04\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3057,7 +3094,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x10INDICATOR_ABORTS\x10\x0f\x12\x17\n" +
 	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
 	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
-	"\x13INDICATOR_E2E_TREND\x10\x12*\xc9\x01\n" +
+	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x16\n" +
+	"\x12INDICATOR_PROGRESS\x10\x13*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
@@ -3162,66 +3200,67 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	3,  // 18: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 19: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 20: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 21: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 22: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 23: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	33, // 24: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 25: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 26: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 27: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 28: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 29: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	18, // 30: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 31: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	34, // 32: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 33: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	18, // 34: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 35: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 36: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	34, // 37: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	34, // 38: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 39: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	22, // 40: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	34, // 41: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 42: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	23, // 43: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	33, // 44: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 45: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	18, // 46: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 47: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	34, // 48: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 49: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 50: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 51: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	18, // 52: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 53: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	31, // 54: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 55: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 56: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 57: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	33, // 58: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 59: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 60: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	28, // 61: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	33, // 62: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 63: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	19, // 64: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	21, // 65: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	25, // 66: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	27, // 67: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 68: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	20, // 69: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	24, // 70: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	26, // 71: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	29, // 72: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	68, // [68:73] is the sub-list for method output_type
-	63, // [63:68] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	33, // 18: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	3,  // 19: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	1,  // 20: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	0,  // 21: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 22: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 23: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	14, // 24: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	33, // 25: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 26: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 27: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 28: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	1,  // 29: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	10, // 30: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	18, // 31: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 32: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	34, // 33: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 34: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	18, // 35: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 36: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 37: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	34, // 38: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	34, // 39: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 40: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	22, // 41: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	34, // 42: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 43: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	23, // 44: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	33, // 45: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 46: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	18, // 47: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 48: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	34, // 49: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	6,  // 50: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 51: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	15, // 52: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	18, // 53: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	34, // 54: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	31, // 55: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 56: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 57: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	34, // 58: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	33, // 59: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	32, // 60: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 61: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	28, // 62: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	33, // 63: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	16, // 64: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	19, // 65: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	21, // 66: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	25, // 67: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	27, // 68: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	17, // 69: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	20, // 70: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	24, // 71: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	26, // 72: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	29, // 73: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	69, // [69:74] is the sub-list for method output_type
+	64, // [64:69] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
