@@ -202,7 +202,7 @@ func worst(findings []*llmdiagv1.Finding) llmdiagv1.Status {
 // decodeBound reports whether the evidence fits rule 6 (peers aside): low
 // queue, KV below warn, a long E2E tail and slow per-request decode.
 func (f *facts) decodeBound() bool {
-	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
+	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn && !f.offloadByDesign()
 	return !f.hist.now && !kvHigh && elevated(f.e2eStatus()) && f.slowDecode()
 }
 
@@ -265,6 +265,8 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 		case llmdiagv1.Cause_CAUSE_KV_EXHAUSTED:
 			noPreempt := f.preempt.ok && f.preempt.v == 0
 			switch {
+			case f.offloadByDesign():
+				add(roMemoryOffload, f.offloadTier(), percent(f.kv.v))
 			case f.kv.below(t.KVWarn) && noPreempt:
 				add(roMemoryNoPreempt, percent(f.kv.v), exactPercent(t.KVWarn))
 			case f.kv.below(t.KVWarn):
@@ -497,7 +499,7 @@ func (f *facts) queueNowEvidence(p printer) []string {
 	if q.dipping() {
 		ev = append(ev, p.f(evHeldDip, count(f.queue.v), q.streak, t.RoutingHold))
 	}
-	return ev
+	return append(ev, f.loraEvidence(p)...)
 }
 
 // longestSurge is how long the longest queue spike in the history lasted.
@@ -615,6 +617,7 @@ func (f *facts) prefill(p printer) verdict {
 		v.confidence += 0.1
 	}
 	v.recs = []string{p.f(recChunkedPrefill), p.f(recPrefixCache), p.f(recDisaggregate)}
+	f.addPrefillEffects(p, &v)
 	return v
 }
 
@@ -712,6 +715,7 @@ func (f *facts) decode(p printer) verdict {
 	if pr.GetActiveParamsBillions() <= 0 && pr.GetDataParallel() == 0 && pr.GetTensorParallel() == 0 {
 		v.recs = append(v.recs, p.f(recProfile))
 	}
+	f.addDecodeEffects(p, &v)
 	return v
 }
 
