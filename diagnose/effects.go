@@ -1,6 +1,8 @@
 package diagnose
 
 import (
+	"slices"
+
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
@@ -49,12 +51,14 @@ func (f *facts) effectFindings(p printer) []*llmdiagv1.Finding {
 	}
 	if m.LoraAdaptersRunning != nil || m.LoraAdaptersWaiting != nil {
 		run, wait := f.loraCounts()
-		c := loraNoWait
+		var conclusion string
 		if wait > 0 {
-			c = loraWaiting
+			conclusion = p.f(loraWaiting, count(wait))
+		} else {
+			conclusion = p.f(loraNoWait)
 		}
 		out = append(out, finding(p, llmdiagv1.Indicator_INDICATOR_LORA_ADAPTERS, nameLoRA,
-			p.f(valueLoRA, count(run), count(wait)), statusOK, p.f(c, count(wait))))
+			p.f(valueLoRA, count(run), count(wait)), statusOK, conclusion))
 	}
 	return out
 }
@@ -117,6 +121,9 @@ func (f *facts) addDecodeEffects(p printer, v *verdict) {
 		return
 	}
 	v.evidence = append(v.evidence, ev)
+	// Speculative decoding is on already: not a thing to consider.
+	already := p.f(recSpeculative)
+	v.recs = slices.DeleteFunc(v.recs, func(r string) bool { return r == already })
 	if a := f.m.SpecDecodeAcceptanceRate; a != nil && *a < specAcceptLow {
 		v.recs = append(v.recs, p.f(recSpecDraft, percent(*a)))
 	}
