@@ -313,6 +313,19 @@ var catalogClaims = map[msg][]claim{
 	namePeers:         nil,
 	nameStaleness:     nil,
 
+	// Cause names, as reports title them (CauseName).
+	causeNameUnspecified:  nil,
+	causeNameNoData:       nil,
+	causeNameTargetDown:   nil,
+	causeNameKVExhausted:  nil,
+	causeNameOverloaded:   nil,
+	causeNameBurst:        nil,
+	causeNamePrefillBound: nil,
+	causeNameDecodeBound:  nil,
+	causeNameNodeOutlier:  nil,
+	causeNameHealthy:      nil,
+	causeNameUnexplained:  nil,
+
 	// Why a finding is UNKNOWN.
 	unknownNoMetrics:    nil,
 	unknownStale:        nil,

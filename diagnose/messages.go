@@ -447,6 +447,18 @@ const (
 	kvOffload
 	roMemoryOffload
 
+	causeNameUnspecified
+	causeNameNoData
+	causeNameTargetDown
+	causeNameKVExhausted
+	causeNameOverloaded
+	causeNameBurst
+	causeNamePrefillBound
+	causeNameDecodeBound
+	causeNameNodeOutlier
+	causeNameHealthy
+	causeNameUnexplained
+
 	numMsgs
 )
 
@@ -1059,4 +1071,15 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	roMemoryOffload: {
 		"not memory: GPU KV full by design: offload tier (%s); KV pressure %s with no preemptions and no queue",
 		"不是显存耗尽：GPU KV 按设计占满：卸载层（%s）；KV 压力 %s，无抢占、无排队"},
+	causeNameUnspecified:  {"Undetermined", "未判定"},
+	causeNameNoData:       {"No data", "无数据"},
+	causeNameTargetDown:   {"Target down", "目标宕机"},
+	causeNameKVExhausted:  {"KV cache exhausted", "KV Cache 耗尽"},
+	causeNameOverloaded:   {"Overloaded", "过载"},
+	causeNameBurst:        {"Burst", "突发流量"},
+	causeNamePrefillBound: {"Prefill-bound", "Prefill 瓶颈"},
+	causeNameDecodeBound:  {"Decode-bound", "Decode 瓶颈"},
+	causeNameNodeOutlier:  {"Node outlier", "节点异常"},
+	causeNameHealthy:      {"Healthy", "健康"},
+	causeNameUnexplained:  {"Unexplained", "原因不明"},
 }
