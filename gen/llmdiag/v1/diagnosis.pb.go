@@ -278,6 +278,12 @@ const (
 	Indicator_INDICATOR_SLO_INTER_TOKEN Indicator = 31
 	// Error-budget burn of an end-to-end latency SLO (Finding.slo).
 	Indicator_INDICATOR_SLO_E2E Indicator = 32
+	// Share of prompt tokens served from the prefix cache.
+	Indicator_INDICATOR_PREFIX_CACHE_HIT_RATE Indicator = 35
+	// Share of speculative draft tokens the target model accepted.
+	Indicator_INDICATOR_SPEC_DECODE_ACCEPTANCE Indicator = 36
+	// LoRA adapters running and requests waiting for one.
+	Indicator_INDICATOR_LORA_ADAPTERS Indicator = 37
 )
 
 // Enum value maps for Indicator.
@@ -305,30 +311,36 @@ var (
 		30: "INDICATOR_SLO_TTFT",
 		31: "INDICATOR_SLO_INTER_TOKEN",
 		32: "INDICATOR_SLO_E2E",
+		35: "INDICATOR_PREFIX_CACHE_HIT_RATE",
+		36: "INDICATOR_SPEC_DECODE_ACCEPTANCE",
+		37: "INDICATOR_LORA_ADAPTERS",
 	}
 	Indicator_value = map[string]int32{
-		"INDICATOR_UNSPECIFIED":           0,
-		"INDICATOR_KV_PRESSURE":           1,
-		"INDICATOR_QUEUE":                 2,
-		"INDICATOR_QUEUE_RUNNING_RATIO":   3,
-		"INDICATOR_PROMPT_TOKEN_RATE":     4,
-		"INDICATOR_GENERATION_TOKEN_RATE": 5,
-		"INDICATOR_E2E_P99":               6,
-		"INDICATOR_TTFT_P99":              7,
-		"INDICATOR_PREEMPTIONS":           8,
-		"INDICATOR_SCRAPE":                9,
-		"INDICATOR_E2E_MEAN":              10,
-		"INDICATOR_DECODE_SPEED":          11,
-		"INDICATOR_PREFILL_DECODE_RATIO":  12,
-		"INDICATOR_QUEUE_TIME":            13,
-		"INDICATOR_INTER_TOKEN":           14,
-		"INDICATOR_ABORTS":                15,
-		"INDICATOR_STALENESS":             16,
-		"INDICATOR_PEERS":                 17,
-		"INDICATOR_E2E_TREND":             18,
-		"INDICATOR_SLO_TTFT":              30,
-		"INDICATOR_SLO_INTER_TOKEN":       31,
-		"INDICATOR_SLO_E2E":               32,
+		"INDICATOR_UNSPECIFIED":            0,
+		"INDICATOR_KV_PRESSURE":            1,
+		"INDICATOR_QUEUE":                  2,
+		"INDICATOR_QUEUE_RUNNING_RATIO":    3,
+		"INDICATOR_PROMPT_TOKEN_RATE":      4,
+		"INDICATOR_GENERATION_TOKEN_RATE":  5,
+		"INDICATOR_E2E_P99":                6,
+		"INDICATOR_TTFT_P99":               7,
+		"INDICATOR_PREEMPTIONS":            8,
+		"INDICATOR_SCRAPE":                 9,
+		"INDICATOR_E2E_MEAN":               10,
+		"INDICATOR_DECODE_SPEED":           11,
+		"INDICATOR_PREFILL_DECODE_RATIO":   12,
+		"INDICATOR_QUEUE_TIME":             13,
+		"INDICATOR_INTER_TOKEN":            14,
+		"INDICATOR_ABORTS":                 15,
+		"INDICATOR_STALENESS":              16,
+		"INDICATOR_PEERS":                  17,
+		"INDICATOR_E2E_TREND":              18,
+		"INDICATOR_SLO_TTFT":               30,
+		"INDICATOR_SLO_INTER_TOKEN":        31,
+		"INDICATOR_SLO_E2E":                32,
+		"INDICATOR_PREFIX_CACHE_HIT_RATE":  35,
+		"INDICATOR_SPEC_DECODE_ACCEPTANCE": 36,
+		"INDICATOR_LORA_ADAPTERS":          37,
 	}
 )
 
@@ -663,8 +675,11 @@ type Profile struct {
 	ActiveParamsBillions float64 `protobuf:"fixed64,6,opt,name=active_params_billions,json=activeParamsBillions,proto3" json:"active_params_billions,omitempty"`
 	// Total parameters, in billions.
 	TotalParamsBillions float64 `protobuf:"fixed64,7,opt,name=total_params_billions,json=totalParamsBillions,proto3" json:"total_params_billions,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// KV offload tier the fleet file declares ("cpu", "lmcache", …), for
+	// engines whose metrics do not say; empty when none is declared.
+	KvOffload     string `protobuf:"bytes,90,opt,name=kv_offload,json=kvOffload,proto3" json:"kv_offload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Profile) Reset() {
@@ -744,6 +759,13 @@ func (x *Profile) GetTotalParamsBillions() float64 {
 		return x.TotalParamsBillions
 	}
 	return 0
+}
+
+func (x *Profile) GetKvOffload() string {
+	if x != nil {
+		return x.KvOffload
+	}
+	return ""
 }
 
 // Node is one inference endpoint of the fleet.
@@ -1113,6 +1135,24 @@ type NodeMetrics struct {
 	// Requests that ended aborted or in error, per second; unset when the
 	// engine does not tell them apart.
 	AbortedRequestsPerSecond *float64 `protobuf:"fixed64,30,opt,name=aborted_requests_per_second,json=abortedRequestsPerSecond,proto3,oneof" json:"aborted_requests_per_second,omitempty"`
+	// Prefix-cache hits / queries over the window, 0..1 (vLLM's token
+	// counters; SGLang's cache_hit_rate gauge). Unset when not exported.
+	PrefixCacheHitRate *float64 `protobuf:"fixed64,90,opt,name=prefix_cache_hit_rate,json=prefixCacheHitRate,proto3,oneof" json:"prefix_cache_hit_rate,omitempty"`
+	// Speculative decoding: accepted / draft tokens over the window, 0..1
+	// (vLLM's counters; SGLang's spec_accept_rate gauge). Unset without
+	// speculative decoding or when not exported.
+	SpecDecodeAcceptanceRate *float64 `protobuf:"fixed64,91,opt,name=spec_decode_acceptance_rate,json=specDecodeAcceptanceRate,proto3,oneof" json:"spec_decode_acceptance_rate,omitempty"`
+	// Speculative decoding: tokens emitted per decode step per request
+	// (SGLang's spec_accept_length; vLLM: 1 + accepted / drafts). Unset when
+	// not exported.
+	SpecDecodeAcceptLength *float64 `protobuf:"fixed64,92,opt,name=spec_decode_accept_length,json=specDecodeAcceptLength,proto3,oneof" json:"spec_decode_accept_length,omitempty"`
+	// LoRA adapters with requests running, and adapters requests wait for
+	// (vLLM's lora_requests_info labels). Unset when not exported.
+	LoraAdaptersRunning *float64 `protobuf:"fixed64,93,opt,name=lora_adapters_running,json=loraAdaptersRunning,proto3,oneof" json:"lora_adapters_running,omitempty"`
+	LoraAdaptersWaiting *float64 `protobuf:"fixed64,94,opt,name=lora_adapters_waiting,json=loraAdaptersWaiting,proto3,oneof" json:"lora_adapters_waiting,omitempty"`
+	// The KV offload tier the engine's metrics show ("lmcache", "cpu");
+	// empty when they show none.
+	KvOffload string `protobuf:"bytes,95,opt,name=kv_offload,json=kvOffload,proto3" json:"kv_offload,omitempty"`
 	// Problems reading the node: scrape or parse errors, missing families.
 	Errors []string `protobuf:"bytes,40,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Warnings and partial-result notes from the source (for example
@@ -1333,6 +1373,48 @@ func (x *NodeMetrics) GetAbortedRequestsPerSecond() float64 {
 		return *x.AbortedRequestsPerSecond
 	}
 	return 0
+}
+
+func (x *NodeMetrics) GetPrefixCacheHitRate() float64 {
+	if x != nil && x.PrefixCacheHitRate != nil {
+		return *x.PrefixCacheHitRate
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetSpecDecodeAcceptanceRate() float64 {
+	if x != nil && x.SpecDecodeAcceptanceRate != nil {
+		return *x.SpecDecodeAcceptanceRate
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetSpecDecodeAcceptLength() float64 {
+	if x != nil && x.SpecDecodeAcceptLength != nil {
+		return *x.SpecDecodeAcceptLength
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetLoraAdaptersRunning() float64 {
+	if x != nil && x.LoraAdaptersRunning != nil {
+		return *x.LoraAdaptersRunning
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetLoraAdaptersWaiting() float64 {
+	if x != nil && x.LoraAdaptersWaiting != nil {
+		return *x.LoraAdaptersWaiting
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvOffload() string {
+	if x != nil {
+		return x.KvOffload
+	}
+	return ""
 }
 
 func (x *NodeMetrics) GetErrors() []string {
@@ -2977,7 +3059,7 @@ var File_llmdiag_v1_diagnosis_proto protoreflect.FileDescriptor
 const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"\x1allmdiag/v1/diagnosis.proto\x12\n" +
-	"llmdiag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x02\n" +
+	"llmdiag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x02\n" +
 	"\aProfile\x12#\n" +
 	"\rdata_parallel\x18\x01 \x01(\rR\fdataParallel\x12'\n" +
 	"\x0ftensor_parallel\x18\x02 \x01(\rR\x0etensorParallel\x12'\n" +
@@ -2985,7 +3067,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11pipeline_parallel\x18\x04 \x01(\rR\x10pipelineParallel\x12\x10\n" +
 	"\x03gpu\x18\x05 \x01(\tR\x03gpu\x124\n" +
 	"\x16active_params_billions\x18\x06 \x01(\x01R\x14activeParamsBillions\x122\n" +
-	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\"\x95\x04\n" +
+	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\x12\x1d\n" +
+	"\n" +
+	"kv_offload\x18Z \x01(\tR\tkvOffload\"\x95\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3020,7 +3104,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xb1\f\n" +
+	"\x05_mean\"\x8a\x10\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3053,7 +3137,14 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x16preemptions_per_second\x18\x1c \x01(\x01H\bR\x14preemptionsPerSecond\x88\x01\x01\x123\n" +
 	"\x13requests_per_second\x18\x1d \x01(\x01H\tR\x11requestsPerSecond\x88\x01\x01\x12B\n" +
 	"\x1baborted_requests_per_second\x18\x1e \x01(\x01H\n" +
-	"R\x18abortedRequestsPerSecond\x88\x01\x01\x12\x16\n" +
+	"R\x18abortedRequestsPerSecond\x88\x01\x01\x126\n" +
+	"\x15prefix_cache_hit_rate\x18Z \x01(\x01H\vR\x12prefixCacheHitRate\x88\x01\x01\x12B\n" +
+	"\x1bspec_decode_acceptance_rate\x18[ \x01(\x01H\fR\x18specDecodeAcceptanceRate\x88\x01\x01\x12>\n" +
+	"\x19spec_decode_accept_length\x18\\ \x01(\x01H\rR\x16specDecodeAcceptLength\x88\x01\x01\x127\n" +
+	"\x15lora_adapters_running\x18] \x01(\x01H\x0eR\x13loraAdaptersRunning\x88\x01\x01\x127\n" +
+	"\x15lora_adapters_waiting\x18^ \x01(\x01H\x0fR\x13loraAdaptersWaiting\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"kv_offload\x18_ \x01(\tR\tkvOffload\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
 	"\bwarnings\x18) \x03(\tR\bwarningsB\b\n" +
 	"\x06_queueB\n" +
@@ -3067,7 +3158,12 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"%_decode_tokens_per_second_per_requestB\x19\n" +
 	"\x17_preemptions_per_secondB\x16\n" +
 	"\x14_requests_per_secondB\x1e\n" +
-	"\x1c_aborted_requests_per_second\"\xf7\x01\n" +
+	"\x1c_aborted_requests_per_secondB\x18\n" +
+	"\x16_prefix_cache_hit_rateB\x1e\n" +
+	"\x1c_spec_decode_acceptance_rateB\x1c\n" +
+	"\x1a_spec_decode_accept_lengthB\x18\n" +
+	"\x16_lora_adapters_runningB\x18\n" +
+	"\x16_lora_adapters_waiting\"\xf7\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3251,7 +3347,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\xd7\x04\n" +
+	"*\xbf\x05\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3275,7 +3371,10 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x16\n" +
 	"\x12INDICATOR_SLO_TTFT\x10\x1e\x12\x1d\n" +
 	"\x19INDICATOR_SLO_INTER_TOKEN\x10\x1f\x12\x15\n" +
-	"\x11INDICATOR_SLO_E2E\x10 *\xc9\x01\n" +
+	"\x11INDICATOR_SLO_E2E\x10 \x12#\n" +
+	"\x1fINDICATOR_PREFIX_CACHE_HIT_RATE\x10#\x12$\n" +
+	" INDICATOR_SPEC_DECODE_ACCEPTANCE\x10$\x12\x1b\n" +
+	"\x17INDICATOR_LORA_ADAPTERS\x10%*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
