@@ -266,6 +266,7 @@ func observe(in Input, t Thresholds) *facts {
 
 	f.hist = f.readHistory(in.History)
 	f.stall = f.readStall(in.History)
+	f.discountOffload()
 	if in.Group != nil {
 		f.peer, f.peers = in.Group.compare(m, t)
 	} else {

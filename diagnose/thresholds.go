@@ -125,6 +125,11 @@ type Thresholds struct {
 	// stay flat where they move only as requests start or end (no
 	// inter-token histogram): a long request alone leaves them flat.
 	StalledRequestCountersFor time.Duration `yaml:"stalled_request_counters_for"`
+
+	// SLOs are latency objectives whose error-budget burn is a finding
+	// (slo.go); none by default. The file's key is "slos", a list
+	// (sloconfig.go), which the scalar machinery below leaves alone.
+	SLOs SLOSet `yaml:"slos"`
 }
 
 // DefaultThresholds returns the defaults. Where each comes from is said
@@ -225,6 +230,7 @@ func (t Thresholds) Validate() error {
 	check(t.MaxRunning >= 0, "max_running", "must not be negative, got %v", t.MaxRunning)
 	check(t.StalledRefreshes >= 2, "stalled_refreshes", "must be at least 2, got %v", t.StalledRefreshes)
 	check(t.StalledRequestCountersFor >= 0, "stalled_request_counters_for", "must not be negative, got %v", t.StalledRequestCountersFor)
+	errs = append(errs, validateSLOs(t.SLOs.List())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid thresholds: %w", err)
 	}
@@ -355,6 +361,12 @@ func LoadThresholds(r io.Reader) (Thresholds, error) {
 		key := k.Value
 		idx, ok := fields[key]
 		switch {
+		case k.Kind == yaml.ScalarNode && key == "slos" && seen[key] == 0:
+			seen[key] = k.Line
+			slos, serrs := decodeSLOs(val)
+			th.SLOs = NewSLOSet(slos...)
+			errs = append(errs, serrs...)
+			continue
 		case k.Kind != yaml.ScalarNode:
 			errs = append(errs, fmt.Errorf("line %d: a key must be a plain name", k.Line))
 			continue
@@ -453,6 +465,7 @@ func WriteThresholds(w io.Writer, t Thresholds) error {
 		}
 		b.WriteString(d.key + ": " + val + "\n")
 	}
+	writeSLOs(&b, t.SLOs.List())
 	_, err := io.WriteString(w, b.String())
 	return err
 }
