@@ -52,7 +52,7 @@ func (f *facts) decodeRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 // decodeApplies is rule 6: low queue, KV below warn, a long E2E tail and
 // slow per-request decode, and not an outlier among its peers.
 func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
-	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
+	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn && !f.offloadByDesign()
 	return !f.hist.now && !kvHigh && elevated(f.e2eStatus()) && f.slowDecode() && !f.peer.outlier
 }
 
@@ -164,6 +164,7 @@ func (f *facts) decode(p printer, _ []*llmdiagv1.Finding) verdict {
 	if pr.GetActiveParamsBillions() <= 0 && pr.GetDataParallel() == 0 && pr.GetTensorParallel() == 0 {
 		v.recs = append(v.recs, p.f(recProfile))
 	}
+	f.addDecodeEffects(p, &v)
 	return v
 }
 

@@ -26,6 +26,8 @@ func (f *facts) kvRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 	t := f.t
 	noPreempt := f.preempt.ok && f.preempt.v == 0
 	switch {
+	case f.offloadByDesign():
+		return p.f(roMemoryOffload, f.offloadTier(), percent(f.kv.v))
 	case f.kv.below(t.KVWarn) && noPreempt:
 		return p.f(roMemoryNoPreempt, percent(f.kv.v), exactPercent(t.KVWarn))
 	case f.kv.below(t.KVWarn):

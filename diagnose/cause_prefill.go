@@ -96,5 +96,6 @@ func (f *facts) prefill(p printer, _ []*llmdiagv1.Finding) verdict {
 		v.confidence += 0.1
 	}
 	v.recs = []string{p.f(recChunkedPrefill), p.f(recPrefixCache), p.f(recDisaggregate)}
+	f.addPrefillEffects(p, &v)
 	return v
 }

@@ -45,6 +45,11 @@ const (
 	aboutKVHold     // the KV half of saturation, with hysteresis: high is on
 	aboutSpikes     // queue spikes: high is queueing now or spikes drained in the history
 	aboutAge        // the data's age
+	// The cache and decoding effects (effects.go, offload.go).
+	aboutPrefixCache // prefix-cache hit rate: high is at prefixHitHigh or above
+	aboutSpec        // speculative decoding: high is acceptance below specAcceptLow
+	aboutLoRA        // LoRA adapters: high is some adapter waited for
+	aboutOffload     // a GPU KV cache full by design (offloadByDesign): high is so
 )
 
 // reading is what a claim says about its subject.
@@ -321,6 +326,22 @@ var catalogClaims = map[msg][]claim{
 	causeNameHealthy:      nil,
 	causeNameUnexplained:  nil,
 
+	causeNameStalled:          nil,
+	nameProgress:              nil,
+	valueProgressFlat:         nil,
+	progressStalled:           nil,
+	summaryStalled:            nil,
+	summaryStalledWaiting:     {{aboutQueue, isAbove0}, {aboutRunning, isZero}},
+	evProgressFlat:            nil,
+	evStalledNothingRunning:   {{aboutQueue, isAbove0}, {aboutRunning, isZero}},
+	evProgressRequestCounters: nil,
+	evStalledAnswers:          nil,
+	evStalledWindowRates:      {{aboutGeneration, isAbove0}},
+	recStalledRouting:         nil,
+	recStalledDump:            nil,
+	recStalledRestart:         nil,
+	recStalledProbe:           nil,
+
 	// Why a finding is UNKNOWN.
 	unknownNoMetrics:    nil,
 	unknownStale:        nil,
@@ -436,6 +457,25 @@ var catalogClaims = map[msg][]claim{
 	evSLOWindow:        nil,
 	evSLOWindowEmpty:   nil,
 	evSLOWindowMissing: nil,
+	namePrefixCache:    nil,
+	nameSpec:           nil,
+	nameLoRA:           nil,
+	prefixHigh:         {{aboutPrefixCache, isHigh}},
+	prefixLow:          {{aboutPrefixCache, isLow}},
+	prefixSome:         {{aboutPrefixCache, isLow}},
+	evPrefixCache:      {{aboutPrefixCache, isKnown}},
+	specGain:           {{aboutSpec, isLow}},
+	specLowGain:        {{aboutSpec, isHigh}},
+	valueSpec:          {{aboutSpec, isKnown}},
+	evSpec:             {{aboutSpec, isLow}},
+	evSpecLow:          {{aboutSpec, isHigh}},
+	recSpecDraft:       {{aboutSpec, isHigh}},
+	loraWaiting:        {{aboutLoRA, isHigh}},
+	loraNoWait:         {{aboutLoRA, isLow}},
+	valueLoRA:          {{aboutLoRA, isKnown}},
+	evLoRAWaiting:      {{aboutLoRA, isHigh}, {aboutQueue, isAbove0}},
+	kvOffload:          {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
+	roMemoryOffload:    {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 	evSLOWindowPartial: nil,
 }
 

@@ -140,5 +140,5 @@ func (f *facts) queueNowEvidence(p printer) []string {
 	if q.dipping() {
 		ev = append(ev, p.f(evHeldDip, count(f.queue.v), q.streak, t.RoutingHold))
 	}
-	return ev
+	return append(ev, f.loraEvidence(p)...)
 }

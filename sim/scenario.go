@@ -30,7 +30,7 @@ const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "slo-burn"}
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -91,6 +91,20 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     below 0.95 for a few seconds when a request ends while nobody waits:
 //     at 5 s scrapes, 0–4 single-scrape dips per phase depending on the
 //     seed, rarely two scrapes in a row.
+//   - kv-offload: qwen3-8b-0, the schemas node (vLLM) with an LMCache CPU
+//     offload tier (Node.KVOffload) and its light chat traffic: freed KV
+//     blocks stay resident on the GPU, so GPU KV usage climbs to 0.99
+//     within ~2 minutes and stays there by design, while only a few
+//     requests run, nothing is preempted and nothing queues. vLLM shows
+//     the tier by LMCache's lmcache: families; in the other schemas the
+//     fleet file declares it (profile.kv_offload).
+//   - slo-burn: kimi-k2.6-0 (vLLM TP=8 on H200) serving RAG-style traffic
+//     steadily: ~16k-token prompts (σ 0.6) at 0.5 request/s, short
+//     answers. Its first tokens take ~220 ms at the median and up to about
+//     a second, every window alike: nothing queues or fills (HEALTHY), but
+//     a tight TTFT SLO (the matrix configures 99% within 250 ms: ~40%
+//     miss) burns its budget steadily. The fleet has no SLO of its own:
+//     SLOs are llmdiag's thresholds.
 //
 // Phases (Workload.Phases) are measured from the end of warm-up, as Down
 // windows are.
@@ -204,6 +218,10 @@ func Scenario(name string, seed int64) (Config, error) {
 				Phase{At: at, Sessions: 34, Think: 2 * time.Second},
 				Phase{At: at + 3*time.Minute, Sessions: 15, Think: 2 * time.Second})
 		}
+		cfg.Nodes = []Node{n}
+	case "kv-offload":
+		n := qwen(0)
+		n.KVOffload = "lmcache"
 		cfg.Nodes = []Node{n}
 	case "slo-burn":
 		n := kimi(0)
