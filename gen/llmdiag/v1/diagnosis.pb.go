@@ -272,6 +272,14 @@ const (
 	Indicator_INDICATOR_PEERS Indicator = 17
 	// Mean E2E latency over the history: rising, falling or flat.
 	Indicator_INDICATOR_E2E_TREND Indicator = 18
+	// What the GPUs do (DCGM): SM, tensor-pipe and memory-interface (DRAM)
+	// activity, read against the decode verdict.
+	Indicator_INDICATOR_GPU_ACTIVITY Indicator = 20
+	// GPU clocks held down by thermal or power limits (DCGM clock-event
+	// reasons).
+	Indicator_INDICATOR_GPU_THROTTLING Indicator = 21
+	// GPU faults the driver reported as XID errors (DCGM).
+	Indicator_INDICATOR_GPU_XID Indicator = 22
 )
 
 // Enum value maps for Indicator.
@@ -296,6 +304,9 @@ var (
 		16: "INDICATOR_STALENESS",
 		17: "INDICATOR_PEERS",
 		18: "INDICATOR_E2E_TREND",
+		20: "INDICATOR_GPU_ACTIVITY",
+		21: "INDICATOR_GPU_THROTTLING",
+		22: "INDICATOR_GPU_XID",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":           0,
@@ -317,6 +328,9 @@ var (
 		"INDICATOR_STALENESS":             16,
 		"INDICATOR_PEERS":                 17,
 		"INDICATOR_E2E_TREND":             18,
+		"INDICATOR_GPU_ACTIVITY":          20,
+		"INDICATOR_GPU_THROTTLING":        21,
+		"INDICATOR_GPU_XID":               22,
 	}
 )
 
@@ -1106,7 +1120,11 @@ type NodeMetrics struct {
 	// Warnings and partial-result notes from the source (for example
 	// Prometheus query warnings, or a family of a scraped exposition left out
 	// as invalid, its indicators then unset); the values given are still used.
-	Warnings      []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The node's GPUs as the NVIDIA DCGM exporter reports them, when it is
+	// read (a dcgm URL in the fleet file, or DCGM series joined to the node
+	// in Prometheus); absent otherwise.
+	Gpu           *GPUMetrics `protobuf:"bytes,60,opt,name=gpu,proto3" json:"gpu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1337,6 +1355,292 @@ func (x *NodeMetrics) GetWarnings() []string {
 	return nil
 }
 
+func (x *NodeMetrics) GetGpu() *GPUMetrics {
+	if x != nil {
+		return x.Gpu
+	}
+	return nil
+}
+
+// GPUMetrics is what the NVIDIA DCGM exporter says of one node's GPUs, the
+// latest reading, aggregated over the GPUs. A field whose family is not
+// exported (the profiling fields DCGM_FI_PROF_* need a datacenter GPU and
+// are off in some counter sets) is absent: never 0.
+type GPUMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GPUs read (distinct gpu labels).
+	Gpus uint32 `protobuf:"varint,1,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// The GPUs' modelName label, for example "NVIDIA H100 80GB HBM3"; the
+	// first in gpu order when they differ.
+	ModelName string `protobuf:"bytes,2,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
+	// DCGM_FI_DEV_GPU_UTIL, mean over the GPUs, 0..1: the share of time any
+	// kernel ran (not how much of the GPU it used).
+	Utilization *float64 `protobuf:"fixed64,3,opt,name=utilization,proto3,oneof" json:"utilization,omitempty"`
+	// DCGM_FI_PROF_SM_ACTIVE (else DCGM_FI_PROF_GR_ENGINE_ACTIVE), mean, 0..1.
+	SmActive *float64 `protobuf:"fixed64,4,opt,name=sm_active,json=smActive,proto3,oneof" json:"sm_active,omitempty"`
+	// DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, mean, 0..1.
+	TensorActive *float64 `protobuf:"fixed64,5,opt,name=tensor_active,json=tensorActive,proto3,oneof" json:"tensor_active,omitempty"`
+	// DCGM_FI_PROF_DRAM_ACTIVE, mean, 0..1: how busy the memory interface
+	// is; decode at its memory-bandwidth limit reads high.
+	DramActive *float64 `protobuf:"fixed64,6,opt,name=dram_active,json=dramActive,proto3,oneof" json:"dram_active,omitempty"`
+	// The lowest and highest DRAM activity of one GPU.
+	DramActiveMin *float64 `protobuf:"fixed64,7,opt,name=dram_active_min,json=dramActiveMin,proto3,oneof" json:"dram_active_min,omitempty"`
+	DramActiveMax *float64 `protobuf:"fixed64,8,opt,name=dram_active_max,json=dramActiveMax,proto3,oneof" json:"dram_active_max,omitempty"`
+	// DCGM_FI_DEV_FB_USED / (used + DCGM_FI_DEV_FB_FREE), the fullest GPU.
+	FramebufferUsedFraction *float64 `protobuf:"fixed64,9,opt,name=framebuffer_used_fraction,json=framebufferUsedFraction,proto3,oneof" json:"framebuffer_used_fraction,omitempty"`
+	// DCGM_FI_DEV_FB_USED and _FREE summed over the GPUs, in MiB.
+	FramebufferUsedMib *float64 `protobuf:"fixed64,10,opt,name=framebuffer_used_mib,json=framebufferUsedMib,proto3,oneof" json:"framebuffer_used_mib,omitempty"`
+	FramebufferFreeMib *float64 `protobuf:"fixed64,11,opt,name=framebuffer_free_mib,json=framebufferFreeMib,proto3,oneof" json:"framebuffer_free_mib,omitempty"`
+	// DCGM_FI_DEV_POWER_USAGE summed over the GPUs, in watts.
+	PowerWatts *float64 `protobuf:"fixed64,12,opt,name=power_watts,json=powerWatts,proto3,oneof" json:"power_watts,omitempty"`
+	// DCGM_FI_DEV_SM_CLOCK: mean and lowest over the GPUs, in MHz.
+	SmClockMhz    *float64 `protobuf:"fixed64,13,opt,name=sm_clock_mhz,json=smClockMhz,proto3,oneof" json:"sm_clock_mhz,omitempty"`
+	SmClockMhzMin *float64 `protobuf:"fixed64,14,opt,name=sm_clock_mhz_min,json=smClockMhzMin,proto3,oneof" json:"sm_clock_mhz_min,omitempty"`
+	// DCGM_FI_DEV_GPU_TEMP, the hottest GPU, in °C.
+	TemperatureCelsiusMax *float64 `protobuf:"fixed64,15,opt,name=temperature_celsius_max,json=temperatureCelsiusMax,proto3,oneof" json:"temperature_celsius_max,omitempty"`
+	// DCGM_FI_DEV_CLOCKS_EVENT_REASONS (older exporters:
+	// DCGM_FI_DEV_CLOCK_THROTTLE_REASONS), the bits set on any GPU; absent
+	// when the family is not exported.
+	ClockEventMask *uint64 `protobuf:"varint,16,opt,name=clock_event_mask,json=clockEventMask,proto3,oneof" json:"clock_event_mask,omitempty"`
+	// The bits of clock_event_mask by name (gpu_idle, sw_power_cap,
+	// hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown,
+	// hw_power_brake_slowdown, …), in bit order.
+	ClockEventReasons []string `protobuf:"bytes,17,rep,name=clock_event_reasons,json=clockEventReasons,proto3" json:"clock_event_reasons,omitempty"`
+	// The GPUs (gpu label) whose clocks a thermal or power reason holds down.
+	ThrottledGpus []string `protobuf:"bytes,18,rep,name=throttled_gpus,json=throttledGpus,proto3" json:"throttled_gpus,omitempty"`
+	// Whether DCGM_FI_DEV_XID_ERRORS was read; xid_errors is then complete.
+	XidRead bool `protobuf:"varint,19,opt,name=xid_read,json=xidRead,proto3" json:"xid_read,omitempty"`
+	// The GPUs whose last XID error is not 0, in gpu order.
+	XidErrors     []*GPUXid `protobuf:"bytes,20,rep,name=xid_errors,json=xidErrors,proto3" json:"xid_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUMetrics) Reset() {
+	*x = GPUMetrics{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUMetrics) ProtoMessage() {}
+
+func (x *GPUMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUMetrics.ProtoReflect.Descriptor instead.
+func (*GPUMetrics) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GPUMetrics) GetGpus() uint32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetModelName() string {
+	if x != nil {
+		return x.ModelName
+	}
+	return ""
+}
+
+func (x *GPUMetrics) GetUtilization() float64 {
+	if x != nil && x.Utilization != nil {
+		return *x.Utilization
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmActive() float64 {
+	if x != nil && x.SmActive != nil {
+		return *x.SmActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetTensorActive() float64 {
+	if x != nil && x.TensorActive != nil {
+		return *x.TensorActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActive() float64 {
+	if x != nil && x.DramActive != nil {
+		return *x.DramActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActiveMin() float64 {
+	if x != nil && x.DramActiveMin != nil {
+		return *x.DramActiveMin
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActiveMax() float64 {
+	if x != nil && x.DramActiveMax != nil {
+		return *x.DramActiveMax
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferUsedFraction() float64 {
+	if x != nil && x.FramebufferUsedFraction != nil {
+		return *x.FramebufferUsedFraction
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferUsedMib() float64 {
+	if x != nil && x.FramebufferUsedMib != nil {
+		return *x.FramebufferUsedMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferFreeMib() float64 {
+	if x != nil && x.FramebufferFreeMib != nil {
+		return *x.FramebufferFreeMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetPowerWatts() float64 {
+	if x != nil && x.PowerWatts != nil {
+		return *x.PowerWatts
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmClockMhz() float64 {
+	if x != nil && x.SmClockMhz != nil {
+		return *x.SmClockMhz
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmClockMhzMin() float64 {
+	if x != nil && x.SmClockMhzMin != nil {
+		return *x.SmClockMhzMin
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetTemperatureCelsiusMax() float64 {
+	if x != nil && x.TemperatureCelsiusMax != nil {
+		return *x.TemperatureCelsiusMax
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetClockEventMask() uint64 {
+	if x != nil && x.ClockEventMask != nil {
+		return *x.ClockEventMask
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetClockEventReasons() []string {
+	if x != nil {
+		return x.ClockEventReasons
+	}
+	return nil
+}
+
+func (x *GPUMetrics) GetThrottledGpus() []string {
+	if x != nil {
+		return x.ThrottledGpus
+	}
+	return nil
+}
+
+func (x *GPUMetrics) GetXidRead() bool {
+	if x != nil {
+		return x.XidRead
+	}
+	return false
+}
+
+func (x *GPUMetrics) GetXidErrors() []*GPUXid {
+	if x != nil {
+		return x.XidErrors
+	}
+	return nil
+}
+
+// GPUXid is the last XID error one GPU reported.
+type GPUXid struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gpu label.
+	Gpu string `protobuf:"bytes,1,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// The XID code (DCGM_FI_DEV_XID_ERRORS).
+	Xid           uint32 `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUXid) Reset() {
+	*x = GPUXid{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUXid) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUXid) ProtoMessage() {}
+
+func (x *GPUXid) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUXid.ProtoReflect.Descriptor instead.
+func (*GPUXid) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GPUXid) GetGpu() string {
+	if x != nil {
+		return x.Gpu
+	}
+	return ""
+}
+
+func (x *GPUXid) GetXid() uint32 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
+
 // Finding is one row of a diagnosis: indicator, value, status, conclusion.
 type Finding struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1356,7 +1660,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1672,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1685,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Finding) GetIndicator() Indicator {
@@ -1458,7 +1762,7 @@ type Diagnosis struct {
 
 func (x *Diagnosis) Reset() {
 	*x = Diagnosis{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1774,7 @@ func (x *Diagnosis) String() string {
 func (*Diagnosis) ProtoMessage() {}
 
 func (x *Diagnosis) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1787,7 @@ func (x *Diagnosis) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnosis.ProtoReflect.Descriptor instead.
 func (*Diagnosis) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Diagnosis) GetNode() string {
@@ -1633,7 +1937,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1949,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1962,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListNodesRequest) GetModel() string {
@@ -1710,7 +2014,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +2026,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +2039,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1774,7 +2078,7 @@ type Degraded struct {
 
 func (x *Degraded) Reset() {
 	*x = Degraded{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1786,7 +2090,7 @@ func (x *Degraded) String() string {
 func (*Degraded) ProtoMessage() {}
 
 func (x *Degraded) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1799,7 +2103,7 @@ func (x *Degraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Degraded.ProtoReflect.Descriptor instead.
 func (*Degraded) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Degraded) GetReason() string {
@@ -1832,7 +2136,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2148,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2161,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -1893,7 +2197,7 @@ type GetNodeMetricsResponse struct {
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2209,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2222,7 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
@@ -1960,7 +2264,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2276,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2289,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -2062,7 +2366,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2074,7 +2378,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2087,7 +2391,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -2147,7 +2451,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2463,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2476,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -2261,7 +2565,7 @@ type ComparePercentilesResponse struct {
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2577,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2590,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -2369,7 +2673,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2685,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2698,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -2439,7 +2743,7 @@ type DiagnoseNodeResponse struct {
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2755,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2768,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -2510,7 +2814,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2826,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2839,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -2606,7 +2910,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2922,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2935,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -2719,7 +3023,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +3035,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +3048,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -2823,7 +3127,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xb1\f\n" +
+	"\x05_mean\"\xdb\f\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2858,7 +3162,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1baborted_requests_per_second\x18\x1e \x01(\x01H\n" +
 	"R\x18abortedRequestsPerSecond\x88\x01\x01\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18) \x03(\tR\bwarningsB\b\n" +
+	"\bwarnings\x18) \x03(\tR\bwarnings\x12(\n" +
+	"\x03gpu\x18< \x01(\v2\x16.llmdiag.v1.GPUMetricsR\x03gpuB\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -2870,7 +3175,54 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"%_decode_tokens_per_second_per_requestB\x19\n" +
 	"\x17_preemptions_per_secondB\x16\n" +
 	"\x14_requests_per_secondB\x1e\n" +
-	"\x1c_aborted_requests_per_second\"\xd0\x01\n" +
+	"\x1c_aborted_requests_per_second\"\x8c\t\n" +
+	"\n" +
+	"GPUMetrics\x12\x12\n" +
+	"\x04gpus\x18\x01 \x01(\rR\x04gpus\x12\x1d\n" +
+	"\n" +
+	"model_name\x18\x02 \x01(\tR\tmodelName\x12%\n" +
+	"\vutilization\x18\x03 \x01(\x01H\x00R\vutilization\x88\x01\x01\x12 \n" +
+	"\tsm_active\x18\x04 \x01(\x01H\x01R\bsmActive\x88\x01\x01\x12(\n" +
+	"\rtensor_active\x18\x05 \x01(\x01H\x02R\ftensorActive\x88\x01\x01\x12$\n" +
+	"\vdram_active\x18\x06 \x01(\x01H\x03R\n" +
+	"dramActive\x88\x01\x01\x12+\n" +
+	"\x0fdram_active_min\x18\a \x01(\x01H\x04R\rdramActiveMin\x88\x01\x01\x12+\n" +
+	"\x0fdram_active_max\x18\b \x01(\x01H\x05R\rdramActiveMax\x88\x01\x01\x12?\n" +
+	"\x19framebuffer_used_fraction\x18\t \x01(\x01H\x06R\x17framebufferUsedFraction\x88\x01\x01\x125\n" +
+	"\x14framebuffer_used_mib\x18\n" +
+	" \x01(\x01H\aR\x12framebufferUsedMib\x88\x01\x01\x125\n" +
+	"\x14framebuffer_free_mib\x18\v \x01(\x01H\bR\x12framebufferFreeMib\x88\x01\x01\x12$\n" +
+	"\vpower_watts\x18\f \x01(\x01H\tR\n" +
+	"powerWatts\x88\x01\x01\x12%\n" +
+	"\fsm_clock_mhz\x18\r \x01(\x01H\n" +
+	"R\n" +
+	"smClockMhz\x88\x01\x01\x12,\n" +
+	"\x10sm_clock_mhz_min\x18\x0e \x01(\x01H\vR\rsmClockMhzMin\x88\x01\x01\x12;\n" +
+	"\x17temperature_celsius_max\x18\x0f \x01(\x01H\fR\x15temperatureCelsiusMax\x88\x01\x01\x12-\n" +
+	"\x10clock_event_mask\x18\x10 \x01(\x04H\rR\x0eclockEventMask\x88\x01\x01\x12.\n" +
+	"\x13clock_event_reasons\x18\x11 \x03(\tR\x11clockEventReasons\x12%\n" +
+	"\x0ethrottled_gpus\x18\x12 \x03(\tR\rthrottledGpus\x12\x19\n" +
+	"\bxid_read\x18\x13 \x01(\bR\axidRead\x121\n" +
+	"\n" +
+	"xid_errors\x18\x14 \x03(\v2\x12.llmdiag.v1.GPUXidR\txidErrorsB\x0e\n" +
+	"\f_utilizationB\f\n" +
+	"\n" +
+	"_sm_activeB\x10\n" +
+	"\x0e_tensor_activeB\x0e\n" +
+	"\f_dram_activeB\x12\n" +
+	"\x10_dram_active_minB\x12\n" +
+	"\x10_dram_active_maxB\x1c\n" +
+	"\x1a_framebuffer_used_fractionB\x17\n" +
+	"\x15_framebuffer_used_mibB\x17\n" +
+	"\x15_framebuffer_free_mibB\x0e\n" +
+	"\f_power_wattsB\x0f\n" +
+	"\r_sm_clock_mhzB\x13\n" +
+	"\x11_sm_clock_mhz_minB\x1a\n" +
+	"\x18_temperature_celsius_maxB\x13\n" +
+	"\x11_clock_event_mask\",\n" +
+	"\x06GPUXid\x12\x10\n" +
+	"\x03gpu\x18\x01 \x01(\tR\x03gpu\x12\x10\n" +
+	"\x03xid\x18\x02 \x01(\rR\x03xid\"\xd0\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3036,7 +3388,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\x89\x04\n" +
+	"*\xda\x04\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3057,7 +3409,10 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x10INDICATOR_ABORTS\x10\x0f\x12\x17\n" +
 	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
 	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
-	"\x13INDICATOR_E2E_TREND\x10\x12*\xc9\x01\n" +
+	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x1a\n" +
+	"\x16INDICATOR_GPU_ACTIVITY\x10\x14\x12\x1c\n" +
+	"\x18INDICATOR_GPU_THROTTLING\x10\x15\x12\x15\n" +
+	"\x11INDICATOR_GPU_XID\x10\x16*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
@@ -3105,7 +3460,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Status)(0),                        // 1: llmdiag.v1.Status
@@ -3121,107 +3476,111 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*Percentile)(nil),                 // 11: llmdiag.v1.Percentile
 	(*Distribution)(nil),               // 12: llmdiag.v1.Distribution
 	(*NodeMetrics)(nil),                // 13: llmdiag.v1.NodeMetrics
-	(*Finding)(nil),                    // 14: llmdiag.v1.Finding
-	(*Diagnosis)(nil),                  // 15: llmdiag.v1.Diagnosis
-	(*ListNodesRequest)(nil),           // 16: llmdiag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),          // 17: llmdiag.v1.ListNodesResponse
-	(*Degraded)(nil),                   // 18: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 19: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 20: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 21: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 22: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 23: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 24: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 25: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 26: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 27: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 28: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 29: llmdiag.v1.StreamHealthResponse
-	nil,                                // 30: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 31: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 32: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 33: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 34: google.protobuf.Duration
+	(*GPUMetrics)(nil),                 // 14: llmdiag.v1.GPUMetrics
+	(*GPUXid)(nil),                     // 15: llmdiag.v1.GPUXid
+	(*Finding)(nil),                    // 16: llmdiag.v1.Finding
+	(*Diagnosis)(nil),                  // 17: llmdiag.v1.Diagnosis
+	(*ListNodesRequest)(nil),           // 18: llmdiag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),          // 19: llmdiag.v1.ListNodesResponse
+	(*Degraded)(nil),                   // 20: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 21: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 22: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 23: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 24: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 25: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 26: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 27: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 28: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 29: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 30: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 31: llmdiag.v1.StreamHealthResponse
+	nil,                                // 32: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 33: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 34: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	33, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	35, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	30, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	36, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	32, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	33, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	34, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	34, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	35, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	36, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	36, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
 	12, // 13: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	12, // 14: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	3,  // 18: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 19: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 20: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 21: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 22: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 23: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	33, // 24: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 25: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 26: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 27: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 28: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 29: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	18, // 30: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 31: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	34, // 32: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 33: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	18, // 34: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 35: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 36: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	34, // 37: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	34, // 38: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 39: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	22, // 40: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	34, // 41: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 42: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	23, // 43: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	33, // 44: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 45: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	18, // 46: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 47: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	34, // 48: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 49: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 50: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 51: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	18, // 52: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 53: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	31, // 54: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 55: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 56: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 57: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	33, // 58: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 59: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 60: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	28, // 61: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	33, // 62: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 63: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	19, // 64: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	21, // 65: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	25, // 66: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	27, // 67: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 68: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	20, // 69: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	24, // 70: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	26, // 71: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	29, // 72: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	68, // [68:73] is the sub-list for method output_type
-	63, // [63:68] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	14, // 18: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
+	15, // 19: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
+	3,  // 20: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	1,  // 21: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	0,  // 22: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 23: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 24: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	16, // 25: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	35, // 26: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 27: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 28: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 29: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	1,  // 30: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	10, // 31: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	20, // 32: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 33: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	36, // 34: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 35: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	20, // 36: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 37: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 38: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	36, // 39: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	36, // 40: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 41: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	24, // 42: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	36, // 43: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 44: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	25, // 45: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	35, // 46: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 47: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	20, // 48: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 49: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	36, // 50: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	6,  // 51: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 52: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	17, // 53: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	20, // 54: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 55: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	33, // 56: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 57: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 58: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	36, // 59: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	35, // 60: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 61: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 62: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	30, // 63: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	35, // 64: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	18, // 65: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	21, // 66: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	23, // 67: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	27, // 68: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	29, // 69: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	19, // 70: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	22, // 71: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	26, // 72: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	28, // 73: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	31, // 74: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	70, // [70:75] is the sub-list for method output_type
+	65, // [65:70] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3231,13 +3590,14 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[3].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[4].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[5].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
