@@ -173,6 +173,21 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 		return s != statusUnknown, 0, elevated(s)
 	case aboutAge:
 		return o(f.staleness, false)
+	case aboutGPUDRAM:
+		d := f.m.GetGpu().DramActive
+		return d != nil, f.m.GetGpu().GetDramActive(), d != nil && *d >= gpuDRAMHigh
+	case aboutGPUTensor:
+		x := f.m.GetGpu().TensorActive
+		return x != nil, f.m.GetGpu().GetTensorActive(), x != nil && *x >= gpuTensorHigh
+	case aboutGPUStarved:
+		shape := f.gpuShape()
+		return shape != gpuUnknown, 0, shape == gpuStarved
+	case aboutGPUThrottle:
+		g := f.m.GetGpu()
+		return g.ClockEventMask != nil, float64(len(g.GetThrottledGpus())), f.gpuThrottled()
+	case aboutGPUXID:
+		g := f.m.GetGpu()
+		return g.GetXidRead(), float64(len(g.GetXidErrors())), len(g.GetXidErrors()) > 0
 	}
 	panic(fmt.Sprintf("subject %d has no figure", s))
 }
@@ -180,19 +195,22 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 // indicator is the finding that reports s, where one does.
 func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 	ind, ok := map[subject]llmdiagv1.Indicator{
-		aboutKV:         llmdiagv1.Indicator_INDICATOR_KV_PRESSURE,
-		aboutQueue:      llmdiagv1.Indicator_INDICATOR_QUEUE,
-		aboutRatio:      llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO,
-		aboutPrompts:    llmdiagv1.Indicator_INDICATOR_PROMPT_TOKEN_RATE,
-		aboutE2E:        llmdiagv1.Indicator_INDICATOR_E2E_P99,
-		aboutTTFT:       llmdiagv1.Indicator_INDICATOR_TTFT_P99,
-		aboutDecode:     llmdiagv1.Indicator_INDICATOR_DECODE_SPEED,
-		aboutQueueTime:  llmdiagv1.Indicator_INDICATOR_QUEUE_TIME,
-		aboutInterToken: llmdiagv1.Indicator_INDICATOR_INTER_TOKEN,
-		aboutAborts:     llmdiagv1.Indicator_INDICATOR_ABORTS,
-		aboutTrend:      llmdiagv1.Indicator_INDICATOR_E2E_TREND,
-		aboutPeers:      llmdiagv1.Indicator_INDICATOR_PEERS,
-		aboutAge:        llmdiagv1.Indicator_INDICATOR_STALENESS,
+		aboutKV:          llmdiagv1.Indicator_INDICATOR_KV_PRESSURE,
+		aboutQueue:       llmdiagv1.Indicator_INDICATOR_QUEUE,
+		aboutRatio:       llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO,
+		aboutPrompts:     llmdiagv1.Indicator_INDICATOR_PROMPT_TOKEN_RATE,
+		aboutE2E:         llmdiagv1.Indicator_INDICATOR_E2E_P99,
+		aboutTTFT:        llmdiagv1.Indicator_INDICATOR_TTFT_P99,
+		aboutDecode:      llmdiagv1.Indicator_INDICATOR_DECODE_SPEED,
+		aboutQueueTime:   llmdiagv1.Indicator_INDICATOR_QUEUE_TIME,
+		aboutInterToken:  llmdiagv1.Indicator_INDICATOR_INTER_TOKEN,
+		aboutAborts:      llmdiagv1.Indicator_INDICATOR_ABORTS,
+		aboutTrend:       llmdiagv1.Indicator_INDICATOR_E2E_TREND,
+		aboutPeers:       llmdiagv1.Indicator_INDICATOR_PEERS,
+		aboutAge:         llmdiagv1.Indicator_INDICATOR_STALENESS,
+		aboutGPUStarved:  llmdiagv1.Indicator_INDICATOR_GPU_ACTIVITY,
+		aboutGPUThrottle: llmdiagv1.Indicator_INDICATOR_GPU_THROTTLING,
+		aboutGPUXID:      llmdiagv1.Indicator_INDICATOR_GPU_XID,
 	}[s]
 	return ind, ok
 }
@@ -200,7 +218,8 @@ func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 func (s subject) String() string {
 	names := []string{"", "KV pressure", "KV capacity", "queue", "queueing", "queue/running", "running", "waiting",
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
-		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age"}
+		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age",
+		"GPU DRAM active", "GPU tensor active", "GPU starved", "GPU throttling", "GPU XID"}
 	if int(s) < len(names) {
 		return names[s]
 	}

@@ -40,6 +40,7 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 	}
 	v.ruledOut = f.ruledOut(p, v.cause, findings)
 	f.weigh(p, &v, findings)
+	f.gpuFaultRecs(p, &v, findings)
 	return v
 }
 
@@ -88,7 +89,7 @@ func (f *facts) burstDrained(findings []*llmdiagv1.Finding) bool {
 // exhaustion and overload explain every other symptom.
 func explains(c llmdiagv1.Cause, x *llmdiagv1.Finding) bool {
 	ind, crit := x.GetIndicator(), x.GetStatus() == statusCrit
-	if ind == llmdiagv1.Indicator_INDICATOR_SCRAPE {
+	if ind == llmdiagv1.Indicator_INDICATOR_SCRAPE || gpuFault(ind) {
 		return false
 	}
 	latency := ind == llmdiagv1.Indicator_INDICATOR_E2E_P99 || ind == llmdiagv1.Indicator_INDICATOR_INTER_TOKEN ||
@@ -712,6 +713,7 @@ func (f *facts) decode(p printer) verdict {
 	if pr.GetActiveParamsBillions() <= 0 && pr.GetDataParallel() == 0 && pr.GetTensorParallel() == 0 {
 		v.recs = append(v.recs, p.f(recProfile))
 	}
+	f.gpuDecode(p, &v)
 	return v
 }
 
@@ -755,6 +757,7 @@ func (f *facts) stalls(p printer) verdict {
 		v.confidence += 0.1
 	}
 	v.recs = []string{p.f(recChunkedPrefill), p.f(recSmallerChunks)}
+	f.gpuDecode(p, &v)
 	return v
 }
 
@@ -837,6 +840,9 @@ func (f *facts) healthy(p printer, findings []*llmdiagv1.Finding) verdict {
 
 // recFor is the recommendation for an indicator no cause explains.
 func recFor(ind llmdiagv1.Indicator, groupSlow bool) msg {
+	if m, ok := gpuRec(ind); ok {
+		return m
+	}
 	switch ind {
 	case llmdiagv1.Indicator_INDICATOR_KV_PRESSURE:
 		return recKVWatch
