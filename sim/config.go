@@ -161,6 +161,9 @@ type Node struct {
 	// Quirks make the node's exposition depart from its engine's as some
 	// servers in the field do; the zero value is the engine's own.
 	Quirks Quirks
+	// GPUFault is a hardware problem of some of its GPUs, seen in its
+	// DCGM exporter (and, when throttled, in its speed).
+	GPUFault GPUFault
 }
 
 // Quirks are departures from an engine's reference exposition, as seen on
@@ -446,6 +449,14 @@ func (n Node) validate() error {
 	for _, d := range n.Down {
 		if d.Start < 0 || (d.End != 0 && d.End <= d.Start) {
 			errs = append(errs, fmt.Errorf("down window %v-%v: want 0 <= start < end (or end 0)", d.Start, d.End))
+		}
+	}
+	if f := n.GPUFault; f.XID < 0 || (f.Throttle != ThrottleNone && f.Throttle != ThrottleThermal && f.Throttle != ThrottlePower) {
+		errs = append(errs, fmt.Errorf("gpu fault: throttle %q, XID %d: want %q, %q or none and an XID >= 0", f.Throttle, f.XID, ThrottleThermal, ThrottlePower))
+	}
+	for _, g := range n.GPUFault.GPUs {
+		if g < 0 || g >= n.cores()*n.gpusPerCore() {
+			errs = append(errs, fmt.Errorf("gpu fault: GPU %d: the node has GPUs 0-%d", g, n.cores()*n.gpusPerCore()-1))
 		}
 	}
 	if n.Garbage < GarbageNone || n.Garbage > GarbageJunk {
