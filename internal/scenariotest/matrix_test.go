@@ -68,7 +68,7 @@ var expected = []struct {
 	// engine's run (see timing_test.go).
 	accept func(t *testing.T, res *Result)
 }{
-	{"seed", []target{{"deepseek-v4-0", decode, nil, "", nil}, {"deepseek-v4-1", decode, nil, "", nil}, {"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, nil},
+	{"seed", []target{{"deepseek-v4-0", decode, nil, "", nil}, {"deepseek-v4-1", decode, nil, "", nil}, {"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, acceptSeedGPU},
 	{"kv-exhausted", []target{{"kimi-k2.6-0", kvExh, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, nil},
 	{"overloaded", []target{{"glm-4.6-0", overload, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, nil},
 	// Bursts every 2 minutes that drain: the history window (10 minutes)
@@ -103,6 +103,13 @@ var expected = []struct {
 		{"qwen3-8b-0", kvExh, nil, "kv-bound", []sim.Window{span(3*time.Minute+15*time.Second, 6*time.Minute), span(8*time.Minute+15*time.Second, 11*time.Minute)}},
 		{"qwen3-8b-0", healthy, []llmdiagv1.Cause{burst}, "light", []sim.Window{span(6*time.Minute+30*time.Second, 8*time.Minute), span(11*time.Minute+30*time.Second, 0)}},
 	}, 14 * time.Minute, acceptKVFlap},
+	// A GPU of glm-4.6-0 thermally throttled (its compute slower, the node
+	// still well within bounds): nothing but the throttling is off, which
+	// no load cause explains. kimi-k2.6-0 with an XID error: CRIT, the XID
+	// named. Their peers are healthy. DCGM data does not depend on the
+	// engine schema.
+	{"gpu-throttled", []target{{"glm-4.6-0", unexplained, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, acceptGPUThrottled},
+	{"gpu-xid", []target{{"kimi-k2.6-0", unexplained, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, acceptGPUXID},
 }
 
 type caseKey struct {
