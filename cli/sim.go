@@ -47,6 +47,11 @@ Scenarios:
   schemas             one healthy node per engine schema
   idle-then-overload  idle 10 min (lazy series absent), then 16 clients on 4 slots for 4 min, then light
   kv-flap             KV-bound phases with one-scrape dips below 0.95, light phases between
+  gpu-throttled       glm with one GPU thermally throttled (DCGM clock-event reasons), its compute slower
+  gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM)
+
+Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
+/dcgm/metrics on its port; the fleet file written names it (dcgm).
 
 idle-then-overload and kv-flap behave like a field server: series appear on
 first use, TTFT excludes queueing, no preemption or failure counters.`),

@@ -132,53 +132,95 @@ type GPUReading struct {
 	Values    [NumGPUFields]*float64
 }
 
+// DCGMSeries is one series of a DCGM family: its GPU's labels and value.
+type DCGMSeries struct {
+	Family           string
+	GPU, UUID, Model string
+	Value            float64
+}
+
 // ExtractGPU reads a DCGM exporter's exposition into one GPUMetrics per
-// node; nil when it holds no DCGM family. Problems (a family of the wrong
-// type, a series without gpu label) are returned as warnings, the figures
-// they touch left out.
+// node (GPUFromSeries); nil when it holds no DCGM family. Problems (a
+// family of the wrong type, a series without gpu label) are returned as
+// warnings, the figures they touch left out.
 func ExtractGPU(families map[string]*dto.MetricFamily) (*llmdiagv1.GPUMetrics, []string) {
-	byKey := map[string]*GPUReading{}
+	var ss []DCGMSeries
 	var warnings []string
+	for _, name := range DCGMFamilyNames() {
+		fam := families[name]
+		if fam == nil {
+			continue
+		}
+		if t := fam.GetType(); t != dto.MetricType_GAUGE && t != dto.MetricType_UNTYPED && t != dto.MetricType_COUNTER {
+			warnings = append(warnings, fmt.Sprintf("DCGM family %s is a %s, not a gauge: left out", name, t))
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			l := labelMap(m)
+			ss = append(ss, DCGMSeries{Family: name, GPU: l[DCGMGPULabel], UUID: l[DCGMUUIDLabel], Model: l[DCGMModelLabel], Value: metricValue(m)})
+		}
+	}
+	g, w := GPUFromSeries(ss)
+	return g, append(warnings, w...)
+}
+
+// GPUFromSeries aggregates one node's DCGM series (AggregateGPU), each
+// field from the first of its DCGMFamilies that has a series; nil when none
+// is a DCGM family. A series without gpu or UUID label is left out with a
+// warning, one that is not a number silently.
+func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
+	rank := map[string][2]int{} // family → field, preference
 	for f, names := range DCGMFamilies {
-		for _, name := range names {
-			fam := families[name]
-			if fam == nil {
-				continue
+		for i, n := range names {
+			rank[n] = [2]int{f, i}
+		}
+	}
+	// The preferred family present for each field.
+	best := [NumGPUFields]int{}
+	for f := range best {
+		best[f] = len(DCGMFamilies[f])
+	}
+	for _, s := range ss {
+		if r, ok := rank[s.Family]; ok && r[1] < best[r[0]] {
+			best[r[0]] = r[1]
+		}
+	}
+	byKey := map[string]*GPUReading{}
+	var keys []string
+	var warnings []string
+	warned := map[string]bool{}
+	for _, s := range ss {
+		r, ok := rank[s.Family]
+		if !ok || r[1] != best[r[0]] {
+			continue
+		}
+		if s.GPU == "" && s.UUID == "" {
+			if !warned[s.Family] {
+				warned[s.Family] = true
+				warnings = append(warnings, fmt.Sprintf("DCGM family %s has a series without gpu or UUID label: left out", s.Family))
 			}
-			if t := fam.GetType(); t != dto.MetricType_GAUGE && t != dto.MetricType_UNTYPED && t != dto.MetricType_COUNTER {
-				warnings = append(warnings, fmt.Sprintf("DCGM family %s is a %s, not a gauge: left out", name, t))
-				continue
-			}
-			for _, m := range fam.GetMetric() {
-				l := labelMap(m)
-				gpu, uuid := l[DCGMGPULabel], l[DCGMUUIDLabel]
-				if gpu == "" && uuid == "" {
-					warnings = append(warnings, fmt.Sprintf("DCGM family %s has a series without gpu or UUID label: left out", name))
-					continue
-				}
-				v := metricValue(m)
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					continue
-				}
-				key := gpu + "\xff" + uuid
-				r := byKey[key]
-				if r == nil {
-					r = &GPUReading{GPU: gpu, UUID: uuid, Model: l[DCGMModelLabel]}
-					byKey[key] = r
-				}
-				if r.Values[f] == nil { // the preferred family, read first, wins
-					r.Values[f] = &v
-				}
-			}
-			break
+			continue
+		}
+		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+			continue
+		}
+		key := s.GPU + "\xff" + s.UUID
+		g := byKey[key]
+		if g == nil {
+			g = &GPUReading{GPU: s.GPU, UUID: s.UUID, Model: s.Model}
+			byKey[key] = g
+			keys = append(keys, key)
+		}
+		if g.Values[r[0]] == nil {
+			g.Values[r[0]] = ptrTo(s.Value)
 		}
 	}
 	if len(byKey) == 0 {
 		return nil, warnings
 	}
 	rs := make([]GPUReading, 0, len(byKey))
-	for _, r := range byKey {
-		rs = append(rs, *r)
+	for _, k := range keys {
+		rs = append(rs, *byKey[k])
 	}
 	return AggregateGPU(rs), warnings
 }

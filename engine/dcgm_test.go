@@ -3,6 +3,7 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -162,5 +163,30 @@ func TestAggregateGPUOrder(t *testing.T) {
 	}
 	if AggregateGPU(nil) != nil {
 		t.Error("no reading gives a GPU section")
+	}
+}
+
+// TestDCGMPage: docs/engine-metrics.md names every DCGM family ExtractGPU
+// reads, and no other.
+func TestDCGMPage(t *testing.T) {
+	page, err := os.ReadFile("../docs/engine-metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile("`(DCGM_FI_[A-Z0-9_]+)`").FindAllStringSubmatch(string(page), -1) {
+		named[m[1]] = true
+	}
+	read := map[string]bool{}
+	for _, f := range DCGMFamilyNames() {
+		read[f] = true
+		if !named[f] {
+			t.Errorf("docs/engine-metrics.md does not name %s, which engine/dcgm.go reads", f)
+		}
+	}
+	for n := range named {
+		if !read[n] {
+			t.Errorf("docs/engine-metrics.md names %s, which engine/dcgm.go does not read", n)
+		}
 	}
 }
