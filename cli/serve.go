@@ -408,10 +408,10 @@ func (h headersFlag) Set(v string) error {
 
 type promFlagSet struct {
 	url, bearer, user, password, ca, cert, key, serverName, nodeLabel, modelLabels, dcgmJoin *string
-	insecure                                                                       *bool
-	timeout                                                                        *time.Duration
-	maxInFlight, onDemandInFlight                                                  *int
-	headers                                                                        headersFlag
+	insecure                                                                                 *bool
+	timeout                                                                                  *time.Duration
+	maxInFlight, onDemandInFlight                                                            *int
+	headers                                                                                  headersFlag
 }
 
 func promFlags(fs *flag.FlagSet) promFlagSet {
