@@ -173,6 +173,17 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 		return s != statusUnknown, 0, elevated(s)
 	case aboutAge:
 		return o(f.staleness, false)
+	case aboutPrefixCache:
+		r := f.m.PrefixCacheHitRate
+		return r != nil, f.m.GetPrefixCacheHitRate(), r != nil && *r >= prefixHitHigh
+	case aboutSpec:
+		a, l := f.m.SpecDecodeAcceptanceRate, f.m.SpecDecodeAcceptLength
+		return a != nil || l != nil, f.m.GetSpecDecodeAcceptanceRate(), a != nil && *a < specAcceptLow
+	case aboutLoRA:
+		r, w := f.m.LoraAdaptersRunning, f.m.LoraAdaptersWaiting
+		return r != nil || w != nil, f.m.GetLoraAdaptersWaiting(), w != nil && *w > 0
+	case aboutOffload:
+		return f.offloadTier() != "", 0, f.offloadByDesign()
 	case aboutGPUDRAM:
 		d := f.m.GetGpu().DramActive
 		return d != nil, f.m.GetGpu().GetDramActive(), d != nil && *d >= gpuDRAMHigh
@@ -208,6 +219,9 @@ func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 		aboutTrend:       llmdiagv1.Indicator_INDICATOR_E2E_TREND,
 		aboutPeers:       llmdiagv1.Indicator_INDICATOR_PEERS,
 		aboutAge:         llmdiagv1.Indicator_INDICATOR_STALENESS,
+		aboutPrefixCache: llmdiagv1.Indicator_INDICATOR_PREFIX_CACHE_HIT_RATE,
+		aboutSpec:        llmdiagv1.Indicator_INDICATOR_SPEC_DECODE_ACCEPTANCE,
+		aboutLoRA:        llmdiagv1.Indicator_INDICATOR_LORA_ADAPTERS,
 		aboutGPUStarved:  llmdiagv1.Indicator_INDICATOR_GPU_ACTIVITY,
 		aboutGPUThrottle: llmdiagv1.Indicator_INDICATOR_GPU_THROTTLING,
 		aboutGPUXID:      llmdiagv1.Indicator_INDICATOR_GPU_XID,
@@ -219,6 +233,7 @@ func (s subject) String() string {
 	names := []string{"", "KV pressure", "KV capacity", "queue", "queueing", "queue/running", "running", "waiting",
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
 		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age",
+		"prefix-cache hit rate", "speculative decoding", "LoRA adapters", "KV offload by design",
 		"GPU DRAM active", "GPU tensor active", "GPU starved", "GPU throttling", "GPU XID"}
 	if int(s) < len(names) {
 		return names[s]

@@ -45,6 +45,11 @@ const (
 	aboutKVHold     // the KV half of saturation, with hysteresis: high is on
 	aboutSpikes     // queue spikes: high is queueing now or spikes drained in the history
 	aboutAge        // the data's age
+	// The cache and decoding effects (effects.go, offload.go).
+	aboutPrefixCache // prefix-cache hit rate: high is at prefixHitHigh or above
+	aboutSpec        // speculative decoding: high is acceptance below specAcceptLow
+	aboutLoRA        // LoRA adapters: high is some adapter waited for
+	aboutOffload     // a GPU KV cache full by design (offloadByDesign): high is so
 	// GPU figures from DCGM (gpu.go).
 	aboutGPUDRAM     // mean DRAM active: high is at gpuDRAMHigh or more
 	aboutGPUTensor   // mean tensor-pipe activity: high is at gpuTensorHigh or more
@@ -371,6 +376,35 @@ var catalogClaims = map[msg][]claim{
 	namePeers:         nil,
 	nameStaleness:     nil,
 
+	// Cause names, as reports title them (CauseName).
+	causeNameUnspecified:  nil,
+	causeNameNoData:       nil,
+	causeNameTargetDown:   nil,
+	causeNameKVExhausted:  nil,
+	causeNameOverloaded:   nil,
+	causeNameBurst:        nil,
+	causeNamePrefillBound: nil,
+	causeNameDecodeBound:  nil,
+	causeNameNodeOutlier:  nil,
+	causeNameHealthy:      nil,
+	causeNameUnexplained:  nil,
+
+	causeNameStalled:          nil,
+	nameProgress:              nil,
+	valueProgressFlat:         nil,
+	progressStalled:           nil,
+	summaryStalled:            nil,
+	summaryStalledWaiting:     {{aboutQueue, isAbove0}, {aboutRunning, isZero}},
+	evProgressFlat:            nil,
+	evStalledNothingRunning:   {{aboutQueue, isAbove0}, {aboutRunning, isZero}},
+	evProgressRequestCounters: nil,
+	evStalledAnswers:          nil,
+	evStalledWindowRates:      {{aboutGeneration, isAbove0}},
+	recStalledRouting:         nil,
+	recStalledDump:            nil,
+	recStalledRestart:         nil,
+	recStalledProbe:           nil,
+
 	// Why a finding is UNKNOWN.
 	unknownNoMetrics:    nil,
 	unknownStale:        nil,
@@ -472,6 +506,39 @@ var catalogClaims = map[msg][]claim{
 	recLatency:        nil,
 	recAborts:         nil,
 	recScrape:         nil,
+
+	// SLO burn: the SLO's own figures (attainment, burn rate per window),
+	// which no other indicator's claims cover; the finding sits beside the
+	// verdict and the verdict's texts do not quote it.
+	nameSLO:            nil,
+	sloValue:           nil,
+	sloBurnCrit:        nil,
+	sloBurnWarn:        nil,
+	sloOnlyIfMissed:    nil,
+	sloWithin:          nil,
+	sloUnknown:         nil,
+	evSLOWindow:        nil,
+	evSLOWindowEmpty:   nil,
+	evSLOWindowMissing: nil,
+	namePrefixCache:    nil,
+	nameSpec:           nil,
+	nameLoRA:           nil,
+	prefixHigh:         {{aboutPrefixCache, isHigh}},
+	prefixLow:          {{aboutPrefixCache, isLow}},
+	prefixSome:         {{aboutPrefixCache, isLow}},
+	evPrefixCache:      {{aboutPrefixCache, isKnown}},
+	specGain:           {{aboutSpec, isLow}},
+	specLowGain:        {{aboutSpec, isHigh}},
+	valueSpec:          {{aboutSpec, isKnown}},
+	evSpec:             {{aboutSpec, isLow}},
+	evSpecLow:          {{aboutSpec, isHigh}},
+	recSpecDraft:       {{aboutSpec, isHigh}},
+	loraWaiting:        {{aboutLoRA, isHigh}},
+	loraNoWait:         {{aboutLoRA, isLow}},
+	valueLoRA:          {{aboutLoRA, isKnown}},
+	evLoRAWaiting:      {{aboutLoRA, isHigh}, {aboutQueue, isAbove0}},
+	kvOffload:          {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
+	roMemoryOffload:    {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for

@@ -426,6 +426,64 @@ const (
 	evQueueTimeSplitExcluded
 	valueShareOfWait
 	unknownInconsistent
+	nameSLO
+	sloValue
+	sloBurnCrit
+	sloBurnWarn
+	sloOnlyIfMissed
+	sloWithin
+	sloUnknown
+	evSLOWindow
+	evSLOWindowEmpty
+	evSLOWindowMissing
+
+	namePrefixCache
+	nameSpec
+	nameLoRA
+	prefixHigh
+	prefixLow
+	prefixSome
+	specGain
+	specLowGain
+	loraWaiting
+	loraNoWait
+	valueSpec
+	valueLoRA
+	evPrefixCache
+	evSpec
+	evSpecLow
+	evLoRAWaiting
+	recSpecDraft
+	kvOffload
+	roMemoryOffload
+
+	causeNameUnspecified
+	causeNameNoData
+	causeNameTargetDown
+	causeNameKVExhausted
+	causeNameOverloaded
+	causeNameBurst
+	causeNamePrefillBound
+	causeNameDecodeBound
+	causeNameNodeOutlier
+	causeNameHealthy
+	causeNameUnexplained
+
+	causeNameStalled
+	nameProgress
+	valueProgressFlat
+	progressStalled
+	summaryStalled
+	summaryStalledWaiting
+	evProgressFlat
+	evStalledNothingRunning
+	evProgressRequestCounters
+	evStalledAnswers
+	evStalledWindowRates
+	recStalledRouting
+	recStalledDump
+	recStalledRestart
+	recStalledProbe
 
 	// GPU figures from DCGM (gpu.go).
 	nameGPUActivity
@@ -1056,6 +1114,119 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"平均排队 %s，之后平均 TTFT %s（不含排队）：首 Token 在到达后 %s 出现，其中 %s 在排队（≥ %s 视为主要在等）"},
 	valueShareOfWait:    {"%s of the wait", "占等待 %s"},
 	unknownInconsistent: {"Unknown: %s", "未知：%s"},
+	nameSLO:             {"SLO", "SLO"},
+	sloValue:            {"%s within %s (%s)", "%[3]s 内 %[1]s 在 %[2]s 以内"},
+	sloBurnCrit: {
+		"Error budget burning fast: the burn rate is at or above %[3]s× over both %[1]s and %[2]s (%[4]s of the %[5]s budget within %[1]s)",
+		"错误预算快速消耗：%[1]s 和 %[2]s 内的消耗速率均达到 %[3]s× 及以上（%[1]s 内耗掉 %[5]s 预算的 %[4]s）"},
+	sloBurnWarn: {
+		"Error budget burning steadily: the burn rate is at or above %[3]s× over both %[1]s and %[2]s (%[4]s of the %[5]s budget within %[1]s)",
+		"错误预算持续消耗：%[1]s 和 %[2]s 内的消耗速率均达到 %[3]s× 及以上（%[1]s 内耗掉 %[5]s 预算的 %[4]s）"},
+	sloOnlyIfMissed: {
+		"; only if the requests of the bucket around the target missed it (%s is not a bucket bound)",
+		"；前提是目标所在桶内的请求都超标（%s 不是桶边界）"},
+	sloWithin: {
+		"Within budget: the burn rate is below %s× over %s or %s, and below %s× over %s or %s",
+		"预算之内：消耗速率在 %[2]s 或 %[3]s 内低于 %[1]s×，且在 %[5]s 或 %[6]s 内低于 %[4]s×"},
+	sloUnknown: {
+		"Unknown: a window the burn alerts read was not read, or the engine does not export this latency histogram",
+		"未知：消耗告警所需的窗口未读取，或引擎未导出该延迟直方图"},
+	evSLOWindow: {
+		"%s: %s of %s requests within %s, burn rate %s",
+		"%[1]s：%[3]s 个请求中 %[2]s 在 %[4]s 以内，消耗速率 %[5]s"},
+	evSLOWindowEmpty:   {"%s: no requests, no burn", "%s：无请求，无消耗"},
+	evSLOWindowMissing: {"%s: not read", "%s：未读取"},
+
+	namePrefixCache: {"Prefix-cache hit rate", "前缀缓存命中率"},
+	nameSpec:        {"Speculative decoding", "投机解码"},
+	nameLoRA:        {"LoRA adapters", "LoRA 适配器"},
+	prefixHigh: {
+		"Most prompt tokens come from the prefix cache: prefill is cheaper than the prompt rate suggests",
+		"大部分 Prompt Token 命中前缀缓存：Prefill 开销低于 Prompt 速率所示"},
+	prefixLow:  {"Few prompt tokens hit the prefix cache: prompts are prefilled in full", "前缀缓存命中很少：Prompt 基本全量 Prefill"},
+	prefixSome: {"Some prompt tokens come from the prefix cache", "部分 Prompt Token 命中前缀缓存"},
+	specGain: {
+		"Speculative decoding emits several tokens per step: decode is faster than one token per step",
+		"投机解码每步产出多个 Token：Decode 快于每步一个 Token"},
+	specLowGain: {
+		"Speculative decoding gains little: most draft tokens are rejected, and decode may be slower for it",
+		"投机解码收益很小：大部分草稿 Token 被拒绝，Decode 可能因此更慢"},
+	loraWaiting: {"Requests wait for %s LoRA adapter(s) to be loaded", "有请求在等待 %s 个 LoRA 适配器加载"},
+	loraNoWait:  {"No request waits for a LoRA adapter", "没有请求在等待 LoRA 适配器"},
+	valueSpec:   {"%s accepted, %s tok/step", "接受 %s，每步 %s Token"},
+	valueLoRA:   {"%s running, %s waiting", "运行 %s，等待 %s"},
+	evPrefixCache: {
+		"prefix cache: %s of prompt tokens found in the cache over the window (hits ÷ queries)",
+		"前缀缓存：窗口内 %s 的 Prompt Token 命中缓存（命中 ÷ 查询）"},
+	evSpec: {
+		"speculative decoding: %s of draft tokens accepted, %s tokens per step and request: decode is that much faster than the step rate",
+		"投机解码：草稿 Token 接受率 %s，每请求每步 %s 个 Token：Decode 相应快于步速"},
+	evSpecLow: {
+		"speculative decoding: only %s of draft tokens accepted (%s tokens per step and request, below %s acceptance): the draft model's work is mostly wasted and slows each step",
+		"投机解码：草稿 Token 接受率仅 %s（每请求每步 %s 个 Token，低于 %s）：草稿模型的计算大多浪费，反而拖慢每一步"},
+	evLoRAWaiting: {
+		"requests wait for LoRA adapters: %s adapter(s) waited for, %s running (vLLM lora_requests_info): the queue holds requests whose adapter is not loaded",
+		"请求在等待 LoRA 适配器：%s 个适配器被等待，%s 个在运行（vLLM lora_requests_info）：队列中有请求的适配器尚未加载"},
+	recSpecDraft: {
+		"Check the draft model or lower num_speculative_tokens: acceptance is %s",
+		"检查草稿模型，或调低 num_speculative_tokens：接受率仅 %s"},
+	kvOffload: {
+		"GPU KV full by design: offload tier (%s) keeps the GPU cache full, with no preemptions and no queue",
+		"GPU KV 按设计占满：卸载层（%s）让 GPU 缓存保持满载，无抢占、无排队"},
+	roMemoryOffload: {
+		"not memory: GPU KV full by design: offload tier (%s); KV pressure %s with no preemptions and no queue",
+		"不是显存耗尽：GPU KV 按设计占满：卸载层（%s）；KV 压力 %s，无抢占、无排队"},
+	causeNameUnspecified:  {"Undetermined", "未判定"},
+	causeNameNoData:       {"No data", "无数据"},
+	causeNameTargetDown:   {"Target down", "目标宕机"},
+	causeNameKVExhausted:  {"KV cache exhausted", "KV Cache 耗尽"},
+	causeNameOverloaded:   {"Overloaded", "过载"},
+	causeNameBurst:        {"Burst", "突发流量"},
+	causeNamePrefillBound: {"Prefill-bound", "Prefill 瓶颈"},
+	causeNameDecodeBound:  {"Decode-bound", "Decode 瓶颈"},
+	causeNameNodeOutlier:  {"Node outlier", "节点异常"},
+	causeNameHealthy:      {"Healthy", "健康"},
+	causeNameUnexplained:  {"Unexplained", "原因不明"},
+
+	causeNameStalled:  {"Stalled", "引擎停滞"},
+	nameProgress:      {"Progress", "推进"},
+	valueProgressFlat: {"flat for %s", "%s 未变"},
+	progressStalled: {
+		"the progress counters read the same at %d refreshes in a row (STALLED from %d) with requests running or waiting: the engine completes no step",
+		"进度计数器连续 %d 次刷新读数相同（%d 次即判停滞），期间有请求在运行或等待：引擎没有完成任何一步"},
+	summaryStalled: {
+		"Stalled: %s running and %s waiting, yet the engine has made no progress for %s (%d refreshes): no token generated, no prompt processed, no request finished. /metrics still answers; the engine loop does not.",
+		"引擎停滞：%s 个请求在运行、%s 个在等待，但引擎已连续 %s 没有任何推进（%d 次刷新）：没有生成 Token，没有处理 Prompt，没有请求完成。/metrics 仍有响应，引擎主循环已不工作。"},
+	summaryStalledWaiting: {
+		"Stalled: %s requests waiting and none running, and the engine has made no progress for %s (%d refreshes): the scheduler admits nothing. /metrics still answers; the engine loop does not.",
+		"引擎停滞：%s 个请求在等待、没有请求在运行，引擎已连续 %s 没有任何推进（%d 次刷新）：调度器不再接纳请求。/metrics 仍有响应，引擎主循环已不工作。"},
+	evProgressFlat: {
+		"progress counters (prompt and generation tokens, finished requests, first-token and inter-token counts) summed to %s at each of the last %d refreshes, over %s",
+		"进度计数器（Prompt 与生成 Token、完成请求数、首 Token 与 Token 间隔计数）之和在最近 %[2]d 次刷新中均为 %[1]s，持续 %[3]s"},
+	evStalledNothingRunning: {
+		"running reads 0 while %s wait: nothing is admitted (a hung engine loop can leave running at 0, as one reported vLLM hang did)",
+		"运行中为 0 而有 %s 个请求在等待：没有请求被接纳（引擎主循环卡住时运行中可能读数为 0，已有 vLLM 卡死报告如此）"},
+	evProgressRequestCounters: {
+		"this engine counts only whole requests (no inter-token histogram), so the counters were required to stay flat for %s as well: longer than one long generation",
+		"该引擎只按整条请求计数（没有 Token 间隔直方图），因此另要求计数器持续 %s 不变：长于一次长生成"},
+	evStalledAnswers: {
+		"the metrics endpoint answers, so the process is up: this is a hang, not TARGET_DOWN",
+		"指标端点有响应，进程仍在：这是卡死，不是目标宕机"},
+	evStalledWindowRates: {
+		"the window's rates (%s generated over %s) average the work done before the stall: they say nothing of now",
+		"窗口内的速率（%[2]s 窗口内生成 %[1]s）是卡住之前工作的平均值，不代表当前"},
+	recStalledRouting: {
+		"Take the node out of routing now: requests sent to it wait without end, and the ones it holds will time out.",
+		"立即将该节点移出路由：发往它的请求会无限等待，已在其中的请求将超时。"},
+	recStalledDump: {
+		"Before restarting, capture where the engine is stuck: a stack dump of every engine process (py-spy dump --pid <pid>, or the engine's own dump), with the GPU state (nvidia-smi) and the last lines of its log (NCCL timeouts, CUDA errors).",
+		"重启前先记录引擎卡在哪里：对每个引擎进程做栈转储（py-spy dump --pid <pid>，或引擎自带的转储），并保存 GPU 状态（nvidia-smi）和日志末尾（NCCL 超时、CUDA 错误）。"},
+	recStalledRestart: {
+		"Drain and restart the engine: a hung engine loop (a stuck collective, a GPU fault, a deadlocked scheduler) does not recover by itself.",
+		"排空并重启引擎：卡住的引擎主循环（集合通信卡住、GPU 故障、调度器死锁）不会自行恢复。"},
+	recStalledProbe: {
+		"Check the engine's health endpoint against its progress: a /health that answers 200 while no token comes out is no liveness check. Probe forward progress instead (a decode health check where the engine has one, as proposed for vLLM, or this progress finding), so that the orchestrator restarts a hung engine.",
+		"核对引擎的健康检查与实际推进：没有 Token 产出时仍返回 200 的 /health 不能作为存活检查。应改为探测前向推进（引擎若有 decode 健康检查则用之，vLLM 已有此提案；或使用本项推进指标），让编排系统能重启卡死的引擎。"},
 
 	nameGPUActivity:   {"GPU activity", "GPU 活跃度"},
 	nameGPUThrottling: {"GPU throttling", "GPU 降频"},

@@ -285,13 +285,17 @@ func (f *Fleet) FleetFile() *fleet.File {
 			url = "http://" + addr + "/metrics"
 			dcgm = "http://" + addr + DCGMPath
 		}
+		profile := n.cfg.Profile
+		if n.cfg.KVOffload != "" && !n.cfg.Engine.showsOffload() {
+			profile.KVOffload = n.cfg.KVOffload
+		}
 		out.Nodes = append(out.Nodes, fleet.Node{
 			ID:      n.cfg.ID,
 			URL:     url,
 			DCGM:    dcgm,
 			Model:   n.cfg.Model,
 			Engine:  n.cfg.Engine.FleetName(),
-			Profile: n.cfg.Profile,
+			Profile: profile,
 		})
 	}
 	return out
