@@ -174,6 +174,9 @@ type Node struct {
 	// preempted for it. vLLM schemas show the tier (lmcache: families);
 	// for the other engines the fleet file declares it (profile.kv_offload).
 	KVOffload string
+	// GPUFault is a hardware problem of some of its GPUs, seen in its
+	// DCGM exporter (and, when throttled, in its speed).
+	GPUFault GPUFault
 }
 
 // offloadResident is the share of the GPU KV blocks an offload tier keeps
@@ -463,6 +466,14 @@ func (n Node) validate() error {
 	for _, d := range n.Down {
 		if d.Start < 0 || (d.End != 0 && d.End <= d.Start) {
 			errs = append(errs, fmt.Errorf("down window %v-%v: want 0 <= start < end (or end 0)", d.Start, d.End))
+		}
+	}
+	if f := n.GPUFault; f.XID < 0 || (f.Throttle != ThrottleNone && f.Throttle != ThrottleThermal && f.Throttle != ThrottlePower) {
+		errs = append(errs, fmt.Errorf("gpu fault: throttle %q, XID %d: want %q, %q or none and an XID >= 0", f.Throttle, f.XID, ThrottleThermal, ThrottlePower))
+	}
+	for _, g := range n.GPUFault.GPUs {
+		if g < 0 || g >= n.cores()*n.gpusPerCore() {
+			errs = append(errs, fmt.Errorf("gpu fault: GPU %d: the node has GPUs 0-%d", g, n.cores()*n.gpusPerCore()-1))
 		}
 	}
 	if n.Garbage < GarbageNone || n.Garbage > GarbageJunk {

@@ -30,7 +30,7 @@ const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn"}
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -105,6 +105,19 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     a tight TTFT SLO (the matrix configures 99% within 250 ms: ~40%
 //     miss) burns its budget steadily. The fleet has no SLO of its own:
 //     SLOs are llmdiag's thresholds.
+//   - gpu-throttled: glm-4.6-0 with GPU 3 (of its tensor-parallel 8) held
+//     at ThermalClockRatio of its clock by thermal limits (DCGM clock-event
+//     reasons sw_thermal_slowdown and hw_thermal_slowdown, 92 °C): its
+//     compute runs that much slower, as tensor parallelism waits for its
+//     slowest rank; glm-4.6-1 a healthy peer.
+//   - gpu-xid: kimi-k2.6-0 whose GPU 5 reports XID 48 (a double-bit ECC
+//     error) and goes on serving; kimi-k2.6-1 a healthy peer.
+//
+// Every node also serves its GPUs as NVIDIA's DCGM exporter does, at
+// DCGMPath (see GPUFault and the package's dcgm.go): the GPUs' activity
+// follows the simulated steps (weight and KV reads keep the memory
+// interface busy, prefill and attention the tensor pipes, a lockstep rank
+// waiting for the others neither).
 //
 // Phases (Workload.Phases) are measured from the end of warm-up, as Down
 // windows are.
@@ -229,6 +242,14 @@ func Scenario(name string, seed int64) (Config, error) {
 		n.Workload.Prompt = LogNormal(16000, 0.6)
 		n.Workload.Output = LogNormal(200, 0.7)
 		cfg.Nodes = []Node{n}
+	case "gpu-throttled":
+		n := glm(0)
+		n.GPUFault = GPUFault{Throttle: ThrottleThermal, GPUs: []int{3}}
+		cfg.Nodes = []Node{n, glm(1)}
+	case "gpu-xid":
+		n := kimi(0)
+		n.GPUFault = GPUFault{XID: 48, GPUs: []int{5}}
+		cfg.Nodes = []Node{n, kimi(1)}
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)
 	}
