@@ -89,6 +89,65 @@ func (Engine) EnumDescriptor() ([]byte, []int) {
 	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{0}
 }
 
+// Role is what a node does in a deployment that disaggregates prefill and
+// decode: prefill workers compute the prompt's KV cache and hand it over,
+// decode workers receive it and generate the output. Unspecified reads as
+// both: a node that does the whole request.
+type Role int32
+
+const (
+	Role_ROLE_UNSPECIFIED Role = 0
+	// Prefill and decode on the same node (no disaggregation).
+	Role_ROLE_BOTH Role = 1
+	// Prefill worker: its decode speed is not judged.
+	Role_ROLE_PREFILL Role = 2
+	// Decode worker: its TTFT includes the KV transfer from a prefill worker.
+	Role_ROLE_DECODE Role = 3
+)
+
+// Enum value maps for Role.
+var (
+	Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_BOTH",
+		2: "ROLE_PREFILL",
+		3: "ROLE_DECODE",
+	}
+	Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_BOTH":        1,
+		"ROLE_PREFILL":     2,
+		"ROLE_DECODE":      3,
+	}
+)
+
+func (x Role) Enum() *Role {
+	p := new(Role)
+	*p = x
+	return p
+}
+
+func (x Role) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Role) Descriptor() protoreflect.EnumDescriptor {
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[1].Descriptor()
+}
+
+func (Role) Type() protoreflect.EnumType {
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[1]
+}
+
+func (x Role) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Role.Descriptor instead.
+func (Role) EnumDescriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{1}
+}
+
 // Status grades a finding or a node. DOWN applies to nodes only: the target
 // could not be scraped at all.
 type Status int32
@@ -138,11 +197,11 @@ func (x Status) String() string {
 }
 
 func (Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[1].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[2].Descriptor()
 }
 
 func (Status) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[1]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[2]
 }
 
 func (x Status) Number() protoreflect.EnumNumber {
@@ -151,7 +210,7 @@ func (x Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Status.Descriptor instead.
 func (Status) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{1}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{2}
 }
 
 // Cause is the root cause a diagnosis settles on. The first cause, in the
@@ -225,11 +284,11 @@ func (x Cause) String() string {
 }
 
 func (Cause) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[2].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[3].Descriptor()
 }
 
 func (Cause) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[2]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[3]
 }
 
 func (x Cause) Number() protoreflect.EnumNumber {
@@ -238,7 +297,7 @@ func (x Cause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Cause.Descriptor instead.
 func (Cause) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{2}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{3}
 }
 
 // Indicator names one row of a diagnosis.
@@ -272,6 +331,14 @@ const (
 	Indicator_INDICATOR_PEERS Indicator = 17
 	// Mean E2E latency over the history: rising, falling or flat.
 	Indicator_INDICATOR_E2E_TREND Indicator = 18
+	// The node's role in a disaggregated deployment (prefill or decode).
+	Indicator_INDICATOR_ROLE Indicator = 40
+	// Mean time of one KV-cache transfer between prefill and decode workers.
+	Indicator_INDICATOR_KV_TRANSFER_TIME Indicator = 41
+	// KV-cache bytes transferred per second.
+	Indicator_INDICATOR_KV_TRANSFER_VOLUME Indicator = 42
+	// Failed KV-cache transfers per second.
+	Indicator_INDICATOR_KV_TRANSFER_FAILURES Indicator = 43
 )
 
 // Enum value maps for Indicator.
@@ -296,6 +363,10 @@ var (
 		16: "INDICATOR_STALENESS",
 		17: "INDICATOR_PEERS",
 		18: "INDICATOR_E2E_TREND",
+		40: "INDICATOR_ROLE",
+		41: "INDICATOR_KV_TRANSFER_TIME",
+		42: "INDICATOR_KV_TRANSFER_VOLUME",
+		43: "INDICATOR_KV_TRANSFER_FAILURES",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":           0,
@@ -317,6 +388,10 @@ var (
 		"INDICATOR_STALENESS":             16,
 		"INDICATOR_PEERS":                 17,
 		"INDICATOR_E2E_TREND":             18,
+		"INDICATOR_ROLE":                  40,
+		"INDICATOR_KV_TRANSFER_TIME":      41,
+		"INDICATOR_KV_TRANSFER_VOLUME":    42,
+		"INDICATOR_KV_TRANSFER_FAILURES":  43,
 	}
 )
 
@@ -331,11 +406,11 @@ func (x Indicator) String() string {
 }
 
 func (Indicator) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[3].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[4].Descriptor()
 }
 
 func (Indicator) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[3]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[4]
 }
 
 func (x Indicator) Number() protoreflect.EnumNumber {
@@ -344,7 +419,7 @@ func (x Indicator) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Indicator.Descriptor instead.
 func (Indicator) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{3}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{4}
 }
 
 // LatencyMetric is a latency histogram that can be compared across nodes.
@@ -395,11 +470,11 @@ func (x LatencyMetric) String() string {
 }
 
 func (LatencyMetric) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[4].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[5].Descriptor()
 }
 
 func (LatencyMetric) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[4]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[5]
 }
 
 func (x LatencyMetric) Number() protoreflect.EnumNumber {
@@ -408,7 +483,7 @@ func (x LatencyMetric) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LatencyMetric.Descriptor instead.
 func (LatencyMetric) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{4}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
 }
 
 // GroupBy chooses the subjects of a comparison.
@@ -456,11 +531,11 @@ func (x GroupBy) String() string {
 }
 
 func (GroupBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[5].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[6].Descriptor()
 }
 
 func (GroupBy) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[5]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[6]
 }
 
 func (x GroupBy) Number() protoreflect.EnumNumber {
@@ -469,7 +544,7 @@ func (x GroupBy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupBy.Descriptor instead.
 func (GroupBy) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
 }
 
 // Language of human-readable text.
@@ -506,11 +581,11 @@ func (x Language) String() string {
 }
 
 func (Language) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[6].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[7].Descriptor()
 }
 
 func (Language) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[6]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[7]
 }
 
 func (x Language) Number() protoreflect.EnumNumber {
@@ -519,7 +594,7 @@ func (x Language) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Language.Descriptor instead.
 func (Language) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
 }
 
 // ReportFormat of a rendered report.
@@ -558,11 +633,11 @@ func (x ReportFormat) String() string {
 }
 
 func (ReportFormat) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[7].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[8].Descriptor()
 }
 
 func (ReportFormat) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[7]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[8]
 }
 
 func (x ReportFormat) Number() protoreflect.EnumNumber {
@@ -571,7 +646,7 @@ func (x ReportFormat) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReportFormat.Descriptor instead.
 func (ReportFormat) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 // EventKind says what a StreamHealthResponse carries.
@@ -618,11 +693,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[8].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[9].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[8]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[9]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -631,7 +706,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 // Profile describes how a node is deployed; it explains decode speed.
@@ -758,7 +833,9 @@ type Node struct {
 	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
 	// Labels from the fleet file (team, region, gpu pool, …): what
 	// ComparePercentiles can group by and StreamHealth can select on.
-	Labels        map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Its role: the fleet file's, else what its engine says, else both.
+	Role          Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -875,6 +952,13 @@ func (x *Node) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *Node) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
 }
 
 // Percentile is one quantile of a histogram, with the bucket it falls in, as
@@ -1106,9 +1190,25 @@ type NodeMetrics struct {
 	// Warnings and partial-result notes from the source (for example
 	// Prometheus query warnings, or a family of a scraped exposition left out
 	// as invalid, its indicators then unset); the values given are still used.
-	Warnings      []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Warnings []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// The node's role: the fleet file's when it gives one, else what the
+	// engine says (SGLang's engine_type label, a Dynamo worker's component),
+	// else unspecified (both).
+	Role Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
+	// Where role was read: "fleet file", or the metric and label it was
+	// detected from; empty when unspecified.
+	RoleSource string `protobuf:"bytes,101,opt,name=role_source,json=roleSource,proto3" json:"role_source,omitempty"`
+	// KV-cache transfers between prefill and decode workers completed per
+	// second, where the engine exposes them (vLLM's NIXL connector, SGLang).
+	KvTransfersPerSecond *float64 `protobuf:"fixed64,102,opt,name=kv_transfers_per_second,json=kvTransfersPerSecond,proto3,oneof" json:"kv_transfers_per_second,omitempty"`
+	// Mean time of one KV-cache transfer over the window, in seconds.
+	KvTransferSecondsMean *float64 `protobuf:"fixed64,103,opt,name=kv_transfer_seconds_mean,json=kvTransferSecondsMean,proto3,oneof" json:"kv_transfer_seconds_mean,omitempty"`
+	// KV-cache bytes transferred per second.
+	KvTransferBytesPerSecond *float64 `protobuf:"fixed64,104,opt,name=kv_transfer_bytes_per_second,json=kvTransferBytesPerSecond,proto3,oneof" json:"kv_transfer_bytes_per_second,omitempty"`
+	// Failed KV-cache transfers per second.
+	KvTransferFailuresPerSecond *float64 `protobuf:"fixed64,105,opt,name=kv_transfer_failures_per_second,json=kvTransferFailuresPerSecond,proto3,oneof" json:"kv_transfer_failures_per_second,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *NodeMetrics) Reset() {
@@ -1337,6 +1437,48 @@ func (x *NodeMetrics) GetWarnings() []string {
 	return nil
 }
 
+func (x *NodeMetrics) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *NodeMetrics) GetRoleSource() string {
+	if x != nil {
+		return x.RoleSource
+	}
+	return ""
+}
+
+func (x *NodeMetrics) GetKvTransfersPerSecond() float64 {
+	if x != nil && x.KvTransfersPerSecond != nil {
+		return *x.KvTransfersPerSecond
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferSecondsMean() float64 {
+	if x != nil && x.KvTransferSecondsMean != nil {
+		return *x.KvTransferSecondsMean
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferBytesPerSecond() float64 {
+	if x != nil && x.KvTransferBytesPerSecond != nil {
+		return *x.KvTransferBytesPerSecond
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferFailuresPerSecond() float64 {
+	if x != nil && x.KvTransferFailuresPerSecond != nil {
+		return *x.KvTransferFailuresPerSecond
+	}
+	return 0
+}
+
 // Finding is one row of a diagnosis: indicator, value, status, conclusion.
 type Finding struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1447,11 +1589,13 @@ type Diagnosis struct {
 	// As Node.load_score.
 	LoadScore float64 `protobuf:"fixed64,13,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
 	// 0..1: how well the evidence supports the root cause.
-	Confidence    float64                `protobuf:"fixed64,14,opt,name=confidence,proto3" json:"confidence,omitempty"`
-	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
-	Staleness     *durationpb.Duration   `protobuf:"bytes,16,opt,name=staleness,proto3" json:"staleness,omitempty"`
-	Stale         bool                   `protobuf:"varint,17,opt,name=stale,proto3" json:"stale,omitempty"`
-	Language      Language               `protobuf:"varint,18,opt,name=language,proto3,enum=llmdiag.v1.Language" json:"language,omitempty"`
+	Confidence float64                `protobuf:"fixed64,14,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	Staleness  *durationpb.Duration   `protobuf:"bytes,16,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	Stale      bool                   `protobuf:"varint,17,opt,name=stale,proto3" json:"stale,omitempty"`
+	Language   Language               `protobuf:"varint,18,opt,name=language,proto3,enum=llmdiag.v1.Language" json:"language,omitempty"`
+	// As NodeMetrics.role.
+	Role          Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1610,6 +1754,13 @@ func (x *Diagnosis) GetLanguage() Language {
 		return x.Language
 	}
 	return Language_LANGUAGE_UNSPECIFIED
+}
+
+func (x *Diagnosis) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
 }
 
 // ListNodesRequest filters the fleet and asks for one page of it; empty
@@ -2788,7 +2939,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11pipeline_parallel\x18\x04 \x01(\rR\x10pipelineParallel\x12\x10\n" +
 	"\x03gpu\x18\x05 \x01(\tR\x03gpu\x124\n" +
 	"\x16active_params_billions\x18\x06 \x01(\x01R\x14activeParamsBillions\x122\n" +
-	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\"\x95\x04\n" +
+	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\"\xbb\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2804,7 +2955,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tstaleness\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x10\n" +
 	"\x03url\x18\v \x01(\tR\x03url\x124\n" +
-	"\x06labels\x18\f \x03(\v2\x1c.llmdiag.v1.Node.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\f \x03(\v2\x1c.llmdiag.v1.Node.LabelsEntryR\x06labels\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x01\n" +
@@ -2823,7 +2975,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xb1\f\n" +
+	"\x05_mean\"\x80\x10\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2858,7 +3010,14 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1baborted_requests_per_second\x18\x1e \x01(\x01H\n" +
 	"R\x18abortedRequestsPerSecond\x88\x01\x01\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18) \x03(\tR\bwarningsB\b\n" +
+	"\bwarnings\x18) \x03(\tR\bwarnings\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x12\x1f\n" +
+	"\vrole_source\x18e \x01(\tR\n" +
+	"roleSource\x12:\n" +
+	"\x17kv_transfers_per_second\x18f \x01(\x01H\vR\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
+	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\fR\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
+	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\rR\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
+	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x0eR\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -2870,7 +3029,11 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"%_decode_tokens_per_second_per_requestB\x19\n" +
 	"\x17_preemptions_per_secondB\x16\n" +
 	"\x14_requests_per_secondB\x1e\n" +
-	"\x1c_aborted_requests_per_second\"\xd0\x01\n" +
+	"\x1c_aborted_requests_per_secondB\x1a\n" +
+	"\x18_kv_transfers_per_secondB\x1b\n" +
+	"\x19_kv_transfer_seconds_meanB\x1f\n" +
+	"\x1d_kv_transfer_bytes_per_secondB\"\n" +
+	" _kv_transfer_failures_per_second\"\xd0\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2879,7 +3042,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"conclusion\x18\x05 \x01(\tR\n" +
 	"conclusion\x12\x1a\n" +
-	"\bevidence\x18\x06 \x03(\tR\bevidence\"\x9e\x05\n" +
+	"\bevidence\x18\x06 \x03(\tR\bevidence\"\xc4\x05\n" +
 	"\tDiagnosis\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2904,7 +3067,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"observedAt\x127\n" +
 	"\tstaleness\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x14\n" +
 	"\x05stale\x18\x11 \x01(\bR\x05stale\x120\n" +
-	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\"\xbc\x01\n" +
+	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\"\xbc\x01\n" +
 	"\x10ListNodesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12*\n" +
 	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\x12\x1b\n" +
@@ -3016,7 +3180,12 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rENGINE_TRITON\x10\x04\x12\x0e\n" +
 	"\n" +
 	"ENGINE_TGI\x10\x05\x12\x11\n" +
-	"\rENGINE_DYNAMO\x10\x06*v\n" +
+	"\rENGINE_DYNAMO\x10\x06*N\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tROLE_BOTH\x10\x01\x12\x10\n" +
+	"\fROLE_PREFILL\x10\x02\x12\x0f\n" +
+	"\vROLE_DECODE\x10\x03*v\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x0f\n" +
@@ -3036,7 +3205,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\x89\x04\n" +
+	"*\x83\x05\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3057,7 +3226,11 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x10INDICATOR_ABORTS\x10\x0f\x12\x17\n" +
 	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
 	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
-	"\x13INDICATOR_E2E_TREND\x10\x12*\xc9\x01\n" +
+	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x12\n" +
+	"\x0eINDICATOR_ROLE\x10(\x12\x1e\n" +
+	"\x1aINDICATOR_KV_TRANSFER_TIME\x10)\x12 \n" +
+	"\x1cINDICATOR_KV_TRANSFER_VOLUME\x10*\x12\"\n" +
+	"\x1eINDICATOR_KV_TRANSFER_FAILURES\x10+*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
@@ -3104,124 +3277,128 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 	return file_llmdiag_v1_diagnosis_proto_rawDescData
 }
 
-var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
 var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
-	(Status)(0),                        // 1: llmdiag.v1.Status
-	(Cause)(0),                         // 2: llmdiag.v1.Cause
-	(Indicator)(0),                     // 3: llmdiag.v1.Indicator
-	(LatencyMetric)(0),                 // 4: llmdiag.v1.LatencyMetric
-	(GroupBy)(0),                       // 5: llmdiag.v1.GroupBy
-	(Language)(0),                      // 6: llmdiag.v1.Language
-	(ReportFormat)(0),                  // 7: llmdiag.v1.ReportFormat
-	(EventKind)(0),                     // 8: llmdiag.v1.EventKind
-	(*Profile)(nil),                    // 9: llmdiag.v1.Profile
-	(*Node)(nil),                       // 10: llmdiag.v1.Node
-	(*Percentile)(nil),                 // 11: llmdiag.v1.Percentile
-	(*Distribution)(nil),               // 12: llmdiag.v1.Distribution
-	(*NodeMetrics)(nil),                // 13: llmdiag.v1.NodeMetrics
-	(*Finding)(nil),                    // 14: llmdiag.v1.Finding
-	(*Diagnosis)(nil),                  // 15: llmdiag.v1.Diagnosis
-	(*ListNodesRequest)(nil),           // 16: llmdiag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),          // 17: llmdiag.v1.ListNodesResponse
-	(*Degraded)(nil),                   // 18: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 19: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 20: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 21: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 22: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 23: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 24: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 25: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 26: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 27: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 28: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 29: llmdiag.v1.StreamHealthResponse
-	nil,                                // 30: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 31: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 32: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 33: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 34: google.protobuf.Duration
+	(Role)(0),                          // 1: llmdiag.v1.Role
+	(Status)(0),                        // 2: llmdiag.v1.Status
+	(Cause)(0),                         // 3: llmdiag.v1.Cause
+	(Indicator)(0),                     // 4: llmdiag.v1.Indicator
+	(LatencyMetric)(0),                 // 5: llmdiag.v1.LatencyMetric
+	(GroupBy)(0),                       // 6: llmdiag.v1.GroupBy
+	(Language)(0),                      // 7: llmdiag.v1.Language
+	(ReportFormat)(0),                  // 8: llmdiag.v1.ReportFormat
+	(EventKind)(0),                     // 9: llmdiag.v1.EventKind
+	(*Profile)(nil),                    // 10: llmdiag.v1.Profile
+	(*Node)(nil),                       // 11: llmdiag.v1.Node
+	(*Percentile)(nil),                 // 12: llmdiag.v1.Percentile
+	(*Distribution)(nil),               // 13: llmdiag.v1.Distribution
+	(*NodeMetrics)(nil),                // 14: llmdiag.v1.NodeMetrics
+	(*Finding)(nil),                    // 15: llmdiag.v1.Finding
+	(*Diagnosis)(nil),                  // 16: llmdiag.v1.Diagnosis
+	(*ListNodesRequest)(nil),           // 17: llmdiag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),          // 18: llmdiag.v1.ListNodesResponse
+	(*Degraded)(nil),                   // 19: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 20: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 21: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 22: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 23: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 24: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 25: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 26: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 27: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 28: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 29: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 30: llmdiag.v1.StreamHealthResponse
+	nil,                                // 31: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 32: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 33: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 34: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 35: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
-	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	33, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
-	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
-	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	30, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
-	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
-	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	33, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	34, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	34, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
-	12, // 13: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
-	12, // 14: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
-	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
-	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
-	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	3,  // 18: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 19: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 20: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 21: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 22: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 23: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	33, // 24: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 25: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 26: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 27: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 28: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 29: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	18, // 30: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 31: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	34, // 32: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 33: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	18, // 34: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 35: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 36: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	34, // 37: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	34, // 38: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 39: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	22, // 40: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	34, // 41: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 42: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	23, // 43: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	33, // 44: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 45: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	18, // 46: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 47: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	34, // 48: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 49: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 50: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	15, // 51: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	18, // 52: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	34, // 53: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	31, // 54: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 55: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 56: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	34, // 57: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	33, // 58: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	32, // 59: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 60: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	28, // 61: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	33, // 62: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	16, // 63: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	19, // 64: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	21, // 65: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	25, // 66: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	27, // 67: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	17, // 68: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	20, // 69: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	24, // 70: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	26, // 71: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	29, // 72: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	68, // [68:73] is the sub-list for method output_type
-	63, // [63:68] is the sub-list for method input_type
-	63, // [63:63] is the sub-list for extension type_name
-	63, // [63:63] is the sub-list for extension extendee
-	0,  // [0:63] is the sub-list for field type_name
+	10, // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
+	34, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	2,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
+	3,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
+	35, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	31, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	1,  // 7: llmdiag.v1.Node.role:type_name -> llmdiag.v1.Role
+	12, // 8: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
+	0,  // 9: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
+	34, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	35, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	35, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	35, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	13, // 14: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
+	13, // 15: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
+	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
+	13, // 17: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
+	13, // 18: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
+	1,  // 19: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
+	4,  // 20: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	2,  // 21: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	0,  // 22: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	2,  // 23: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	3,  // 24: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	15, // 25: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	34, // 26: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	35, // 27: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	7,  // 28: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	1,  // 29: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
+	0,  // 30: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	2,  // 31: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	11, // 32: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	19, // 33: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	35, // 34: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	35, // 35: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	14, // 36: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	19, // 37: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 38: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 39: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	35, // 40: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	35, // 41: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 42: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	23, // 43: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	35, // 44: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 45: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	24, // 46: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	34, // 47: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	35, // 48: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	19, // 49: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	35, // 50: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	35, // 51: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 52: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 53: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	16, // 54: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	19, // 55: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	35, // 56: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	32, // 57: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 58: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 59: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	35, // 60: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	34, // 61: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	33, // 62: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 63: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	29, // 64: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	34, // 65: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	17, // 66: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	20, // 67: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	22, // 68: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	26, // 69: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	28, // 70: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	18, // 71: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	21, // 72: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	25, // 73: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	27, // 74: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	30, // 75: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	71, // [71:76] is the sub-list for method output_type
+	66, // [66:71] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3236,7 +3413,7 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
-			NumEnums:      9,
+			NumEnums:      10,
 			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
