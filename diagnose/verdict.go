@@ -202,6 +202,9 @@ func worst(findings []*llmdiagv1.Finding) llmdiagv1.Status {
 // decodeBound reports whether the evidence fits rule 6 (peers aside): low
 // queue, KV below warn, a long E2E tail and slow per-request decode.
 func (f *facts) decodeBound() bool {
+	if f.prefillWorker() { // role.go: a prefill worker's decode is not judged
+		return false
+	}
 	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
 	return !f.hist.now && !kvHigh && elevated(f.e2eStatus()) && f.slowDecode()
 }
@@ -213,7 +216,7 @@ func (f *facts) decodeBound() bool {
 // or the tail not yet long enough.
 func (f *facts) decodeStalls(findings []*llmdiagv1.Finding) bool {
 	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
-	if f.hist.surgeNow || kvHigh || f.interTokenStatus() != statusCrit {
+	if f.prefillWorker() || f.hist.surgeNow || kvHigh || f.interTokenStatus() != statusCrit {
 		return false
 	}
 	for _, x := range findings {
@@ -319,6 +322,8 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 		case llmdiagv1.Cause_CAUSE_PREFILL_BOUND:
 			share := f.queueTimeShare()
 			switch {
+			case f.decodeWorker() && f.ttftP99 != nil && elevated(f.ttftStatus()): // role.go
+				add(roDecodeWorkerTTFT, p.seconds(f.ttftP99.GetValue()))
 			case f.ttftP99 == nil:
 				add(roPrefillUnknown)
 			case f.ttftStatus() == statusOK:
@@ -336,6 +341,8 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 			}
 		case llmdiagv1.Cause_CAUSE_DECODE_BOUND:
 			switch {
+			case f.prefillWorker(): // role.go
+				add(roPrefillWorkerDecode)
 			case !f.perRequest.ok:
 				add(roDecodeUnknown)
 			case !f.slowDecode():
