@@ -54,7 +54,6 @@ func slowDecodeMetrics() *llmdiagv1.NodeMetrics {
 	return m
 }
 
-
 func TestRoleAwareVerdicts(t *testing.T) {
 	tests := []struct {
 		name      string

@@ -54,7 +54,7 @@ func TestComputeDisagg(t *testing.T) {
 				{"bytes/s", nm.KvTransferBytesPerSecond, tc.bytes},
 				{"failures/s", nm.KvTransferFailuresPerSecond, tc.failed},
 			} {
-				if (c.got == nil) != (c.want == nil) || c.got != nil && !near(*c.got, *c.want) {
+				if (c.got == nil) != (c.want == nil) || c.got != nil && !approx(*c.got, *c.want) {
 					t.Errorf("%s = %v, want %v", c.name, ptrText(c.got), ptrText(c.want))
 				}
 			}
@@ -62,7 +62,7 @@ func TestComputeDisagg(t *testing.T) {
 	}
 }
 
-func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
+func approx(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 func ptrText(p *float64) any {
 	if p == nil {
