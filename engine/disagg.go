@@ -62,6 +62,12 @@ var kvTransferTable = []Mapping{
 	},
 }
 
+// kvObservedOn is the role that observes the transfers, for engines that
+// observe them on one side only: SGLang sets its transfer latency on the
+// prefill worker, so a decode worker's series (detected by engine_type)
+// are not read.
+var kvObservedOn = map[llmdiagv1.Engine]llmdiagv1.Role{llmdiagv1.Engine_ENGINE_SGLANG: llmdiagv1.Role_ROLE_PREFILL}
+
 // KVTransferFamilies lists the families the KV-transfer concepts are read
 // from, for every engine.
 func KVTransferFamilies() []string {
@@ -130,6 +136,10 @@ func (x *extractor) disagg(s *sample.Sample) {
 	for i := range kvTransferTable {
 		m := &kvTransferTable[i]
 		if m.Engine != x.m.Engine {
+			continue
+		}
+		if side, ok := kvObservedOn[m.Engine]; ok && s.Role != llmdiagv1.Role_ROLE_UNSPECIFIED && s.Role != side {
+			// The other side's series stay at 0: not "no transfer".
 			continue
 		}
 		y := &extractor{m: m, families: x.families}

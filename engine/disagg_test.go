@@ -32,6 +32,10 @@ func TestDisagg(t *testing.T) {
 			// A gauge where a histogram is read: nothing, and no error.
 			file: "sglang-pd-decode-old.prom", role: llmdiagv1.Role_ROLE_DECODE, roleSource: `engine_type="decode"`,
 		},
+		{
+			// The decode side's series are the prefill side's to fill: unread.
+			file: "sglang-pd-decode.prom", role: llmdiagv1.Role_ROLE_DECODE, roleSource: `engine_type="decode"`,
+		},
 		{file: "dynamo-vllm-prefill-worker.prom", role: llmdiagv1.Role_ROLE_PREFILL, roleSource: `dynamo_component="prefill"`},
 		// Aggregated deployments: no role, no transfers.
 		{file: "sglang-dp2-tp2.prom"},

@@ -161,6 +161,13 @@ type Node struct {
 	// Quirks make the node's exposition depart from its engine's as some
 	// servers in the field do; the zero value is the engine's own.
 	Quirks Quirks
+	// Role is "prefill" or "decode" for a worker of a deployment that
+	// disaggregates them (see disagg.go), empty (both) otherwise; the
+	// fleet file carries it.
+	Role string
+	// KVTransfer is the path KV caches take between prefill and decode
+	// workers; needed with a Role.
+	KVTransfer KVLink
 }
 
 // Quirks are departures from an engine's reference exposition, as seen on
@@ -447,6 +454,9 @@ func (n Node) validate() error {
 		if d.Start < 0 || (d.End != 0 && d.End <= d.Start) {
 			errs = append(errs, fmt.Errorf("down window %v-%v: want 0 <= start < end (or end 0)", d.Start, d.End))
 		}
+	}
+	if err := n.validateRole(); err != nil {
+		errs = append(errs, err)
 	}
 	if n.Garbage < GarbageNone || n.Garbage > GarbageJunk {
 		errs = append(errs, fmt.Errorf("garbage mode %d unknown", n.Garbage))

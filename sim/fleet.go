@@ -289,6 +289,7 @@ func (f *Fleet) FleetFile() *fleet.File {
 			URL:     url,
 			Model:   n.cfg.Model,
 			Engine:  n.cfg.Engine.FleetName(),
+			Role:    n.cfg.Role,
 			Profile: n.cfg.Profile,
 		})
 	}

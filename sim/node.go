@@ -103,7 +103,7 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 	n.garbage.Store(int32(cfg.Garbage))
 	n.setPeak()
 	ms := &metricSet{mu: &n.mu, lazy: cfg.Quirks.LazySeries}
-	rec := newRecorder(ms, cfg)
+	rec := withDisagg(newRecorder(ms, cfg), ms, cfg)
 	n.reg.MustRegister(ms)
 	bs := cfg.blockSize()
 	for i := range cfg.cores() {
@@ -298,6 +298,7 @@ func (n *node) newRequest(t float64) *request {
 	if r.output >= r.maxTokens {
 		r.output, r.reason = r.maxTokens, reasonLength
 	}
+	n.remoteKV(r, t)
 	return r
 }
 
