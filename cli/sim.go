@@ -47,6 +47,7 @@ Scenarios:
   schemas             one healthy node per engine schema
   idle-then-overload  idle 10 min (lazy series absent), then 16 clients on 4 slots for 4 min, then light
   kv-flap             KV-bound phases with one-scrape dips below 0.95, light phases between
+  kv-offload          an LMCache offload tier keeps GPU KV at ~0.99 by design: no preemption, no queue
   disaggregated       1 prefill + 1 decode worker (roles in the fleet file), KV over a slow path: high decode-side TTFT
 
 idle-then-overload and kv-flap behave like a field server: series appear on

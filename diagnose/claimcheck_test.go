@@ -173,6 +173,17 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 		return s != statusUnknown, 0, elevated(s)
 	case aboutAge:
 		return o(f.staleness, false)
+	case aboutPrefixCache:
+		r := f.m.PrefixCacheHitRate
+		return r != nil, f.m.GetPrefixCacheHitRate(), r != nil && *r >= prefixHitHigh
+	case aboutSpec:
+		a, l := f.m.SpecDecodeAcceptanceRate, f.m.SpecDecodeAcceptLength
+		return a != nil || l != nil, f.m.GetSpecDecodeAcceptanceRate(), a != nil && *a < specAcceptLow
+	case aboutLoRA:
+		r, w := f.m.LoraAdaptersRunning, f.m.LoraAdaptersWaiting
+		return r != nil || w != nil, f.m.GetLoraAdaptersWaiting(), w != nil && *w > 0
+	case aboutOffload:
+		return f.offloadTier() != "", 0, f.offloadByDesign()
 	}
 	panic(fmt.Sprintf("subject %d has no figure", s))
 }
@@ -180,19 +191,22 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 // indicator is the finding that reports s, where one does.
 func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 	ind, ok := map[subject]llmdiagv1.Indicator{
-		aboutKV:         llmdiagv1.Indicator_INDICATOR_KV_PRESSURE,
-		aboutQueue:      llmdiagv1.Indicator_INDICATOR_QUEUE,
-		aboutRatio:      llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO,
-		aboutPrompts:    llmdiagv1.Indicator_INDICATOR_PROMPT_TOKEN_RATE,
-		aboutE2E:        llmdiagv1.Indicator_INDICATOR_E2E_P99,
-		aboutTTFT:       llmdiagv1.Indicator_INDICATOR_TTFT_P99,
-		aboutDecode:     llmdiagv1.Indicator_INDICATOR_DECODE_SPEED,
-		aboutQueueTime:  llmdiagv1.Indicator_INDICATOR_QUEUE_TIME,
-		aboutInterToken: llmdiagv1.Indicator_INDICATOR_INTER_TOKEN,
-		aboutAborts:     llmdiagv1.Indicator_INDICATOR_ABORTS,
-		aboutTrend:      llmdiagv1.Indicator_INDICATOR_E2E_TREND,
-		aboutPeers:      llmdiagv1.Indicator_INDICATOR_PEERS,
-		aboutAge:        llmdiagv1.Indicator_INDICATOR_STALENESS,
+		aboutKV:          llmdiagv1.Indicator_INDICATOR_KV_PRESSURE,
+		aboutQueue:       llmdiagv1.Indicator_INDICATOR_QUEUE,
+		aboutRatio:       llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO,
+		aboutPrompts:     llmdiagv1.Indicator_INDICATOR_PROMPT_TOKEN_RATE,
+		aboutE2E:         llmdiagv1.Indicator_INDICATOR_E2E_P99,
+		aboutTTFT:        llmdiagv1.Indicator_INDICATOR_TTFT_P99,
+		aboutDecode:      llmdiagv1.Indicator_INDICATOR_DECODE_SPEED,
+		aboutQueueTime:   llmdiagv1.Indicator_INDICATOR_QUEUE_TIME,
+		aboutInterToken:  llmdiagv1.Indicator_INDICATOR_INTER_TOKEN,
+		aboutAborts:      llmdiagv1.Indicator_INDICATOR_ABORTS,
+		aboutTrend:       llmdiagv1.Indicator_INDICATOR_E2E_TREND,
+		aboutPeers:       llmdiagv1.Indicator_INDICATOR_PEERS,
+		aboutAge:         llmdiagv1.Indicator_INDICATOR_STALENESS,
+		aboutPrefixCache: llmdiagv1.Indicator_INDICATOR_PREFIX_CACHE_HIT_RATE,
+		aboutSpec:        llmdiagv1.Indicator_INDICATOR_SPEC_DECODE_ACCEPTANCE,
+		aboutLoRA:        llmdiagv1.Indicator_INDICATOR_LORA_ADAPTERS,
 	}[s]
 	return ind, ok
 }
@@ -200,7 +214,8 @@ func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 func (s subject) String() string {
 	names := []string{"", "KV pressure", "KV capacity", "queue", "queueing", "queue/running", "running", "waiting",
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
-		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age"}
+		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age",
+		"prefix-cache hit rate", "speculative decoding", "LoRA adapters", "KV offload by design"}
 	if int(s) < len(names) {
 		return names[s]
 	}

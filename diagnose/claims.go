@@ -45,6 +45,11 @@ const (
 	aboutKVHold     // the KV half of saturation, with hysteresis: high is on
 	aboutSpikes     // queue spikes: high is queueing now or spikes drained in the history
 	aboutAge        // the data's age
+	// The cache and decoding effects (effects.go, offload.go).
+	aboutPrefixCache // prefix-cache hit rate: high is at prefixHitHigh or above
+	aboutSpec        // speculative decoding: high is acceptance below specAcceptLow
+	aboutLoRA        // LoRA adapters: high is some adapter waited for
+	aboutOffload     // a GPU KV cache full by design (offloadByDesign): high is so
 )
 
 // reading is what a claim says about its subject.
@@ -308,6 +313,19 @@ var catalogClaims = map[msg][]claim{
 	namePeers:         nil,
 	nameStaleness:     nil,
 
+	// Cause names, as reports title them (CauseName).
+	causeNameUnspecified:  nil,
+	causeNameNoData:       nil,
+	causeNameTargetDown:   nil,
+	causeNameKVExhausted:  nil,
+	causeNameOverloaded:   nil,
+	causeNameBurst:        nil,
+	causeNamePrefillBound: nil,
+	causeNameDecodeBound:  nil,
+	causeNameNodeOutlier:  nil,
+	causeNameHealthy:      nil,
+	causeNameUnexplained:  nil,
+
 	// Why a finding is UNKNOWN.
 	unknownNoMetrics:    nil,
 	unknownStale:        nil,
@@ -410,6 +428,38 @@ var catalogClaims = map[msg][]claim{
 	recAborts:         nil,
 	recScrape:         nil,
 
+	// SLO burn: the SLO's own figures (attainment, burn rate per window),
+	// which no other indicator's claims cover; the finding sits beside the
+	// verdict and the verdict's texts do not quote it.
+	nameSLO:            nil,
+	sloValue:           nil,
+	sloBurnCrit:        nil,
+	sloBurnWarn:        nil,
+	sloOnlyIfMissed:    nil,
+	sloWithin:          nil,
+	sloUnknown:         nil,
+	evSLOWindow:        nil,
+	evSLOWindowEmpty:   nil,
+	evSLOWindowMissing: nil,
+	namePrefixCache:    nil,
+	nameSpec:           nil,
+	nameLoRA:           nil,
+	prefixHigh:         {{aboutPrefixCache, isHigh}},
+	prefixLow:          {{aboutPrefixCache, isLow}},
+	prefixSome:         {{aboutPrefixCache, isLow}},
+	evPrefixCache:      {{aboutPrefixCache, isKnown}},
+	specGain:           {{aboutSpec, isLow}},
+	specLowGain:        {{aboutSpec, isHigh}},
+	valueSpec:          {{aboutSpec, isKnown}},
+	evSpec:             {{aboutSpec, isLow}},
+	evSpecLow:          {{aboutSpec, isHigh}},
+	recSpecDraft:       {{aboutSpec, isHigh}},
+	loraWaiting:        {{aboutLoRA, isHigh}},
+	loraNoWait:         {{aboutLoRA, isLow}},
+	valueLoRA:          {{aboutLoRA, isKnown}},
+	evLoRAWaiting:      {{aboutLoRA, isHigh}, {aboutQueue, isAbove0}},
+	kvOffload:          {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
+	roMemoryOffload:    {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 	// role.go
 	nameRole: nil, nameKVTransferTime: nil, nameKVTransferVolume: nil, nameKVTransferFailures: nil,
 	valueRolePrefill: nil, valueRoleDecode: nil, rolePrefill: nil, roleDecode: nil, evRoleSource: nil,

@@ -377,6 +377,46 @@ func claimVariants() []claimVariant {
 			m.QueueTime = dist(3, 22)
 			m.QueueTime.Mean = f64(5)
 		})},
+		{"KV offload: full by design", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.KvPressure, m.KvOffload = f64(0.99), "lmcache"
+		})},
+		{"KV offload declared, full by design, effects", func() diagnose.Input {
+			m := healthyMetrics()
+			m.KvPressure = f64(0.99)
+			m.PrefixCacheHitRate, m.SpecDecodeAcceptanceRate, m.SpecDecodeAcceptLength = f64(0.7), f64(0.6), f64(2.8)
+			m.LoraAdaptersRunning, m.LoraAdaptersWaiting = f64(2), f64(0)
+			return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10), Profile: &llmdiagv1.Profile{KvOffload: "cpu"}}
+		}},
+		{"KV offload, preempting: exhausted after all", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.KvPressure, m.KvOffload, m.PreemptionsPerSecond = f64(0.99), "lmcache", f64(0.5)
+		})},
+		{"KV offload, queueing: exhausted after all", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.KvPressure, m.KvOffload, m.Queue = f64(0.99), "lmcache", f64(40)
+		})},
+		{"decode bound, low speculative acceptance", noHist(func(m *llmdiagv1.NodeMetrics) {
+			m.GenerationTokensPerSecond = f64(30)
+			m.E2E = dist(60, 300)
+			m.SpecDecodeAcceptanceRate, m.SpecDecodeAcceptLength = f64(0.15), f64(1.4)
+		})},
+		{"decode bound, speculative decoding helps", noHist(func(m *llmdiagv1.NodeMetrics) {
+			m.GenerationTokensPerSecond = f64(30)
+			m.E2E = dist(60, 300)
+			m.SpecDecodeAcceptanceRate, m.SpecDecodeAcceptLength = f64(0.7), f64(3.1)
+		})},
+		{"prefill bound, prefix cache cold", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Ttft = dist(3, 25)
+			m.PromptTokensPerSecond = f64(500000)
+			m.PrefixCacheHitRate = f64(0.02)
+		})},
+		{"prefill bound, prefix cache some", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Ttft = dist(3, 25)
+			m.PromptTokensPerSecond = f64(500000)
+			m.PrefixCacheHitRate = f64(0.3)
+		})},
+		{"burst: queueing now, requests wait for LoRA adapters", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Queue = f64(12)
+			m.LoraAdaptersRunning, m.LoraAdaptersWaiting = f64(4), f64(2)
+		})},
 		{"scrape errors", withM(func(m *llmdiagv1.NodeMetrics) {
 			m.KvPressure = nil
 			m.Errors = []string{"family vllm:kv_cache_usage_perc: missing"}
@@ -409,17 +449,22 @@ func claimKnockouts() []claimKnockout {
 		}})
 	}
 	for name, get := range map[string]func(m *llmdiagv1.NodeMetrics) **float64{
-		"queue":              func(m *llmdiagv1.NodeMetrics) **float64 { return &m.Queue },
-		"running":            func(m *llmdiagv1.NodeMetrics) **float64 { return &m.Running },
-		"queue/running":      func(m *llmdiagv1.NodeMetrics) **float64 { return &m.QueueRunningRatio },
-		"KV pressure":        func(m *llmdiagv1.NodeMetrics) **float64 { return &m.KvPressure },
-		"KV capacity":        func(m *llmdiagv1.NodeMetrics) **float64 { return &m.KvCapacityTokens },
-		"prompt rate":        func(m *llmdiagv1.NodeMetrics) **float64 { return &m.PromptTokensPerSecond },
-		"generation rate":    func(m *llmdiagv1.NodeMetrics) **float64 { return &m.GenerationTokensPerSecond },
-		"decode per request": func(m *llmdiagv1.NodeMetrics) **float64 { return &m.DecodeTokensPerSecondPerRequest },
-		"preemptions":        func(m *llmdiagv1.NodeMetrics) **float64 { return &m.PreemptionsPerSecond },
-		"finished requests":  func(m *llmdiagv1.NodeMetrics) **float64 { return &m.RequestsPerSecond },
-		"aborts":             func(m *llmdiagv1.NodeMetrics) **float64 { return &m.AbortedRequestsPerSecond },
+		"queue":                 func(m *llmdiagv1.NodeMetrics) **float64 { return &m.Queue },
+		"running":               func(m *llmdiagv1.NodeMetrics) **float64 { return &m.Running },
+		"queue/running":         func(m *llmdiagv1.NodeMetrics) **float64 { return &m.QueueRunningRatio },
+		"KV pressure":           func(m *llmdiagv1.NodeMetrics) **float64 { return &m.KvPressure },
+		"KV capacity":           func(m *llmdiagv1.NodeMetrics) **float64 { return &m.KvCapacityTokens },
+		"prompt rate":           func(m *llmdiagv1.NodeMetrics) **float64 { return &m.PromptTokensPerSecond },
+		"generation rate":       func(m *llmdiagv1.NodeMetrics) **float64 { return &m.GenerationTokensPerSecond },
+		"decode per request":    func(m *llmdiagv1.NodeMetrics) **float64 { return &m.DecodeTokensPerSecondPerRequest },
+		"preemptions":           func(m *llmdiagv1.NodeMetrics) **float64 { return &m.PreemptionsPerSecond },
+		"finished requests":     func(m *llmdiagv1.NodeMetrics) **float64 { return &m.RequestsPerSecond },
+		"aborts":                func(m *llmdiagv1.NodeMetrics) **float64 { return &m.AbortedRequestsPerSecond },
+		"prefix-cache hit rate": func(m *llmdiagv1.NodeMetrics) **float64 { return &m.PrefixCacheHitRate },
+		"spec acceptance":       func(m *llmdiagv1.NodeMetrics) **float64 { return &m.SpecDecodeAcceptanceRate },
+		"spec accept length":    func(m *llmdiagv1.NodeMetrics) **float64 { return &m.SpecDecodeAcceptLength },
+		"LoRA running":          func(m *llmdiagv1.NodeMetrics) **float64 { return &m.LoraAdaptersRunning },
+		"LoRA waiting":          func(m *llmdiagv1.NodeMetrics) **float64 { return &m.LoraAdaptersWaiting },
 	} {
 		metric(name, func(m *llmdiagv1.NodeMetrics) { *get(m) = nil })
 	}
@@ -443,6 +488,7 @@ func claimKnockouts() []claimKnockout {
 		})
 	}
 	metric("data age", func(m *llmdiagv1.NodeMetrics) { m.Staleness = nil })
+	metric("KV offload tier", func(m *llmdiagv1.NodeMetrics) { m.KvOffload = "" })
 	metric("queue, ratio reported", func(m *llmdiagv1.NodeMetrics) {
 		if m.Queue != nil && m.Running != nil && *m.Running > 0 {
 			m.QueueRunningRatio = f64(*m.Queue / *m.Running)

@@ -45,6 +45,10 @@ type Input struct {
 	// serving the model, the node itself among them or not, prepared once
 	// for all their diagnoses by NewPeerGroup with the same thresholds.
 	Group *PeerGroup
+	// Windows are the node's metrics over further windows, each with its
+	// Window set, for the SLO burn findings (SLOWindows; slo.go); may be
+	// empty, and is not read without SLOs.
+	Windows []*llmdiagv1.NodeMetrics
 }
 
 // Diagnose returns the verdict on in.Metrics under thresholds t, with every
@@ -103,6 +107,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 			f.roleVerdict(p, &v, d.Findings)
 		}
 		f.noteContradictions(p, d.Findings, &v)
+		d.Findings = append(d.Findings, sloFindings(p, in, t)...)
 	}
 
 	d.Status = v.status

@@ -29,6 +29,14 @@
 //  8. nothing off → HEALTHY; a WARN or CRIT finding no cause explains →
 //     UNEXPLAINED, naming the findings
 //
+// Rules 2–7 are one ordered table, rules in causes.go, the only place their
+// order is written; each cause has its own file (cause_*.go) saying when it
+// applies, what it explains, why it is ruled out and what it recommends.
+// How to add a cause is written in causes.go ("Adding a cause");
+// causes_test.go checks that every Cause value is in the table or decided
+// elsewhere, and that docs/verdict-rules.md lists the rules in the table's
+// order.
+//
 // Routing follows saturation, not the cause named: a queue above
 // QueueSaturated with running at capacity, or KV pressure at KVCrit, held
 // with hysteresis over RoutingHold refreshes (saturation.go). The load

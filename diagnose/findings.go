@@ -101,6 +101,7 @@ func (f *facts) findings(p printer) []*llmdiagv1.Finding {
 		out = append(out, f.preemptionFinding(p))
 	}
 	out = append(out, f.trendFinding(p))
+	out = append(out, f.effectFindings(p)...)
 	if f.peer.peers > 0 {
 		out = append(out, f.peersFinding(p))
 	}
@@ -144,6 +145,8 @@ func (f *facts) kvFinding(p printer) *llmdiagv1.Finding {
 	var c msg
 	var args []any
 	switch {
+	case f.offloadByDesign():
+		s, c, args = statusOK, kvOffload, []any{f.offloadTier()}
 	case hold.rising():
 		// At the critical level, not yet for RoutingHold refreshes.
 		s, c, args = statusWarn, kvRising, []any{hold.streak, t.RoutingHold}

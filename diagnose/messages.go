@@ -426,6 +426,48 @@ const (
 	evQueueTimeSplitExcluded
 	valueShareOfWait
 	unknownInconsistent
+	nameSLO
+	sloValue
+	sloBurnCrit
+	sloBurnWarn
+	sloOnlyIfMissed
+	sloWithin
+	sloUnknown
+	evSLOWindow
+	evSLOWindowEmpty
+	evSLOWindowMissing
+
+	namePrefixCache
+	nameSpec
+	nameLoRA
+	prefixHigh
+	prefixLow
+	prefixSome
+	specGain
+	specLowGain
+	loraWaiting
+	loraNoWait
+	valueSpec
+	valueLoRA
+	evPrefixCache
+	evSpec
+	evSpecLow
+	evLoRAWaiting
+	recSpecDraft
+	kvOffload
+	roMemoryOffload
+
+	causeNameUnspecified
+	causeNameNoData
+	causeNameTargetDown
+	causeNameKVExhausted
+	causeNameOverloaded
+	causeNameBurst
+	causeNamePrefillBound
+	causeNameDecodeBound
+	causeNameNodeOutlier
+	causeNameHealthy
+	causeNameUnexplained
 
 	// Prefill/decode disaggregation (role.go).
 	nameRole
@@ -1032,6 +1074,79 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"平均排队 %s，之后平均 TTFT %s（不含排队）：首 Token 在到达后 %s 出现，其中 %s 在排队（≥ %s 视为主要在等）"},
 	valueShareOfWait:    {"%s of the wait", "占等待 %s"},
 	unknownInconsistent: {"Unknown: %s", "未知：%s"},
+	nameSLO:             {"SLO", "SLO"},
+	sloValue:            {"%s within %s (%s)", "%[3]s 内 %[1]s 在 %[2]s 以内"},
+	sloBurnCrit: {
+		"Error budget burning fast: the burn rate is at or above %[3]s× over both %[1]s and %[2]s (%[4]s of the %[5]s budget within %[1]s)",
+		"错误预算快速消耗：%[1]s 和 %[2]s 内的消耗速率均达到 %[3]s× 及以上（%[1]s 内耗掉 %[5]s 预算的 %[4]s）"},
+	sloBurnWarn: {
+		"Error budget burning steadily: the burn rate is at or above %[3]s× over both %[1]s and %[2]s (%[4]s of the %[5]s budget within %[1]s)",
+		"错误预算持续消耗：%[1]s 和 %[2]s 内的消耗速率均达到 %[3]s× 及以上（%[1]s 内耗掉 %[5]s 预算的 %[4]s）"},
+	sloOnlyIfMissed: {
+		"; only if the requests of the bucket around the target missed it (%s is not a bucket bound)",
+		"；前提是目标所在桶内的请求都超标（%s 不是桶边界）"},
+	sloWithin: {
+		"Within budget: the burn rate is below %s× over %s or %s, and below %s× over %s or %s",
+		"预算之内：消耗速率在 %[2]s 或 %[3]s 内低于 %[1]s×，且在 %[5]s 或 %[6]s 内低于 %[4]s×"},
+	sloUnknown: {
+		"Unknown: a window the burn alerts read was not read, or the engine does not export this latency histogram",
+		"未知：消耗告警所需的窗口未读取，或引擎未导出该延迟直方图"},
+	evSLOWindow: {
+		"%s: %s of %s requests within %s, burn rate %s",
+		"%[1]s：%[3]s 个请求中 %[2]s 在 %[4]s 以内，消耗速率 %[5]s"},
+	evSLOWindowEmpty:   {"%s: no requests, no burn", "%s：无请求，无消耗"},
+	evSLOWindowMissing: {"%s: not read", "%s：未读取"},
+
+	namePrefixCache: {"Prefix-cache hit rate", "前缀缓存命中率"},
+	nameSpec:        {"Speculative decoding", "投机解码"},
+	nameLoRA:        {"LoRA adapters", "LoRA 适配器"},
+	prefixHigh: {
+		"Most prompt tokens come from the prefix cache: prefill is cheaper than the prompt rate suggests",
+		"大部分 Prompt Token 命中前缀缓存：Prefill 开销低于 Prompt 速率所示"},
+	prefixLow:  {"Few prompt tokens hit the prefix cache: prompts are prefilled in full", "前缀缓存命中很少：Prompt 基本全量 Prefill"},
+	prefixSome: {"Some prompt tokens come from the prefix cache", "部分 Prompt Token 命中前缀缓存"},
+	specGain: {
+		"Speculative decoding emits several tokens per step: decode is faster than one token per step",
+		"投机解码每步产出多个 Token：Decode 快于每步一个 Token"},
+	specLowGain: {
+		"Speculative decoding gains little: most draft tokens are rejected, and decode may be slower for it",
+		"投机解码收益很小：大部分草稿 Token 被拒绝，Decode 可能因此更慢"},
+	loraWaiting: {"Requests wait for %s LoRA adapter(s) to be loaded", "有请求在等待 %s 个 LoRA 适配器加载"},
+	loraNoWait:  {"No request waits for a LoRA adapter", "没有请求在等待 LoRA 适配器"},
+	valueSpec:   {"%s accepted, %s tok/step", "接受 %s，每步 %s Token"},
+	valueLoRA:   {"%s running, %s waiting", "运行 %s，等待 %s"},
+	evPrefixCache: {
+		"prefix cache: %s of prompt tokens found in the cache over the window (hits ÷ queries)",
+		"前缀缓存：窗口内 %s 的 Prompt Token 命中缓存（命中 ÷ 查询）"},
+	evSpec: {
+		"speculative decoding: %s of draft tokens accepted, %s tokens per step and request: decode is that much faster than the step rate",
+		"投机解码：草稿 Token 接受率 %s，每请求每步 %s 个 Token：Decode 相应快于步速"},
+	evSpecLow: {
+		"speculative decoding: only %s of draft tokens accepted (%s tokens per step and request, below %s acceptance): the draft model's work is mostly wasted and slows each step",
+		"投机解码：草稿 Token 接受率仅 %s（每请求每步 %s 个 Token，低于 %s）：草稿模型的计算大多浪费，反而拖慢每一步"},
+	evLoRAWaiting: {
+		"requests wait for LoRA adapters: %s adapter(s) waited for, %s running (vLLM lora_requests_info): the queue holds requests whose adapter is not loaded",
+		"请求在等待 LoRA 适配器：%s 个适配器被等待，%s 个在运行（vLLM lora_requests_info）：队列中有请求的适配器尚未加载"},
+	recSpecDraft: {
+		"Check the draft model or lower num_speculative_tokens: acceptance is %s",
+		"检查草稿模型，或调低 num_speculative_tokens：接受率仅 %s"},
+	kvOffload: {
+		"GPU KV full by design: offload tier (%s) keeps the GPU cache full, with no preemptions and no queue",
+		"GPU KV 按设计占满：卸载层（%s）让 GPU 缓存保持满载，无抢占、无排队"},
+	roMemoryOffload: {
+		"not memory: GPU KV full by design: offload tier (%s); KV pressure %s with no preemptions and no queue",
+		"不是显存耗尽：GPU KV 按设计占满：卸载层（%s）；KV 压力 %s，无抢占、无排队"},
+	causeNameUnspecified:  {"Undetermined", "未判定"},
+	causeNameNoData:       {"No data", "无数据"},
+	causeNameTargetDown:   {"Target down", "目标宕机"},
+	causeNameKVExhausted:  {"KV cache exhausted", "KV Cache 耗尽"},
+	causeNameOverloaded:   {"Overloaded", "过载"},
+	causeNameBurst:        {"Burst", "突发流量"},
+	causeNamePrefillBound: {"Prefill-bound", "Prefill 瓶颈"},
+	causeNameDecodeBound:  {"Decode-bound", "Decode 瓶颈"},
+	causeNameNodeOutlier:  {"Node outlier", "节点异常"},
+	causeNameHealthy:      {"Healthy", "健康"},
+	causeNameUnexplained:  {"Unexplained", "原因不明"},
 
 	nameRole:               {"Role", "角色"},
 	nameKVTransferTime:     {"KV transfer time", "KV 传输耗时"},

@@ -263,6 +263,7 @@ func observe(in Input, t Thresholds) *facts {
 	f.queueTimeP99 = percentile(m.GetQueueTime(), 0.99)
 
 	f.hist = f.readHistory(in.History)
+	f.discountOffload()
 	if in.Group != nil {
 		f.peer, f.peers = in.Group.compare(m, t)
 	} else {

@@ -115,6 +115,11 @@ type Thresholds struct {
 	// (max_num_seqs × data-parallel ranks); 0 leaves running out of the load
 	// score.
 	MaxRunning float64 `yaml:"max_running"`
+
+	// SLOs are latency objectives whose error-budget burn is a finding
+	// (slo.go); none by default. The file's key is "slos", a list
+	// (sloconfig.go), which the scalar machinery below leaves alone.
+	SLOs SLOSet `yaml:"slos"`
 }
 
 // DefaultThresholds returns the defaults. Where each comes from is said
@@ -210,6 +215,7 @@ func (t Thresholds) Validate() error {
 	check(t.MinPeers >= 1, "min_peers", "must be at least 1, got %v", t.MinPeers)
 
 	check(t.MaxRunning >= 0, "max_running", "must not be negative, got %v", t.MaxRunning)
+	errs = append(errs, validateSLOs(t.SLOs.List())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid thresholds: %w", err)
 	}
@@ -334,6 +340,12 @@ func LoadThresholds(r io.Reader) (Thresholds, error) {
 		key := k.Value
 		idx, ok := fields[key]
 		switch {
+		case k.Kind == yaml.ScalarNode && key == "slos" && seen[key] == 0:
+			seen[key] = k.Line
+			slos, serrs := decodeSLOs(val)
+			th.SLOs = NewSLOSet(slos...)
+			errs = append(errs, serrs...)
+			continue
 		case k.Kind != yaml.ScalarNode:
 			errs = append(errs, fmt.Errorf("line %d: a key must be a plain name", k.Line))
 			continue
@@ -432,6 +444,7 @@ func WriteThresholds(w io.Writer, t Thresholds) error {
 		}
 		b.WriteString(d.key + ": " + val + "\n")
 	}
+	writeSLOs(&b, t.SLOs.List())
 	_, err := io.WriteString(w, b.String())
 	return err
 }

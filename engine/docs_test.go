@@ -23,12 +23,17 @@ func TestEngineMetricsPage(t *testing.T) {
 	for _, e := range engine.Engines() {
 		m, _ := engine.Lookup(e)
 		prefixes = append(prefixes, m.Prefixes()...)
-		for _, srcs := range m.Concepts {
-			for _, src := range srcs {
-				for _, f := range src.Families() {
-					read[f] = true
+		for _, concepts := range []map[engine.Concept][]engine.Source{m.Concepts, m.Effects} {
+			for _, srcs := range concepts {
+				for _, src := range srcs {
+					for _, f := range src.Families() {
+						read[f] = true
+					}
 				}
 			}
+		}
+		for _, f := range m.LoRAInfo {
+			read[f] = true
 		}
 	}
 	for _, f := range engine.KVTransferFamilies() {

@@ -56,6 +56,7 @@ func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at 
 			s.Totals[t.hist] = x.total(t.sum, t.count)
 		}
 	}
+	s.Effects = x.effects()
 	s.CountersCreated = x.created()
 	s.Model = x.model()
 	s.DataParallel = x.distinct(m.DPLabel)
@@ -93,7 +94,7 @@ func (x *extractor) fail(c Concept, family string, err error) {
 // false when none is, or when the present one has a family of the wrong
 // type (an error is recorded then).
 func (x *extractor) find(c Concept) (src Source, ok bool) {
-	for _, src := range x.m.Concepts[c] {
+	for _, src := range x.m.sources(c) {
 		if !x.present(src) {
 			continue
 		}

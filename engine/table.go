@@ -38,6 +38,16 @@ const (
 	// away, the engine gave up on them) or failed (counter). Only engines
 	// that tell such requests apart expose it.
 	RequestsAborted
+	// The cache and decoding effects (Mapping.Effects), read by Extract
+	// only: the Prometheus source does not query them.
+	PrefixCacheQueries // prompt tokens looked up in the prefix cache (counter)
+	PrefixCacheHits    // of which found there (counter)
+	PrefixCacheHitRate // hits / queries as the engine reports it, 0..1 (gauge)
+	SpecDrafts         // speculative drafts proposed (counter)
+	SpecDraftTokens    // draft tokens proposed (counter)
+	SpecAcceptedTokens // of which accepted (counter)
+	SpecAcceptRate     // accepted / draft tokens as the engine reports it (gauge)
+	SpecAcceptLength   // tokens emitted per decode step and request (gauge)
 	numConcepts
 )
 
@@ -47,6 +57,8 @@ var conceptNames = [numConcepts]string{
 	"ttft", "e2e", "inter_token", "time_per_output_token", "queue_time",
 	"e2e_sum", "e2e_count", "queue_time_sum", "queue_time_count",
 	"requests_aborted",
+	"prefix_cache_queries", "prefix_cache_hits", "prefix_cache_hit_rate",
+	"spec_drafts", "spec_draft_tokens", "spec_accepted_tokens", "spec_accept_rate", "spec_accept_length",
 }
 
 // String returns the concept's short name.
@@ -233,6 +245,23 @@ type Mapping struct {
 	// Concepts lists, per concept, the families that expose it, in order of
 	// preference: the first one present is read.
 	Concepts map[Concept][]Source
+	// Effects lists, like Concepts, the families of the cache and decoding
+	// effects (PrefixCacheQueries … SpecAcceptLength). They are kept apart
+	// so that the Prometheus source, which queries every concept of
+	// Concepts, does not read them: through Prometheus they stay absent.
+	Effects map[Concept][]Source
+	// LoRAInfo are the info gauges whose labels list the LoRA adapters
+	// with requests running and waiting (vLLM's lora_requests_info), in
+	// order of preference.
+	LoRAInfo []string
+	// Offload maps family-name prefixes to the KV offload tier their
+	// presence shows (vLLM with LMCache: lmcache: → "lmcache").
+	Offload []OffloadTier
+}
+
+// OffloadTier is a KV offload tier known by the prefix of its families.
+type OffloadTier struct {
+	Prefix, Tier string
 }
 
 // Prefixes returns Prefix and AltPrefixes.
@@ -318,6 +347,17 @@ var table = []Mapping{
 			TPOT:      vllm("request_time_per_output_token_seconds", Histogram, Sum),
 			QueueTime: vllm("request_queue_time_seconds", Histogram, Sum),
 		},
+		// V1 counts prefix-cache lookups and hits in tokens; speculative
+		// decoding's counters exist only with a speculative config.
+		Effects: map[Concept][]Source{
+			PrefixCacheQueries: vllm("prefix_cache_queries_total", Counter, Sum),
+			PrefixCacheHits:    vllm("prefix_cache_hits_total", Counter, Sum),
+			SpecDrafts:         vllm("spec_decode_num_drafts_total", Counter, Sum),
+			SpecDraftTokens:    vllm("spec_decode_num_draft_tokens_total", Counter, Sum),
+			SpecAcceptedTokens: vllm("spec_decode_num_accepted_tokens_total", Counter, Sum),
+		},
+		LoRAInfo: []string{"vllm:lora_requests_info", "vllm_lora_requests_info"},
+		Offload:  []OffloadTier{{Prefix: "lmcache:", Tier: "lmcache"}},
 	},
 	{
 		// SGLang (python/sglang/srt/metrics/collector.py), current label
@@ -387,6 +427,15 @@ var table = []Mapping{
 				{Family: "sglang:queue_time_seconds", Kind: Histogram},
 				{Family: "sglang:waiting_request_latency_seconds", Kind: Histogram}, // 2024
 			},
+		},
+		// Scheduler gauges, one per replica, averaged. cache_hit_rate was a
+		// percentage in 2024 (10.61 in engine/testdata/sglang-2024-name.prom):
+		// Extract reads a value above 1 as one. The speculative gauges read 0
+		// without speculative decoding: Extract leaves them absent then.
+		Effects: map[Concept][]Source{
+			PrefixCacheHitRate: {{Family: "sglang:cache_hit_rate", Kind: Gauge, Agg: Mean}},
+			SpecAcceptRate:     {{Family: "sglang:spec_accept_rate", Kind: Gauge, Agg: Mean}},
+			SpecAcceptLength:   {{Family: "sglang:spec_accept_length", Kind: Gauge, Agg: Mean}},
 		},
 	},
 	{

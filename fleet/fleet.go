@@ -60,6 +60,10 @@ type Profile struct {
 	GPU                  string  `yaml:"gpu,omitempty"`
 	ActiveParamsBillions float64 `yaml:"active_params_billions,omitempty"`
 	TotalParamsBillions  float64 `yaml:"total_params_billions,omitempty"`
+	// KVOffload declares a KV offload tier (cpu, lmcache, …) for engines
+	// whose metrics do not show it: GPU KV usage near 100% is then by
+	// design (see diagnose/offload.go).
+	KVOffload string `yaml:"kv_offload,omitempty"`
 }
 
 // Proto returns the profile as the API message.
@@ -72,6 +76,7 @@ func (p Profile) Proto() *llmdiagv1.Profile {
 		Gpu:                  p.GPU,
 		ActiveParamsBillions: p.ActiveParamsBillions,
 		TotalParamsBillions:  p.TotalParamsBillions,
+		KvOffload:            p.KVOffload,
 	}
 }
 

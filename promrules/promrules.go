@@ -161,6 +161,11 @@ func Build(cfg Config) (*File, []string, error) {
 		if x.Vanished != "" {
 			g.Rules = append(g.Rules, Rule{Record: RecordNodeDown, Expr: x.Vanished, Labels: labels})
 		}
+		slo, err := sloBucketRecords(e, cfg, labels)
+		if err != nil {
+			return nil, nil, err
+		}
+		g.Rules = append(g.Rules, slo...)
 	}
 	g.Rules = append(g.Rules,
 		Rule{
@@ -176,6 +181,7 @@ func Build(cfg Config) (*File, []string, error) {
 		},
 	)
 	g.Rules = append(g.Rules, alerts(cfg)...)
+	g.Rules = append(g.Rules, sloRules(cfg)...) // slo.go
 	return &File{Groups: []Group{g}}, notes, nil
 }
 

@@ -1,11 +1,15 @@
 package report
 
-import llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+import (
+	"github.com/llmdiag/llmdiag/diagnose"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
 
 // labels are the words Render puts around a diagnosis, in one language.
 type labels struct {
-	status     map[llmdiagv1.Status]string
-	cause      map[llmdiagv1.Cause]string
+	status map[llmdiagv1.Status]string
+	// lang is the language; causes are titled with diagnose.CauseName.
+	lang       llmdiagv1.Language
 	indicator  string
 	statusCol  string
 	conclusion string
@@ -32,6 +36,7 @@ type labels struct {
 func newLabels(lang llmdiagv1.Language) labels {
 	if lang == llmdiagv1.Language_LANGUAGE_ZH {
 		return labels{
+			lang: lang,
 			status: map[llmdiagv1.Status]string{
 				llmdiagv1.Status_STATUS_UNSPECIFIED: "未知",
 				llmdiagv1.Status_STATUS_OK:          "正常",
@@ -39,19 +44,6 @@ func newLabels(lang llmdiagv1.Language) labels {
 				llmdiagv1.Status_STATUS_CRIT:        "严重",
 				llmdiagv1.Status_STATUS_UNKNOWN:     "未知",
 				llmdiagv1.Status_STATUS_DOWN:        "宕机",
-			},
-			cause: map[llmdiagv1.Cause]string{
-				llmdiagv1.Cause_CAUSE_UNSPECIFIED:   "未判定",
-				llmdiagv1.Cause_CAUSE_NO_DATA:       "无数据",
-				llmdiagv1.Cause_CAUSE_TARGET_DOWN:   "目标宕机",
-				llmdiagv1.Cause_CAUSE_KV_EXHAUSTED:  "KV Cache 耗尽",
-				llmdiagv1.Cause_CAUSE_OVERLOADED:    "过载",
-				llmdiagv1.Cause_CAUSE_BURST:         "突发流量",
-				llmdiagv1.Cause_CAUSE_PREFILL_BOUND: "Prefill 瓶颈",
-				llmdiagv1.Cause_CAUSE_DECODE_BOUND:  "Decode 瓶颈",
-				llmdiagv1.Cause_CAUSE_NODE_OUTLIER:  "节点异常",
-				llmdiagv1.Cause_CAUSE_HEALTHY:       "健康",
-				llmdiagv1.Cause_CAUSE_UNEXPLAINED:   "原因不明",
 			},
 			indicator:  "指标",
 			statusCol:  "状态",
@@ -74,6 +66,7 @@ func newLabels(lang llmdiagv1.Language) labels {
 		}
 	}
 	return labels{
+		lang: llmdiagv1.Language_LANGUAGE_EN,
 		status: map[llmdiagv1.Status]string{
 			llmdiagv1.Status_STATUS_UNSPECIFIED: "UNKNOWN",
 			llmdiagv1.Status_STATUS_OK:          "OK",
@@ -81,19 +74,6 @@ func newLabels(lang llmdiagv1.Language) labels {
 			llmdiagv1.Status_STATUS_CRIT:        "CRIT",
 			llmdiagv1.Status_STATUS_UNKNOWN:     "UNKNOWN",
 			llmdiagv1.Status_STATUS_DOWN:        "DOWN",
-		},
-		cause: map[llmdiagv1.Cause]string{
-			llmdiagv1.Cause_CAUSE_UNSPECIFIED:   "Undetermined",
-			llmdiagv1.Cause_CAUSE_NO_DATA:       "No data",
-			llmdiagv1.Cause_CAUSE_TARGET_DOWN:   "Target down",
-			llmdiagv1.Cause_CAUSE_KV_EXHAUSTED:  "KV cache exhausted",
-			llmdiagv1.Cause_CAUSE_OVERLOADED:    "Overloaded",
-			llmdiagv1.Cause_CAUSE_BURST:         "Burst",
-			llmdiagv1.Cause_CAUSE_PREFILL_BOUND: "Prefill-bound",
-			llmdiagv1.Cause_CAUSE_DECODE_BOUND:  "Decode-bound",
-			llmdiagv1.Cause_CAUSE_NODE_OUTLIER:  "Node outlier",
-			llmdiagv1.Cause_CAUSE_HEALTHY:       "Healthy",
-			llmdiagv1.Cause_CAUSE_UNEXPLAINED:   "Unexplained",
 		},
 		indicator:  "Indicator",
 		statusCol:  "Status",
@@ -115,3 +95,6 @@ func newLabels(lang llmdiagv1.Language) labels {
 		sep:        ", ",
 	}
 }
+
+// cause titles cause c.
+func (l labels) cause(c llmdiagv1.Cause) string { return diagnose.CauseName(c, l.lang) }

@@ -118,7 +118,7 @@ func (r *renderer) markdown() string {
 		b.WriteString("\n")
 	}
 
-	fmt.Fprintf(&b, "### %s%s%s\n\n", l.rootCause, l.colon, l.cause[r.d.GetRootCause()])
+	fmt.Fprintf(&b, "### %s%s%s\n\n", l.rootCause, l.colon, l.cause(r.d.GetRootCause()))
 	if s := oneLine(r.d.GetSummary()); s != "" {
 		b.WriteString(s + "\n\n")
 	}
@@ -150,7 +150,7 @@ func (r *renderer) text() string {
 		b.WriteString("\n")
 	}
 
-	b.WriteString(l.rootCause + l.colon + l.cause[r.d.GetRootCause()] + "\n")
+	b.WriteString(l.rootCause + l.colon + l.cause(r.d.GetRootCause()) + "\n")
 	if s := oneLine(r.d.GetSummary()); s != "" {
 		b.WriteString("  " + s + "\n")
 	}

@@ -96,6 +96,10 @@ type Sample struct {
 	// the engine exposes neither.
 	Totals [NumHists]*Total
 
+	// Effects holds the cache and decoding effects the engine exports; the
+	// zero value (every field nil or empty) when it exports none.
+	Effects Effects
+
 	// DataParallel is the number of engine cores seen (vLLM's engine label);
 	// 0 when the engine does not say.
 	DataParallel int
@@ -138,3 +142,29 @@ type KVTransfer struct {
 
 // F returns a pointer to v, for filling optional fields.
 func F(v float64) *float64 { return &v }
+
+// Effects are the cache and decoding effects of one read: what explains a
+// fast prefill (prefix-cache hits), a faster or slower decode (speculative
+// decoding), requests waiting for a LoRA adapter, and a GPU KV cache full
+// by design (an offload tier). A nil field is one the engine does not
+// export: UNKNOWN, never 0.
+type Effects struct {
+	// Cumulative counters (vLLM): prompt tokens looked up in the prefix
+	// cache and those found there.
+	PrefixCacheQueries, PrefixCacheHits *float64
+	// PrefixCacheHitRate is the engine's own hit rate, 0..1 (SGLang).
+	PrefixCacheHitRate *float64
+	// Cumulative counters (vLLM): drafts proposed, draft tokens proposed
+	// and draft tokens accepted.
+	SpecDrafts, SpecDraftTokens, SpecAcceptedTokens *float64
+	// SpecAcceptRate (accepted / draft tokens, 0..1) and SpecAcceptLength
+	// (tokens emitted per step and request) as the engine reports them
+	// (SGLang); nil, not 0, without speculative decoding.
+	SpecAcceptRate, SpecAcceptLength *float64
+	// LoRAAdaptersRunning and LoRAAdaptersWaiting count the distinct
+	// adapters with requests running, and those requests wait for.
+	LoRAAdaptersRunning, LoRAAdaptersWaiting *float64
+	// KVOffload names the KV offload tier the metrics show ("lmcache");
+	// empty when they show none.
+	KVOffload string
+}

@@ -61,7 +61,7 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	}
 	path, h = grpchealth.NewHandler(health, opts...)
 	mux.Handle(path, h)
-	mux.Handle(path+"Check", co.wrap(h))
+	mux.Handle(path+"Check", co.wrap(h)) // Check is unary; Watch streams
 	if s.Reflection {
 		reflector := grpcreflect.NewStaticReflector(llmdiagv1connect.DiagnosisServiceName, grpchealth.HealthV1ServiceName)
 		mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))

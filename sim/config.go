@@ -82,6 +82,12 @@ func (e Engine) FleetName() string {
 
 func (e Engine) known() bool { return e.FleetName() != "" }
 
+// showsOffload reports whether e's exposition shows a KV offload tier
+// (Node.KVOffload): vLLM's, with LMCache's lmcache: families beside its
+// own. Through OpenTelemetry (VLLMOTel) they would be renamed, and the
+// other engines have none.
+func (e Engine) showsOffload() bool { return e == VLLM }
+
 // Scheduler is the batching policy of a node's engine cores.
 type Scheduler string
 
@@ -161,6 +167,13 @@ type Node struct {
 	// Quirks make the node's exposition depart from its engine's as some
 	// servers in the field do; the zero value is the engine's own.
 	Quirks Quirks
+	// KVOffload, when set, gives the node a KV offload tier (CPU memory
+	// through LMCache): blocks freed by finished requests stay resident on
+	// the GPU, a copy in the tier, until their room is needed, so GPU KV
+	// usage climbs to ~0.99 and stays there by design while nothing is
+	// preempted for it. vLLM schemas show the tier (lmcache: families);
+	// for the other engines the fleet file declares it (profile.kv_offload).
+	KVOffload string
 	// Role is "prefill" or "decode" for a worker of a deployment that
 	// disaggregates them (see disagg.go), empty (both) otherwise; the
 	// fleet file carries it.
@@ -169,6 +182,10 @@ type Node struct {
 	// workers; needed with a Role.
 	KVTransfer KVLink
 }
+
+// offloadResident is the share of the GPU KV blocks an offload tier keeps
+// resident: all but the ~1% the engine keeps free for the next step.
+const offloadResident = 0.99
 
 // Quirks are departures from an engine's reference exposition, as seen on
 // servers in the field (a third-party vLLM-compatible server had all

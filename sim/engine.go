@@ -52,12 +52,16 @@ func (r *request) decoding() bool { return r.generated > 0 && r.need() == 1 }
 // scheduler over its own queue, batch and KV cache. It runs on its node's
 // goroutine only.
 type core struct {
-	idx     int
-	perf    Perf
-	sglang  bool
-	bs      int     // KV block size in tokens
-	blocks  int     // KV capacity in blocks
-	used    int     // KV blocks in use
+	idx    int
+	perf   Perf
+	sglang bool
+	bs     int // KV block size in tokens
+	blocks int // KV capacity in blocks
+	used   int // KV blocks in use
+	// offload: an offload tier keeps freed blocks resident (Node.KVOffload);
+	// stored counts the blocks ever allocated, resident or not.
+	offload bool
+	stored  int
 	prefix  int     // blocks of the workload's shared prefix
 	refs    int     // running requests holding the shared prefix blocks
 	timeout float64 // queue abandonment, seconds
@@ -239,6 +243,7 @@ func (c *core) take(r *request, n int) {
 	}
 	r.blocks += e
 	c.used += e
+	c.stored += e
 }
 
 // release frees the KV blocks r holds, the shared prefix blocks with the
@@ -400,11 +405,22 @@ func (c *core) enqueue(r *request) {
 // publish reports the core's gauges.
 func (c *core) publish() {
 	c.rec.state(c.idx, gauges{
-		waiting:    len(c.waiting),
-		running:    len(c.running),
-		fresh:      c.fresh,
-		prefilling: c.prefilling,
-		usedTokens: c.used * c.bs,
-		kv:         float64(c.used) / float64(c.blocks),
+		waiting:      len(c.waiting),
+		running:      len(c.running),
+		fresh:        c.fresh,
+		prefilling:   c.prefilling,
+		usedTokens:   c.resident() * c.bs,
+		kv:           float64(c.resident()) / float64(c.blocks),
+		storedTokens: c.stored * c.bs,
 	})
+}
+
+// resident is the KV blocks the GPU cache reports in use: those running
+// requests hold and, with an offload tier, the freed blocks it keeps
+// resident, up to offloadResident of the cache.
+func (c *core) resident() int {
+	if !c.offload {
+		return c.used
+	}
+	return max(c.used, min(c.stored, int(offloadResident*float64(c.blocks))))
 }

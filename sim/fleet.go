@@ -284,13 +284,17 @@ func (f *Fleet) FleetFile() *fleet.File {
 		if addr != "" {
 			url = "http://" + addr + "/metrics"
 		}
+		profile := n.cfg.Profile
+		if n.cfg.KVOffload != "" && !n.cfg.Engine.showsOffload() {
+			profile.KVOffload = n.cfg.KVOffload
+		}
 		out.Nodes = append(out.Nodes, fleet.Node{
 			ID:      n.cfg.ID,
 			URL:     url,
 			Model:   n.cfg.Model,
 			Engine:  n.cfg.Engine.FleetName(),
 			Role:    n.cfg.Role,
-			Profile: n.cfg.Profile,
+			Profile: profile,
 		})
 	}
 	return out

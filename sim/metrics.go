@@ -35,6 +35,9 @@ type gauges struct {
 	fresh, prefilling int
 	usedTokens        int
 	kv                float64 // KV blocks in use over capacity
+	// storedTokens counts the tokens ever written to KV, hence to an
+	// offload tier when there is one (Node.KVOffload).
+	storedTokens int
 }
 
 // newRecorder creates the metrics of the node's engine in m.
@@ -108,9 +111,12 @@ func omitFailures(n Node, s [numReasons]*series) {
 // engine (the data-parallel core index). With otel the names are those of
 // vLLM's metrics routed through OpenTelemetry (see otelName).
 type vllmMetrics struct {
-	waiting, running, kv        []*series
-	preemptions, prompt, gen    []*series
-	cacheQueries, cacheHits     []*series
+	waiting, running, kv     []*series
+	preemptions, prompt, gen []*series
+	cacheQueries, cacheHits  []*series
+	// lmcacheStored is LMCache's stored-token counter, one per core, with
+	// an offload tier shown (Node.KVOffload, Engine.showsOffload).
+	lmcacheStored               []*series
 	success                     [][numReasons]*series
 	ttft, itl, tpot, e2e        []*series
 	queue, prefill, decode      []*series
@@ -151,6 +157,13 @@ func newVLLMMetrics(m *metricSet, n Node, otel bool) *vllmMetrics {
 		preempt.omit()
 	}
 	v := &vllmMetrics{}
+	if n.KVOffload != "" && n.Engine.showsOffload() {
+		stored := m.counter("lmcache:num_stored_tokens_total", "Total number of tokens stored in lmcache including evicted ones",
+			"model_name", "role", "served_model_name", "worker_id")
+		for i := range n.cores() {
+			v.lmcacheStored = append(v.lmcacheStored, stored.with(n.Model, "worker", n.Model, strconv.Itoa(i)))
+		}
+	}
 	bs := n.blockSize()
 	prefixCaching := "True" // vLLM V1's default
 	if n.Workload.PrefixCacheHit == 0 {
@@ -191,6 +204,9 @@ func (m *vllmMetrics) state(c int, g gauges) {
 	m.waiting[c].set(float64(g.waiting))
 	m.running[c].set(float64(g.running))
 	m.kv[c].set(g.kv)
+	if m.lmcacheStored != nil {
+		m.lmcacheStored[c].set(float64(g.storedTokens))
+	}
 }
 
 func (m *vllmMetrics) scheduled(c int, q float64, queried, hit int) {

@@ -112,6 +112,7 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 			perf:    cfg.Perf,
 			sglang:  cfg.scheduler() == SchedulerSGLang,
 			bs:      bs,
+			offload: cfg.KVOffload != "",
 			blocks:  cfg.Perf.KVCapacityTokens / bs,
 			prefix:  cfg.sharedPrefix() / bs,
 			timeout: cfg.queueTimeout().Seconds(),

@@ -30,7 +30,7 @@ const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "disaggregated"}
+	"idle-then-overload", "kv-flap", "kv-offload", "disaggregated"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -91,6 +91,13 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     below 0.95 for a few seconds when a request ends while nobody waits:
 //     at 5 s scrapes, 0–4 single-scrape dips per phase depending on the
 //     seed, rarely two scrapes in a row.
+//   - kv-offload: qwen3-8b-0, the schemas node (vLLM) with an LMCache CPU
+//     offload tier (Node.KVOffload) and its light chat traffic: freed KV
+//     blocks stay resident on the GPU, so GPU KV usage climbs to 0.99
+//     within ~2 minutes and stays there by design, while only a few
+//     requests run, nothing is preempted and nothing queues. vLLM shows
+//     the tier by LMCache's lmcache: families; in the other schemas the
+//     fleet file declares it (profile.kv_offload).
 //   - disaggregated: one prefill and one decode worker of Kimi-K2.6 (1P1D,
 //     vllm#22454: high TTFT with 1P1D), each with its own traffic of the
 //     prefill-heavy scenario's ~68k-token prompts at 0.1 request/s, the KV
@@ -215,6 +222,10 @@ func Scenario(name string, seed int64) (Config, error) {
 				Phase{At: at, Sessions: 34, Think: 2 * time.Second},
 				Phase{At: at + 3*time.Minute, Sessions: 15, Think: 2 * time.Second})
 		}
+		cfg.Nodes = []Node{n}
+	case "kv-offload":
+		n := qwen(0)
+		n.KVOffload = "lmcache"
 		cfg.Nodes = []Node{n}
 	case "disaggregated":
 		cfg.Nodes = disaggregated()

@@ -51,6 +51,7 @@ func TestScenarios(t *testing.T) {
 			"trtllm-0", "triton-0", "tgi-0", "dynamo-0"},
 		"idle-then-overload": {"qwen3-8b-0", "qwen3-8b-1"},
 		"kv-flap":            {"qwen3-8b-0"},
+		"kv-offload":         {"qwen3-8b-0"},
 		"disaggregated":      {"kimi-k2.6-prefill-0", "kimi-k2.6-decode-0"},
 	}
 	names := sim.Scenarios()

@@ -105,6 +105,12 @@ var expected = []struct {
 		{"qwen3-8b-0", kvExh, nil, "kv-bound", []sim.Window{span(3*time.Minute+15*time.Second, 6*time.Minute), span(8*time.Minute+15*time.Second, 11*time.Minute)}},
 		{"qwen3-8b-0", healthy, []llmdiagv1.Cause{burst}, "light", []sim.Window{span(6*time.Minute+30*time.Second, 8*time.Minute), span(11*time.Minute+30*time.Second, 0)}},
 	}, 14 * time.Minute, acceptKVFlap},
+	// An offload tier keeps GPU KV at ~0.99 by design, with a few requests
+	// running, no preemption and no queue: HEALTHY, never KV_EXHAUSTED (the
+	// tier shown by vLLM's lmcache: families, declared in the fleet file
+	// for the other schemas). TGI and the Dynamo frontend show no KV usage:
+	// they read HEALTHY without the question arising.
+	{"kv-offload", []target{{"qwen3-8b-0", healthy, nil, "", nil}}, 0, nil},
 	// 1P1D (vllm#22454) over a slow KV path: the prefill worker reads
 	// PREFILL_BOUND (heavy prompts, TTFT tail, no queue, its one-token
 	// decode not judged); the decode worker's TTFT P99 ~15 s is the KV
@@ -149,7 +155,11 @@ var deviations = map[caseKey]deviation{
 	{"disaggregated", sim.TGI, "kimi-k2.6-decode-0", ""}:     {healthy, "TGI exposes no TTFT histogram: the decode worker's ~8 s wait for each KV cache shows only in an E2E P99 of ~26 s, within bounds", []llmdiagv1.Cause{unexplained}},
 	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:           {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
 	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}:        {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
 }
+
+const noPreemptOffload = "no preemption counter in this schema: KV 0.99 with the offload tier declared cannot be told from a cache that is preempting requests, and \"full by design\" needs no preemptions shown (diagnose/offload.go), so the node reads KV_EXHAUSTED, its summary saying preemptions are not known"
 
 const noKVBurst = "no KV usage in this schema (and the field quirks hide the preemptions): what shows of a KV-bound node is a queue of 0–11 that keeps draining as requests are preempted and readmitted, which is BURST (HEALTHY once the last spike has left the history)"
 

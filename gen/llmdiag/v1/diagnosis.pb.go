@@ -331,6 +331,18 @@ const (
 	Indicator_INDICATOR_PEERS Indicator = 17
 	// Mean E2E latency over the history: rising, falling or flat.
 	Indicator_INDICATOR_E2E_TREND Indicator = 18
+	// Error-budget burn of a time-to-first-token SLO (Finding.slo).
+	Indicator_INDICATOR_SLO_TTFT Indicator = 30
+	// Error-budget burn of an inter-token latency SLO (Finding.slo).
+	Indicator_INDICATOR_SLO_INTER_TOKEN Indicator = 31
+	// Error-budget burn of an end-to-end latency SLO (Finding.slo).
+	Indicator_INDICATOR_SLO_E2E Indicator = 32
+	// Share of prompt tokens served from the prefix cache.
+	Indicator_INDICATOR_PREFIX_CACHE_HIT_RATE Indicator = 35
+	// Share of speculative draft tokens the target model accepted.
+	Indicator_INDICATOR_SPEC_DECODE_ACCEPTANCE Indicator = 36
+	// LoRA adapters running and requests waiting for one.
+	Indicator_INDICATOR_LORA_ADAPTERS Indicator = 37
 	// The node's role in a disaggregated deployment (prefill or decode).
 	Indicator_INDICATOR_ROLE Indicator = 40
 	// Mean time of one KV-cache transfer between prefill and decode workers.
@@ -363,35 +375,47 @@ var (
 		16: "INDICATOR_STALENESS",
 		17: "INDICATOR_PEERS",
 		18: "INDICATOR_E2E_TREND",
+		30: "INDICATOR_SLO_TTFT",
+		31: "INDICATOR_SLO_INTER_TOKEN",
+		32: "INDICATOR_SLO_E2E",
+		35: "INDICATOR_PREFIX_CACHE_HIT_RATE",
+		36: "INDICATOR_SPEC_DECODE_ACCEPTANCE",
+		37: "INDICATOR_LORA_ADAPTERS",
 		40: "INDICATOR_ROLE",
 		41: "INDICATOR_KV_TRANSFER_TIME",
 		42: "INDICATOR_KV_TRANSFER_VOLUME",
 		43: "INDICATOR_KV_TRANSFER_FAILURES",
 	}
 	Indicator_value = map[string]int32{
-		"INDICATOR_UNSPECIFIED":           0,
-		"INDICATOR_KV_PRESSURE":           1,
-		"INDICATOR_QUEUE":                 2,
-		"INDICATOR_QUEUE_RUNNING_RATIO":   3,
-		"INDICATOR_PROMPT_TOKEN_RATE":     4,
-		"INDICATOR_GENERATION_TOKEN_RATE": 5,
-		"INDICATOR_E2E_P99":               6,
-		"INDICATOR_TTFT_P99":              7,
-		"INDICATOR_PREEMPTIONS":           8,
-		"INDICATOR_SCRAPE":                9,
-		"INDICATOR_E2E_MEAN":              10,
-		"INDICATOR_DECODE_SPEED":          11,
-		"INDICATOR_PREFILL_DECODE_RATIO":  12,
-		"INDICATOR_QUEUE_TIME":            13,
-		"INDICATOR_INTER_TOKEN":           14,
-		"INDICATOR_ABORTS":                15,
-		"INDICATOR_STALENESS":             16,
-		"INDICATOR_PEERS":                 17,
-		"INDICATOR_E2E_TREND":             18,
-		"INDICATOR_ROLE":                  40,
-		"INDICATOR_KV_TRANSFER_TIME":      41,
-		"INDICATOR_KV_TRANSFER_VOLUME":    42,
-		"INDICATOR_KV_TRANSFER_FAILURES":  43,
+		"INDICATOR_UNSPECIFIED":            0,
+		"INDICATOR_KV_PRESSURE":            1,
+		"INDICATOR_QUEUE":                  2,
+		"INDICATOR_QUEUE_RUNNING_RATIO":    3,
+		"INDICATOR_PROMPT_TOKEN_RATE":      4,
+		"INDICATOR_GENERATION_TOKEN_RATE":  5,
+		"INDICATOR_E2E_P99":                6,
+		"INDICATOR_TTFT_P99":               7,
+		"INDICATOR_PREEMPTIONS":            8,
+		"INDICATOR_SCRAPE":                 9,
+		"INDICATOR_E2E_MEAN":               10,
+		"INDICATOR_DECODE_SPEED":           11,
+		"INDICATOR_PREFILL_DECODE_RATIO":   12,
+		"INDICATOR_QUEUE_TIME":             13,
+		"INDICATOR_INTER_TOKEN":            14,
+		"INDICATOR_ABORTS":                 15,
+		"INDICATOR_STALENESS":              16,
+		"INDICATOR_PEERS":                  17,
+		"INDICATOR_E2E_TREND":              18,
+		"INDICATOR_SLO_TTFT":               30,
+		"INDICATOR_SLO_INTER_TOKEN":        31,
+		"INDICATOR_SLO_E2E":                32,
+		"INDICATOR_PREFIX_CACHE_HIT_RATE":  35,
+		"INDICATOR_SPEC_DECODE_ACCEPTANCE": 36,
+		"INDICATOR_LORA_ADAPTERS":          37,
+		"INDICATOR_ROLE":                   40,
+		"INDICATOR_KV_TRANSFER_TIME":       41,
+		"INDICATOR_KV_TRANSFER_VOLUME":     42,
+		"INDICATOR_KV_TRANSFER_FAILURES":   43,
 	}
 )
 
@@ -726,8 +750,11 @@ type Profile struct {
 	ActiveParamsBillions float64 `protobuf:"fixed64,6,opt,name=active_params_billions,json=activeParamsBillions,proto3" json:"active_params_billions,omitempty"`
 	// Total parameters, in billions.
 	TotalParamsBillions float64 `protobuf:"fixed64,7,opt,name=total_params_billions,json=totalParamsBillions,proto3" json:"total_params_billions,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// KV offload tier the fleet file declares ("cpu", "lmcache", …), for
+	// engines whose metrics do not say; empty when none is declared.
+	KvOffload     string `protobuf:"bytes,90,opt,name=kv_offload,json=kvOffload,proto3" json:"kv_offload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Profile) Reset() {
@@ -807,6 +834,13 @@ func (x *Profile) GetTotalParamsBillions() float64 {
 		return x.TotalParamsBillions
 	}
 	return 0
+}
+
+func (x *Profile) GetKvOffload() string {
+	if x != nil {
+		return x.KvOffload
+	}
+	return ""
 }
 
 // Node is one inference endpoint of the fleet.
@@ -1185,6 +1219,24 @@ type NodeMetrics struct {
 	// Requests that ended aborted or in error, per second; unset when the
 	// engine does not tell them apart.
 	AbortedRequestsPerSecond *float64 `protobuf:"fixed64,30,opt,name=aborted_requests_per_second,json=abortedRequestsPerSecond,proto3,oneof" json:"aborted_requests_per_second,omitempty"`
+	// Prefix-cache hits / queries over the window, 0..1 (vLLM's token
+	// counters; SGLang's cache_hit_rate gauge). Unset when not exported.
+	PrefixCacheHitRate *float64 `protobuf:"fixed64,90,opt,name=prefix_cache_hit_rate,json=prefixCacheHitRate,proto3,oneof" json:"prefix_cache_hit_rate,omitempty"`
+	// Speculative decoding: accepted / draft tokens over the window, 0..1
+	// (vLLM's counters; SGLang's spec_accept_rate gauge). Unset without
+	// speculative decoding or when not exported.
+	SpecDecodeAcceptanceRate *float64 `protobuf:"fixed64,91,opt,name=spec_decode_acceptance_rate,json=specDecodeAcceptanceRate,proto3,oneof" json:"spec_decode_acceptance_rate,omitempty"`
+	// Speculative decoding: tokens emitted per decode step per request
+	// (SGLang's spec_accept_length; vLLM: 1 + accepted / drafts). Unset when
+	// not exported.
+	SpecDecodeAcceptLength *float64 `protobuf:"fixed64,92,opt,name=spec_decode_accept_length,json=specDecodeAcceptLength,proto3,oneof" json:"spec_decode_accept_length,omitempty"`
+	// LoRA adapters with requests running, and adapters requests wait for
+	// (vLLM's lora_requests_info labels). Unset when not exported.
+	LoraAdaptersRunning *float64 `protobuf:"fixed64,93,opt,name=lora_adapters_running,json=loraAdaptersRunning,proto3,oneof" json:"lora_adapters_running,omitempty"`
+	LoraAdaptersWaiting *float64 `protobuf:"fixed64,94,opt,name=lora_adapters_waiting,json=loraAdaptersWaiting,proto3,oneof" json:"lora_adapters_waiting,omitempty"`
+	// The KV offload tier the engine's metrics show ("lmcache", "cpu");
+	// empty when they show none.
+	KvOffload string `protobuf:"bytes,95,opt,name=kv_offload,json=kvOffload,proto3" json:"kv_offload,omitempty"`
 	// Problems reading the node: scrape or parse errors, missing families.
 	Errors []string `protobuf:"bytes,40,rep,name=errors,proto3" json:"errors,omitempty"`
 	// Warnings and partial-result notes from the source (for example
@@ -1423,6 +1475,48 @@ func (x *NodeMetrics) GetAbortedRequestsPerSecond() float64 {
 	return 0
 }
 
+func (x *NodeMetrics) GetPrefixCacheHitRate() float64 {
+	if x != nil && x.PrefixCacheHitRate != nil {
+		return *x.PrefixCacheHitRate
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetSpecDecodeAcceptanceRate() float64 {
+	if x != nil && x.SpecDecodeAcceptanceRate != nil {
+		return *x.SpecDecodeAcceptanceRate
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetSpecDecodeAcceptLength() float64 {
+	if x != nil && x.SpecDecodeAcceptLength != nil {
+		return *x.SpecDecodeAcceptLength
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetLoraAdaptersRunning() float64 {
+	if x != nil && x.LoraAdaptersRunning != nil {
+		return *x.LoraAdaptersRunning
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetLoraAdaptersWaiting() float64 {
+	if x != nil && x.LoraAdaptersWaiting != nil {
+		return *x.LoraAdaptersWaiting
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvOffload() string {
+	if x != nil {
+		return x.KvOffload
+	}
+	return ""
+}
+
 func (x *NodeMetrics) GetErrors() []string {
 	if x != nil {
 		return x.Errors
@@ -1491,7 +1585,9 @@ type Finding struct {
 	// One sentence, in the requested language.
 	Conclusion string `protobuf:"bytes,5,opt,name=conclusion,proto3" json:"conclusion,omitempty"`
 	// The figures the conclusion rests on.
-	Evidence      []string `protobuf:"bytes,6,rep,name=evidence,proto3" json:"evidence,omitempty"`
+	Evidence []string `protobuf:"bytes,6,rep,name=evidence,proto3" json:"evidence,omitempty"`
+	// For an SLO finding (INDICATOR_SLO_*): the SLO and its burn per window.
+	Slo           *SLOBurn `protobuf:"bytes,80,opt,name=slo,proto3" json:"slo,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1568,6 +1664,189 @@ func (x *Finding) GetEvidence() []string {
 	return nil
 }
 
+func (x *Finding) GetSlo() *SLOBurn {
+	if x != nil {
+		return x.Slo
+	}
+	return nil
+}
+
+// SLOBurn is an SLO's attainment and error-budget burn over the windows of
+// its burn alerts (docs/slo.md).
+type SLOBurn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The SLO's name in the thresholds file.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The latency a request must not exceed, in seconds.
+	TargetSeconds float64 `protobuf:"fixed64,2,opt,name=target_seconds,json=targetSeconds,proto3" json:"target_seconds,omitempty"`
+	// The share of requests promised within the target, e.g. 0.99.
+	Objective float64 `protobuf:"fixed64,3,opt,name=objective,proto3" json:"objective,omitempty"`
+	// The span the objective is promised over.
+	Period *durationpb.Duration `protobuf:"bytes,4,opt,name=period,proto3" json:"period,omitempty"`
+	// One entry per window read, shortest first.
+	Windows       []*SLOWindow `protobuf:"bytes,5,rep,name=windows,proto3" json:"windows,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SLOBurn) Reset() {
+	*x = SLOBurn{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SLOBurn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SLOBurn) ProtoMessage() {}
+
+func (x *SLOBurn) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SLOBurn.ProtoReflect.Descriptor instead.
+func (*SLOBurn) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SLOBurn) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SLOBurn) GetTargetSeconds() float64 {
+	if x != nil {
+		return x.TargetSeconds
+	}
+	return 0
+}
+
+func (x *SLOBurn) GetObjective() float64 {
+	if x != nil {
+		return x.Objective
+	}
+	return 0
+}
+
+func (x *SLOBurn) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *SLOBurn) GetWindows() []*SLOWindow {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+// SLOWindow is an SLO's attainment over one window. Attainment is read from
+// histogram buckets: when the target is not a bucket bound, the requests of
+// the bucket it falls inside count as misses in attainment_lower and as hits
+// in attainment_upper. Burn rates are (1 − attainment) / (1 − objective):
+// burn_rate_upper from attainment_lower, burn_rate_lower from
+// attainment_upper. Absent figures: the window was not read, or held no
+// requests.
+type SLOWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The window, e.g. "1h".
+	Window string `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	// Requests in the window.
+	Requests        float64  `protobuf:"fixed64,2,opt,name=requests,proto3" json:"requests,omitempty"`
+	AttainmentLower *float64 `protobuf:"fixed64,3,opt,name=attainment_lower,json=attainmentLower,proto3,oneof" json:"attainment_lower,omitempty"`
+	AttainmentUpper *float64 `protobuf:"fixed64,4,opt,name=attainment_upper,json=attainmentUpper,proto3,oneof" json:"attainment_upper,omitempty"`
+	BurnRateLower   *float64 `protobuf:"fixed64,5,opt,name=burn_rate_lower,json=burnRateLower,proto3,oneof" json:"burn_rate_lower,omitempty"`
+	BurnRateUpper   *float64 `protobuf:"fixed64,6,opt,name=burn_rate_upper,json=burnRateUpper,proto3,oneof" json:"burn_rate_upper,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SLOWindow) Reset() {
+	*x = SLOWindow{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SLOWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SLOWindow) ProtoMessage() {}
+
+func (x *SLOWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SLOWindow.ProtoReflect.Descriptor instead.
+func (*SLOWindow) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SLOWindow) GetWindow() string {
+	if x != nil {
+		return x.Window
+	}
+	return ""
+}
+
+func (x *SLOWindow) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetAttainmentLower() float64 {
+	if x != nil && x.AttainmentLower != nil {
+		return *x.AttainmentLower
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetAttainmentUpper() float64 {
+	if x != nil && x.AttainmentUpper != nil {
+		return *x.AttainmentUpper
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetBurnRateLower() float64 {
+	if x != nil && x.BurnRateLower != nil {
+		return *x.BurnRateLower
+	}
+	return 0
+}
+
+func (x *SLOWindow) GetBurnRateUpper() float64 {
+	if x != nil && x.BurnRateUpper != nil {
+		return *x.BurnRateUpper
+	}
+	return 0
+}
+
 // Diagnosis is the verdict on one node.
 type Diagnosis struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1602,7 +1881,7 @@ type Diagnosis struct {
 
 func (x *Diagnosis) Reset() {
 	*x = Diagnosis{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1614,7 +1893,7 @@ func (x *Diagnosis) String() string {
 func (*Diagnosis) ProtoMessage() {}
 
 func (x *Diagnosis) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1627,7 +1906,7 @@ func (x *Diagnosis) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnosis.ProtoReflect.Descriptor instead.
 func (*Diagnosis) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Diagnosis) GetNode() string {
@@ -1784,7 +2063,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +2075,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +2088,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListNodesRequest) GetModel() string {
@@ -1861,7 +2140,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2152,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2165,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -1925,7 +2204,7 @@ type Degraded struct {
 
 func (x *Degraded) Reset() {
 	*x = Degraded{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2216,7 @@ func (x *Degraded) String() string {
 func (*Degraded) ProtoMessage() {}
 
 func (x *Degraded) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2229,7 @@ func (x *Degraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Degraded.ProtoReflect.Descriptor instead.
 func (*Degraded) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Degraded) GetReason() string {
@@ -1983,7 +2262,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2274,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2287,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -2044,7 +2323,7 @@ type GetNodeMetricsResponse struct {
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2335,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2348,7 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
@@ -2111,7 +2390,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2402,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2415,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -2213,7 +2492,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2225,7 +2504,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2238,7 +2517,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -2298,7 +2577,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2589,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2602,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -2412,7 +2691,7 @@ type ComparePercentilesResponse struct {
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2703,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2716,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -2520,7 +2799,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2532,7 +2811,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2545,7 +2824,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -2590,7 +2869,7 @@ type DiagnoseNodeResponse struct {
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2602,7 +2881,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2615,7 +2894,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -2661,7 +2940,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2673,7 +2952,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2686,7 +2965,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -2757,7 +3036,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +3048,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +3061,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -2870,7 +3149,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2882,7 +3161,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2895,7 +3174,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -2931,7 +3210,7 @@ var File_llmdiag_v1_diagnosis_proto protoreflect.FileDescriptor
 const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"\x1allmdiag/v1/diagnosis.proto\x12\n" +
-	"llmdiag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\x02\n" +
+	"llmdiag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x02\n" +
 	"\aProfile\x12#\n" +
 	"\rdata_parallel\x18\x01 \x01(\rR\fdataParallel\x12'\n" +
 	"\x0ftensor_parallel\x18\x02 \x01(\rR\x0etensorParallel\x12'\n" +
@@ -2939,7 +3218,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11pipeline_parallel\x18\x04 \x01(\rR\x10pipelineParallel\x12\x10\n" +
 	"\x03gpu\x18\x05 \x01(\tR\x03gpu\x124\n" +
 	"\x16active_params_billions\x18\x06 \x01(\x01R\x14activeParamsBillions\x122\n" +
-	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\"\xbb\x04\n" +
+	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\x12\x1d\n" +
+	"\n" +
+	"kv_offload\x18Z \x01(\tR\tkvOffload\"\xbb\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -2975,7 +3256,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\x80\x10\n" +
+	"\x05_mean\"\xd9\x13\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3008,16 +3289,23 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x16preemptions_per_second\x18\x1c \x01(\x01H\bR\x14preemptionsPerSecond\x88\x01\x01\x123\n" +
 	"\x13requests_per_second\x18\x1d \x01(\x01H\tR\x11requestsPerSecond\x88\x01\x01\x12B\n" +
 	"\x1baborted_requests_per_second\x18\x1e \x01(\x01H\n" +
-	"R\x18abortedRequestsPerSecond\x88\x01\x01\x12\x16\n" +
+	"R\x18abortedRequestsPerSecond\x88\x01\x01\x126\n" +
+	"\x15prefix_cache_hit_rate\x18Z \x01(\x01H\vR\x12prefixCacheHitRate\x88\x01\x01\x12B\n" +
+	"\x1bspec_decode_acceptance_rate\x18[ \x01(\x01H\fR\x18specDecodeAcceptanceRate\x88\x01\x01\x12>\n" +
+	"\x19spec_decode_accept_length\x18\\ \x01(\x01H\rR\x16specDecodeAcceptLength\x88\x01\x01\x127\n" +
+	"\x15lora_adapters_running\x18] \x01(\x01H\x0eR\x13loraAdaptersRunning\x88\x01\x01\x127\n" +
+	"\x15lora_adapters_waiting\x18^ \x01(\x01H\x0fR\x13loraAdaptersWaiting\x88\x01\x01\x12\x1d\n" +
+	"\n" +
+	"kv_offload\x18_ \x01(\tR\tkvOffload\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
 	"\bwarnings\x18) \x03(\tR\bwarnings\x12$\n" +
 	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x12\x1f\n" +
 	"\vrole_source\x18e \x01(\tR\n" +
 	"roleSource\x12:\n" +
-	"\x17kv_transfers_per_second\x18f \x01(\x01H\vR\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
-	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\fR\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
-	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\rR\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
-	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x0eR\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
+	"\x17kv_transfers_per_second\x18f \x01(\x01H\x10R\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
+	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\x11R\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
+	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\x12R\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
+	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x13R\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -3029,11 +3317,16 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"%_decode_tokens_per_second_per_requestB\x19\n" +
 	"\x17_preemptions_per_secondB\x16\n" +
 	"\x14_requests_per_secondB\x1e\n" +
-	"\x1c_aborted_requests_per_secondB\x1a\n" +
+	"\x1c_aborted_requests_per_secondB\x18\n" +
+	"\x16_prefix_cache_hit_rateB\x1e\n" +
+	"\x1c_spec_decode_acceptance_rateB\x1c\n" +
+	"\x1a_spec_decode_accept_lengthB\x18\n" +
+	"\x16_lora_adapters_runningB\x18\n" +
+	"\x16_lora_adapters_waitingB\x1a\n" +
 	"\x18_kv_transfers_per_secondB\x1b\n" +
 	"\x19_kv_transfer_seconds_meanB\x1f\n" +
 	"\x1d_kv_transfer_bytes_per_secondB\"\n" +
-	" _kv_transfer_failures_per_second\"\xd0\x01\n" +
+	" _kv_transfer_failures_per_second\"\xf7\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3042,7 +3335,25 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"conclusion\x18\x05 \x01(\tR\n" +
 	"conclusion\x12\x1a\n" +
-	"\bevidence\x18\x06 \x03(\tR\bevidence\"\xc4\x05\n" +
+	"\bevidence\x18\x06 \x03(\tR\bevidence\x12%\n" +
+	"\x03slo\x18P \x01(\v2\x13.llmdiag.v1.SLOBurnR\x03slo\"\xc6\x01\n" +
+	"\aSLOBurn\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12%\n" +
+	"\x0etarget_seconds\x18\x02 \x01(\x01R\rtargetSeconds\x12\x1c\n" +
+	"\tobjective\x18\x03 \x01(\x01R\tobjective\x121\n" +
+	"\x06period\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12/\n" +
+	"\awindows\x18\x05 \x03(\v2\x15.llmdiag.v1.SLOWindowR\awindows\"\xcb\x02\n" +
+	"\tSLOWindow\x12\x16\n" +
+	"\x06window\x18\x01 \x01(\tR\x06window\x12\x1a\n" +
+	"\brequests\x18\x02 \x01(\x01R\brequests\x12.\n" +
+	"\x10attainment_lower\x18\x03 \x01(\x01H\x00R\x0fattainmentLower\x88\x01\x01\x12.\n" +
+	"\x10attainment_upper\x18\x04 \x01(\x01H\x01R\x0fattainmentUpper\x88\x01\x01\x12+\n" +
+	"\x0fburn_rate_lower\x18\x05 \x01(\x01H\x02R\rburnRateLower\x88\x01\x01\x12+\n" +
+	"\x0fburn_rate_upper\x18\x06 \x01(\x01H\x03R\rburnRateUpper\x88\x01\x01B\x13\n" +
+	"\x11_attainment_lowerB\x13\n" +
+	"\x11_attainment_upperB\x12\n" +
+	"\x10_burn_rate_lowerB\x12\n" +
+	"\x10_burn_rate_upper\"\xc4\x05\n" +
 	"\tDiagnosis\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3205,7 +3516,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\x83\x05\n" +
+	"*\xb9\x06\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3226,7 +3537,13 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x10INDICATOR_ABORTS\x10\x0f\x12\x17\n" +
 	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
 	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
-	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x12\n" +
+	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x16\n" +
+	"\x12INDICATOR_SLO_TTFT\x10\x1e\x12\x1d\n" +
+	"\x19INDICATOR_SLO_INTER_TOKEN\x10\x1f\x12\x15\n" +
+	"\x11INDICATOR_SLO_E2E\x10 \x12#\n" +
+	"\x1fINDICATOR_PREFIX_CACHE_HIT_RATE\x10#\x12$\n" +
+	" INDICATOR_SPEC_DECODE_ACCEPTANCE\x10$\x12\x1b\n" +
+	"\x17INDICATOR_LORA_ADAPTERS\x10%\x12\x12\n" +
 	"\x0eINDICATOR_ROLE\x10(\x12\x1e\n" +
 	"\x1aINDICATOR_KV_TRANSFER_TIME\x10)\x12 \n" +
 	"\x1cINDICATOR_KV_TRANSFER_VOLUME\x10*\x12\"\n" +
@@ -3278,7 +3595,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Role)(0),                          // 1: llmdiag.v1.Role
@@ -3296,42 +3613,44 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*Distribution)(nil),               // 13: llmdiag.v1.Distribution
 	(*NodeMetrics)(nil),                // 14: llmdiag.v1.NodeMetrics
 	(*Finding)(nil),                    // 15: llmdiag.v1.Finding
-	(*Diagnosis)(nil),                  // 16: llmdiag.v1.Diagnosis
-	(*ListNodesRequest)(nil),           // 17: llmdiag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),          // 18: llmdiag.v1.ListNodesResponse
-	(*Degraded)(nil),                   // 19: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 20: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 21: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 22: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 23: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 24: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 25: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 26: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 27: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 28: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 29: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 30: llmdiag.v1.StreamHealthResponse
-	nil,                                // 31: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 32: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 33: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 35: google.protobuf.Duration
+	(*SLOBurn)(nil),                    // 16: llmdiag.v1.SLOBurn
+	(*SLOWindow)(nil),                  // 17: llmdiag.v1.SLOWindow
+	(*Diagnosis)(nil),                  // 18: llmdiag.v1.Diagnosis
+	(*ListNodesRequest)(nil),           // 19: llmdiag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),          // 20: llmdiag.v1.ListNodesResponse
+	(*Degraded)(nil),                   // 21: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 22: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 23: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 24: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 25: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 26: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 27: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 28: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 29: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 30: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 31: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 32: llmdiag.v1.StreamHealthResponse
+	nil,                                // 33: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 34: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 35: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 36: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 37: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	10, // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	34, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	36, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	2,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	3,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	35, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	31, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	37, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	33, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	1,  // 7: llmdiag.v1.Node.role:type_name -> llmdiag.v1.Role
 	12, // 8: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 9: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	34, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	35, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	35, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	35, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	36, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	37, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	37, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	37, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
 	13, // 14: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	13, // 15: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
@@ -3340,65 +3659,68 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	1,  // 19: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
 	4,  // 20: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
 	2,  // 21: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	0,  // 22: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	2,  // 23: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	3,  // 24: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	15, // 25: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	34, // 26: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	35, // 27: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	7,  // 28: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	1,  // 29: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
-	0,  // 30: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	2,  // 31: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	11, // 32: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	19, // 33: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	35, // 34: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	35, // 35: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	14, // 36: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	19, // 37: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	5,  // 38: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	6,  // 39: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	35, // 40: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	35, // 41: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	12, // 42: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	23, // 43: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	35, // 44: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	5,  // 45: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	24, // 46: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	34, // 47: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	35, // 48: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	19, // 49: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	35, // 50: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	35, // 51: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	7,  // 52: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	8,  // 53: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	16, // 54: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	19, // 55: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	35, // 56: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	32, // 57: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	2,  // 58: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	3,  // 59: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	35, // 60: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	34, // 61: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	33, // 62: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	9,  // 63: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	29, // 64: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	34, // 65: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	17, // 66: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	20, // 67: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	22, // 68: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	26, // 69: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	28, // 70: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	18, // 71: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	21, // 72: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	25, // 73: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	27, // 74: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	30, // 75: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	71, // [71:76] is the sub-list for method output_type
-	66, // [66:71] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	16, // 22: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	37, // 23: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	17, // 24: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 25: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	2,  // 26: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	3,  // 27: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	15, // 28: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	36, // 29: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	37, // 30: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	7,  // 31: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	1,  // 32: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
+	0,  // 33: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	2,  // 34: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	11, // 35: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	21, // 36: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	37, // 37: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	37, // 38: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	14, // 39: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	21, // 40: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 41: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 42: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	37, // 43: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	37, // 44: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 45: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	25, // 46: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	37, // 47: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 48: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	26, // 49: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	36, // 50: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	37, // 51: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	21, // 52: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	37, // 53: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	37, // 54: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 55: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 56: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	18, // 57: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	21, // 58: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	37, // 59: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	34, // 60: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 61: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 62: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	37, // 63: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	36, // 64: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	35, // 65: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 66: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	31, // 67: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	36, // 68: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	19, // 69: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	22, // 70: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	24, // 71: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	28, // 72: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	30, // 73: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	20, // 74: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	23, // 75: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	27, // 76: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	29, // 77: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	32, // 78: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	74, // [74:79] is the sub-list for method output_type
+	69, // [69:74] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3408,13 +3730,14 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[3].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[4].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[7].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"math"
+	"strings"
+
+	"github.com/llmdiag/llmdiag/sample"
+)
+
+// sources returns the sources of c: from Mapping.Effects for the cache and
+// decoding effects, else from Mapping.Concepts.
+func (m *Mapping) sources(c Concept) []Source {
+	if c >= PrefixCacheQueries && c < numConcepts { // the disaggregation concepts (disagg.go) read Concepts
+		return m.Effects[c]
+	}
+	return m.Concepts[c]
+}
+
+// effects reads the cache and decoding effects (Mapping.Effects, LoRAInfo,
+// Offload). A gauge that reads 0 where 0 means "not in use" (the
+// speculative gauges of an engine without speculative decoding) is left
+// nil, as is everything the engine does not export.
+func (x *extractor) effects() sample.Effects {
+	e := sample.Effects{
+		PrefixCacheQueries: x.value(PrefixCacheQueries),
+		PrefixCacheHits:    x.value(PrefixCacheHits),
+		PrefixCacheHitRate: x.value(PrefixCacheHitRate),
+		SpecDrafts:         x.value(SpecDrafts),
+		SpecDraftTokens:    x.value(SpecDraftTokens),
+		SpecAcceptedTokens: x.value(SpecAcceptedTokens),
+		SpecAcceptRate:     x.value(SpecAcceptRate),
+		SpecAcceptLength:   x.value(SpecAcceptLength),
+	}
+	if r := e.PrefixCacheHitRate; r != nil && *r > 1 {
+		// SGLang of 2024 reported a percentage.
+		e.PrefixCacheHitRate = sample.F(math.Min(*r/100, 1))
+	}
+	// An accept length is at least 1 with speculative decoding on; SGLang
+	// exports 0 for both gauges without it.
+	if l := e.SpecAcceptLength; l != nil && *l <= 0 {
+		e.SpecAcceptLength, e.SpecAcceptRate = nil, nil
+	}
+	if r := e.SpecAcceptRate; r != nil && *r <= 0 && e.SpecAcceptLength == nil {
+		e.SpecAcceptRate = nil
+	}
+	e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = x.lora()
+	e.KVOffload = x.offload()
+	return e
+}
+
+// lora counts the distinct LoRA adapters with requests running and waiting
+// from the first present family of Mapping.LoRAInfo. vLLM sets the gauge
+// to the time of the change on a new series (labels running_lora_adapters
+// and waiting_lora_adapters, each a comma-separated list of names) and
+// keeps the old ones, so per engine core only the series with the largest
+// value, the newest, is read; names are then counted once over cores.
+func (x *extractor) lora() (running, waiting *float64) {
+	for _, name := range x.m.LoRAInfo {
+		mf := x.families[name]
+		if len(mf.GetMetric()) == 0 {
+			continue
+		}
+		if err := checkType(Gauge, mf.GetType()); err != nil {
+			x.errs = append(x.errs, name+" (lora_adapters): "+err.Error())
+			return nil, nil
+		}
+		newest := map[string]series{}
+		newestAt := map[string]float64{}
+		for _, m := range mf.GetMetric() {
+			s := series{labels: labelMap(m), metric: m}
+			v, err := scalar(Source{Kind: Gauge}, s)
+			if err != nil {
+				continue
+			}
+			key := x.replicaKey(s.labels)
+			if at, seen := newestAt[key]; !seen || v > at {
+				newest[key], newestAt[key] = s, v
+			}
+		}
+		if len(newest) == 0 {
+			return nil, nil
+		}
+		run, wait := map[string]bool{}, map[string]bool{}
+		for _, s := range newest {
+			addNames(run, s.labels["running_lora_adapters"])
+			addNames(wait, s.labels["waiting_lora_adapters"])
+		}
+		return sample.F(float64(len(run))), sample.F(float64(len(wait)))
+	}
+	return nil, nil
+}
+
+// addNames adds the names of a comma-separated list to set.
+func addNames(set map[string]bool, list string) {
+	for n := range strings.SplitSeq(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			set[n] = true
+		}
+	}
+}
+
+// offload is the tier of the first Mapping.Offload prefix some family
+// starts with; "" when none does.
+func (x *extractor) offload() string {
+	for _, o := range x.m.Offload {
+		for name, mf := range x.families {
+			if strings.HasPrefix(name, o.Prefix) && len(mf.GetMetric()) > 0 {
+				return o.Tier
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,64 @@
+package metrics
+
+import (
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/sample"
+)
+
+// setEffects fills the cache and decoding effects of nm from newest and
+// base (nil for the lifetime), differencing counters as rater does. A
+// ratio over counters that did not move in the window (no prompt looked up,
+// no draft proposed) is absent, as is everything newest does not export.
+// Where the engine gives both counters and its own gauge, the counters win.
+func setEffects(nm *llmdiagv1.NodeMetrics, r rater) {
+	ne := r.newest.Effects
+	e := func(s *sample.Sample) *sample.Effects { return &s.Effects }
+
+	hits := r.delta(func(s *sample.Sample) *float64 { return e(s).PrefixCacheHits })
+	queries := r.delta(func(s *sample.Sample) *float64 { return e(s).PrefixCacheQueries })
+	switch {
+	case hits != nil && queries != nil && *queries > 0:
+		nm.PrefixCacheHitRate = sample.F(min(*hits / *queries, 1))
+	case ne.PrefixCacheQueries == nil:
+		nm.PrefixCacheHitRate = clone(ne.PrefixCacheHitRate)
+	}
+
+	accepted := r.delta(func(s *sample.Sample) *float64 { return e(s).SpecAcceptedTokens })
+	drafted := r.delta(func(s *sample.Sample) *float64 { return e(s).SpecDraftTokens })
+	drafts := r.delta(func(s *sample.Sample) *float64 { return e(s).SpecDrafts })
+	switch {
+	case accepted != nil && drafted != nil && *drafted > 0:
+		nm.SpecDecodeAcceptanceRate = sample.F(min(*accepted / *drafted, 1))
+	case ne.SpecDraftTokens == nil:
+		nm.SpecDecodeAcceptanceRate = clone(ne.SpecAcceptRate)
+	}
+	switch {
+	case accepted != nil && drafts != nil && *drafts > 0:
+		// Each step emits the accepted drafts and one token of the target
+		// model's own.
+		nm.SpecDecodeAcceptLength = sample.F(1 + *accepted / *drafts)
+	case ne.SpecDrafts == nil:
+		nm.SpecDecodeAcceptLength = clone(ne.SpecAcceptLength)
+	}
+
+	nm.LoraAdaptersRunning = clone(ne.LoRAAdaptersRunning)
+	nm.LoraAdaptersWaiting = clone(ne.LoRAAdaptersWaiting)
+	nm.KvOffload = ne.KVOffload
+}
+
+// delta is the increase of the counter get reads over the window (the
+// whole counter for the lifetime); nil when rate would be.
+func (r rater) delta(get func(*sample.Sample) *float64) *float64 {
+	now := get(r.newest)
+	if now == nil {
+		return nil
+	}
+	if r.base == nil {
+		return sample.F(*now)
+	}
+	then := get(r.base)
+	if then == nil && !r.fromZero {
+		return nil
+	}
+	return sample.F(increase(*now, then))
+}
