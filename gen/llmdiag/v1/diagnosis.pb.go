@@ -241,6 +241,9 @@ const (
 	// Some indicator is off and no cause above explains it; the evidence says
 	// which.
 	Cause_CAUSE_UNEXPLAINED Cause = 10
+	// Requests running or waiting while the engine makes no progress: its
+	// progress counters flat over several refreshes while /metrics answers.
+	Cause_CAUSE_STALLED Cause = 11
 )
 
 // Enum value maps for Cause.
@@ -257,6 +260,7 @@ var (
 		8:  "CAUSE_NODE_OUTLIER",
 		9:  "CAUSE_HEALTHY",
 		10: "CAUSE_UNEXPLAINED",
+		11: "CAUSE_STALLED",
 	}
 	Cause_value = map[string]int32{
 		"CAUSE_UNSPECIFIED":   0,
@@ -270,6 +274,7 @@ var (
 		"CAUSE_NODE_OUTLIER":  8,
 		"CAUSE_HEALTHY":       9,
 		"CAUSE_UNEXPLAINED":   10,
+		"CAUSE_STALLED":       11,
 	}
 )
 
@@ -331,6 +336,8 @@ const (
 	Indicator_INDICATOR_PEERS Indicator = 17
 	// Mean E2E latency over the history: rising, falling or flat.
 	Indicator_INDICATOR_E2E_TREND Indicator = 18
+	// Whether the engine's progress counters move while requests are pending.
+	Indicator_INDICATOR_PROGRESS Indicator = 19
 	// Error-budget burn of a time-to-first-token SLO (Finding.slo).
 	Indicator_INDICATOR_SLO_TTFT Indicator = 30
 	// Error-budget burn of an inter-token latency SLO (Finding.slo).
@@ -375,6 +382,7 @@ var (
 		16: "INDICATOR_STALENESS",
 		17: "INDICATOR_PEERS",
 		18: "INDICATOR_E2E_TREND",
+		19: "INDICATOR_PROGRESS",
 		30: "INDICATOR_SLO_TTFT",
 		31: "INDICATOR_SLO_INTER_TOKEN",
 		32: "INDICATOR_SLO_E2E",
@@ -406,6 +414,7 @@ var (
 		"INDICATOR_STALENESS":              16,
 		"INDICATOR_PEERS":                  17,
 		"INDICATOR_E2E_TREND":              18,
+		"INDICATOR_PROGRESS":               19,
 		"INDICATOR_SLO_TTFT":               30,
 		"INDICATOR_SLO_INTER_TOKEN":        31,
 		"INDICATOR_SLO_E2E":                32,
@@ -1243,6 +1252,16 @@ type NodeMetrics struct {
 	// Prometheus query warnings, or a family of a scraped exposition left out
 	// as invalid, its indicators then unset); the values given are still used.
 	Warnings []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Work the engine has done since its counters started: the sum of the
+	// cumulative counters that move as it works (prompt and generation
+	// tokens, finished requests, and the counts of its TTFT and inter-token
+	// histograms). An odometer: only whether it moved means anything. Unset
+	// when the engine exposes none of them.
+	Progress *float64 `protobuf:"fixed64,50,opt,name=progress,proto3,oneof" json:"progress,omitempty"`
+	// When progress took its current value, as the refreshes saw it: the
+	// observed_at of the first refresh that read it. Set by the refresh loop,
+	// which sees consecutive reads; unset elsewhere.
+	ProgressSince *timestamppb.Timestamp `protobuf:"bytes,51,opt,name=progress_since,json=progressSince,proto3" json:"progress_since,omitempty"`
 	// The node's role: the fleet file's when it gives one, else what the
 	// engine says (SGLang's engine_type label, a Dynamo worker's component),
 	// else unspecified (both).
@@ -1527,6 +1546,20 @@ func (x *NodeMetrics) GetErrors() []string {
 func (x *NodeMetrics) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetProgress() float64 {
+	if x != nil && x.Progress != nil {
+		return *x.Progress
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetProgressSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProgressSince
 	}
 	return nil
 }
@@ -3256,7 +3289,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xd9\x13\n" +
+	"\x05_mean\"\xca\x14\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3298,14 +3331,16 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"kv_offload\x18_ \x01(\tR\tkvOffload\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18) \x03(\tR\bwarnings\x12$\n" +
+	"\bwarnings\x18) \x03(\tR\bwarnings\x12\x1f\n" +
+	"\bprogress\x182 \x01(\x01H\x10R\bprogress\x88\x01\x01\x12A\n" +
+	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSince\x12$\n" +
 	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x12\x1f\n" +
 	"\vrole_source\x18e \x01(\tR\n" +
 	"roleSource\x12:\n" +
-	"\x17kv_transfers_per_second\x18f \x01(\x01H\x10R\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
-	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\x11R\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
-	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\x12R\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
-	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x13R\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
+	"\x17kv_transfers_per_second\x18f \x01(\x01H\x11R\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
+	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\x12R\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
+	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\x13R\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
+	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x14R\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -3322,7 +3357,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1c_spec_decode_acceptance_rateB\x1c\n" +
 	"\x1a_spec_decode_accept_lengthB\x18\n" +
 	"\x16_lora_adapters_runningB\x18\n" +
-	"\x16_lora_adapters_waitingB\x1a\n" +
+	"\x16_lora_adapters_waitingB\v\n" +
+	"\t_progressB\x1a\n" +
 	"\x18_kv_transfers_per_secondB\x1b\n" +
 	"\x19_kv_transfer_seconds_meanB\x1f\n" +
 	"\x1d_kv_transfer_bytes_per_secondB\"\n" +
@@ -3503,7 +3539,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\vSTATUS_WARN\x10\x02\x12\x0f\n" +
 	"\vSTATUS_CRIT\x10\x03\x12\x12\n" +
 	"\x0eSTATUS_UNKNOWN\x10\x04\x12\x0f\n" +
-	"\vSTATUS_DOWN\x10\x05*\xfa\x01\n" +
+	"\vSTATUS_DOWN\x10\x05*\x8d\x02\n" +
 	"\x05Cause\x12\x15\n" +
 	"\x11CAUSE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCAUSE_NO_DATA\x10\x01\x12\x15\n" +
@@ -3516,7 +3552,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\xb9\x06\n" +
+	"\x12\x11\n" +
+	"\rCAUSE_STALLED\x10\v*\xd1\x06\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3538,6 +3575,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
 	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
 	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x16\n" +
+	"\x12INDICATOR_PROGRESS\x10\x13\x12\x16\n" +
 	"\x12INDICATOR_SLO_TTFT\x10\x1e\x12\x1d\n" +
 	"\x19INDICATOR_SLO_INTER_TOKEN\x10\x1f\x12\x15\n" +
 	"\x11INDICATOR_SLO_E2E\x10 \x12#\n" +
@@ -3656,71 +3694,72 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	13, // 17: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	13, // 18: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	1,  // 19: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
-	4,  // 20: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	2,  // 21: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	16, // 22: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	37, // 23: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
-	17, // 24: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
-	0,  // 25: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	2,  // 26: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	3,  // 27: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	15, // 28: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	36, // 29: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	37, // 30: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	7,  // 31: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	1,  // 32: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
-	0,  // 33: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	2,  // 34: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	11, // 35: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	21, // 36: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	37, // 37: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	37, // 38: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	14, // 39: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	21, // 40: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	5,  // 41: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	6,  // 42: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	37, // 43: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	37, // 44: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	12, // 45: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	25, // 46: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	37, // 47: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	5,  // 48: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	26, // 49: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	36, // 50: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	37, // 51: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	21, // 52: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	37, // 53: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	37, // 54: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	7,  // 55: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	8,  // 56: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	18, // 57: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	21, // 58: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	37, // 59: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	34, // 60: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	2,  // 61: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	3,  // 62: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	37, // 63: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	36, // 64: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	35, // 65: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	9,  // 66: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	31, // 67: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	36, // 68: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	19, // 69: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	22, // 70: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	24, // 71: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	28, // 72: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	30, // 73: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	20, // 74: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	23, // 75: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	27, // 76: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	29, // 77: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	32, // 78: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	74, // [74:79] is the sub-list for method output_type
-	69, // [69:74] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	36, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	1,  // 20: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
+	4,  // 21: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	2,  // 22: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	16, // 23: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	37, // 24: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	17, // 25: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 26: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	2,  // 27: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	3,  // 28: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	15, // 29: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	36, // 30: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	37, // 31: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	7,  // 32: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	1,  // 33: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
+	0,  // 34: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	2,  // 35: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	11, // 36: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	21, // 37: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	37, // 38: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	37, // 39: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	14, // 40: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	21, // 41: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 42: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 43: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	37, // 44: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	37, // 45: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 46: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	25, // 47: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	37, // 48: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 49: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	26, // 50: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	36, // 51: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	37, // 52: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	21, // 53: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	37, // 54: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	37, // 55: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 56: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 57: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	18, // 58: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	21, // 59: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	37, // 60: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	34, // 61: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 62: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 63: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	37, // 64: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	36, // 65: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	35, // 66: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 67: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	31, // 68: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	36, // 69: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	19, // 70: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	22, // 71: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	24, // 72: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	28, // 73: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	30, // 74: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	20, // 75: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	23, // 76: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	27, // 77: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	29, // 78: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	32, // 79: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	75, // [75:80] is the sub-list for method output_type
+	70, // [70:75] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
