@@ -36,6 +36,8 @@ func decodeExplains(x *llmdiagv1.Finding) bool {
 func (f *facts) decodeRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 	t := f.t
 	switch {
+	case f.prefillWorker(): // role.go
+		return p.f(roPrefillWorkerDecode)
 	case !f.perRequest.ok:
 		return p.f(roDecodeUnknown)
 	case !f.slowDecode():
@@ -52,6 +54,9 @@ func (f *facts) decodeRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 // decodeApplies is rule 6: low queue, KV below warn, a long E2E tail and
 // slow per-request decode, and not an outlier among its peers.
 func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
+	if f.prefillWorker() { // role.go: a prefill worker's decode is not judged
+		return false
+	}
 	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn && !f.offloadByDesign()
 	return !f.hist.now && !kvHigh && elevated(f.e2eStatus()) && f.slowDecode() && !f.peer.outlier
 }
@@ -63,7 +68,7 @@ func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
 // per-request decode is not slow enough, or the tail not yet long enough.
 func (f *facts) decodeStallsApplies(findings []*llmdiagv1.Finding) bool {
 	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
-	if f.hist.surgeNow || kvHigh || f.interTokenStatus() != statusCrit {
+	if f.prefillWorker() || f.hist.surgeNow || kvHigh || f.interTokenStatus() != statusCrit {
 		return false
 	}
 	return explainsAll(decodeExplains, findings) && !f.peer.outlier

@@ -540,6 +540,20 @@ var catalogClaims = map[msg][]claim{
 	kvOffload:          {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 	roMemoryOffload:    {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 	evSLOWindowPartial: nil,
+	// role.go
+	nameRole: nil, nameKVTransferTime: nil, nameKVTransferVolume: nil, nameKVTransferFailures: nil,
+	valueRolePrefill: nil, valueRoleDecode: nil, rolePrefill: nil, roleDecode: nil, evRoleSource: nil,
+	roleNotJudged:         nil,
+	evTTFTTransfer:        nil,
+	evTTFTTransferNoMean:  nil,
+	evTTFTTransferUnknown: nil,
+	kvTimeOK:              nil, kvTimeSlow: nil, kvTimeNone: nil, evKVTransferLimits: nil, evKVTransfers: nil,
+	kvVolume: nil, evKVPerTransfer: nil, kvFailNone: nil, kvFailSome: nil, evKVFailShare: nil,
+	roDecodeWorkerTTFT:    {{aboutTTFT, isHigh}},
+	roPrefillWorkerDecode: nil,
+	summaryDecodeTransfer: {{aboutTTFT, isHigh}},
+	summaryDecodeTTFT:     {{aboutTTFT, isHigh}},
+	recPrefillWorkers:     nil, recKVTransfer: nil, recKVFailures: nil, recAddPrefillWorkers: nil,
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for

@@ -622,7 +622,7 @@ func TestCatalogClaims(t *testing.T) {
 	covered := map[int]bool{}
 	type where struct{ variant, knockout string }
 	violations := map[string][]where{}
-	for _, v := range claimVariants() {
+	for _, v := range append(claimVariants(), roleClaimVariants()...) {
 		for _, k := range claimKnockouts() {
 			in := v.in()
 			if in.Metrics != nil {

@@ -73,6 +73,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	if m != nil {
 		d.Node, d.Model, d.Engine, d.Window = m.GetNode(), m.GetModel(), m.GetEngine(), m.GetWindow()
 		d.Stale = m.GetStale()
+		d.Role = m.GetRole()
 		if ts := m.GetObservedAt(); ts != nil {
 			d.ObservedAt = timestamppb.New(ts.AsTime())
 		}
@@ -105,6 +106,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 			v = sv
 		} else {
 			v = f.verdict(p, d.Findings)
+			f.roleVerdict(p, &v, d.Findings)
 		}
 		f.noteContradictions(p, d.Findings, &v)
 		d.Findings = append(d.Findings, sloFindings(p, in, t)...)

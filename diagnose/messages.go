@@ -485,6 +485,38 @@ const (
 	recStalledDump
 	recStalledRestart
 	recStalledProbe
+	// Prefill/decode disaggregation (role.go).
+	nameRole
+	nameKVTransferTime
+	nameKVTransferVolume
+	nameKVTransferFailures
+	valueRolePrefill
+	valueRoleDecode
+	rolePrefill
+	roleDecode
+	evRoleSource
+	roleNotJudged
+	evTTFTTransfer
+	evTTFTTransferNoMean
+	evTTFTTransferUnknown
+	kvTimeOK
+	kvTimeSlow
+	kvTimeNone
+	evKVTransferLimits
+	evKVTransfers
+	kvVolume
+	evKVPerTransfer
+	kvFailNone
+	kvFailSome
+	evKVFailShare
+	roDecodeWorkerTTFT
+	roPrefillWorkerDecode
+	summaryDecodeTransfer
+	summaryDecodeTTFT
+	recPrefillWorkers
+	recKVTransfer
+	recKVFailures
+	recAddPrefillWorkers
 
 	// GPU figures from DCGM (gpu.go).
 	nameGPUActivity
@@ -1323,16 +1355,79 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	recGPUXID: {
 		"Drain the node, read the XID in the kernel log (dmesg) and reset or replace the GPU",
 		"摘除该节点，在内核日志（dmesg）中查看 XID，重置或更换 GPU"},
-	xid13:  {"graphics engine exception (often the application)", "图形引擎异常（多为应用问题）"},
-	xid31:  {"GPU memory page fault (often the application)", "GPU 内存页错误（多为应用问题）"},
-	xid43:  {"GPU stopped processing", "GPU 停止处理"},
-	xid48:  {"double-bit ECC error", "双比特 ECC 错误"},
-	xid63:  {"row remapping: an ECC page retirement was recorded", "行重映射：记录了 ECC 页面退役"},
-	xid64:  {"row remapping failed", "行重映射失败"},
-	xid74:  {"NVLink error", "NVLink 错误"},
-	xid79:  {"GPU has fallen off the bus", "GPU 已从总线掉线"},
-	xid92:  {"high single-bit ECC error rate", "单比特 ECC 错误率过高"},
-	xid94:  {"contained ECC error", "已隔离的 ECC 错误"},
-	xid95:  {"uncontained ECC error", "未隔离的 ECC 错误"},
-	xid119: {"GSP RPC timeout", "GSP RPC 超时"},
+	xid13:                  {"graphics engine exception (often the application)", "图形引擎异常（多为应用问题）"},
+	xid31:                  {"GPU memory page fault (often the application)", "GPU 内存页错误（多为应用问题）"},
+	xid43:                  {"GPU stopped processing", "GPU 停止处理"},
+	xid48:                  {"double-bit ECC error", "双比特 ECC 错误"},
+	xid63:                  {"row remapping: an ECC page retirement was recorded", "行重映射：记录了 ECC 页面退役"},
+	xid64:                  {"row remapping failed", "行重映射失败"},
+	xid74:                  {"NVLink error", "NVLink 错误"},
+	xid79:                  {"GPU has fallen off the bus", "GPU 已从总线掉线"},
+	xid92:                  {"high single-bit ECC error rate", "单比特 ECC 错误率过高"},
+	xid94:                  {"contained ECC error", "已隔离的 ECC 错误"},
+	xid95:                  {"uncontained ECC error", "未隔离的 ECC 错误"},
+	xid119:                 {"GSP RPC timeout", "GSP RPC 超时"},
+	nameRole:               {"Role", "角色"},
+	nameKVTransferTime:     {"KV transfer time", "KV 传输耗时"},
+	nameKVTransferVolume:   {"KV transfer volume", "KV 传输量"},
+	nameKVTransferFailures: {"KV transfer failures", "KV 传输失败"},
+	valueRolePrefill:       {"prefill worker", "Prefill 节点"},
+	valueRoleDecode:        {"decode worker", "Decode 节点"},
+	rolePrefill: {
+		"prefill worker: it computes the prompts and hands their KV cache to decode workers, so its decode speed is not judged",
+		"Prefill 节点：计算 Prompt 并把 KV Cache 交给 Decode 节点，因此不评判其 Decode 速度"},
+	roleDecode: {
+		"decode worker: it receives each request's KV cache from a prefill worker, so its TTFT includes the transfer and is no evidence of a prefill bottleneck here",
+		"Decode 节点：每个请求的 KV Cache 由 Prefill 节点传来，其 TTFT 包含传输时间，不能作为本节点 Prefill 瓶颈的证据"},
+	evRoleSource: {"role from %s", "角色来自 %s"},
+	roleNotJudged: {
+		"not judged: a prefill worker produces only the first token of each request",
+		"不评判：Prefill 节点只产出每个请求的首 Token"},
+	evTTFTTransfer: {
+		"TTFT on a decode worker includes the KV transfer from the prefill worker: %s per transfer on average, %s of the mean TTFT %s",
+		"Decode 节点的 TTFT 包含从 Prefill 节点传输 KV 的时间：平均每次 %s，占平均 TTFT %[3]s 的 %[2]s"},
+	evTTFTTransferNoMean: {
+		"TTFT on a decode worker includes the KV transfer from the prefill worker: %s per transfer on average",
+		"Decode 节点的 TTFT 包含从 Prefill 节点传输 KV 的时间：平均每次 %s"},
+	evTTFTTransferUnknown: {
+		"TTFT on a decode worker includes the KV transfer from the prefill worker, which this engine does not time",
+		"Decode 节点的 TTFT 包含从 Prefill 节点传输 KV 的时间，该引擎不统计此时间"},
+	kvTimeOK:   {"KV caches move between workers quickly", "KV Cache 在节点间传输迅速"},
+	kvTimeSlow: {"KV transfers are slow: the first token on the decode worker waits for them", "KV 传输偏慢：Decode 节点的首 Token 要等待传输完成"},
+	kvTimeNone: {"no KV transfer in the window", "窗口内没有 KV 传输"},
+	evKVTransferLimits: {
+		"warn at %s per transfer on average, crit at %s",
+		"平均每次传输 %s 告警，%s 严重"},
+	evKVTransfers:   {"transfers: %s", "传输次数：%s"},
+	kvVolume:        {"KV cache bytes moved between prefill and decode workers", "Prefill 与 Decode 节点间传输的 KV Cache 字节数"},
+	evKVPerTransfer: {"%s per transfer", "每次 %s"},
+	kvFailNone:      {"no KV transfer failed", "没有 KV 传输失败"},
+	kvFailSome: {
+		"KV transfers fail: those requests are recomputed or aborted",
+		"KV 传输失败：这些请求会重新计算或被中止"},
+	evKVFailShare: {"%s of transfers failed (crit at %s)", "%s 的传输失败（%s 为严重）"},
+	roDecodeWorkerTTFT: {
+		"not prefill: TTFT P99 %s is high, but this is a decode worker, whose TTFT includes the KV transfer and the prefill worker's queue and prefill",
+		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但这是 Decode 节点，其 TTFT 包含 KV 传输以及 Prefill 节点的排队与 Prefill"},
+	roPrefillWorkerDecode: {
+		"not decode: this is a prefill worker, which is not judged on decode speed",
+		"不是 Decode 瓶颈：这是 Prefill 节点，不评判其 Decode 速度"},
+	summaryDecodeTransfer: {
+		"TTFT P99 %s on this decode worker waits for slow KV transfers (%s each on average): the transfer path between prefill and decode workers sets it, not this node's prefill.",
+		"该 Decode 节点的 TTFT P99 %s 受 KV 传输拖慢（平均每次 %s）：瓶颈在 Prefill 与 Decode 节点之间的传输路径，而非本节点的 Prefill。"},
+	summaryDecodeTTFT: {
+		"TTFT P99 %s on this decode worker includes the prefill worker's queue and prefill and the KV transfer: look at the prefill workers.",
+		"该 Decode 节点的 TTFT P99 %s 包含 Prefill 节点的排队与 Prefill 以及 KV 传输：请检查 Prefill 节点。"},
+	recPrefillWorkers: {
+		"look at the prefill workers (their queue and TTFT): with few prefill workers per decode worker, long prompts wait for prefill there; add prefill workers",
+		"检查 Prefill 节点（排队与 TTFT）：每个 Decode 节点配的 Prefill 节点过少时，长 Prompt 会在那里等待 Prefill；增加 Prefill 节点"},
+	recKVTransfer: {
+		"check the KV-transfer path between prefill and decode workers: the transport the connector chose (RDMA rather than TCP), GPU–NIC affinity, and the link's bandwidth",
+		"检查 Prefill 与 Decode 节点间的 KV 传输路径：连接器选用的传输方式（应为 RDMA 而非 TCP）、GPU 与网卡的亲和性、链路带宽"},
+	recKVFailures: {
+		"read the transfer errors in both workers' logs: a failed transfer is recomputed or aborted",
+		"查看两端节点日志中的传输错误：传输失败的请求会重新计算或被中止"},
+	recAddPrefillWorkers: {
+		"prefill is already disaggregated and this prefill worker is the bottleneck: add prefill workers (more prefill per decode worker)",
+		"Prefill 已分离部署，瓶颈正是该 Prefill 节点：增加 Prefill 节点（提高 Prefill 与 Decode 节点的配比）"},
 }

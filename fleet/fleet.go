@@ -45,7 +45,11 @@ type Node struct {
 	// Model it serves; when empty, taken from the engine's model_name label.
 	Model string `yaml:"model,omitempty"`
 	// Engine: vllm, sglang, …; when empty, detected from metric names.
-	Engine  string  `yaml:"engine,omitempty"`
+	Engine string `yaml:"engine,omitempty"`
+	// Role in a deployment that disaggregates prefill and decode: prefill,
+	// decode or both; when empty, detected from the engine's metrics where
+	// it says (see ParseRole), else both. The fleet file's role wins.
+	Role    string  `yaml:"role,omitempty"`
 	Profile Profile `yaml:"profile,omitempty"`
 	// Labels are free-form facts about the node (team, region, gpu pool,
 	// …): ListNodes shows them and ComparePercentiles can group by any of
@@ -170,7 +174,7 @@ func EngineDisplayName(e llmdiagv1.Engine) string {
 }
 
 // Validate checks every node: id syntax and uniqueness, http(s) URLs (url,
-// dcgm) when given, a known engine name, label names and values.
+// dcgm) when given, a known engine name and role, label names and values.
 func (f *File) Validate() error {
 	var errs []error
 	seen := make(map[string]bool, len(f.Nodes))
@@ -196,6 +200,9 @@ func (f *File) Validate() error {
 		}
 		if _, err := ParseEngine(n.Engine); err != nil {
 			errs = append(errs, fmt.Errorf("nodes[%d].engine: %w", i, err))
+		}
+		if _, err := ParseRole(n.Role); err != nil {
+			errs = append(errs, fmt.Errorf("nodes[%d].role: %w", i, err))
 		}
 		errs = append(errs, validateLabels(i, n.Labels)...)
 	}

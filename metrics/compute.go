@@ -91,6 +91,7 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 	nm.RequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsFinished })
 	nm.AbortedRequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsAborted })
 	setEffects(nm, r)
+	setDisagg(nm, newest, r)
 
 	dist := func(h sample.Hist) *llmdiagv1.Distribution {
 		if base == nil {

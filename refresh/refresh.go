@@ -203,6 +203,8 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	var nodes int
 	for _, o := range obs {
 		if o.Metrics != nil {
+			// Before the peers are grouped: a node's peers are those of its role.
+			l.applyRole(o)
 			byModel[o.Metrics.GetModel()] = append(byModel[o.Metrics.GetModel()], o.Metrics)
 			filled[o.Metrics.GetModel()] = filled[o.Metrics.GetModel()] || l.fillsModel(o)
 			nodes++
@@ -293,6 +295,9 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		if len(o.Node.Labels) == 0 {
 			o.Node.Labels = f.Labels
 		}
+		if o.Node.Role == "" {
+			o.Node.Role = f.Role
+		}
 		if o.Node.Model == "" && f.Model != "" {
 			o.Node.Model = f.Model
 			o.Metrics.Model = f.Model
@@ -347,6 +352,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		Url:       redact.URL(o.Node.URL), // answers never show a password
 		LastSeen:  m.GetObservedAt(),
 		Labels:    maps.Clone(o.Node.Labels),
+		Role:      m.GetRole(),
 	}
 	if !m.GetUp() && known {
 		node.LastSeen = prev.lastSeen

@@ -177,6 +177,13 @@ type Node struct {
 	// GPUFault is a hardware problem of some of its GPUs, seen in its
 	// DCGM exporter (and, when throttled, in its speed).
 	GPUFault GPUFault
+	// Role is "prefill" or "decode" for a worker of a deployment that
+	// disaggregates them (see disagg.go), empty (both) otherwise; the
+	// fleet file carries it.
+	Role string
+	// KVTransfer is the path KV caches take between prefill and decode
+	// workers; needed with a Role.
+	KVTransfer KVLink
 }
 
 // offloadResident is the share of the GPU KV blocks an offload tier keeps
@@ -475,6 +482,9 @@ func (n Node) validate() error {
 		if g < 0 || g >= n.cores()*n.gpusPerCore() {
 			errs = append(errs, fmt.Errorf("gpu fault: GPU %d: the node has GPUs 0-%d", g, n.cores()*n.gpusPerCore()-1))
 		}
+	}
+	if err := n.validateRole(); err != nil {
+		errs = append(errs, err)
 	}
 	if n.Garbage < GarbageNone || n.Garbage > GarbageJunk {
 		errs = append(errs, fmt.Errorf("garbage mode %d unknown", n.Garbage))

@@ -295,6 +295,7 @@ func (f *Fleet) FleetFile() *fleet.File {
 			DCGM:    dcgm,
 			Model:   n.cfg.Model,
 			Engine:  n.cfg.Engine.FleetName(),
+			Role:    n.cfg.Role,
 			Profile: profile,
 		})
 	}

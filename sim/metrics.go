@@ -298,7 +298,7 @@ func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
 		if n.Profile.ExpertParallel > 1 {
 			ep = rank
 		}
-		lv := []string{"unified", n.Model, ep, "0", rank}
+		lv := []string{sglangEngineType(n), n.Model, ep, "0", rank}
 		if n.cores() > 1 {
 			lv = append(lv, strconv.Itoa(i))
 		}

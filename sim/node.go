@@ -127,7 +127,7 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 	n.dcgm.MustRegister(newDCGMCollector(n))
 	n.setPeak()
 	ms := &metricSet{mu: &n.mu, lazy: cfg.Quirks.LazySeries}
-	rec := newRecorder(ms, cfg)
+	rec := withDisagg(newRecorder(ms, cfg), ms, cfg)
 	n.reg.MustRegister(ms)
 	bs := cfg.blockSize()
 	for i := range cfg.cores() {
@@ -325,6 +325,7 @@ func (n *node) newRequest(t float64) *request {
 	if r.output >= r.maxTokens {
 		r.output, r.reason = r.maxTokens, reasonLength
 	}
+	n.remoteKV(r, t)
 	return r
 }
 

@@ -30,7 +30,7 @@ const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid"}
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "disaggregated"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -118,6 +118,17 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 // follows the simulated steps (weight and KV reads keep the memory
 // interface busy, prefill and attention the tensor pipes, a lockstep rank
 // waiting for the others neither).
+//   - disaggregated: one prefill and one decode worker of Kimi-K2.6 (1P1D,
+//     vllm#22454: high TTFT with 1P1D), each with its own traffic of the
+//     prefill-heavy scenario's ~68k-token prompts at 0.1 request/s, the KV
+//     cache (~70 KB a token: 61 layers of 576 MLA values in 16 bits, ~4.8
+//     GB a prompt) moving at 0.6 GB/s, a transfer path fallen back to TCP
+//     through host memory. kimi-k2.6-prefill-0 (H20, role prefill) computes
+//     the prompts and answers one token: TTFT tail of tens of seconds, queue
+//     low, prefill-bound. kimi-k2.6-decode-0 (H200, role decode) receives
+//     each KV cache before its first token (see disagg.go): ~8 s per
+//     transfer, TTFT P99 ~15 s with heavy prompts that it does not prefill;
+//     its decode is fast. The fleet file gives both roles.
 //
 // Phases (Workload.Phases) are measured from the end of warm-up, as Down
 // windows are.
@@ -250,6 +261,8 @@ func Scenario(name string, seed int64) (Config, error) {
 		n := kimi(0)
 		n.GPUFault = GPUFault{XID: 48, GPUs: []int{5}}
 		cfg.Nodes = []Node{n, kimi(1)}
+	case "disaggregated":
+		cfg.Nodes = disaggregated()
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)
 	}
@@ -399,4 +412,29 @@ func small(e Engine) Node {
 			MaxTokens:      4096,
 		},
 	}
+}
+
+// disaggregated is the 1P1D deployment of the disaggregated scenario: the
+// prefill-heavy scenario's traffic split between a prefill worker (its H20
+// node, one token an answer) and a decode worker (an H200 node), with a
+// slow KV path between them.
+func disaggregated() []Node {
+	link := KVLink{BytesPerToken: 61 * 576 * 2, BytesPerSec: 0.6e9}
+	p := kimi(0)
+	p.ID, p.Role, p.KVTransfer = ModelKimi+"-prefill-0", "prefill", link
+	p.Profile.GPU = "H20"
+	p.Perf = kimiPerf(p.Profile)
+	p.Perf.KVCapacityTokens = 12288 * 64
+	p.Perf.MaxModelLen = 131072
+	p.Perf.MaxBatchedTokens = 2048
+	p.Workload.Rate = 0.1
+	p.Workload.Prompt = LogNormal(64000, 0.35)
+	p.Workload.MaxTokens = 1 // the proxy asks the prefill worker for one token
+	d := kimi(1)
+	d.ID, d.Role, d.KVTransfer = ModelKimi+"-decode-0", "decode", link
+	d.Perf.MaxModelLen = 131072
+	d.Workload.Rate = 0.1
+	d.Workload.Prompt = LogNormal(64000, 0.35)
+	d.Workload.Output = LogNormal(150, 0.7)
+	return []Node{p, d}
 }

@@ -55,6 +55,7 @@ func TestScenarios(t *testing.T) {
 		"slo-burn":           {"kimi-k2.6-0"},
 		"gpu-throttled":      {"glm-4.6-0", "glm-4.6-1"},
 		"gpu-xid":            {"kimi-k2.6-0", "kimi-k2.6-1"},
+		"disaggregated":      {"kimi-k2.6-prefill-0", "kimi-k2.6-decode-0"},
 	}
 	names := sim.Scenarios()
 	if len(names) != len(want) {

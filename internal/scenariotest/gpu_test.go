@@ -9,8 +9,6 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
-const unexplained = llmdiagv1.Cause_CAUSE_UNEXPLAINED
-
 // judgedReadings are a node's readings from judgeFrom on.
 func judgedReadings(res *Result, node string) []int {
 	var out []int

@@ -39,6 +39,8 @@ const (
 	burst    = llmdiagv1.Cause_CAUSE_BURST
 	prefill  = llmdiagv1.Cause_CAUSE_PREFILL_BOUND
 	down     = llmdiagv1.Cause_CAUSE_TARGET_DOWN
+
+	unexplained = llmdiagv1.Cause_CAUSE_UNEXPLAINED
 )
 
 type target struct {
@@ -120,6 +122,16 @@ var expected = []struct {
 	// engine schema.
 	{"gpu-throttled", []target{{"glm-4.6-0", unexplained, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, acceptGPUThrottled},
 	{"gpu-xid", []target{{"kimi-k2.6-0", unexplained, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, acceptGPUXID},
+	// 1P1D (vllm#22454) over a slow KV path: the prefill worker reads
+	// PREFILL_BOUND (heavy prompts, TTFT tail, no queue, its one-token
+	// decode not judged); the decode worker's TTFT P99 ~15 s is the KV
+	// transfer, never PREFILL_BOUND nor DECODE_BOUND: UNEXPLAINED, its
+	// summary naming the slow transfers where the engine times them (the
+	// KV transfer time CRIT) and the prefill side where it does not.
+	{"disaggregated", []target{
+		{"kimi-k2.6-prefill-0", prefill, nil, "", nil},
+		{"kimi-k2.6-decode-0", unexplained, nil, "", nil},
+	}, 0, acceptDisaggregated},
 }
 
 type caseKey struct {
@@ -147,10 +159,15 @@ var deviations = map[caseKey]deviation{
 	{"prefill-heavy", sim.TRTLLM, "kimi-k2.6-0", ""}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "trtllm-serve exposes no prompt-token counter, so heavy prompts cannot be shown; the 35 s TTFT P99 with a low queue is left unexplained", nil},
 	{"prefill-heavy", sim.TGI, "kimi-k2.6-0", ""}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "TGI exposes no TTFT histogram and its time per token counts prefill, so a long prefill cannot be told from a slow decode: the node reads UNEXPLAINED (slow generation, nothing to pin it on), DECODE_BOUND while generation ÷ running (running includes requests in prefill) dips under 10 tok/s, HEALTHY while the E2E tail stays under 60 s; never a load or memory cause",
 		[]llmdiagv1.Cause{decode, healthy}},
-	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:    {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
-	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}: {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
-	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:      {kvExh, noPreemptOffload, nil},
-	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:      {kvExh, noPreemptOffload, nil},
+	{"disaggregated", sim.TRTLLM, "kimi-k2.6-prefill-0", ""}: {unexplained, "trtllm-serve exposes no prompt-token counter, so the prefill worker's heavy prompts cannot be shown: its ~19 s TTFT P99 with no queue is left unexplained (as in prefill-heavy); never DECODE_BOUND", nil},
+	{"disaggregated", sim.Triton, "kimi-k2.6-prefill-0", ""}: {healthy, "Triton's TRT-LLM backend has no TTFT histogram and no prompt-token counter: a prefill worker answering one token at 0.1 request/s, queue 0–1, reads as a lightly loaded node; its mean E2E (from the duration and success counters) swings with the prompt lengths, at times a rising trend no cause explains", []llmdiagv1.Cause{unexplained}},
+	{"disaggregated", sim.Triton, "kimi-k2.6-decode-0", ""}:  {healthy, "Triton's TRT-LLM backend has no TTFT histogram: the decode worker's wait for its KV cache does not show, and queue 0 with one request running reads HEALTHY", nil},
+	{"disaggregated", sim.TGI, "kimi-k2.6-prefill-0", ""}:    {healthy, "TGI exposes no TTFT histogram and its E2E P99 (~13 s for one token) is within bounds: the prefill worker's heavy prompts show only as a prompt rate, which alone is no cause", []llmdiagv1.Cause{unexplained}},
+	{"disaggregated", sim.TGI, "kimi-k2.6-decode-0", ""}:     {healthy, "TGI exposes no TTFT histogram: the decode worker's ~8 s wait for each KV cache shows only in an E2E P99 of ~26 s, within bounds", []llmdiagv1.Cause{unexplained}},
+	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:           {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}:        {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
 }
 
 const noPreemptOffload = "no preemption counter in this schema: KV 0.99 with the offload tier declared cannot be told from a cache that is preempting requests, and \"full by design\" needs no preemptions shown (diagnose/offload.go), so the node reads KV_EXHAUSTED, its summary saying preemptions are not known"

@@ -89,6 +89,65 @@ func (Engine) EnumDescriptor() ([]byte, []int) {
 	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{0}
 }
 
+// Role is what a node does in a deployment that disaggregates prefill and
+// decode: prefill workers compute the prompt's KV cache and hand it over,
+// decode workers receive it and generate the output. Unspecified reads as
+// both: a node that does the whole request.
+type Role int32
+
+const (
+	Role_ROLE_UNSPECIFIED Role = 0
+	// Prefill and decode on the same node (no disaggregation).
+	Role_ROLE_BOTH Role = 1
+	// Prefill worker: its decode speed is not judged.
+	Role_ROLE_PREFILL Role = 2
+	// Decode worker: its TTFT includes the KV transfer from a prefill worker.
+	Role_ROLE_DECODE Role = 3
+)
+
+// Enum value maps for Role.
+var (
+	Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_BOTH",
+		2: "ROLE_PREFILL",
+		3: "ROLE_DECODE",
+	}
+	Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_BOTH":        1,
+		"ROLE_PREFILL":     2,
+		"ROLE_DECODE":      3,
+	}
+)
+
+func (x Role) Enum() *Role {
+	p := new(Role)
+	*p = x
+	return p
+}
+
+func (x Role) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Role) Descriptor() protoreflect.EnumDescriptor {
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[1].Descriptor()
+}
+
+func (Role) Type() protoreflect.EnumType {
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[1]
+}
+
+func (x Role) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Role.Descriptor instead.
+func (Role) EnumDescriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{1}
+}
+
 // Status grades a finding or a node. DOWN applies to nodes only: the target
 // could not be scraped at all.
 type Status int32
@@ -138,11 +197,11 @@ func (x Status) String() string {
 }
 
 func (Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[1].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[2].Descriptor()
 }
 
 func (Status) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[1]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[2]
 }
 
 func (x Status) Number() protoreflect.EnumNumber {
@@ -151,7 +210,7 @@ func (x Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Status.Descriptor instead.
 func (Status) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{1}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{2}
 }
 
 // Cause is the root cause a diagnosis settles on. The first cause, in the
@@ -230,11 +289,11 @@ func (x Cause) String() string {
 }
 
 func (Cause) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[2].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[3].Descriptor()
 }
 
 func (Cause) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[2]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[3]
 }
 
 func (x Cause) Number() protoreflect.EnumNumber {
@@ -243,7 +302,7 @@ func (x Cause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Cause.Descriptor instead.
 func (Cause) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{2}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{3}
 }
 
 // Indicator names one row of a diagnosis.
@@ -299,6 +358,14 @@ const (
 	Indicator_INDICATOR_GPU_THROTTLING Indicator = 21
 	// GPU faults the driver reported as XID errors (DCGM).
 	Indicator_INDICATOR_GPU_XID Indicator = 22
+	// The node's role in a disaggregated deployment (prefill or decode).
+	Indicator_INDICATOR_ROLE Indicator = 40
+	// Mean time of one KV-cache transfer between prefill and decode workers.
+	Indicator_INDICATOR_KV_TRANSFER_TIME Indicator = 41
+	// KV-cache bytes transferred per second.
+	Indicator_INDICATOR_KV_TRANSFER_VOLUME Indicator = 42
+	// Failed KV-cache transfers per second.
+	Indicator_INDICATOR_KV_TRANSFER_FAILURES Indicator = 43
 )
 
 // Enum value maps for Indicator.
@@ -333,6 +400,10 @@ var (
 		20: "INDICATOR_GPU_ACTIVITY",
 		21: "INDICATOR_GPU_THROTTLING",
 		22: "INDICATOR_GPU_XID",
+		40: "INDICATOR_ROLE",
+		41: "INDICATOR_KV_TRANSFER_TIME",
+		42: "INDICATOR_KV_TRANSFER_VOLUME",
+		43: "INDICATOR_KV_TRANSFER_FAILURES",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":            0,
@@ -364,6 +435,10 @@ var (
 		"INDICATOR_GPU_ACTIVITY":           20,
 		"INDICATOR_GPU_THROTTLING":         21,
 		"INDICATOR_GPU_XID":                22,
+		"INDICATOR_ROLE":                   40,
+		"INDICATOR_KV_TRANSFER_TIME":       41,
+		"INDICATOR_KV_TRANSFER_VOLUME":     42,
+		"INDICATOR_KV_TRANSFER_FAILURES":   43,
 	}
 )
 
@@ -378,11 +453,11 @@ func (x Indicator) String() string {
 }
 
 func (Indicator) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[3].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[4].Descriptor()
 }
 
 func (Indicator) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[3]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[4]
 }
 
 func (x Indicator) Number() protoreflect.EnumNumber {
@@ -391,7 +466,7 @@ func (x Indicator) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Indicator.Descriptor instead.
 func (Indicator) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{3}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{4}
 }
 
 // LatencyMetric is a latency histogram that can be compared across nodes.
@@ -442,11 +517,11 @@ func (x LatencyMetric) String() string {
 }
 
 func (LatencyMetric) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[4].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[5].Descriptor()
 }
 
 func (LatencyMetric) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[4]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[5]
 }
 
 func (x LatencyMetric) Number() protoreflect.EnumNumber {
@@ -455,7 +530,7 @@ func (x LatencyMetric) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LatencyMetric.Descriptor instead.
 func (LatencyMetric) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{4}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
 }
 
 // GroupBy chooses the subjects of a comparison.
@@ -503,11 +578,11 @@ func (x GroupBy) String() string {
 }
 
 func (GroupBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[5].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[6].Descriptor()
 }
 
 func (GroupBy) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[5]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[6]
 }
 
 func (x GroupBy) Number() protoreflect.EnumNumber {
@@ -516,7 +591,7 @@ func (x GroupBy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupBy.Descriptor instead.
 func (GroupBy) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
 }
 
 // Language of human-readable text.
@@ -553,11 +628,11 @@ func (x Language) String() string {
 }
 
 func (Language) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[6].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[7].Descriptor()
 }
 
 func (Language) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[6]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[7]
 }
 
 func (x Language) Number() protoreflect.EnumNumber {
@@ -566,7 +641,7 @@ func (x Language) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Language.Descriptor instead.
 func (Language) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
 }
 
 // ReportFormat of a rendered report.
@@ -605,11 +680,11 @@ func (x ReportFormat) String() string {
 }
 
 func (ReportFormat) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[7].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[8].Descriptor()
 }
 
 func (ReportFormat) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[7]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[8]
 }
 
 func (x ReportFormat) Number() protoreflect.EnumNumber {
@@ -618,7 +693,7 @@ func (x ReportFormat) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReportFormat.Descriptor instead.
 func (ReportFormat) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 // EventKind says what a StreamHealthResponse carries.
@@ -665,11 +740,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[8].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[9].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[8]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[9]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -678,7 +753,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 // Profile describes how a node is deployed; it explains decode speed.
@@ -815,7 +890,9 @@ type Node struct {
 	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
 	// Labels from the fleet file (team, region, gpu pool, …): what
 	// ComparePercentiles can group by and StreamHealth can select on.
-	Labels        map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Its role: the fleet file's, else what its engine says, else both.
+	Role          Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -932,6 +1009,13 @@ func (x *Node) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *Node) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
 }
 
 // Percentile is one quantile of a histogram, with the bucket it falls in, as
@@ -1195,9 +1279,25 @@ type NodeMetrics struct {
 	// The node's GPUs as the NVIDIA DCGM exporter reports them, when it is
 	// read (a dcgm URL in the fleet file, or DCGM series joined to the node
 	// in Prometheus); absent otherwise.
-	Gpu           *GPUMetrics `protobuf:"bytes,60,opt,name=gpu,proto3" json:"gpu,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Gpu *GPUMetrics `protobuf:"bytes,60,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// The node's role: the fleet file's when it gives one, else what the
+	// engine says (SGLang's engine_type label, a Dynamo worker's component),
+	// else unspecified (both).
+	Role Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
+	// Where role was read: "fleet file", or the metric and label it was
+	// detected from; empty when unspecified.
+	RoleSource string `protobuf:"bytes,101,opt,name=role_source,json=roleSource,proto3" json:"role_source,omitempty"`
+	// KV-cache transfers between prefill and decode workers completed per
+	// second, where the engine exposes them (vLLM's NIXL connector, SGLang).
+	KvTransfersPerSecond *float64 `protobuf:"fixed64,102,opt,name=kv_transfers_per_second,json=kvTransfersPerSecond,proto3,oneof" json:"kv_transfers_per_second,omitempty"`
+	// Mean time of one KV-cache transfer over the window, in seconds.
+	KvTransferSecondsMean *float64 `protobuf:"fixed64,103,opt,name=kv_transfer_seconds_mean,json=kvTransferSecondsMean,proto3,oneof" json:"kv_transfer_seconds_mean,omitempty"`
+	// KV-cache bytes transferred per second.
+	KvTransferBytesPerSecond *float64 `protobuf:"fixed64,104,opt,name=kv_transfer_bytes_per_second,json=kvTransferBytesPerSecond,proto3,oneof" json:"kv_transfer_bytes_per_second,omitempty"`
+	// Failed KV-cache transfers per second.
+	KvTransferFailuresPerSecond *float64 `protobuf:"fixed64,105,opt,name=kv_transfer_failures_per_second,json=kvTransferFailuresPerSecond,proto3,oneof" json:"kv_transfer_failures_per_second,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *NodeMetrics) Reset() {
@@ -1487,6 +1587,48 @@ func (x *NodeMetrics) GetGpu() *GPUMetrics {
 		return x.Gpu
 	}
 	return nil
+}
+
+func (x *NodeMetrics) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *NodeMetrics) GetRoleSource() string {
+	if x != nil {
+		return x.RoleSource
+	}
+	return ""
+}
+
+func (x *NodeMetrics) GetKvTransfersPerSecond() float64 {
+	if x != nil && x.KvTransfersPerSecond != nil {
+		return *x.KvTransfersPerSecond
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferSecondsMean() float64 {
+	if x != nil && x.KvTransferSecondsMean != nil {
+		return *x.KvTransferSecondsMean
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferBytesPerSecond() float64 {
+	if x != nil && x.KvTransferBytesPerSecond != nil {
+		return *x.KvTransferBytesPerSecond
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferFailuresPerSecond() float64 {
+	if x != nil && x.KvTransferFailuresPerSecond != nil {
+		return *x.KvTransferFailuresPerSecond
+	}
+	return 0
 }
 
 // GPUMetrics is what the NVIDIA DCGM exporter says of one node's GPUs, the
@@ -2063,11 +2205,13 @@ type Diagnosis struct {
 	// As Node.load_score.
 	LoadScore float64 `protobuf:"fixed64,13,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
 	// 0..1: how well the evidence supports the root cause.
-	Confidence    float64                `protobuf:"fixed64,14,opt,name=confidence,proto3" json:"confidence,omitempty"`
-	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
-	Staleness     *durationpb.Duration   `protobuf:"bytes,16,opt,name=staleness,proto3" json:"staleness,omitempty"`
-	Stale         bool                   `protobuf:"varint,17,opt,name=stale,proto3" json:"stale,omitempty"`
-	Language      Language               `protobuf:"varint,18,opt,name=language,proto3,enum=llmdiag.v1.Language" json:"language,omitempty"`
+	Confidence float64                `protobuf:"fixed64,14,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	Staleness  *durationpb.Duration   `protobuf:"bytes,16,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	Stale      bool                   `protobuf:"varint,17,opt,name=stale,proto3" json:"stale,omitempty"`
+	Language   Language               `protobuf:"varint,18,opt,name=language,proto3,enum=llmdiag.v1.Language" json:"language,omitempty"`
+	// As NodeMetrics.role.
+	Role          Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2226,6 +2370,13 @@ func (x *Diagnosis) GetLanguage() Language {
 		return x.Language
 	}
 	return Language_LANGUAGE_UNSPECIFIED
+}
+
+func (x *Diagnosis) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
 }
 
 // ListNodesRequest filters the fleet and asks for one page of it; empty
@@ -3406,7 +3557,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x16active_params_billions\x18\x06 \x01(\x01R\x14activeParamsBillions\x122\n" +
 	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\x12\x1d\n" +
 	"\n" +
-	"kv_offload\x18Z \x01(\tR\tkvOffload\"\x95\x04\n" +
+	"kv_offload\x18Z \x01(\tR\tkvOffload\"\xbb\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3422,7 +3573,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tstaleness\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x10\n" +
 	"\x03url\x18\v \x01(\tR\x03url\x124\n" +
-	"\x06labels\x18\f \x03(\v2\x1c.llmdiag.v1.Node.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\f \x03(\v2\x1c.llmdiag.v1.Node.LabelsEntryR\x06labels\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x01\n" +
@@ -3441,7 +3593,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xa5\x11\n" +
+	"\x05_mean\"\xf4\x14\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3486,7 +3638,14 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\bwarnings\x18) \x03(\tR\bwarnings\x12\x1f\n" +
 	"\bprogress\x182 \x01(\x01H\x10R\bprogress\x88\x01\x01\x12A\n" +
 	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSince\x12(\n" +
-	"\x03gpu\x18< \x01(\v2\x16.llmdiag.v1.GPUMetricsR\x03gpuB\b\n" +
+	"\x03gpu\x18< \x01(\v2\x16.llmdiag.v1.GPUMetricsR\x03gpu\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x12\x1f\n" +
+	"\vrole_source\x18e \x01(\tR\n" +
+	"roleSource\x12:\n" +
+	"\x17kv_transfers_per_second\x18f \x01(\x01H\x11R\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
+	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\x12R\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
+	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\x13R\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
+	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x14R\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -3504,7 +3663,11 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1a_spec_decode_accept_lengthB\x18\n" +
 	"\x16_lora_adapters_runningB\x18\n" +
 	"\x16_lora_adapters_waitingB\v\n" +
-	"\t_progress\"\x8c\t\n" +
+	"\t_progressB\x1a\n" +
+	"\x18_kv_transfers_per_secondB\x1b\n" +
+	"\x19_kv_transfer_seconds_meanB\x1f\n" +
+	"\x1d_kv_transfer_bytes_per_secondB\"\n" +
+	" _kv_transfer_failures_per_second\"\x8c\t\n" +
 	"\n" +
 	"GPUMetrics\x12\x12\n" +
 	"\x04gpus\x18\x01 \x01(\rR\x04gpus\x12\x1d\n" +
@@ -3578,7 +3741,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11_attainment_lowerB\x13\n" +
 	"\x11_attainment_upperB\x12\n" +
 	"\x10_burn_rate_lowerB\x12\n" +
-	"\x10_burn_rate_upper\"\x9e\x05\n" +
+	"\x10_burn_rate_upper\"\xc4\x05\n" +
 	"\tDiagnosis\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3603,7 +3766,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"observedAt\x127\n" +
 	"\tstaleness\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x14\n" +
 	"\x05stale\x18\x11 \x01(\bR\x05stale\x120\n" +
-	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\"\xbc\x01\n" +
+	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\"\xbc\x01\n" +
 	"\x10ListNodesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12*\n" +
 	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\x12\x1b\n" +
@@ -3715,7 +3879,12 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rENGINE_TRITON\x10\x04\x12\x0e\n" +
 	"\n" +
 	"ENGINE_TGI\x10\x05\x12\x11\n" +
-	"\rENGINE_DYNAMO\x10\x06*v\n" +
+	"\rENGINE_DYNAMO\x10\x06*N\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tROLE_BOTH\x10\x01\x12\x10\n" +
+	"\fROLE_PREFILL\x10\x02\x12\x0f\n" +
+	"\vROLE_DECODE\x10\x03*v\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x0f\n" +
@@ -3736,7 +3905,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
 	"\x12\x11\n" +
-	"\rCAUSE_STALLED\x10\v*\xa8\x06\n" +
+	"\rCAUSE_STALLED\x10\v*\xa2\a\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3767,7 +3936,11 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x17INDICATOR_LORA_ADAPTERS\x10%\x12\x1a\n" +
 	"\x16INDICATOR_GPU_ACTIVITY\x10\x14\x12\x1c\n" +
 	"\x18INDICATOR_GPU_THROTTLING\x10\x15\x12\x15\n" +
-	"\x11INDICATOR_GPU_XID\x10\x16*\xc9\x01\n" +
+	"\x11INDICATOR_GPU_XID\x10\x16\x12\x12\n" +
+	"\x0eINDICATOR_ROLE\x10(\x12\x1e\n" +
+	"\x1aINDICATOR_KV_TRANSFER_TIME\x10)\x12 \n" +
+	"\x1cINDICATOR_KV_TRANSFER_VOLUME\x10*\x12\"\n" +
+	"\x1eINDICATOR_KV_TRANSFER_FAILURES\x10+*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
@@ -3814,134 +3987,138 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 	return file_llmdiag_v1_diagnosis_proto_rawDescData
 }
 
-var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
 var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
-	(Status)(0),                        // 1: llmdiag.v1.Status
-	(Cause)(0),                         // 2: llmdiag.v1.Cause
-	(Indicator)(0),                     // 3: llmdiag.v1.Indicator
-	(LatencyMetric)(0),                 // 4: llmdiag.v1.LatencyMetric
-	(GroupBy)(0),                       // 5: llmdiag.v1.GroupBy
-	(Language)(0),                      // 6: llmdiag.v1.Language
-	(ReportFormat)(0),                  // 7: llmdiag.v1.ReportFormat
-	(EventKind)(0),                     // 8: llmdiag.v1.EventKind
-	(*Profile)(nil),                    // 9: llmdiag.v1.Profile
-	(*Node)(nil),                       // 10: llmdiag.v1.Node
-	(*Percentile)(nil),                 // 11: llmdiag.v1.Percentile
-	(*Distribution)(nil),               // 12: llmdiag.v1.Distribution
-	(*NodeMetrics)(nil),                // 13: llmdiag.v1.NodeMetrics
-	(*GPUMetrics)(nil),                 // 14: llmdiag.v1.GPUMetrics
-	(*GPUXid)(nil),                     // 15: llmdiag.v1.GPUXid
-	(*Finding)(nil),                    // 16: llmdiag.v1.Finding
-	(*SLOBurn)(nil),                    // 17: llmdiag.v1.SLOBurn
-	(*SLOWindow)(nil),                  // 18: llmdiag.v1.SLOWindow
-	(*Diagnosis)(nil),                  // 19: llmdiag.v1.Diagnosis
-	(*ListNodesRequest)(nil),           // 20: llmdiag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),          // 21: llmdiag.v1.ListNodesResponse
-	(*Degraded)(nil),                   // 22: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 23: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 24: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 25: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 26: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 27: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 28: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 29: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 30: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 31: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 32: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 33: llmdiag.v1.StreamHealthResponse
-	nil,                                // 34: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 35: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 36: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 37: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 38: google.protobuf.Duration
+	(Role)(0),                          // 1: llmdiag.v1.Role
+	(Status)(0),                        // 2: llmdiag.v1.Status
+	(Cause)(0),                         // 3: llmdiag.v1.Cause
+	(Indicator)(0),                     // 4: llmdiag.v1.Indicator
+	(LatencyMetric)(0),                 // 5: llmdiag.v1.LatencyMetric
+	(GroupBy)(0),                       // 6: llmdiag.v1.GroupBy
+	(Language)(0),                      // 7: llmdiag.v1.Language
+	(ReportFormat)(0),                  // 8: llmdiag.v1.ReportFormat
+	(EventKind)(0),                     // 9: llmdiag.v1.EventKind
+	(*Profile)(nil),                    // 10: llmdiag.v1.Profile
+	(*Node)(nil),                       // 11: llmdiag.v1.Node
+	(*Percentile)(nil),                 // 12: llmdiag.v1.Percentile
+	(*Distribution)(nil),               // 13: llmdiag.v1.Distribution
+	(*NodeMetrics)(nil),                // 14: llmdiag.v1.NodeMetrics
+	(*GPUMetrics)(nil),                 // 15: llmdiag.v1.GPUMetrics
+	(*GPUXid)(nil),                     // 16: llmdiag.v1.GPUXid
+	(*Finding)(nil),                    // 17: llmdiag.v1.Finding
+	(*SLOBurn)(nil),                    // 18: llmdiag.v1.SLOBurn
+	(*SLOWindow)(nil),                  // 19: llmdiag.v1.SLOWindow
+	(*Diagnosis)(nil),                  // 20: llmdiag.v1.Diagnosis
+	(*ListNodesRequest)(nil),           // 21: llmdiag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),          // 22: llmdiag.v1.ListNodesResponse
+	(*Degraded)(nil),                   // 23: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 24: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 25: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 26: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 27: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 28: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 29: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 30: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 31: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 32: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 33: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 34: llmdiag.v1.StreamHealthResponse
+	nil,                                // 35: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 36: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 37: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 39: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
-	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	37, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
-	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
-	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	38, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	34, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
-	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
-	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	37, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	38, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	38, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	38, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
-	12, // 13: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
-	12, // 14: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
-	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
-	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
-	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	37, // 18: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
-	14, // 19: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
-	15, // 20: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
-	3,  // 21: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 22: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	17, // 23: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	38, // 24: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
-	18, // 25: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
-	0,  // 26: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 27: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 28: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	16, // 29: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	37, // 30: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	38, // 31: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 32: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 33: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 34: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 35: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	22, // 36: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	38, // 37: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	38, // 38: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 39: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	22, // 40: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 41: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 42: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	38, // 43: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	38, // 44: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 45: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	26, // 46: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	38, // 47: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 48: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	27, // 49: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	37, // 50: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	38, // 51: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	22, // 52: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	38, // 53: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	38, // 54: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 55: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 56: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	19, // 57: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	22, // 58: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	38, // 59: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	35, // 60: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 61: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 62: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	38, // 63: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	37, // 64: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 65: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 66: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	32, // 67: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	37, // 68: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	20, // 69: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	23, // 70: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	25, // 71: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	29, // 72: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	31, // 73: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	21, // 74: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	24, // 75: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	28, // 76: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	30, // 77: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	33, // 78: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	74, // [74:79] is the sub-list for method output_type
-	69, // [69:74] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	10, // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
+	38, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	2,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
+	3,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
+	39, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	35, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	1,  // 7: llmdiag.v1.Node.role:type_name -> llmdiag.v1.Role
+	12, // 8: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
+	0,  // 9: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
+	38, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	39, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	39, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	39, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	13, // 14: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
+	13, // 15: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
+	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
+	13, // 17: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
+	13, // 18: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
+	38, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	15, // 20: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
+	1,  // 21: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
+	16, // 22: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
+	4,  // 23: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	2,  // 24: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	18, // 25: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	39, // 26: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	19, // 27: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 28: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	2,  // 29: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	3,  // 30: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	17, // 31: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	38, // 32: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	39, // 33: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	7,  // 34: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	1,  // 35: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
+	0,  // 36: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	2,  // 37: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	11, // 38: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	23, // 39: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	39, // 40: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	39, // 41: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	14, // 42: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	23, // 43: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 44: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 45: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	39, // 46: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	39, // 47: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 48: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	27, // 49: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	39, // 50: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 51: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	28, // 52: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	38, // 53: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	39, // 54: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	23, // 55: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	39, // 56: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	39, // 57: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 58: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 59: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	20, // 60: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	23, // 61: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	39, // 62: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	36, // 63: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 64: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 65: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	39, // 66: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	38, // 67: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	37, // 68: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 69: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	33, // 70: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	38, // 71: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	21, // 72: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	24, // 73: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	26, // 74: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	30, // 75: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	32, // 76: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	22, // 77: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	25, // 78: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	29, // 79: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	31, // 80: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	34, // 81: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	77, // [77:82] is the sub-list for method output_type
+	72, // [72:77] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3958,7 +4135,7 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
-			NumEnums:      9,
+			NumEnums:      10,
 			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
