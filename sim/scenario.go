@@ -24,13 +24,18 @@ const (
 	overloadFor = 4 * time.Minute
 )
 
+// StalledAt is when the stalled scenario's engine hangs, from the end of
+// warm-up: after the 5-minute window is covered, so that a run sees it
+// healthy first.
+const StalledAt = 6 * time.Minute
+
 // SeedWarmup is the warm-up the seed scenario needs before its figures are
 // steady: its long generations take up to ~15 minutes.
 const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload"}
+	"idle-then-overload", "kv-flap", "kv-offload", "stalled"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -98,9 +103,18 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     requests run, nothing is preempted and nothing queues. vLLM shows
 //     the tier by LMCache's lmcache: families; in the other schemas the
 //     fleet file declares it (profile.kv_offload).
+//   - stalled: qwen3-8b-0, the schemas node (vLLM) with open-loop chat
+//     traffic of longer answers (~1 request/s, median 1,000 tokens: ~10
+//     running, no queue), hangs 6 minutes after warm-up (StalledAt) and
+//     never recovers (Node.Hang): the iteration under way never ends, no
+//     token is sampled and no request finishes or gives up, so every
+//     counter and histogram stands still, while /metrics keeps answering
+//     and its gauges show the batch that was running still running and the
+//     queue growing by ~1 a second (~60 a minute). qwen3-8b-1 is a healthy
+//     peer with the same traffic.
 //
 // Phases (Workload.Phases) are measured from the end of warm-up, as Down
-// windows are.
+// and Hang windows are.
 //
 // Any scenario can be exposed in another schema with WithEngine, which
 // leaves its physics unchanged.
@@ -216,6 +230,15 @@ func Scenario(name string, seed int64) (Config, error) {
 		n := qwen(0)
 		n.KVOffload = "lmcache"
 		cfg.Nodes = []Node{n}
+	case "stalled":
+		var ns []Node
+		for i := range 2 {
+			n := qwen(i)
+			n.Workload.Output = LogNormal(1000, 0.5)
+			ns = append(ns, n)
+		}
+		ns[0].Hang = []Window{{Start: StalledAt}}
+		cfg.Nodes = ns
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)
 	}
