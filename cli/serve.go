@@ -188,7 +188,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if st.rdb != nil {
 		defer st.rdb.Close()
 	}
-	src, err := c.openSource(f, log)
+	src, err := c.openSource(f, log, refresh.SLORetention(th))
 	if err != nil {
 		return err
 	}
@@ -361,8 +361,10 @@ type openedSource struct {
 
 // openSource is a direct scrape of the fleet's nodes with a url, or with
 // --prometheus Prometheus, combined with the direct scrape of any node
-// that has a url.
-func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger) (openedSource, error) {
+// that has a url. A direct scrape alone keeps samples sloRetention back
+// (one a minute beyond --retention) for the SLO windows; with Prometheus
+// these are Prometheus's.
+func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger, sloRetention time.Duration) (openedSource, error) {
 	var scraped []fleet.Node
 	for _, n := range f.Nodes {
 		if n.URL != "" {
@@ -373,7 +375,11 @@ func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger) (openedSource, 
 	for _, n := range f.Nodes {
 		o.fleet[n.ID] = n
 	}
-	scraper := scrape.New(scraped, nil, log, time.Now, scrape.Options{Timeout: *c.scrapeTimeout, Retention: *c.retention, StaleAfter: *c.staleAfter, MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks})
+	opts := scrape.Options{Timeout: *c.scrapeTimeout, Retention: *c.retention, StaleAfter: *c.staleAfter, MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks}
+	if *c.prom.url == "" {
+		opts.LongRetention = sloRetention
+	}
+	scraper := scrape.New(scraped, nil, log, time.Now, opts)
 	if *c.prom.url == "" {
 		o.src, o.from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
 		return o, nil

@@ -48,6 +48,7 @@ Scenarios:
   idle-then-overload  idle 10 min (lazy series absent), then 16 clients on 4 slots for 4 min, then light
   kv-flap             KV-bound phases with one-scrape dips below 0.95, light phases between
   kv-offload          an LMCache offload tier keeps GPU KV at ~0.99 by design: no preemption, no queue
+  slo-burn            a healthy kimi node whose TTFT (~220 ms median) misses a tight SLO such as 99% within 250 ms
   stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
 
 idle-then-overload and kv-flap behave like a field server: series appear on

@@ -476,6 +476,7 @@ var catalogClaims = map[msg][]claim{
 	evLoRAWaiting:      {{aboutLoRA, isHigh}, {aboutQueue, isAbove0}},
 	kvOffload:          {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 	roMemoryOffload:    {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
+	evSLOWindowPartial: nil,
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for

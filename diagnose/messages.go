@@ -468,6 +468,7 @@ const (
 	causeNameNodeOutlier
 	causeNameHealthy
 	causeNameUnexplained
+	evSLOWindowPartial
 
 	causeNameStalled
 	nameProgress
@@ -1072,8 +1073,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Within budget: the burn rate is below %s× over %s or %s, and below %s× over %s or %s",
 		"预算之内：消耗速率在 %[2]s 或 %[3]s 内低于 %[1]s×，且在 %[5]s 或 %[6]s 内低于 %[4]s×"},
 	sloUnknown: {
-		"Unknown: a window the burn alerts read was not read, or the engine does not export this latency histogram",
-		"未知：消耗告警所需的窗口未读取，或引擎未导出该延迟直方图"},
+		"Unknown: a window the burn alerts read was not read or not fully covered, or the engine does not export this latency histogram",
+		"未知：消耗告警所需的窗口未读取或未完整覆盖，或引擎未导出该延迟直方图"},
 	evSLOWindow: {
 		"%s: %s of %s requests within %s, burn rate %s",
 		"%[1]s：%[3]s 个请求中 %[2]s 在 %[4]s 以内，消耗速率 %[5]s"},
@@ -1170,4 +1171,7 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	recStalledProbe: {
 		"Check the engine's health endpoint against its progress: a /health that answers 200 while no token comes out is no liveness check. Probe forward progress instead (a decode health check where the engine has one, as proposed for vLLM, or this progress finding), so that the orchestrator restarts a hung engine.",
 		"核对引擎的健康检查与实际推进：没有 Token 产出时仍返回 200 的 /health 不能作为存活检查。应改为探测前向推进（引擎若有 decode 健康检查则用之，vLLM 已有此提案；或使用本项推进指标），让编排系统能重启卡死的引擎。"},
+	evSLOWindowPartial: {
+		"%s: only the last %s covered, not judged",
+		"%s：仅覆盖最近 %s，不予判定"},
 }

@@ -35,7 +35,7 @@ const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload", "stalled"}
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "stalled"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -103,6 +103,13 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     requests run, nothing is preempted and nothing queues. vLLM shows
 //     the tier by LMCache's lmcache: families; in the other schemas the
 //     fleet file declares it (profile.kv_offload).
+//   - slo-burn: kimi-k2.6-0 (vLLM TP=8 on H200) serving RAG-style traffic
+//     steadily: ~16k-token prompts (σ 0.6) at 0.5 request/s, short
+//     answers. Its first tokens take ~220 ms at the median and up to about
+//     a second, every window alike: nothing queues or fills (HEALTHY), but
+//     a tight TTFT SLO (the matrix configures 99% within 250 ms: ~40%
+//     miss) burns its budget steadily. The fleet has no SLO of its own:
+//     SLOs are llmdiag's thresholds.
 //   - stalled: qwen3-8b-0, the schemas node (vLLM) with open-loop chat
 //     traffic of longer answers (~1 request/s, median 1,000 tokens: ~10
 //     running, no queue), hangs 6 minutes after warm-up (StalledAt) and
@@ -229,6 +236,12 @@ func Scenario(name string, seed int64) (Config, error) {
 	case "kv-offload":
 		n := qwen(0)
 		n.KVOffload = "lmcache"
+		cfg.Nodes = []Node{n}
+	case "slo-burn":
+		n := kimi(0)
+		n.Workload.Rate = 0.5
+		n.Workload.Prompt = LogNormal(16000, 0.6)
+		n.Workload.Output = LogNormal(200, 0.7)
 		cfg.Nodes = []Node{n}
 	case "stalled":
 		var ns []Node

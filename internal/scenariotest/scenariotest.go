@@ -49,6 +49,11 @@ type Options struct {
 	// Edit, when set, changes the scenario's configuration before the fleet
 	// is built.
 	Edit func(*sim.Config)
+	// Thresholds, when set, changes llmdiag's thresholds (the defaults,
+	// stale after 30 s) before the run: SLOs, say. With SLOs the scraper
+	// keeps samples for the SLO windows, as `llmdiag serve` does
+	// (refresh.SLORetention).
+	Thresholds func(*diagnose.Thresholds)
 }
 
 func (o *Options) defaults() {
@@ -163,8 +168,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = 30 * time.Second // llmdiag serve's --stale-after default
+	if o.Thresholds != nil {
+		o.Thresholds(&th)
+	}
 	st := memory.New(memory.Options{Now: clk.Now}, "scenariotest")
-	scraper := scrape.New(targets, client, log, clk.Now, scrape.Options{StaleAfter: th.StaleAfter})
+	scraper := scrape.New(targets, client, log, clk.Now, scrape.Options{StaleAfter: th.StaleAfter, LongRetention: refresh.SLORetention(th)})
 	loop := refresh.New(scraper, st, nopRecorder{}, log, clk.Now, refresh.Config{
 		Interval: o.Interval, Window: o.Window, Thresholds: th, Fleet: byID,
 	})

@@ -36,8 +36,17 @@ type Options struct {
 	MaxBodyBytes int64
 	// Retention is how far back samples are kept for windows (default 1h).
 	Retention time.Duration
-	// MaxSamples bounds the ring per node (default 720).
+	// MaxSamples bounds the ring per node (default 720) within Retention.
 	MaxSamples int
+	// LongRetention, when longer than Retention, keeps older samples up to
+	// this age, one per LongStep (default 1m), for long windows (the SLO
+	// burn alerts read up to 6h: serve sets it to the longest SLO window
+	// when SLOs are configured). A window longer than the samples reach
+	// back is computed over what they cover, and says so
+	// (NodeMetrics.covered).
+	LongRetention time.Duration
+	// LongStep is the spacing of the samples kept beyond Retention.
+	LongStep time.Duration
 	// Concurrency bounds the scrapes reading and parsing a body at once
 	// (default 16), and with it the memory parsing takes. Waiting for a
 	// target to answer takes no slot; targets whose last scrape ran out of
@@ -68,6 +77,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxSamples <= 0 {
 		o.MaxSamples = 720
+	}
+	if o.LongStep <= 0 {
+		o.LongStep = time.Minute
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 16
@@ -373,16 +385,36 @@ func (s *Scraper) compute(t fleet.Node, ring []*sample.Sample, dur time.Duration
 // recordLocked appends smp to the node's ring, trimming by count and age.
 // Samples of a target that is down are kept: they carry Up=false and the
 // error, while the window computation skips them. s.mu must be held.
+//
+// With LongRetention, the samples older than Retention are thinned instead
+// of dropped: the up ones at least LongStep after the one kept before
+// them are kept until LongRetention (at most LongRetention/LongStep more
+// per node: 300 for 6h beyond 1h at 1m, where 1h at a 5s interval is
+// 720).
 func (s *Scraper) recordLocked(node string, smp *sample.Sample) {
 	ring := append(s.rings[node], smp)
-	cut := 0
-	for cut < len(ring)-1 && (len(ring)-cut > s.opts.MaxSamples || smp.At.Sub(ring[cut].At) > s.opts.Retention) {
-		cut++
+	// recent: the first sample within Retention, and within MaxSamples of
+	// the newest.
+	recent := 0
+	for recent < len(ring)-1 && (len(ring)-recent > s.opts.MaxSamples || smp.At.Sub(ring[recent].At) > s.opts.Retention) {
+		recent++
 	}
-	if cut > 0 {
-		ring = append(ring[:0:0], ring[cut:]...)
+	if recent == 0 {
+		s.rings[node] = ring
+		return
 	}
-	s.rings[node] = ring
+	out := ring[:0:0]
+	if s.opts.LongRetention > s.opts.Retention {
+		var last *sample.Sample
+		for _, old := range ring[:recent] {
+			if !old.Up || smp.At.Sub(old.At) > s.opts.LongRetention || (last != nil && old.At.Sub(last.At) < s.opts.LongStep) {
+				continue
+			}
+			out = append(out, old)
+			last = old
+		}
+	}
+	s.rings[node] = append(out, ring[recent:]...)
 }
 
 // scrape reads one target within ctx's deadline (start sets it). It never
