@@ -413,11 +413,11 @@ func (h headersFlag) Set(v string) error {
 }
 
 type promFlagSet struct {
-	url, bearer, user, password, ca, cert, key, serverName, nodeLabel, modelLabels *string
-	insecure                                                                       *bool
-	timeout                                                                        *time.Duration
-	maxInFlight, onDemandInFlight                                                  *int
-	headers                                                                        headersFlag
+	url, bearer, user, password, ca, cert, key, serverName, nodeLabel, modelLabels, dcgmJoin *string
+	insecure                                                                                 *bool
+	timeout                                                                                  *time.Duration
+	maxInFlight, onDemandInFlight                                                            *int
+	headers                                                                                  headersFlag
 }
 
 func promFlags(fs *flag.FlagSet) promFlagSet {
@@ -437,6 +437,7 @@ func promFlags(fs *flag.FlagSet) promFlagSet {
 	p.onDemandInFlight = fs.Int("prometheus-on-demand-in-flight", 4, "of --prometheus-max-in-flight, the most on-demand windows, offsets and baselines may use; the rest are the refresh's own")
 	p.nodeLabel = fs.String("node-label", "instance", "label that identifies a node in --prometheus")
 	p.modelLabels = fs.String("model-label", "model_name,model,name", "labels that may carry the served model, in order of preference")
+	p.dcgmJoin = fs.String("prometheus-dcgm-join", "", "read the NVIDIA DCGM exporter's GPU series from --prometheus and join them to nodes by these labels, tried in order (e.g. Hostname,pod,instance); empty: no GPU figures")
 	return p
 }
 
@@ -460,6 +461,11 @@ func (p promFlagSet) config(staleAfter time.Duration) prom.Config {
 	for _, l := range strings.Split(*p.modelLabels, ",") {
 		if l = strings.TrimSpace(l); l != "" {
 			cfg.ModelLabels = append(cfg.ModelLabels, l)
+		}
+	}
+	for _, l := range strings.Split(*p.dcgmJoin, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			cfg.DCGMJoin = append(cfg.DCGMJoin, l)
 		}
 	}
 	return cfg

@@ -49,7 +49,12 @@ Scenarios:
   kv-flap             KV-bound phases with one-scrape dips below 0.95, light phases between
   kv-offload          an LMCache offload tier keeps GPU KV at ~0.99 by design: no preemption, no queue
   slo-burn            a healthy kimi node whose TTFT (~220 ms median) misses a tight SLO such as 99% within 250 ms
+  gpu-throttled       glm with one GPU thermally throttled (DCGM clock-event reasons), its compute slower
+  gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM)
   stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
+
+Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
+/dcgm/metrics on its port; the fleet file written names it (dcgm).
 
 idle-then-overload and kv-flap behave like a field server: series appear on
 first use, TTFT excludes queueing, no preemption or failure counters.`),

@@ -165,6 +165,7 @@ func (f *facts) decode(p printer, _ []*llmdiagv1.Finding) verdict {
 		v.recs = append(v.recs, p.f(recProfile))
 	}
 	f.addDecodeEffects(p, &v)
+	f.gpuDecode(p, &v)
 	return v
 }
 
@@ -208,5 +209,6 @@ func (f *facts) stalls(p printer, _ []*llmdiagv1.Finding) verdict {
 		v.confidence += 0.1
 	}
 	v.recs = []string{p.f(recChunkedPrefill), p.f(recSmallerChunks)}
+	f.gpuDecode(p, &v)
 	return v
 }

@@ -109,6 +109,7 @@ func (f *facts) findings(p printer) []*llmdiagv1.Finding {
 		out = append(out, f.peersFinding(p))
 	}
 	out = append(out, f.stalenessFinding(p))
+	out = append(out, f.gpuFindings(p)...)
 	if len(f.m.GetErrors()) > 0 {
 		out = append(out, scrapeFinding(p, f.m, statusWarn, scrapeErrors))
 	}

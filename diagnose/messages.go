@@ -486,6 +486,63 @@ const (
 	recStalledRestart
 	recStalledProbe
 
+	// GPU figures from DCGM (gpu.go).
+	nameGPUActivity
+	nameGPUThrottling
+	nameGPUXID
+	valueGPUSM
+	valueGPUDRAM
+	valueGPUTensor
+	valueGPUUtil
+	valueNone
+	valueGPUXID
+	conGPUBandwidth
+	conGPUStarved
+	conGPUCompute
+	conGPUMixed
+	conGPUUtilOnly
+	conGPUThrottled
+	conGPUNotThrottled
+	conGPUXID
+	conGPUNoXID
+	evGPUCount
+	evGPUUtil
+	evGPUClock
+	evGPUPower
+	evGPUTemp
+	evGPUFramebuffer
+	evGPUReasons
+	evGPUXIDMeaning
+	evGPUDecodeBandwidth
+	evGPUDecodeStarved
+	evGPUDecodeCompute
+	evGPUDecodeMixed
+	evGPULockstep
+	decodeGPUStarvedUtil
+	evGPUDecodeStarvedUtil
+	valueGPUThrottled
+	decodeGPUBandwidth
+	decodeGPUStarved
+	decodeGPUCompute
+	recGPUBandwidth
+	recGPUStarved
+	recGPUCPUStalls
+	recGPUCompute
+	recGPUThrottle
+	recGPUXID
+	xid13
+	xid31
+	xid43
+	xid48
+	xid63
+	xid64
+	xid74
+	xid79
+	xid92
+	xid94
+	xid95
+	xid119
+
 	numMsgs
 )
 
@@ -1174,4 +1231,108 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	evSLOWindowPartial: {
 		"%s: only the last %s covered, not judged",
 		"%s：仅覆盖最近 %s，不予判定"},
+
+	nameGPUActivity:   {"GPU activity", "GPU 活跃度"},
+	nameGPUThrottling: {"GPU throttling", "GPU 降频"},
+	nameGPUXID:        {"GPU XID errors", "GPU XID 错误"},
+	valueGPUSM:        {"SM %s", "SM %s"},
+	valueGPUDRAM:      {"DRAM %s", "DRAM %s"},
+	valueGPUTensor:    {"tensor %s", "Tensor %s"},
+	valueGPUUtil:      {"util %s", "利用率 %s"},
+	valueNone:         {"none", "无"},
+	valueGPUXID:       {"GPU %s: XID %d", "GPU %s：XID %d"},
+	valueGPUThrottled: {"GPU %s: %s", "GPU %s：%s"},
+	conGPUBandwidth: {
+		"Memory interface near its limit: memory-bandwidth-bound",
+		"显存接口接近上限：受显存带宽限制"},
+	conGPUStarved: {
+		"GPUs mostly wait: their memory interface and tensor pipes are little used",
+		"GPU 大多在等待：显存接口和 Tensor 管线利用很少"},
+	conGPUCompute: {
+		"Tensor pipes busy, memory interface not: compute-bound",
+		"Tensor 管线繁忙而显存接口不忙：受算力限制"},
+	conGPUMixed: {
+		"Neither the memory interface nor the tensor pipes at their limit",
+		"显存接口和 Tensor 管线均未到上限"},
+	conGPUUtilOnly: {
+		"Only GPU utilisation is exported (no DCGM profiling fields): it says a kernel ran, not how busy the GPU was",
+		"仅导出了 GPU 利用率（无 DCGM profiling 指标）：它只说明有 kernel 在运行，不说明 GPU 有多忙"},
+	conGPUThrottled: {
+		"Clocks held down by %s on GPU %s: the GPUs run slower than they can",
+		"GPU %[2]s 的时钟被 %[1]s 压低：GPU 未以应有速度运行"},
+	conGPUNotThrottled: {"No thermal or power throttling", "无温度或功耗降频"},
+	conGPUXID: {
+		"GPU fault: the driver reported XID %s: drain the node",
+		"GPU 故障：驱动报告了 XID %s：请摘除该节点"},
+	conGPUNoXID: {"No XID error", "无 XID 错误"},
+	evGPUCount:  {"%d GPUs (%s)", "%d 块 GPU（%s）"},
+	evGPUUtil: {
+		"GPU utilisation %s (the time any kernel ran, not how much of the GPU it used)",
+		"GPU 利用率 %s（有 kernel 运行的时间占比，不代表 GPU 被用满）"},
+	evGPUClock:       {"SM clock %s MHz (lowest GPU %s MHz)", "SM 时钟 %s MHz（最低的 GPU %s MHz）"},
+	evGPUPower:       {"power %s W in all", "总功耗 %s W"},
+	evGPUTemp:        {"hottest GPU %s °C", "最热 GPU %s °C"},
+	evGPUFramebuffer: {"framebuffer up to %s used", "显存占用最高 %s"},
+	evGPUReasons:     {"clock-event reasons set: %s", "时钟事件原因：%s"},
+	evGPUXIDMeaning:  {"XID %d: %s", "XID %d：%s"},
+	evGPUDecodeBandwidth: {
+		"GPUs at the memory-bandwidth limit of decode: DRAM active %s (≥ %s) with SM active %s: every step reads the weights and the KV cache, so scheduling or kernel tuning will not make a request faster",
+		"GPU 处于 Decode 的显存带宽上限：DRAM 活跃度 %s（≥ %s），SM 活跃度 %s：每一步都要读取权重和 KV Cache，调度或 kernel 调优无法让单个请求变快"},
+	evGPUDecodeStarved: {
+		"GPUs starved while decode is slow: DRAM active %s (< %s), tensor pipes %s, SM active %s: the GPUs wait more than they work, for the scheduler, the CPU or each other",
+		"Decode 慢的同时 GPU 吃不饱：DRAM 活跃度 %s（< %s），Tensor 管线 %s，SM 活跃度 %s：GPU 等待多于工作，在等调度、CPU 或彼此"},
+	evGPUDecodeStarvedUtil: {
+		"GPUs starved while decode is slow: a kernel runs only %s of the time (< %s; DCGM profiling fields not exported)",
+		"Decode 慢的同时 GPU 吃不饱：仅 %s 的时间有 kernel 在运行（< %s；未导出 DCGM profiling 指标）"},
+	evGPUDecodeCompute: {
+		"GPUs compute-bound: tensor pipes active %s (≥ %s), SM active %s, DRAM active %s: the steps are spent computing (attention over long contexts, prefill chunks)",
+		"GPU 受算力限制：Tensor 管线活跃度 %s（≥ %s），SM 活跃度 %s，DRAM 活跃度 %s：时间花在计算上（长上下文的 Attention、Prefill 分块）"},
+	evGPULockstep: {
+		"the %d data-parallel ranks step in lockstep (EP %d): while one rank computes its prefill the others wait, so the GPUs' memory interface is busy only %s of cycles, GPU by GPU",
+		"%[1]d 个数据并行 rank 同步推进（EP %[2]d）：一个 rank 计算 Prefill 时其他 rank 都在等待，各 GPU 显存接口仅有 %[3]s 的周期在忙"},
+	evGPUDecodeMixed: {
+		"GPU activity SM %s, DRAM %s: neither the memory interface nor the tensor pipes at their limit",
+		"GPU 活跃度 SM %s、DRAM %s：显存接口和 Tensor 管线均未到上限"},
+	decodeGPUBandwidth: {
+		" The GPUs confirm it: their memory interface is %s busy, the memory-bandwidth limit of decode.",
+		"GPU 指标印证了这一点：显存接口繁忙度 %s，已到 Decode 的显存带宽上限。"},
+	decodeGPUStarved: {
+		" Yet the GPUs mostly wait (DRAM active %s, tensor pipes %s): batching or scheduling starves them.",
+		"但 GPU 大多在等待（DRAM 活跃度 %s，Tensor 管线 %s）：批处理或调度让 GPU 吃不饱。"},
+	decodeGPUStarvedUtil: {
+		" Yet the GPUs run a kernel only %s of the time: batching or scheduling starves them.",
+		"但 GPU 仅 %s 的时间有 kernel 在运行：批处理或调度让 GPU 吃不饱。"},
+	decodeGPUCompute: {
+		" The GPUs are compute-bound (tensor pipes active %s, SM active %s).",
+		"GPU 受算力限制（Tensor 管线活跃度 %s，SM 活跃度 %s）。"},
+	recGPUBandwidth: {
+		"Add replicas, or serve a smaller or quantised model: decode is at the GPUs' memory-bandwidth limit, which tuning does not move",
+		"增加副本，或换用更小/量化的模型：Decode 已到 GPU 显存带宽上限，调参无法突破"},
+	recGPUStarved: {
+		"Raise max_num_seqs (SGLang: max_running_requests): requests wait while the GPUs do, and more of them could share each step",
+		"调大 max_num_seqs（SGLang：max_running_requests）：请求在排队而 GPU 在空等，每一步本可处理更多请求"},
+	recGPUCPUStalls: {
+		"Check CPU-side stalls: tokenisation, scheduling, sampling, host-to-device copies, a CPU too small for the GPUs",
+		"排查 CPU 侧阻塞：分词、调度、采样、主机到设备拷贝，或 CPU 配置不足"},
+	recGPUCompute: {
+		"Add replicas or faster GPUs: the GPUs are at their compute limit",
+		"增加副本或换用更快的 GPU：GPU 已到算力上限"},
+	recGPUThrottle: {
+		"Check cooling and power limits of the throttled GPUs (nvidia-smi -q -d PERFORMANCE) and move load off them until fixed",
+		"检查降频 GPU 的散热与功耗上限（nvidia-smi -q -d PERFORMANCE），修复前将负载移走"},
+	recGPUXID: {
+		"Drain the node, read the XID in the kernel log (dmesg) and reset or replace the GPU",
+		"摘除该节点，在内核日志（dmesg）中查看 XID，重置或更换 GPU"},
+	xid13:  {"graphics engine exception (often the application)", "图形引擎异常（多为应用问题）"},
+	xid31:  {"GPU memory page fault (often the application)", "GPU 内存页错误（多为应用问题）"},
+	xid43:  {"GPU stopped processing", "GPU 停止处理"},
+	xid48:  {"double-bit ECC error", "双比特 ECC 错误"},
+	xid63:  {"row remapping: an ECC page retirement was recorded", "行重映射：记录了 ECC 页面退役"},
+	xid64:  {"row remapping failed", "行重映射失败"},
+	xid74:  {"NVLink error", "NVLink 错误"},
+	xid79:  {"GPU has fallen off the bus", "GPU 已从总线掉线"},
+	xid92:  {"high single-bit ECC error rate", "单比特 ECC 错误率过高"},
+	xid94:  {"contained ECC error", "已隔离的 ECC 错误"},
+	xid95:  {"uncontained ECC error", "未隔离的 ECC 错误"},
+	xid119: {"GSP RPC timeout", "GSP RPC 超时"},
 }

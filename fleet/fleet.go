@@ -36,6 +36,12 @@ type Node struct {
 	// Off by default: a target that redirects is reported down, with the
 	// status and where it points, and nothing is read from elsewhere.
 	FollowRedirects bool `yaml:"follow_redirects,omitempty"`
+	// DCGM is the URL of the NVIDIA DCGM exporter serving the node's GPUs
+	// (for example http://host:9400/metrics), scraped with URL at every
+	// refresh when the node is scraped directly; its GPU figures join the
+	// node's metrics (NodeMetrics.gpu). Empty: no GPU figures. A password
+	// in it is handled as in URL; redirects follow FollowRedirects.
+	DCGM string `yaml:"dcgm,omitempty"`
 	// Model it serves; when empty, taken from the engine's model_name label.
 	Model string `yaml:"model,omitempty"`
 	// Engine: vllm, sglang, …; when empty, detected from metric names.
@@ -163,8 +169,8 @@ func EngineDisplayName(e llmdiagv1.Engine) string {
 	return ""
 }
 
-// Validate checks every node: id syntax and uniqueness, an http(s) URL when
-// one is given, a known engine name, label names and values.
+// Validate checks every node: id syntax and uniqueness, http(s) URLs (url,
+// dcgm) when given, a known engine name, label names and values.
 func (f *File) Validate() error {
 	var errs []error
 	seen := make(map[string]bool, len(f.Nodes))
@@ -180,6 +186,12 @@ func (f *File) Validate() error {
 			u, err := url.Parse(n.URL)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				errs = append(errs, fmt.Errorf("nodes[%d].url %q: want an http(s) URL", i, redact.URL(n.URL)))
+			}
+		}
+		if n.DCGM != "" {
+			u, err := url.Parse(n.DCGM)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("nodes[%d].dcgm %q: want an http(s) URL", i, redact.URL(n.DCGM)))
 			}
 		}
 		if _, err := ParseEngine(n.Engine); err != nil {

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -71,6 +72,10 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 		QueueRunningRatio: QueueRunningRatio(newest.Queue, newest.Running),
 		KvPressure:        clone(newest.KVUsage),
 		KvCapacityTokens:  clone(newest.KVCapacityTokens),
+	}
+	if newest.GPU != nil {
+		// Gauges: the latest reading, as queue and KV.
+		nm.Gpu = proto.CloneOf(newest.GPU)
 	}
 	if base != nil && !base.At.Before(newest.At) {
 		nm.Errors = append(nm.Errors, "window base is not older than the newest sample: no rates")

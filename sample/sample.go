@@ -111,6 +111,12 @@ type Sample struct {
 	// the engine does not say.
 	PipelineParallel, ExpertParallel int
 
+	// GPU is the node's GPUs as its DCGM exporter reported them at the
+	// same refresh (engine.ExtractGPU); nil when no exporter is read for
+	// the node or it could not be: UNKNOWN, never zero. Never changed once
+	// the sample is recorded.
+	GPU *llmdiagv1.GPUMetrics
+
 	// Errors are problems met while reading: transport, parse, truncated or
 	// inconsistent families. A concept touched by an error is left nil.
 	Errors []string

@@ -182,6 +182,9 @@ type Node struct {
 	// preempted for it. vLLM schemas show the tier (lmcache: families);
 	// for the other engines the fleet file declares it (profile.kv_offload).
 	KVOffload string
+	// GPUFault is a hardware problem of some of its GPUs, seen in its
+	// DCGM exporter (and, when throttled, in its speed).
+	GPUFault GPUFault
 }
 
 // offloadResident is the share of the GPU KV blocks an offload tier keeps
@@ -476,6 +479,14 @@ func (n Node) validate() error {
 	for _, h := range n.Hang {
 		if h.Start < 0 || (h.End != 0 && h.End <= h.Start) {
 			errs = append(errs, fmt.Errorf("hang window %v-%v: want 0 <= start < end (or end 0)", h.Start, h.End))
+		}
+	}
+	if f := n.GPUFault; f.XID < 0 || (f.Throttle != ThrottleNone && f.Throttle != ThrottleThermal && f.Throttle != ThrottlePower) {
+		errs = append(errs, fmt.Errorf("gpu fault: throttle %q, XID %d: want %q, %q or none and an XID >= 0", f.Throttle, f.XID, ThrottleThermal, ThrottlePower))
+	}
+	for _, g := range n.GPUFault.GPUs {
+		if g < 0 || g >= n.cores()*n.gpusPerCore() {
+			errs = append(errs, fmt.Errorf("gpu fault: GPU %d: the node has GPUs 0-%d", g, n.cores()*n.gpusPerCore()-1))
 		}
 	}
 	if n.Garbage < GarbageNone || n.Garbage > GarbageJunk {

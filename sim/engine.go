@@ -82,6 +82,11 @@ type core struct {
 	ended func(t float64) // a session's request finished or was abandoned at t
 	// ttftAt measures TTFT from first scheduling (Quirks.TTFTExcludesQueue).
 	ttftAt bool
+
+	// model and gpu are the core's GPUs: what their DCGM figures follow
+	// from, and their recent activity (dcgm.go).
+	model gpuModel
+	gpu   gpuLoad
 }
 
 // cost splits the scheduled batch's iteration time: the seconds of the

@@ -25,6 +25,7 @@ type group struct {
 	cores []*core
 	busy  bool
 	end   float64 // simulated second the current iteration ends
+	own   []float64
 	// held: the group was idle when work came during a hang (Node.Hang);
 	// it starts its next iteration at end, when the hang is over.
 	held bool
@@ -41,16 +42,27 @@ func (g *group) start(t float64) {
 	var fixed float64
 	var prefill int
 	g.busy = false
+	own := g.own[:0]
 	for _, c := range g.cores {
+		f := 0.0
 		if c.schedule(t) {
 			g.busy = true
-			f, p := c.cost()
+			var p int
+			f, p = c.cost()
 			fixed = max(fixed, f)
 			prefill += p
 		}
+		own = append(own, f)
 		c.publish()
 	}
-	g.end = t + fixed + float64(prefill)/(g.cores[0].perf.PrefillTokensPerSec*float64(len(g.cores)))
+	pooled := float64(prefill) / (g.cores[0].perf.PrefillTokensPerSec * float64(len(g.cores)))
+	g.end = t + fixed + pooled
+	g.own = own
+	if g.busy {
+		for i, c := range g.cores {
+			c.iteration(t, g.end, own[i], pooled)
+		}
+	}
 }
 
 func (g *group) complete() {
@@ -89,6 +101,14 @@ type node struct {
 	// serving, guarded by Fleet.smu
 	addr string
 	ep   *endpoint
+
+	// now is the simulated second advance has reached; dcgm the registry
+	// of the node's DCGM exporter (dcgm.go), idHash what its GPUs' UUIDs
+	// derive from.
+	now      float64
+	dcgm     *prometheus.Registry
+	gpuModel gpuModel
+	idHash   uint32
 }
 
 func newNode(cfg Node, seed int64, warmup time.Duration) *node {
@@ -104,6 +124,10 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 		warmup:   warmup.Seconds(),
 	}
 	n.garbage.Store(int32(cfg.Garbage))
+	n.idHash = uint32(h.Sum64())
+	n.gpuModel = newGPUModel(cfg)
+	n.dcgm = prometheus.NewRegistry()
+	n.dcgm.MustRegister(newDCGMCollector(n))
 	n.setPeak()
 	ms := &metricSet{mu: &n.mu, lazy: cfg.Quirks.LazySeries}
 	rec := newRecorder(ms, cfg)
@@ -124,7 +148,9 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 			stats:   &n.stats,
 			ended:   n.ended,
 			ttftAt:  cfg.Quirks.TTFTExcludesQueue,
+			model:   n.gpuModel,
 		}
+		c.perf = throttled(cfg, i, c.perf, n.gpuModel)
 		c.publish()
 		n.cores = append(n.cores, c)
 	}
@@ -362,6 +388,7 @@ func (n *node) advance(to float64) {
 				c.publish()
 			}
 		default:
+			n.now = max(n.now, to)
 			return
 		}
 	}

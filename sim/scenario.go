@@ -35,7 +35,7 @@ const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "stalled"}
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "stalled"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -110,6 +110,13 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     a tight TTFT SLO (the matrix configures 99% within 250 ms: ~40%
 //     miss) burns its budget steadily. The fleet has no SLO of its own:
 //     SLOs are llmdiag's thresholds.
+//   - gpu-throttled: glm-4.6-0 with GPU 3 (of its tensor-parallel 8) held
+//     at ThermalClockRatio of its clock by thermal limits (DCGM clock-event
+//     reasons sw_thermal_slowdown and hw_thermal_slowdown, 92 °C): its
+//     compute runs that much slower, as tensor parallelism waits for its
+//     slowest rank; glm-4.6-1 a healthy peer.
+//   - gpu-xid: kimi-k2.6-0 whose GPU 5 reports XID 48 (a double-bit ECC
+//     error) and goes on serving; kimi-k2.6-1 a healthy peer.
 //   - stalled: qwen3-8b-0, the schemas node (vLLM) with open-loop chat
 //     traffic of longer answers (~1 request/s, median 1,000 tokens: ~10
 //     running, no queue), hangs 6 minutes after warm-up (StalledAt) and
@@ -119,6 +126,12 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     and its gauges show the batch that was running still running and the
 //     queue growing by ~1 a second (~60 a minute). qwen3-8b-1 is a healthy
 //     peer with the same traffic.
+//
+// Every node also serves its GPUs as NVIDIA's DCGM exporter does, at
+// DCGMPath (see GPUFault and the package's dcgm.go): the GPUs' activity
+// follows the simulated steps (weight and KV reads keep the memory
+// interface busy, prefill and attention the tensor pipes, a lockstep rank
+// waiting for the others neither).
 //
 // Phases (Workload.Phases) are measured from the end of warm-up, as Down
 // and Hang windows are.
@@ -243,6 +256,14 @@ func Scenario(name string, seed int64) (Config, error) {
 		n.Workload.Prompt = LogNormal(16000, 0.6)
 		n.Workload.Output = LogNormal(200, 0.7)
 		cfg.Nodes = []Node{n}
+	case "gpu-throttled":
+		n := glm(0)
+		n.GPUFault = GPUFault{Throttle: ThrottleThermal, GPUs: []int{3}}
+		cfg.Nodes = []Node{n, glm(1)}
+	case "gpu-xid":
+		n := kimi(0)
+		n.GPUFault = GPUFault{XID: 48, GPUs: []int{5}}
+		cfg.Nodes = []Node{n, kimi(1)}
 	case "stalled":
 		var ns []Node
 		for i := range 2 {

@@ -70,7 +70,7 @@ var expected = []struct {
 	// engine's run (see timing_test.go).
 	accept func(t *testing.T, res *Result)
 }{
-	{"seed", []target{{"deepseek-v4-0", decode, nil, "", nil}, {"deepseek-v4-1", decode, nil, "", nil}, {"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, nil},
+	{"seed", []target{{"deepseek-v4-0", decode, nil, "", nil}, {"deepseek-v4-1", decode, nil, "", nil}, {"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, acceptSeedGPU},
 	{"kv-exhausted", []target{{"kimi-k2.6-0", kvExh, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, nil},
 	{"overloaded", []target{{"glm-4.6-0", overload, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, nil},
 	// Bursts every 2 minutes that drain: the history window (10 minutes)
@@ -115,6 +115,13 @@ var expected = []struct {
 	// the verdict stays HEALTHY, the SLO finding is CRIT once the 1h window
 	// is covered. The run lasts past an hour of scraping for that.
 	{"slo-burn", []target{{"kimi-k2.6-0", healthy, nil, "", nil}}, sloBurnRun, acceptSLOBurn},
+	// A GPU of glm-4.6-0 thermally throttled (its compute slower, the node
+	// still well within bounds): nothing but the throttling is off, which
+	// no load cause explains. kimi-k2.6-0 with an XID error: CRIT, the XID
+	// named. Their peers are healthy. DCGM data does not depend on the
+	// engine schema.
+	{"gpu-throttled", []target{{"glm-4.6-0", unexplained, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, acceptGPUThrottled},
+	{"gpu-xid", []target{{"kimi-k2.6-0", unexplained, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, acceptGPUXID},
 	// The engine hangs for good at sim.StalledAt (6 minutes), /metrics
 	// still answering: healthy before; STALLED from the third refresh of
 	// the hang (stalled_refreshes), the first two seeing the counters flat

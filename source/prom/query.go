@@ -90,9 +90,12 @@ const (
 	// per replica the lowest ranks are kept, as engine.Extract does, then
 	// the replicas are aggregated (or kept, for the KV concepts).
 	shapeRanked
+	// shapeDCGM: every DCGM series, per GPU, with the labels that join it
+	// to a node (dcgm.go).
+	shapeDCGM
 )
 
-var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked"}
+var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked", "dcgm"}
 
 func (s shape) String() string {
 	if s < 0 || int(s) >= len(shapeNames) {

@@ -229,7 +229,15 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 	go func() {
 		defer close(f.done)
 		defer cancel()
+		// The DCGM exporter is read alongside, within the same deadline.
+		var gpu gpuRead
+		var wg sync.WaitGroup
+		if t.DCGM != "" {
+			wg.Go(func() { gpu = s.scrapeDCGM(ctx, t) })
+		}
 		smp := s.scrape(ctx, t)
+		wg.Wait()
+		gpu.into(smp)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.recordLocked(t.ID, smp)

@@ -291,6 +291,14 @@ const (
 	Indicator_INDICATOR_SPEC_DECODE_ACCEPTANCE Indicator = 36
 	// LoRA adapters running and requests waiting for one.
 	Indicator_INDICATOR_LORA_ADAPTERS Indicator = 37
+	// What the GPUs do (DCGM): SM, tensor-pipe and memory-interface (DRAM)
+	// activity, read against the decode verdict.
+	Indicator_INDICATOR_GPU_ACTIVITY Indicator = 20
+	// GPU clocks held down by thermal or power limits (DCGM clock-event
+	// reasons).
+	Indicator_INDICATOR_GPU_THROTTLING Indicator = 21
+	// GPU faults the driver reported as XID errors (DCGM).
+	Indicator_INDICATOR_GPU_XID Indicator = 22
 )
 
 // Enum value maps for Indicator.
@@ -322,6 +330,9 @@ var (
 		35: "INDICATOR_PREFIX_CACHE_HIT_RATE",
 		36: "INDICATOR_SPEC_DECODE_ACCEPTANCE",
 		37: "INDICATOR_LORA_ADAPTERS",
+		20: "INDICATOR_GPU_ACTIVITY",
+		21: "INDICATOR_GPU_THROTTLING",
+		22: "INDICATOR_GPU_XID",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":            0,
@@ -350,6 +361,9 @@ var (
 		"INDICATOR_PREFIX_CACHE_HIT_RATE":  35,
 		"INDICATOR_SPEC_DECODE_ACCEPTANCE": 36,
 		"INDICATOR_LORA_ADAPTERS":          37,
+		"INDICATOR_GPU_ACTIVITY":           20,
+		"INDICATOR_GPU_THROTTLING":         21,
+		"INDICATOR_GPU_XID":                22,
 	}
 )
 
@@ -1178,6 +1192,10 @@ type NodeMetrics struct {
 	// observed_at of the first refresh that read it. Set by the refresh loop,
 	// which sees consecutive reads; unset elsewhere.
 	ProgressSince *timestamppb.Timestamp `protobuf:"bytes,51,opt,name=progress_since,json=progressSince,proto3" json:"progress_since,omitempty"`
+	// The node's GPUs as the NVIDIA DCGM exporter reports them, when it is
+	// read (a dcgm URL in the fleet file, or DCGM series joined to the node
+	// in Prometheus); absent otherwise.
+	Gpu           *GPUMetrics `protobuf:"bytes,60,opt,name=gpu,proto3" json:"gpu,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1464,6 +1482,292 @@ func (x *NodeMetrics) GetProgressSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *NodeMetrics) GetGpu() *GPUMetrics {
+	if x != nil {
+		return x.Gpu
+	}
+	return nil
+}
+
+// GPUMetrics is what the NVIDIA DCGM exporter says of one node's GPUs, the
+// latest reading, aggregated over the GPUs. A field whose family is not
+// exported (the profiling fields DCGM_FI_PROF_* need a datacenter GPU and
+// are off in some counter sets) is absent: never 0.
+type GPUMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GPUs read (distinct gpu labels).
+	Gpus uint32 `protobuf:"varint,1,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// The GPUs' modelName label, for example "NVIDIA H100 80GB HBM3"; the
+	// first in gpu order when they differ.
+	ModelName string `protobuf:"bytes,2,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
+	// DCGM_FI_DEV_GPU_UTIL, mean over the GPUs, 0..1: the share of time any
+	// kernel ran (not how much of the GPU it used).
+	Utilization *float64 `protobuf:"fixed64,3,opt,name=utilization,proto3,oneof" json:"utilization,omitempty"`
+	// DCGM_FI_PROF_SM_ACTIVE (else DCGM_FI_PROF_GR_ENGINE_ACTIVE), mean, 0..1.
+	SmActive *float64 `protobuf:"fixed64,4,opt,name=sm_active,json=smActive,proto3,oneof" json:"sm_active,omitempty"`
+	// DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, mean, 0..1.
+	TensorActive *float64 `protobuf:"fixed64,5,opt,name=tensor_active,json=tensorActive,proto3,oneof" json:"tensor_active,omitempty"`
+	// DCGM_FI_PROF_DRAM_ACTIVE, mean, 0..1: how busy the memory interface
+	// is; decode at its memory-bandwidth limit reads high.
+	DramActive *float64 `protobuf:"fixed64,6,opt,name=dram_active,json=dramActive,proto3,oneof" json:"dram_active,omitempty"`
+	// The lowest and highest DRAM activity of one GPU.
+	DramActiveMin *float64 `protobuf:"fixed64,7,opt,name=dram_active_min,json=dramActiveMin,proto3,oneof" json:"dram_active_min,omitempty"`
+	DramActiveMax *float64 `protobuf:"fixed64,8,opt,name=dram_active_max,json=dramActiveMax,proto3,oneof" json:"dram_active_max,omitempty"`
+	// DCGM_FI_DEV_FB_USED / (used + DCGM_FI_DEV_FB_FREE), the fullest GPU.
+	FramebufferUsedFraction *float64 `protobuf:"fixed64,9,opt,name=framebuffer_used_fraction,json=framebufferUsedFraction,proto3,oneof" json:"framebuffer_used_fraction,omitempty"`
+	// DCGM_FI_DEV_FB_USED and _FREE summed over the GPUs, in MiB.
+	FramebufferUsedMib *float64 `protobuf:"fixed64,10,opt,name=framebuffer_used_mib,json=framebufferUsedMib,proto3,oneof" json:"framebuffer_used_mib,omitempty"`
+	FramebufferFreeMib *float64 `protobuf:"fixed64,11,opt,name=framebuffer_free_mib,json=framebufferFreeMib,proto3,oneof" json:"framebuffer_free_mib,omitempty"`
+	// DCGM_FI_DEV_POWER_USAGE summed over the GPUs, in watts.
+	PowerWatts *float64 `protobuf:"fixed64,12,opt,name=power_watts,json=powerWatts,proto3,oneof" json:"power_watts,omitempty"`
+	// DCGM_FI_DEV_SM_CLOCK: mean and lowest over the GPUs, in MHz.
+	SmClockMhz    *float64 `protobuf:"fixed64,13,opt,name=sm_clock_mhz,json=smClockMhz,proto3,oneof" json:"sm_clock_mhz,omitempty"`
+	SmClockMhzMin *float64 `protobuf:"fixed64,14,opt,name=sm_clock_mhz_min,json=smClockMhzMin,proto3,oneof" json:"sm_clock_mhz_min,omitempty"`
+	// DCGM_FI_DEV_GPU_TEMP, the hottest GPU, in °C.
+	TemperatureCelsiusMax *float64 `protobuf:"fixed64,15,opt,name=temperature_celsius_max,json=temperatureCelsiusMax,proto3,oneof" json:"temperature_celsius_max,omitempty"`
+	// DCGM_FI_DEV_CLOCKS_EVENT_REASONS (older exporters:
+	// DCGM_FI_DEV_CLOCK_THROTTLE_REASONS), the bits set on any GPU; absent
+	// when the family is not exported.
+	ClockEventMask *uint64 `protobuf:"varint,16,opt,name=clock_event_mask,json=clockEventMask,proto3,oneof" json:"clock_event_mask,omitempty"`
+	// The bits of clock_event_mask by name (gpu_idle, sw_power_cap,
+	// hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown,
+	// hw_power_brake_slowdown, …), in bit order.
+	ClockEventReasons []string `protobuf:"bytes,17,rep,name=clock_event_reasons,json=clockEventReasons,proto3" json:"clock_event_reasons,omitempty"`
+	// The GPUs (gpu label) whose clocks a thermal or power reason holds down.
+	ThrottledGpus []string `protobuf:"bytes,18,rep,name=throttled_gpus,json=throttledGpus,proto3" json:"throttled_gpus,omitempty"`
+	// Whether DCGM_FI_DEV_XID_ERRORS was read; xid_errors is then complete.
+	XidRead bool `protobuf:"varint,19,opt,name=xid_read,json=xidRead,proto3" json:"xid_read,omitempty"`
+	// The GPUs whose last XID error is not 0, in gpu order.
+	XidErrors     []*GPUXid `protobuf:"bytes,20,rep,name=xid_errors,json=xidErrors,proto3" json:"xid_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUMetrics) Reset() {
+	*x = GPUMetrics{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUMetrics) ProtoMessage() {}
+
+func (x *GPUMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUMetrics.ProtoReflect.Descriptor instead.
+func (*GPUMetrics) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GPUMetrics) GetGpus() uint32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetModelName() string {
+	if x != nil {
+		return x.ModelName
+	}
+	return ""
+}
+
+func (x *GPUMetrics) GetUtilization() float64 {
+	if x != nil && x.Utilization != nil {
+		return *x.Utilization
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmActive() float64 {
+	if x != nil && x.SmActive != nil {
+		return *x.SmActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetTensorActive() float64 {
+	if x != nil && x.TensorActive != nil {
+		return *x.TensorActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActive() float64 {
+	if x != nil && x.DramActive != nil {
+		return *x.DramActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActiveMin() float64 {
+	if x != nil && x.DramActiveMin != nil {
+		return *x.DramActiveMin
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActiveMax() float64 {
+	if x != nil && x.DramActiveMax != nil {
+		return *x.DramActiveMax
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferUsedFraction() float64 {
+	if x != nil && x.FramebufferUsedFraction != nil {
+		return *x.FramebufferUsedFraction
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferUsedMib() float64 {
+	if x != nil && x.FramebufferUsedMib != nil {
+		return *x.FramebufferUsedMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferFreeMib() float64 {
+	if x != nil && x.FramebufferFreeMib != nil {
+		return *x.FramebufferFreeMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetPowerWatts() float64 {
+	if x != nil && x.PowerWatts != nil {
+		return *x.PowerWatts
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmClockMhz() float64 {
+	if x != nil && x.SmClockMhz != nil {
+		return *x.SmClockMhz
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmClockMhzMin() float64 {
+	if x != nil && x.SmClockMhzMin != nil {
+		return *x.SmClockMhzMin
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetTemperatureCelsiusMax() float64 {
+	if x != nil && x.TemperatureCelsiusMax != nil {
+		return *x.TemperatureCelsiusMax
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetClockEventMask() uint64 {
+	if x != nil && x.ClockEventMask != nil {
+		return *x.ClockEventMask
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetClockEventReasons() []string {
+	if x != nil {
+		return x.ClockEventReasons
+	}
+	return nil
+}
+
+func (x *GPUMetrics) GetThrottledGpus() []string {
+	if x != nil {
+		return x.ThrottledGpus
+	}
+	return nil
+}
+
+func (x *GPUMetrics) GetXidRead() bool {
+	if x != nil {
+		return x.XidRead
+	}
+	return false
+}
+
+func (x *GPUMetrics) GetXidErrors() []*GPUXid {
+	if x != nil {
+		return x.XidErrors
+	}
+	return nil
+}
+
+// GPUXid is the last XID error one GPU reported.
+type GPUXid struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gpu label.
+	Gpu string `protobuf:"bytes,1,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// The XID code (DCGM_FI_DEV_XID_ERRORS).
+	Xid           uint32 `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUXid) Reset() {
+	*x = GPUXid{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUXid) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUXid) ProtoMessage() {}
+
+func (x *GPUXid) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUXid.ProtoReflect.Descriptor instead.
+func (*GPUXid) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GPUXid) GetGpu() string {
+	if x != nil {
+		return x.Gpu
+	}
+	return ""
+}
+
+func (x *GPUXid) GetXid() uint32 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
+
 // Finding is one row of a diagnosis: indicator, value, status, conclusion.
 type Finding struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1485,7 +1789,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1801,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1814,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Finding) GetIndicator() Indicator {
@@ -1582,7 +1886,7 @@ type SLOBurn struct {
 
 func (x *SLOBurn) Reset() {
 	*x = SLOBurn{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1898,7 @@ func (x *SLOBurn) String() string {
 func (*SLOBurn) ProtoMessage() {}
 
 func (x *SLOBurn) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1911,7 @@ func (x *SLOBurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SLOBurn.ProtoReflect.Descriptor instead.
 func (*SLOBurn) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SLOBurn) GetName() string {
@@ -1668,7 +1972,7 @@ type SLOWindow struct {
 
 func (x *SLOWindow) Reset() {
 	*x = SLOWindow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +1984,7 @@ func (x *SLOWindow) String() string {
 func (*SLOWindow) ProtoMessage() {}
 
 func (x *SLOWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +1997,7 @@ func (x *SLOWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SLOWindow.ProtoReflect.Descriptor instead.
 func (*SLOWindow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SLOWindow) GetWindow() string {
@@ -1770,7 +2074,7 @@ type Diagnosis struct {
 
 func (x *Diagnosis) Reset() {
 	*x = Diagnosis{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +2086,7 @@ func (x *Diagnosis) String() string {
 func (*Diagnosis) ProtoMessage() {}
 
 func (x *Diagnosis) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2099,7 @@ func (x *Diagnosis) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnosis.ProtoReflect.Descriptor instead.
 func (*Diagnosis) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Diagnosis) GetNode() string {
@@ -1945,7 +2249,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2261,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2274,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListNodesRequest) GetModel() string {
@@ -2022,7 +2326,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2338,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2351,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2086,7 +2390,7 @@ type Degraded struct {
 
 func (x *Degraded) Reset() {
 	*x = Degraded{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2402,7 @@ func (x *Degraded) String() string {
 func (*Degraded) ProtoMessage() {}
 
 func (x *Degraded) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2415,7 @@ func (x *Degraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Degraded.ProtoReflect.Descriptor instead.
 func (*Degraded) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Degraded) GetReason() string {
@@ -2144,7 +2448,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2460,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2473,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -2205,7 +2509,7 @@ type GetNodeMetricsResponse struct {
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2521,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2534,7 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
@@ -2272,7 +2576,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2588,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2601,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -2374,7 +2678,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2690,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2703,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -2459,7 +2763,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2775,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2788,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -2573,7 +2877,7 @@ type ComparePercentilesResponse struct {
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +2889,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +2902,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -2681,7 +2985,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +2997,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +3010,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -2751,7 +3055,7 @@ type DiagnoseNodeResponse struct {
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +3067,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +3080,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -2822,7 +3126,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3138,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3151,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -2918,7 +3222,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3234,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3247,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -3031,7 +3335,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3347,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3360,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -3137,7 +3441,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xfb\x10\n" +
+	"\x05_mean\"\xa5\x11\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3181,7 +3485,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
 	"\bwarnings\x18) \x03(\tR\bwarnings\x12\x1f\n" +
 	"\bprogress\x182 \x01(\x01H\x10R\bprogress\x88\x01\x01\x12A\n" +
-	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSinceB\b\n" +
+	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSince\x12(\n" +
+	"\x03gpu\x18< \x01(\v2\x16.llmdiag.v1.GPUMetricsR\x03gpuB\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -3199,7 +3504,54 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1a_spec_decode_accept_lengthB\x18\n" +
 	"\x16_lora_adapters_runningB\x18\n" +
 	"\x16_lora_adapters_waitingB\v\n" +
-	"\t_progress\"\xf7\x01\n" +
+	"\t_progress\"\x8c\t\n" +
+	"\n" +
+	"GPUMetrics\x12\x12\n" +
+	"\x04gpus\x18\x01 \x01(\rR\x04gpus\x12\x1d\n" +
+	"\n" +
+	"model_name\x18\x02 \x01(\tR\tmodelName\x12%\n" +
+	"\vutilization\x18\x03 \x01(\x01H\x00R\vutilization\x88\x01\x01\x12 \n" +
+	"\tsm_active\x18\x04 \x01(\x01H\x01R\bsmActive\x88\x01\x01\x12(\n" +
+	"\rtensor_active\x18\x05 \x01(\x01H\x02R\ftensorActive\x88\x01\x01\x12$\n" +
+	"\vdram_active\x18\x06 \x01(\x01H\x03R\n" +
+	"dramActive\x88\x01\x01\x12+\n" +
+	"\x0fdram_active_min\x18\a \x01(\x01H\x04R\rdramActiveMin\x88\x01\x01\x12+\n" +
+	"\x0fdram_active_max\x18\b \x01(\x01H\x05R\rdramActiveMax\x88\x01\x01\x12?\n" +
+	"\x19framebuffer_used_fraction\x18\t \x01(\x01H\x06R\x17framebufferUsedFraction\x88\x01\x01\x125\n" +
+	"\x14framebuffer_used_mib\x18\n" +
+	" \x01(\x01H\aR\x12framebufferUsedMib\x88\x01\x01\x125\n" +
+	"\x14framebuffer_free_mib\x18\v \x01(\x01H\bR\x12framebufferFreeMib\x88\x01\x01\x12$\n" +
+	"\vpower_watts\x18\f \x01(\x01H\tR\n" +
+	"powerWatts\x88\x01\x01\x12%\n" +
+	"\fsm_clock_mhz\x18\r \x01(\x01H\n" +
+	"R\n" +
+	"smClockMhz\x88\x01\x01\x12,\n" +
+	"\x10sm_clock_mhz_min\x18\x0e \x01(\x01H\vR\rsmClockMhzMin\x88\x01\x01\x12;\n" +
+	"\x17temperature_celsius_max\x18\x0f \x01(\x01H\fR\x15temperatureCelsiusMax\x88\x01\x01\x12-\n" +
+	"\x10clock_event_mask\x18\x10 \x01(\x04H\rR\x0eclockEventMask\x88\x01\x01\x12.\n" +
+	"\x13clock_event_reasons\x18\x11 \x03(\tR\x11clockEventReasons\x12%\n" +
+	"\x0ethrottled_gpus\x18\x12 \x03(\tR\rthrottledGpus\x12\x19\n" +
+	"\bxid_read\x18\x13 \x01(\bR\axidRead\x121\n" +
+	"\n" +
+	"xid_errors\x18\x14 \x03(\v2\x12.llmdiag.v1.GPUXidR\txidErrorsB\x0e\n" +
+	"\f_utilizationB\f\n" +
+	"\n" +
+	"_sm_activeB\x10\n" +
+	"\x0e_tensor_activeB\x0e\n" +
+	"\f_dram_activeB\x12\n" +
+	"\x10_dram_active_minB\x12\n" +
+	"\x10_dram_active_maxB\x1c\n" +
+	"\x1a_framebuffer_used_fractionB\x17\n" +
+	"\x15_framebuffer_used_mibB\x17\n" +
+	"\x15_framebuffer_free_mibB\x0e\n" +
+	"\f_power_wattsB\x0f\n" +
+	"\r_sm_clock_mhzB\x13\n" +
+	"\x11_sm_clock_mhz_minB\x1a\n" +
+	"\x18_temperature_celsius_maxB\x13\n" +
+	"\x11_clock_event_mask\",\n" +
+	"\x06GPUXid\x12\x10\n" +
+	"\x03gpu\x18\x01 \x01(\tR\x03gpu\x12\x10\n" +
+	"\x03xid\x18\x02 \x01(\rR\x03xid\"\xf7\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3384,7 +3736,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
 	"\x12\x11\n" +
-	"\rCAUSE_STALLED\x10\v*\xd7\x05\n" +
+	"\rCAUSE_STALLED\x10\v*\xa8\x06\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3412,7 +3764,10 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11INDICATOR_SLO_E2E\x10 \x12#\n" +
 	"\x1fINDICATOR_PREFIX_CACHE_HIT_RATE\x10#\x12$\n" +
 	" INDICATOR_SPEC_DECODE_ACCEPTANCE\x10$\x12\x1b\n" +
-	"\x17INDICATOR_LORA_ADAPTERS\x10%*\xc9\x01\n" +
+	"\x17INDICATOR_LORA_ADAPTERS\x10%\x12\x1a\n" +
+	"\x16INDICATOR_GPU_ACTIVITY\x10\x14\x12\x1c\n" +
+	"\x18INDICATOR_GPU_THROTTLING\x10\x15\x12\x15\n" +
+	"\x11INDICATOR_GPU_XID\x10\x16*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
@@ -3460,7 +3815,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Status)(0),                        // 1: llmdiag.v1.Status
@@ -3476,113 +3831,117 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*Percentile)(nil),                 // 11: llmdiag.v1.Percentile
 	(*Distribution)(nil),               // 12: llmdiag.v1.Distribution
 	(*NodeMetrics)(nil),                // 13: llmdiag.v1.NodeMetrics
-	(*Finding)(nil),                    // 14: llmdiag.v1.Finding
-	(*SLOBurn)(nil),                    // 15: llmdiag.v1.SLOBurn
-	(*SLOWindow)(nil),                  // 16: llmdiag.v1.SLOWindow
-	(*Diagnosis)(nil),                  // 17: llmdiag.v1.Diagnosis
-	(*ListNodesRequest)(nil),           // 18: llmdiag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),          // 19: llmdiag.v1.ListNodesResponse
-	(*Degraded)(nil),                   // 20: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 21: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 22: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 23: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 24: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 25: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 26: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 27: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 28: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 29: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 30: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 31: llmdiag.v1.StreamHealthResponse
-	nil,                                // 32: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 33: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 34: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
+	(*GPUMetrics)(nil),                 // 14: llmdiag.v1.GPUMetrics
+	(*GPUXid)(nil),                     // 15: llmdiag.v1.GPUXid
+	(*Finding)(nil),                    // 16: llmdiag.v1.Finding
+	(*SLOBurn)(nil),                    // 17: llmdiag.v1.SLOBurn
+	(*SLOWindow)(nil),                  // 18: llmdiag.v1.SLOWindow
+	(*Diagnosis)(nil),                  // 19: llmdiag.v1.Diagnosis
+	(*ListNodesRequest)(nil),           // 20: llmdiag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),          // 21: llmdiag.v1.ListNodesResponse
+	(*Degraded)(nil),                   // 22: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 23: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 24: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 25: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 26: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 27: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 28: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 29: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 30: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 31: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 32: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 33: llmdiag.v1.StreamHealthResponse
+	nil,                                // 34: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 35: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 36: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 37: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 38: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	35, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	37, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	36, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	32, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	38, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	34, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	35, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	36, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	36, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	37, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	38, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	38, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	38, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
 	12, // 13: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	12, // 14: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	35, // 18: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
-	3,  // 19: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 20: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	15, // 21: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	36, // 22: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
-	16, // 23: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
-	0,  // 24: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 25: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 26: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 27: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	35, // 28: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 29: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 30: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 31: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 32: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 33: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	20, // 34: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 35: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	36, // 36: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 37: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	20, // 38: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 39: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 40: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	36, // 41: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	36, // 42: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 43: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	24, // 44: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	36, // 45: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 46: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	25, // 47: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	35, // 48: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 49: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	20, // 50: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 51: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	36, // 52: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 53: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 54: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	17, // 55: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	20, // 56: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 57: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	33, // 58: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 59: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 60: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	36, // 61: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	35, // 62: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 63: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 64: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	30, // 65: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	35, // 66: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	18, // 67: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	21, // 68: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	23, // 69: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	27, // 70: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	29, // 71: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	19, // 72: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	22, // 73: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	26, // 74: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	28, // 75: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	31, // 76: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	72, // [72:77] is the sub-list for method output_type
-	67, // [67:72] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	37, // 18: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	14, // 19: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
+	15, // 20: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
+	3,  // 21: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	1,  // 22: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	17, // 23: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	38, // 24: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	18, // 25: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 26: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 27: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 28: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	16, // 29: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	37, // 30: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	38, // 31: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 32: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 33: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	1,  // 34: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	10, // 35: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	22, // 36: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	38, // 37: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	38, // 38: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 39: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	22, // 40: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 41: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 42: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	38, // 43: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	38, // 44: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 45: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	26, // 46: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	38, // 47: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 48: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	27, // 49: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	37, // 50: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	38, // 51: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	22, // 52: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	38, // 53: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	38, // 54: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	6,  // 55: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 56: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	19, // 57: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	22, // 58: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	38, // 59: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	35, // 60: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 61: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 62: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	38, // 63: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	37, // 64: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 65: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 66: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	32, // 67: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	37, // 68: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	20, // 69: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	23, // 70: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	25, // 71: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	29, // 72: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	31, // 73: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	21, // 74: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	24, // 75: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	28, // 76: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	30, // 77: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	33, // 78: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	74, // [74:79] is the sub-list for method output_type
+	69, // [69:74] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3592,14 +3951,15 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[3].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[4].OneofWrappers = []any{}
-	file_llmdiag_v1_diagnosis_proto_msgTypes[7].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[5].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
