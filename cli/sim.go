@@ -51,6 +51,7 @@ Scenarios:
   slo-burn            a healthy kimi node whose TTFT (~220 ms median) misses a tight SLO such as 99% within 250 ms
   gpu-throttled       glm with one GPU thermally throttled (DCGM clock-event reasons), its compute slower
   gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM)
+  stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
 
 Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
 /dcgm/metrics on its port; the fleet file written names it (dcgm).

@@ -162,6 +162,14 @@ type Node struct {
 	Workload Workload
 	// Down lists intervals during which the node's listener is closed.
 	Down []Window
+	// Hang lists intervals during which the engine hangs while its process
+	// stays up: an iteration that would end in a hang is held until the
+	// hang ends (for good when its End is 0), and none starts, so no token
+	// is sampled, no request finishes or is abandoned and the counters and
+	// histograms stand still; arrivals keep coming and /metrics keeps
+	// answering, its gauges showing the queue grow behind a batch that
+	// does not move.
+	Hang []Window
 	// Garbage makes /metrics serve a broken body.
 	Garbage Garbage
 	// Quirks make the node's exposition depart from its engine's as some
@@ -473,6 +481,11 @@ func (n Node) validate() error {
 	for _, d := range n.Down {
 		if d.Start < 0 || (d.End != 0 && d.End <= d.Start) {
 			errs = append(errs, fmt.Errorf("down window %v-%v: want 0 <= start < end (or end 0)", d.Start, d.End))
+		}
+	}
+	for _, h := range n.Hang {
+		if h.Start < 0 || (h.End != 0 && h.End <= h.Start) {
+			errs = append(errs, fmt.Errorf("hang window %v-%v: want 0 <= start < end (or end 0)", h.Start, h.End))
 		}
 	}
 	if f := n.GPUFault; f.XID < 0 || (f.Throttle != ThrottleNone && f.Throttle != ThrottleThermal && f.Throttle != ThrottlePower) {

@@ -26,6 +26,9 @@ type group struct {
 	busy  bool
 	end   float64 // simulated second the current iteration ends
 	own   []float64
+	// held: the group was idle when work came during a hang (Node.Hang);
+	// it starts its next iteration at end, when the hang is over.
+	held bool
 }
 
 // start schedules an iteration at t on every core of the group. The
@@ -358,7 +361,15 @@ func (n *node) advance(to float64) {
 		phase := n.phaseAt()
 		switch {
 		case next != nil && next.end <= n.arrival && next.end <= phase && next.end <= to:
-			next.complete()
+			if until, hung := n.hungAt(next.end); hung {
+				next.end = until // held until the hang ends, +Inf for good
+				continue
+			}
+			if next.held {
+				next.held = false
+			} else {
+				next.complete()
+			}
 			next.start(next.end)
 		case phase <= n.arrival && phase <= to:
 			n.enter(phase)
@@ -368,7 +379,11 @@ func (n *node) advance(to float64) {
 			r := n.newRequest(t)
 			r.session = n.arrived(t)
 			c.enqueue(r)
-			if g := n.groupOf(c); !g.busy {
+			g := n.groupOf(c)
+			if until, hung := n.hungAt(t); hung && !g.busy {
+				g.busy, g.held, g.end = true, true, until
+			}
+			if !g.busy {
 				g.start(t)
 			} else {
 				c.publish()
@@ -378,6 +393,22 @@ func (n *node) advance(to float64) {
 			return
 		}
 	}
+}
+
+// hungAt reports whether simulated second t falls in one of the node's
+// Hang windows (measured from the end of warm-up), and when the hang ends:
+// +Inf for a hang without end.
+func (n *node) hungAt(t float64) (until float64, hung bool) {
+	for _, w := range n.cfg.Hang {
+		from, to := n.warmup+w.Start.Seconds(), math.Inf(1)
+		if w.End != 0 {
+			to = n.warmup + w.End.Seconds()
+		}
+		if t >= from && t < to {
+			until, hung = max(until, to), true
+		}
+	}
+	return until, hung
 }
 
 func (n *node) groupOf(c *core) *group {

@@ -24,13 +24,19 @@ const (
 	overloadFor = 4 * time.Minute
 )
 
+// StalledAt is when the stalled scenario's engine hangs, from the end of
+// warm-up: after the 5-minute window is covered, so that a run sees it
+// healthy first.
+const StalledAt = 6 * time.Minute
+
 // SeedWarmup is the warm-up the seed scenario needs before its figures are
 // steady: its long generations take up to ~15 minutes.
 const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "disaggregated"}
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "disaggregated",
+	"stalled"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -112,12 +118,15 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     slowest rank; glm-4.6-1 a healthy peer.
 //   - gpu-xid: kimi-k2.6-0 whose GPU 5 reports XID 48 (a double-bit ECC
 //     error) and goes on serving; kimi-k2.6-1 a healthy peer.
-//
-// Every node also serves its GPUs as NVIDIA's DCGM exporter does, at
-// DCGMPath (see GPUFault and the package's dcgm.go): the GPUs' activity
-// follows the simulated steps (weight and KV reads keep the memory
-// interface busy, prefill and attention the tensor pipes, a lockstep rank
-// waiting for the others neither).
+//   - stalled: qwen3-8b-0, the schemas node (vLLM) with open-loop chat
+//     traffic of longer answers (~1 request/s, median 1,000 tokens: ~10
+//     running, no queue), hangs 6 minutes after warm-up (StalledAt) and
+//     never recovers (Node.Hang): the iteration under way never ends, no
+//     token is sampled and no request finishes or gives up, so every
+//     counter and histogram stands still, while /metrics keeps answering
+//     and its gauges show the batch that was running still running and the
+//     queue growing by ~1 a second (~60 a minute). qwen3-8b-1 is a healthy
+//     peer with the same traffic.
 //   - disaggregated: one prefill and one decode worker of Kimi-K2.6 (1P1D,
 //     vllm#22454: high TTFT with 1P1D), each with its own traffic of the
 //     prefill-heavy scenario's ~68k-token prompts at 0.1 request/s, the KV
@@ -130,8 +139,14 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     transfer, TTFT P99 ~15 s with heavy prompts that it does not prefill;
 //     its decode is fast. The fleet file gives both roles.
 //
+// Every node also serves its GPUs as NVIDIA's DCGM exporter does, at
+// DCGMPath (see GPUFault and the package's dcgm.go): the GPUs' activity
+// follows the simulated steps (weight and KV reads keep the memory
+// interface busy, prefill and attention the tensor pipes, a lockstep rank
+// waiting for the others neither).
+//
 // Phases (Workload.Phases) are measured from the end of warm-up, as Down
-// windows are.
+// and Hang windows are.
 //
 // Any scenario can be exposed in another schema with WithEngine, which
 // leaves its physics unchanged.
@@ -263,6 +278,15 @@ func Scenario(name string, seed int64) (Config, error) {
 		cfg.Nodes = []Node{n, kimi(1)}
 	case "disaggregated":
 		cfg.Nodes = disaggregated()
+	case "stalled":
+		var ns []Node
+		for i := range 2 {
+			n := qwen(i)
+			n.Workload.Output = LogNormal(1000, 0.5)
+			ns = append(ns, n)
+		}
+		ns[0].Hang = []Window{{Start: StalledAt}}
+		cfg.Nodes = ns
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)
 	}

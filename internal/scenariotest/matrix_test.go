@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -41,6 +42,7 @@ const (
 	down     = llmdiagv1.Cause_CAUSE_TARGET_DOWN
 
 	unexplained = llmdiagv1.Cause_CAUSE_UNEXPLAINED
+	stall       = llmdiagv1.Cause_CAUSE_STALLED
 )
 
 type target struct {
@@ -132,6 +134,16 @@ var expected = []struct {
 		{"kimi-k2.6-prefill-0", prefill, nil, "", nil},
 		{"kimi-k2.6-decode-0", unexplained, nil, "", nil},
 	}, 0, acceptDisaggregated},
+	// The engine hangs for good at sim.StalledAt (6 minutes), /metrics
+	// still answering: healthy before; STALLED from the third refresh of
+	// the hang (stalled_refreshes), the first two seeing the counters flat
+	// for less than that; the peer healthy throughout. acceptStalled checks
+	// that it is never HEALTHY and never routable from then on.
+	{"stalled", []target{
+		{"qwen3-8b-0", healthy, nil, "before", []sim.Window{span(judgeFrom, sim.StalledAt)}},
+		{"qwen3-8b-0", stall, nil, "hung", []sim.Window{span(stalledDue, 0)}},
+		{"qwen3-8b-1", healthy, nil, "", nil},
+	}, 12 * time.Minute, acceptStalled},
 }
 
 type caseKey struct {
@@ -148,6 +160,14 @@ type deviation struct {
 	want   llmdiagv1.Cause
 	reason string
 	also   []llmdiagv1.Cause
+}
+
+// deviationSpans are the judged spans of deviations whose cause is in
+// reach only later in the target's phase; they replace the target's.
+var deviationSpans = map[caseKey][]sim.Window{
+	{"stalled", sim.TRTLLM, "qwen3-8b-0", "hung"}: {span(stalledWholeRequestDue, 0)},
+	{"stalled", sim.Triton, "qwen3-8b-0", "hung"}: {span(stalledWholeRequestDue, 0)},
+	{"stalled", sim.TGI, "qwen3-8b-0", "hung"}:    {span(stalledWholeRequestDue, 0)},
 }
 
 var deviations = map[caseKey]deviation{
@@ -168,7 +188,28 @@ var deviations = map[caseKey]deviation{
 	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}:        {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
 	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
 	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:           {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}:        {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"stalled", sim.TRTLLM, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
+	{"stalled", sim.Triton, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
+	{"stalled", sim.TGI, "qwen3-8b-0", "hung"}:               {stall, wholeRequestStall, nil},
 }
+
+const wholeRequestStall = "no inter-token histogram in this schema: its counters move only as requests start or end, so flat counters read STALLED only once they have been flat for stalled_request_counters_for (2m) as well, lest one long generation read as a hang; judged from 2 minutes into the hang, before which it reads OVERLOADED or BURST as the queue builds (acceptStalled checks never HEALTHY and never routable from the third refresh on)"
+
+// stalledDue is the first refresh by which the stalled scenario's node must
+// read STALLED: the third from the hang's start (stalled_refreshes), the
+// hang starting on a refresh; stalledWholeRequestDue is the first at which
+// its counters have been flat for stalled_request_counters_for.
+var (
+	stalledDue             = sim.StalledAt + time.Duration(diagnose.DefaultThresholds().StalledRefreshes-1)*refreshEvery
+	stalledWholeRequestDue = sim.StalledAt + diagnose.DefaultThresholds().StalledRequestCountersFor
+)
+
+// refreshEvery is the interval of every run (Options' default).
+const refreshEvery = 5 * time.Second
 
 const noPreemptOffload = "no preemption counter in this schema: KV 0.99 with the offload tier declared cannot be told from a cache that is preempting requests, and \"full by design\" needs no preemptions shown (diagnose/offload.go), so the node reads KV_EXHAUSTED, its summary saying preemptions are not known"
 
@@ -227,16 +268,19 @@ func TestMatrix(t *testing.T) {
 					}
 					for _, tg := range sc.targets {
 						k := caseKey{sc.scenario, eng, tg.node, tg.phase}
-						want, also := tg.want, tg.also
+						want, also, spans := tg.want, tg.also, tg.spans
 						if d, ok := deviations[k]; ok {
 							want, also = d.want, d.also
+							if ds, ok := deviationSpans[k]; ok {
+								spans = ds
+							}
 						}
-						o := judge(res, k, want, also, tg.spans)
+						o := judge(res, k, want, also, spans)
 						mu.Lock()
 						outcomes[k] = o
 						mu.Unlock()
 						if !o.pass {
-							t.Errorf("%s/%s: %s%s reads %v at %d/%d refreshes (want ≥ %.0f%%); causes %s\n%s", sc.scenario, eng, tg.node, phaseSuffix(tg.phase), want, o.counts[want], o.judged, 100*minShare, causeCounts(o.counts), evidence(res, tg.node, want, tg.spans, 4))
+							t.Errorf("%s/%s: %s%s reads %v at %d/%d refreshes (want ≥ %.0f%%); causes %s\n%s", sc.scenario, eng, tg.node, phaseSuffix(tg.phase), want, o.counts[want], o.judged, 100*minShare, causeCounts(o.counts), evidence(res, tg.node, want, spans, 4))
 						}
 					}
 					mu.Lock()
@@ -248,6 +292,8 @@ func TestMatrix(t *testing.T) {
 						timing[caseKey{sc.scenario, eng, "", ""}] = timeOverload(res).summary(res.Readings[overloadedNode])
 					case "kv-flap":
 						timing[caseKey{sc.scenario, eng, "", ""}] = flapOf(res.Readings["qwen3-8b-0"]).summary()
+					case "stalled":
+						timing[caseKey{sc.scenario, eng, "", ""}] = timeStall(res).summary()
 					}
 					mu.Unlock()
 					if sc.accept != nil {
