@@ -81,6 +81,10 @@ func priority(q query) int {
 		return 0
 	case q.shape == shapeTargets:
 		return 1
+	case q.shape == shapeRole:
+		// Last: a node's figures stand without it, and its concept is
+		// zero, which is not Queue's.
+		return 5
 	case q.concept == engine.Queue || q.concept == engine.Running || isKV(q.concept):
 		return 2
 	case q.shape == shapeBuckets:
