@@ -52,6 +52,7 @@ Scenarios:
   gpu-throttled       glm with one GPU thermally throttled (DCGM clock-event reasons), its compute slower
   gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM)
   stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
+  gpu-bandwidth       a dense 70B on four L40S decoding a large batch of long answers: DRAM ~62% (DCGM), ~9 tok/s per request
 
 Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
 /dcgm/metrics on its port; the fleet file written names it (dcgm).

@@ -13,7 +13,8 @@ import (
 )
 
 // TestGPUGolden: with DCGM data the seed's DeepSeek node still reads
-// DECODE_BOUND and names what its GPUs do; a thermally throttled GPU is a
+// DECODE_BOUND and names what its GPUs do; the gpu-bandwidth scenario's
+// node reads DECODE_BOUND at the memory-bandwidth limit; a thermally throttled GPU is a
 // WARN finding the verdict names; an XID error is CRIT. In English and in
 // Chinese, each against its golden report.
 func TestGPUGolden(t *testing.T) {
@@ -54,6 +55,22 @@ func TestGPUGolden(t *testing.T) {
 			firstRec: map[llmdiagv1.Language]string{
 				llmdiagv1.Language_LANGUAGE_EN: "Lower the prefill chunk",
 				llmdiagv1.Language_LANGUAGE_ZH: "调小 Prefill 分块",
+			},
+			row: llmdiagv1.Indicator_INDICATOR_GPU_ACTIVITY, rowStatus: llmdiagv1.Status_STATUS_OK,
+		},
+		{
+			name: "gpu-bandwidth", in: diagnosetest.GPUBandwidthInput, status: warn, cause: llmdiagv1.Cause_CAUSE_DECODE_BOUND,
+			summary: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "The GPUs confirm it: their memory interface is ~62% busy, the memory-bandwidth limit of decode.",
+				llmdiagv1.Language_LANGUAGE_ZH: "GPU 指标印证了这一点：显存接口繁忙度 ~62%，已到 Decode 的显存带宽上限。",
+			},
+			evidence: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "GPUs at the memory-bandwidth limit of decode: DRAM active ~62% (≥ 60%) with SM active ~82%",
+				llmdiagv1.Language_LANGUAGE_ZH: "GPU 处于 Decode 的显存带宽上限：DRAM 活跃度 ~62%（≥ 60%），SM 活跃度 ~82%",
+			},
+			firstRec: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "Add replicas, or serve a smaller or quantised model",
+				llmdiagv1.Language_LANGUAGE_ZH: "增加副本，或换用更小/量化的模型",
 			},
 			row: llmdiagv1.Indicator_INDICATOR_GPU_ACTIVITY, rowStatus: llmdiagv1.Status_STATUS_OK,
 		},

@@ -283,6 +283,13 @@ type Perf struct {
 	// ReserveRatio×min(max_tokens-generated, 4096) tokens free per running
 	// request. 0 means 0.3. Ignored by the vLLM scheduler.
 	ReserveRatio float64
+	// KVBytesPerToken is the KV cache's footprint per token, which decode
+	// attention reads every step; 0 means 70 kB, an MLA-class model (as
+	// EstimatePerf assumes). Only the DCGM figures read it: they count
+	// that much of StepPerKContext as memory reads and the rest as
+	// compute, so a caller that sets it sets StepPerKContext to match
+	// (KVReadPerK).
+	KVBytesPerToken float64
 }
 
 // Workload is the traffic offered to one node.
@@ -442,8 +449,8 @@ func (n Node) validate() error {
 	if !(p.PrefillTokensPerSec > 0) || p.MaxBatchedTokens <= 0 || p.MaxNumSeqs <= 0 || p.KVCapacityTokens <= 0 {
 		errs = append(errs, errors.New("perf: prefill rate, batched tokens, num seqs and KV capacity must be positive"))
 	}
-	if p.BlockSize < 0 || p.MaxModelLen < 0 || p.ReserveRatio < 0 {
-		errs = append(errs, errors.New("perf: block size, max model len and reserve ratio must not be negative"))
+	if p.BlockSize < 0 || p.MaxModelLen < 0 || p.ReserveRatio < 0 || p.KVBytesPerToken < 0 {
+		errs = append(errs, errors.New("perf: block size, max model len, reserve ratio and KV bytes per token must not be negative"))
 	}
 	if bs := n.blockSize(); p.KVCapacityTokens > 0 && n.maxModelLen() > p.KVCapacityTokens/bs*bs {
 		errs = append(errs, fmt.Errorf("perf: max model len %d exceeds KV capacity %d", n.maxModelLen(), p.KVCapacityTokens/bs*bs))

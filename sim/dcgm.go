@@ -103,10 +103,14 @@ func newGPUModel(n Node) gpuModel {
 		active = 8e9
 	}
 	bw := spec.MemBandwidthTBs * 1e12
+	kv := n.Perf.KVBytesPerToken
+	if kv <= 0 {
+		kv = kvBytesPerToken
+	}
 	return gpuModel{
 		spec:       spec,
 		weightRead: active * bytesPerParam / (g * bw),
-		kvReadPerK: 1000 * kvBytesPerToken / (g * bw),
+		kvReadPerK: 1000 * kv / (g * bw),
 	}
 }
 

@@ -165,3 +165,54 @@ func TestDCGMFaults(t *testing.T) {
 		t.Errorf("thermally throttled: %v tokens in 5 min, unthrottled %v: want fewer", slow, fast)
 	}
 }
+
+// TestGPUBandwidthScenario: the gpu-bandwidth scenario's node is
+// decode-bound at the memory-bandwidth limit by the simulator's own
+// physics, in each 5-minute window after SeedWarmup (llmdiag may read
+// any): per-request decode under 10 tok/s (the default
+// decode_tokens_per_request_low) with an E2E P99 over a minute, no queue to
+// speak of, KV well under 0.9 and no preemptions; and at every 5 s scrape
+// its DCGM exporter reads DRAM active ≥ 0.6 (the diagnosis' gpuDRAMHigh)
+// on the mean of its four GPUs, tensor pipes mostly idle. The peer, the
+// same deployment with light chat traffic, decodes each request more than
+// twice as fast with an E2E P99 under a minute.
+func TestGPUBandwidthScenario(t *testing.T) {
+	t.Parallel()
+	const node, peer = "llama-3.3-70b-0", "llama-3.3-70b-1"
+	f := newScenario(t, "gpu-bandwidth", testSeed())
+	f.Step(sim.SeedWarmup)
+	m := 5 * time.Minute
+	for w, figs := range measureWindows(t, f, 5*time.Second, m, m, m) {
+		n, p := figs[node], figs[peer]
+		t.Logf("window %d: %s %v; %s %v", w, node, n, peer, p)
+		check(t, "per-request tok/s", n.perRequest() > 6 && n.perRequest() < 9.5, n.perRequest())
+		check(t, "running", n.runningMean > 280, n.runningMean)
+		check(t, "E2E P99 (s)", n.e2eP99 > 120, n.e2eP99)
+		check(t, "KV", n.kvMax < 0.85 && n.kvMean > 0.6, [2]float64{n.kvMean, n.kvMax})
+		check(t, "queue", n.queueMax <= 3 && n.queueZero > 0.8, [2]float64{n.queueMax, n.queueZero})
+		check(t, "preemptions", n.preemptions == 0, n.preemptions)
+		check(t, "ITL P99 (s)", n.itlP99 < 0.2, n.itlP99)
+		check(t, "peer per-request tok/s", p.perRequest() > 2*n.perRequest(), p.perRequest())
+		check(t, "peer E2E P99 (s)", p.e2eP99 < 45, p.e2eP99)
+		check(t, "peer ITL P99 (s)", p.itlP99 < 0.2, p.itlP99)
+		check(t, "peer queue", p.queueMax <= 5, p.queueMax)
+	}
+
+	// The same run again, the DCGM exporter read at every 5 s scrape.
+	f = newScenario(t, "gpu-bandwidth", testSeed())
+	f.Step(sim.SeedWarmup)
+	dramMin, dramMax, tensorMax := 1.0, 0.0, 0.0
+	for range 3 * m / (5 * time.Second) {
+		f.Step(5 * time.Second)
+		g := gpuOf(t, f, node)
+		if g.GetGpus() != 4 {
+			t.Fatalf("%s: %d GPUs, want 4", node, g.GetGpus())
+		}
+		dramMin, dramMax = min(dramMin, g.GetDramActive()), max(dramMax, g.GetDramActive())
+		tensorMax = max(tensorMax, g.GetTensorActive())
+	}
+	t.Logf("%s: DRAM active %.3f–%.3f, tensor at most %.3f", node, dramMin, dramMax, tensorMax)
+	check(t, "DRAM active at least", dramMin >= 0.6, dramMin)
+	check(t, "DRAM active at most", dramMax < 0.7, dramMax)
+	check(t, "tensor active at most", tensorMax < 0.3, tensorMax)
+}

@@ -101,3 +101,12 @@ func EstimatePerf(p fleet.Profile) Perf {
 		Lockstep:            p.DataParallel > 1 && p.ExpertParallel > 1,
 	}
 }
+
+// KVReadPerK is the time the GPUs of one engine core of profile p take to
+// read 1,000 tokens of a KV cache of kvBytes a token: StepPerKContext
+// where attention is memory-bound (Perf.KVBytesPerToken).
+func KVReadPerK(p fleet.Profile, kvBytes float64) time.Duration {
+	gpu, _ := GPUSpec(p.GPU)
+	g := max(float64(p.TensorParallel), 1) * max(float64(p.PipelineParallel), 1)
+	return time.Duration(1000 * kvBytes / (g * gpu.MemBandwidthTBs * 1e12) * float64(time.Second))
+}

@@ -15,6 +15,8 @@ const (
 	// ModelQwen is the small model of the schemas scenario; its upper case
 	// shows where Dynamo lower-cases the model label.
 	ModelQwen = "Qwen/Qwen3-8B"
+	// ModelLlama is the dense 70B model of the gpu-bandwidth scenario.
+	ModelLlama = "llama-3.3-70b"
 )
 
 // The idle-then-overload scenario's phases: idle, then overloaded, from
@@ -36,7 +38,7 @@ const SeedWarmup = 15 * time.Minute
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
 	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "disaggregated",
-	"stalled"}
+	"stalled", "gpu-bandwidth"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -138,6 +140,24 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     each KV cache before its first token (see disagg.go): ~8 s per
 //     transfer, TTFT P99 ~15 s with heavy prompts that it does not prefill;
 //     its decode is fast. The fleet file gives both roles.
+//   - gpu-bandwidth: llama-3.3-70b-0, a dense 70B (Llama-3.3-70B, FP8
+//     weights and KV cache, 160 kB a token) on vLLM with TP=4 over four
+//     L40S (864 GB/s each), serving a batch-generation job:
+//     GPUBandwidthSessions closed-loop clients (5 s between requests) with
+//     short prompts (median 200 tokens) and long answers (median 1,800):
+//     ~320 running, no queue, KV ~0.75 (peaks ~0.83) of its 600k tokens.
+//     A step reads the weights (~20 ms) and the batch's KV (~21 ms),
+//     computes ~0.19 ms per sequence (~61 ms) and spends ~8 ms on launches
+//     and all-reduces; with the prompts' prefill, ~115 ms: ~8.7 tok/s per
+//     request, ~2,800 tok/s in all, E2E P99 10–12 minutes. Its DCGM
+//     exporter reads DRAM active ~0.62 (0.61–0.63 at any scrape), tensor
+//     pipes ~0.22: decode-bound at the memory-bandwidth limit, which no
+//     setting moves (a step cannot read less than the weights and the
+//     batch's KV). llama-3.3-70b-1 is a healthy peer, the same deployment
+//     with light chat traffic (~7 running, ~30 tok/s per request, E2E P99
+//     under 30 s; a batch that small waits on the weight reads too, and
+//     its memory interface is busy about as often, which nothing else
+//     makes a fault).
 //
 // Every node also serves its GPUs as NVIDIA's DCGM exporter does, at
 // DCGMPath (see GPUFault and the package's dcgm.go): the GPUs' activity
@@ -278,6 +298,11 @@ func Scenario(name string, seed int64) (Config, error) {
 		cfg.Nodes = []Node{n, kimi(1)}
 	case "disaggregated":
 		cfg.Nodes = disaggregated()
+	case "gpu-bandwidth":
+		n := llama(0)
+		n.Workload = Workload{Sessions: GPUBandwidthSessions, Think: 5 * time.Second,
+			Prompt: LogNormal(200, 0.5), Output: LogNormal(1800, 0.4), MaxTokens: 8192}
+		cfg.Nodes = []Node{n, llama(1)}
 	case "stalled":
 		var ns []Node
 		for i := range 2 {
@@ -461,4 +486,40 @@ func disaggregated() []Node {
 	d.Workload.Prompt = LogNormal(64000, 0.35)
 	d.Workload.Output = LogNormal(150, 0.7)
 	return []Node{p, d}
+}
+
+// GPUBandwidthSessions is the closed-loop clients of the gpu-bandwidth
+// scenario's decode-bound node.
+const GPUBandwidthSessions = 330
+
+// Llama-3.3-70B's KV cache: 80 layers of 8 KV heads of 128 dimensions, K
+// and V, in FP8.
+const llamaKVBytesPerToken = 80 * 8 * 128 * 2
+
+// llama is a dense 70B model (Llama-3.3-70B, FP8 weights and KV) on vLLM
+// with TP=4 over four L40S (48 GB of GDDR6 at 864 GB/s each, the
+// memory-poorest GPU GPUSpec knows): 70 GB of weights leave ~100 GB for
+// KV, 600k tokens at 160 kB a token. A step reads the 17.5 GB of weights
+// each GPU holds (~20 ms) and the batch's KV (~48 µs per 1,000 tokens),
+// and adds ~0.19 ms of compute per decoding sequence. Light chat traffic:
+// a healthy node.
+func llama(i int) Node {
+	p := fleet.Profile{DataParallel: 1, TensorParallel: 4, GPU: "L40S",
+		ActiveParamsBillions: 70, TotalParamsBillions: 70}
+	perf := EstimatePerf(p)
+	perf.KVBytesPerToken = llamaKVBytesPerToken
+	perf.StepPerKContext = KVReadPerK(p, llamaKVBytesPerToken)
+	perf.MaxBatchedTokens = 1024
+	perf.MaxNumSeqs = 512
+	perf.KVCapacityTokens = 37500 * 16
+	perf.MaxModelLen = 32768
+	return Node{
+		ID: fmt.Sprintf("%s-%d", ModelLlama, i), Model: ModelLlama, Engine: VLLM, Profile: p, Perf: perf,
+		Workload: Workload{
+			Rate:      0.8,
+			Prompt:    LogNormal(600, 0.7),
+			Output:    LogNormal(200, 0.6),
+			MaxTokens: 4096,
+		},
+	}
 }

@@ -57,6 +57,7 @@ func TestScenarios(t *testing.T) {
 		"gpu-xid":            {"kimi-k2.6-0", "kimi-k2.6-1"},
 		"disaggregated":      {"kimi-k2.6-prefill-0", "kimi-k2.6-decode-0"},
 		"stalled":            {"qwen3-8b-0", "qwen3-8b-1"},
+		"gpu-bandwidth":      {"llama-3.3-70b-0", "llama-3.3-70b-1"},
 	}
 	names := sim.Scenarios()
 	if len(names) != len(want) {

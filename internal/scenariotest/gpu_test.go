@@ -79,6 +79,60 @@ func acceptGPUXID(t *testing.T, res *Result) {
 	}
 }
 
+// acceptGPUBandwidth: at every judged refresh the decode-bound node reads
+// DRAM active ≥ 60% from its DCGM exporter, and its DECODE_BOUND verdict
+// names the memory-bandwidth limit in its summary and evidence and puts
+// "more replicas or a smaller or quantised model" first, in English (as
+// stored) and in Chinese (the same reading diagnosed again). The peer's
+// verdicts never name it.
+func acceptGPUBandwidth(t *testing.T, res *Result) {
+	t.Helper()
+	const node, peer = "llama-3.3-70b-0", "llama-3.3-70b-1"
+	langs := []struct {
+		lang                   llmdiagv1.Language
+		summary, evidence, rec string
+	}{
+		{llmdiagv1.Language_LANGUAGE_EN, "the memory-bandwidth limit of decode", "GPUs at the memory-bandwidth limit of decode: DRAM active ~", "Add replicas, or serve a smaller or quantised model"},
+		{llmdiagv1.Language_LANGUAGE_ZH, "已到 Decode 的显存带宽上限", "GPU 处于 Decode 的显存带宽上限：DRAM 活跃度 ~", "增加副本，或换用更小/量化的模型"},
+	}
+	decodeBound := 0
+	for _, i := range judgedReadings(res, node) {
+		r := res.Readings[node][i]
+		if dram := r.Metrics.GetGpu().GetDramActive(); dram < 0.6 {
+			t.Errorf("%s: %s at %v: DRAM active %.3f, want ≥ 0.6", res.Options.Engine, node, r.At, dram)
+			return
+		}
+		if r.Cause != decode {
+			continue
+		}
+		decodeBound++
+		for _, l := range langs {
+			d := r.Diagnosis
+			if l.lang != llmdiagv1.Language_LANGUAGE_EN {
+				d = diagnose.Diagnose(diagnose.Input{Metrics: r.Metrics, History: res.History(node, i), Profile: profileOf(res, node)},
+					diagnose.DefaultThresholds(), l.lang)
+			}
+			named := strings.Contains(d.GetSummary(), l.summary) &&
+				slices.ContainsFunc(d.GetEvidence(), func(e string) bool { return strings.HasPrefix(e, l.evidence) }) &&
+				len(d.GetRecommendations()) > 0 && strings.HasPrefix(d.GetRecommendations()[0], l.rec)
+			if !named {
+				t.Errorf("%s: %s at %v (%v): the memory-bandwidth limit is not named:\n%s\n%s\n%s", res.Options.Engine, node, r.At, l.lang,
+					d.GetSummary(), strings.Join(d.GetEvidence(), "\n"), strings.Join(d.GetRecommendations(), "\n"))
+				return
+			}
+		}
+	}
+	if _, dev := deviations[caseKey{"gpu-bandwidth", res.Options.Engine, node, ""}]; !dev && decodeBound == 0 {
+		t.Errorf("%s: %s never reads DECODE_BOUND", res.Options.Engine, node)
+	}
+	for _, r := range res.Readings[peer] {
+		if strings.Contains(r.Diagnosis.GetSummary(), langs[0].summary) {
+			t.Errorf("%s: peer %s at %v names the memory-bandwidth limit: %s", res.Options.Engine, peer, r.At, r.Diagnosis.GetSummary())
+			return
+		}
+	}
+}
+
 func checkGPURow(t *testing.T, res *Result, node, peer string, ind llmdiagv1.Indicator, s llmdiagv1.Status, named string) {
 	t.Helper()
 	for _, i := range judgedReadings(res, node) {

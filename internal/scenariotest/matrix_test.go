@@ -144,6 +144,12 @@ var expected = []struct {
 		{"qwen3-8b-0", stall, nil, "hung", []sim.Window{span(stalledDue, 0)}},
 		{"qwen3-8b-1", healthy, nil, "", nil},
 	}, 12 * time.Minute, acceptStalled},
+	// A dense 70B on four L40S decoding ~320 long answers at once: ~9 tok/s
+	// per request, an E2E tail of minutes, no queue, KV ~0.75, and the
+	// GPUs' memory interface ~62% busy (DCGM): DECODE_BOUND at the
+	// memory-bandwidth limit, the verdict saying so (acceptGPUBandwidth).
+	// The peer, the same deployment with light chat traffic, is healthy.
+	{"gpu-bandwidth", []target{{"llama-3.3-70b-0", decode, nil, "", nil}, {"llama-3.3-70b-1", healthy, nil, "", nil}}, 0, acceptGPUBandwidth},
 }
 
 type caseKey struct {
@@ -195,6 +201,7 @@ var deviations = map[caseKey]deviation{
 	{"stalled", sim.TRTLLM, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
 	{"stalled", sim.Triton, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
 	{"stalled", sim.TGI, "qwen3-8b-0", "hung"}:               {stall, wholeRequestStall, nil},
+	{"gpu-bandwidth", sim.Triton, "llama-3.3-70b-0", ""}:     {healthy, "Triton's TRT-LLM backend has no token counters and no latency histograms: neither per-request decode speed nor the E2E tail is visible, so DECODE_BOUND is out of reach, GPUs at the memory-bandwidth limit or not (its DCGM row still reads DRAM ~62%); KV ~0.75 and no queue read HEALTHY", nil},
 }
 
 const wholeRequestStall = "no inter-token histogram in this schema: its counters move only as requests start or end, so flat counters read STALLED only once they have been flat for stalled_request_counters_for (2m) as well, lest one long generation read as a hang; judged from 2 minutes into the hang, before which it reads OVERLOADED or BURST as the queue builds (acceptStalled checks never HEALTHY and never routable from the third refresh on)"
