@@ -38,6 +38,8 @@ func TestGPUGolden(t *testing.T) {
 		summary, evidence, firstRec map[llmdiagv1.Language]string
 		row                         llmdiagv1.Indicator // the GPU row and its status
 		rowStatus                   llmdiagv1.Status
+		// unroutable: the node must be steered around (a GPU fault).
+		unroutable bool
 	}{
 		{
 			name: "seed-gpu", in: diagnosetest.SeedGPUInput, status: warn, cause: llmdiagv1.Cause_CAUSE_DECODE_BOUND,
@@ -85,7 +87,7 @@ func TestGPUGolden(t *testing.T) {
 				llmdiagv1.Language_LANGUAGE_EN: "Drain the node",
 				llmdiagv1.Language_LANGUAGE_ZH: "摘除该节点",
 			},
-			row: llmdiagv1.Indicator_INDICATOR_GPU_XID, rowStatus: crit,
+			row: llmdiagv1.Indicator_INDICATOR_GPU_XID, rowStatus: crit, unroutable: true,
 		},
 	} {
 		for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
@@ -106,6 +108,9 @@ func TestGPUGolden(t *testing.T) {
 				i := slices.IndexFunc(d.GetFindings(), func(f *llmdiagv1.Finding) bool { return f.GetIndicator() == tc.row })
 				if i < 0 || d.GetFindings()[i].GetStatus() != tc.rowStatus {
 					t.Errorf("no %v row with status %v", tc.row, tc.rowStatus)
+				}
+				if d.GetRoutable() == tc.unroutable {
+					t.Errorf("routable %v, want %v", d.GetRoutable(), !tc.unroutable)
 				}
 				suffix := map[llmdiagv1.Language]string{llmdiagv1.Language_LANGUAGE_EN: "en", llmdiagv1.Language_LANGUAGE_ZH: "zh"}[lang]
 				testkit.Golden(t, filepath.Join("testdata", tc.name+"."+suffix+".json"), stableJSON(t, d))

@@ -1202,8 +1202,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"requests wait for LoRA adapters: %s adapter(s) waited for, %s running (vLLM lora_requests_info): the queue holds requests whose adapter is not loaded",
 		"请求在等待 LoRA 适配器：%s 个适配器被等待，%s 个在运行（vLLM lora_requests_info）：队列中有请求的适配器尚未加载"},
 	recSpecDraft: {
-		"Check the draft model or lower num_speculative_tokens: acceptance is %s",
-		"检查草稿模型，或调低 num_speculative_tokens：接受率仅 %s"},
+		"Check the draft model or lower num_speculative_tokens: acceptance is %s.",
+		"检查草稿模型，或调低 num_speculative_tokens：接受率仅 %s。"},
 	kvOffload: {
 		"GPU KV full by design: offload tier (%s) keeps the GPU cache full, with no preemptions and no queue",
 		"GPU KV 按设计占满：卸载层（%s）让 GPU 缓存保持满载，无抢占、无排队"},
@@ -1339,23 +1339,23 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		" The GPUs are compute-bound (tensor pipes active %s, SM active %s).",
 		"GPU 受算力限制（Tensor 管线活跃度 %s，SM 活跃度 %s）。"},
 	recGPUBandwidth: {
-		"Add replicas, or serve a smaller or quantised model: decode is at the GPUs' memory-bandwidth limit, which tuning does not move",
-		"增加副本，或换用更小/量化的模型：Decode 已到 GPU 显存带宽上限，调参无法突破"},
+		"Add replicas, or serve a smaller or quantised model: decode is at the GPUs' memory-bandwidth limit, which tuning does not move.",
+		"增加副本，或换用更小/量化的模型：Decode 已到 GPU 显存带宽上限，调参无法突破。"},
 	recGPUStarved: {
-		"Raise max_num_seqs (SGLang: max_running_requests): requests wait while the GPUs do, and more of them could share each step",
-		"调大 max_num_seqs（SGLang：max_running_requests）：请求在排队而 GPU 在空等，每一步本可处理更多请求"},
+		"Raise max_num_seqs (SGLang: max_running_requests): requests wait while the GPUs do, and more of them could share each step.",
+		"调大 max_num_seqs（SGLang：max_running_requests）：请求在排队而 GPU 在空等，每一步本可处理更多请求。"},
 	recGPUCPUStalls: {
-		"Check CPU-side stalls: tokenisation, scheduling, sampling, host-to-device copies, a CPU too small for the GPUs",
-		"排查 CPU 侧阻塞：分词、调度、采样、主机到设备拷贝，或 CPU 配置不足"},
+		"Check CPU-side stalls: tokenisation, scheduling, sampling, host-to-device copies, a CPU too small for the GPUs.",
+		"排查 CPU 侧阻塞：分词、调度、采样、主机到设备拷贝，或 CPU 配置不足。"},
 	recGPUCompute: {
-		"Add replicas or faster GPUs: the GPUs are at their compute limit",
-		"增加副本或换用更快的 GPU：GPU 已到算力上限"},
+		"Add replicas or faster GPUs: the GPUs are at their compute limit.",
+		"增加副本或换用更快的 GPU：GPU 已到算力上限。"},
 	recGPUThrottle: {
-		"Check cooling and power limits of the throttled GPUs (nvidia-smi -q -d PERFORMANCE) and move load off them until fixed",
-		"检查降频 GPU 的散热与功耗上限（nvidia-smi -q -d PERFORMANCE），修复前将负载移走"},
+		"Check cooling and power limits of the throttled GPUs (nvidia-smi -q -d PERFORMANCE) and move load off them until fixed.",
+		"检查降频 GPU 的散热与功耗上限（nvidia-smi -q -d PERFORMANCE），修复前将负载移走。"},
 	recGPUXID: {
-		"Drain the node, read the XID in the kernel log (dmesg) and reset or replace the GPU",
-		"摘除该节点，在内核日志（dmesg）中查看 XID，重置或更换 GPU"},
+		"Drain the node, read the XID in the kernel log (dmesg) and reset or replace the GPU.",
+		"摘除该节点，在内核日志（dmesg）中查看 XID，重置或更换 GPU。"},
 	xid13:                  {"graphics engine exception (often the application)", "图形引擎异常（多为应用问题）"},
 	xid31:                  {"GPU memory page fault (often the application)", "GPU 内存页错误（多为应用问题）"},
 	xid43:                  {"GPU stopped processing", "GPU 停止处理"},
@@ -1375,14 +1375,14 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	valueRolePrefill:       {"prefill worker", "Prefill 节点"},
 	valueRoleDecode:        {"decode worker", "Decode 节点"},
 	rolePrefill: {
-		"prefill worker: it computes the prompts and hands their KV cache to decode workers, so its decode speed is not judged",
+		"Prefill worker: it computes the prompts and hands their KV cache to decode workers, so its decode speed is not judged",
 		"Prefill 节点：计算 Prompt 并把 KV Cache 交给 Decode 节点，因此不评判其 Decode 速度"},
 	roleDecode: {
-		"decode worker: it receives each request's KV cache from a prefill worker, so its TTFT includes the transfer and is no evidence of a prefill bottleneck here",
+		"Decode worker: it receives each request's KV cache from a prefill worker, so its TTFT includes the transfer and is no evidence of a prefill bottleneck here",
 		"Decode 节点：每个请求的 KV Cache 由 Prefill 节点传来，其 TTFT 包含传输时间，不能作为本节点 Prefill 瓶颈的证据"},
 	evRoleSource: {"role from %s", "角色来自 %s"},
 	roleNotJudged: {
-		"not judged: a prefill worker produces only the first token of each request",
+		"Not judged: a prefill worker produces only the first token of each request",
 		"不评判：Prefill 节点只产出每个请求的首 Token"},
 	evTTFTTransfer: {
 		"TTFT on a decode worker includes the KV transfer from the prefill worker: %s per transfer on average, %s of the mean TTFT %s",
@@ -1395,14 +1395,14 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Decode 节点的 TTFT 包含从 Prefill 节点传输 KV 的时间，该引擎不统计此时间"},
 	kvTimeOK:   {"KV caches move between workers quickly", "KV Cache 在节点间传输迅速"},
 	kvTimeSlow: {"KV transfers are slow: the first token on the decode worker waits for them", "KV 传输偏慢：Decode 节点的首 Token 要等待传输完成"},
-	kvTimeNone: {"no KV transfer in the window", "窗口内没有 KV 传输"},
+	kvTimeNone: {"No KV transfer in the window", "窗口内没有 KV 传输"},
 	evKVTransferLimits: {
 		"warn at %s per transfer on average, crit at %s",
 		"平均每次传输 %s 告警，%s 严重"},
 	evKVTransfers:   {"transfers: %s", "传输次数：%s"},
 	kvVolume:        {"KV cache bytes moved between prefill and decode workers", "Prefill 与 Decode 节点间传输的 KV Cache 字节数"},
 	evKVPerTransfer: {"%s per transfer", "每次 %s"},
-	kvFailNone:      {"no KV transfer failed", "没有 KV 传输失败"},
+	kvFailNone:      {"No KV transfer failed", "没有 KV 传输失败"},
 	kvFailSome: {
 		"KV transfers fail: those requests are recomputed or aborted",
 		"KV 传输失败：这些请求会重新计算或被中止"},
@@ -1420,16 +1420,16 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"TTFT P99 %s on this decode worker includes the prefill worker's queue and prefill and the KV transfer: look at the prefill workers.",
 		"该 Decode 节点的 TTFT P99 %s 包含 Prefill 节点的排队与 Prefill 以及 KV 传输：请检查 Prefill 节点。"},
 	recPrefillWorkers: {
-		"look at the prefill workers (their queue and TTFT): with few prefill workers per decode worker, long prompts wait for prefill there; add prefill workers",
-		"检查 Prefill 节点（排队与 TTFT）：每个 Decode 节点配的 Prefill 节点过少时，长 Prompt 会在那里等待 Prefill；增加 Prefill 节点"},
+		"Look at the prefill workers (their queue and TTFT): with few prefill workers per decode worker, long prompts wait for prefill there; add prefill workers.",
+		"检查 Prefill 节点（排队与 TTFT）：每个 Decode 节点配的 Prefill 节点过少时，长 Prompt 会在那里等待 Prefill；增加 Prefill 节点。"},
 	recKVTransfer: {
-		"check the KV-transfer path between prefill and decode workers: the transport the connector chose (RDMA rather than TCP), GPU–NIC affinity, and the link's bandwidth",
-		"检查 Prefill 与 Decode 节点间的 KV 传输路径：连接器选用的传输方式（应为 RDMA 而非 TCP）、GPU 与网卡的亲和性、链路带宽"},
+		"Check the KV-transfer path between prefill and decode workers: the transport the connector chose (RDMA rather than TCP), GPU–NIC affinity, and the link's bandwidth.",
+		"检查 Prefill 与 Decode 节点间的 KV 传输路径：连接器选用的传输方式（应为 RDMA 而非 TCP）、GPU 与网卡的亲和性、链路带宽。"},
 	recKVFailures: {
-		"read the transfer errors in both workers' logs: a failed transfer is recomputed or aborted",
-		"查看两端节点日志中的传输错误：传输失败的请求会重新计算或被中止"},
+		"Read the transfer errors in both workers' logs: a failed transfer is recomputed or aborted.",
+		"查看两端节点日志中的传输错误：传输失败的请求会重新计算或被中止。"},
 	recAddPrefillWorkers: {
-		"prefill is already disaggregated and this prefill worker is the bottleneck: add prefill workers (more prefill per decode worker)",
-		"Prefill 已分离部署，瓶颈正是该 Prefill 节点：增加 Prefill 节点（提高 Prefill 与 Decode 节点的配比）"},
+		"Prefill is already disaggregated and this prefill worker is the bottleneck: add prefill workers (more prefill per decode worker).",
+		"Prefill 已分离部署，瓶颈正是该 Prefill 节点：增加 Prefill 节点（提高 Prefill 与 Decode 节点的配比）。"},
 	evSLOWindowOverBudget: {"%s: not read, over the request's query budget", "%s：未读取，超出本次请求的查询预算"},
 }

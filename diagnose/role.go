@@ -156,7 +156,7 @@ func (f *facts) roleVerdict(p printer, v *verdict, findings []*llmdiagv1.Finding
 				v.summary = p.f(summaryDecodeTTFT, p.seconds(f.ttftP99.GetValue()))
 			}
 		}
-		v.recs = appendNew(v.recs, p.f(recPrefillWorkers))
+		v.recs = firstNew(v.recs, p.f(recPrefillWorkers))
 	case f.prefillWorker() && v.cause == llmdiagv1.Cause_CAUSE_PREFILL_BOUND:
 		// Already disaggregated: the advice is more prefill workers.
 		if i := slices.Index(v.recs, p.f(recDisaggregate)); i >= 0 {
@@ -164,19 +164,20 @@ func (f *facts) roleVerdict(p printer, v *verdict, findings []*llmdiagv1.Finding
 		}
 	}
 	if slow {
-		v.recs = appendNew(v.recs, p.f(recKVTransfer))
+		v.recs = firstNew(v.recs, p.f(recKVTransfer))
 	}
 	if elevatedInd(llmdiagv1.Indicator_INDICATOR_KV_TRANSFER_FAILURES) {
-		v.recs = appendNew(v.recs, p.f(recKVFailures))
+		v.recs = firstNew(v.recs, p.f(recKVFailures))
 	}
 }
 
-// appendNew appends s to list unless it is there already.
-func appendNew(list []string, s string) []string {
+// firstNew puts s first in list unless it is there already: what the role
+// says to do comes before the cause's generic advice.
+func firstNew(list []string, s string) []string {
 	if slices.Contains(list, s) {
 		return list
 	}
-	return append(list, s)
+	return slices.Insert(list, 0, s)
 }
 
 // byteSize formats a byte count: "512 B", "3.4 MB", "1.2 GB" (powers of 10).

@@ -121,7 +121,7 @@ func TestRoleAwareVerdicts(t *testing.T) {
 				return m
 			},
 			cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED, status: warn, notCause: llmdiagv1.Cause_CAUSE_PREFILL_BOUND,
-			summary: "includes the prefill worker's queue and prefill", rec: "look at the prefill workers",
+			summary: "includes the prefill worker's queue and prefill", rec: "Look at the prefill workers",
 			findings: map[llmdiagv1.Indicator]llmdiagv1.Status{llmdiagv1.Indicator_INDICATOR_KV_TRANSFER_TIME: ok},
 		},
 		{

@@ -13,8 +13,8 @@ import (
 
 // The concepts of prefill/decode disaggregation. They are read with the
 // engine's rank and replica labels, like the concepts of the main table,
-// but from a table of their own (kvTransferTable), which the
-// Prometheus-API source does not query.
+// but from a table of their own (kvTransferTable, KVTransferMapping), which
+// the Prometheus-API source queries beside the main one.
 const (
 	KVTransfers        Concept = iota + numConcepts // KV-cache transfers completed (counter)
 	KVTransferSeconds                               // their summed duration, seconds (counter)
@@ -68,6 +68,26 @@ var kvTransferTable = []Mapping{
 // are not read.
 var kvObservedOn = map[llmdiagv1.Engine]llmdiagv1.Role{llmdiagv1.Engine_ENGINE_SGLANG: llmdiagv1.Role_ROLE_PREFILL}
 
+// KVTransferMapping is where engine e's KV-transfer concepts are read:
+// Concepts holds only those; false when e exports none.
+func KVTransferMapping(e llmdiagv1.Engine) (*Mapping, bool) {
+	for i := range kvTransferTable {
+		if kvTransferTable[i].Engine == e {
+			return &kvTransferTable[i], true
+		}
+	}
+	return nil, false
+}
+
+// ReadsKVTransfers reports whether the KV-transfer counters of a node of
+// engine e whose detected role (DetectRole) is role are read: not those of
+// the side that does not observe the transfers (kvObservedOn), whose
+// series stay at 0.
+func ReadsKVTransfers(e llmdiagv1.Engine, role llmdiagv1.Role) bool {
+	side, ok := kvObservedOn[e]
+	return !ok || role == llmdiagv1.Role_ROLE_UNSPECIFIED || role == side
+}
+
 // KVTransferFamilies lists the families the KV-transfer concepts are read
 // from, for every engine.
 func KVTransferFamilies() []string {
@@ -91,42 +111,74 @@ func KVTransferFamilies() []string {
 // Dynamo's decode worker is component "backend", as is a worker of an
 // aggregated deployment, so "backend" says nothing; "decode" is read where
 // a deployment names it so.
-var roleLabels = []struct {
-	prefix, label string
-	values        map[string]llmdiagv1.Role
-}{
+var roleLabels = []RoleLabel{
 	{"sglang:", "engine_type", map[string]llmdiagv1.Role{"prefill": llmdiagv1.Role_ROLE_PREFILL, "decode": llmdiagv1.Role_ROLE_DECODE}},
 	{"dynamo_component_", "dynamo_component", map[string]llmdiagv1.Role{"prefill": llmdiagv1.Role_ROLE_PREFILL, "decode": llmdiagv1.Role_ROLE_DECODE}},
 }
 
-// DetectRole tells a node's role from its families (see roleLabels), and
-// names the label it read, as `engine_type="prefill"`. It returns
-// ROLE_UNSPECIFIED when no family says, or when they disagree.
-func DetectRole(families map[string]*dto.MetricFamily) (llmdiagv1.Role, string) {
+// RoleLabel is a label that says a node's role on the families whose
+// names start with Prefix: each value of Values says a role, other values
+// nothing.
+type RoleLabel struct {
+	Prefix, Label string
+	Values        map[string]llmdiagv1.Role
+}
+
+// RoleLabels are the labels DetectRole reads, in the order it reads them.
+// The caller must not modify them.
+func RoleLabels() []RoleLabel { return roleLabels }
+
+// LabelValue is one value of a label seen on a node's series.
+type LabelValue struct{ Label, Value string }
+
+// RoleFrom tells a node's role from the values of the role labels its
+// series carry (on families of each label's prefix; any order, repeats
+// allowed), and names the label it read, as `engine_type="prefill"`. It
+// returns ROLE_UNSPECIFIED when no value says a role, or when they
+// disagree. DetectRole and the Prometheus-API source both decide here.
+func RoleFrom(seen []LabelValue) (llmdiagv1.Role, string) {
 	role, source := llmdiagv1.Role_ROLE_UNSPECIFIED, ""
 	for _, rl := range roleLabels {
+		for _, lv := range seen {
+			if lv.Label != rl.Label {
+				continue
+			}
+			r, ok := rl.Values[lv.Value]
+			switch {
+			case !ok:
+			case role == llmdiagv1.Role_ROLE_UNSPECIFIED:
+				role, source = r, fmt.Sprintf("%s=%q", rl.Label, lv.Value)
+			case r != role:
+				return llmdiagv1.Role_ROLE_UNSPECIFIED, ""
+			}
+		}
+	}
+	return role, source
+}
+
+// DetectRole tells a node's role from its families (see roleLabels and
+// RoleFrom), and names the label it read, as `engine_type="prefill"`. It
+// returns ROLE_UNSPECIFIED when no family says, or when they disagree.
+func DetectRole(families map[string]*dto.MetricFamily) (llmdiagv1.Role, string) {
+	var seen []LabelValue
+	for _, rl := range roleLabels {
 		for name, mf := range families {
-			if !strings.HasPrefix(name, rl.prefix) {
+			if !strings.HasPrefix(name, rl.Prefix) {
 				continue
 			}
 			for _, m := range mf.GetMetric() {
 				for _, l := range m.GetLabel() {
-					if l.GetName() != rl.label {
+					if l.GetName() != rl.Label {
 						continue
 					}
-					r, ok := rl.values[l.GetValue()]
-					switch {
-					case !ok:
-					case role == llmdiagv1.Role_ROLE_UNSPECIFIED:
-						role, source = r, fmt.Sprintf("%s=%q", rl.label, l.GetValue())
-					case r != role:
-						return llmdiagv1.Role_ROLE_UNSPECIFIED, ""
+					if _, ok := rl.Values[l.GetValue()]; ok {
+						seen = append(seen, LabelValue{rl.Label, l.GetValue()})
 					}
 				}
 			}
 		}
 	}
-	return role, source
+	return RoleFrom(seen)
 }
 
 // disagg fills the role and the KV-transfer counters of s, recording the
@@ -138,7 +190,7 @@ func (x *extractor) disagg(s *sample.Sample) {
 		if m.Engine != x.m.Engine {
 			continue
 		}
-		if side, ok := kvObservedOn[m.Engine]; ok && s.Role != llmdiagv1.Role_ROLE_UNSPECIFIED && s.Role != side {
+		if !ReadsKVTransfers(m.Engine, s.Role) {
 			// The other side's series stay at 0: not "no transfer".
 			continue
 		}

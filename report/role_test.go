@@ -25,7 +25,7 @@ func TestRoleReports(t *testing.T) {
 		{"prefill-worker.en.json", "prefill-worker.en.md", en, []string{
 			"pd-prefill-0 · m · vLLM · prefill worker · 5m — WARN",
 			"| Role | OK (prefill worker) |",
-			"| Per-request decode speed | OK (0.5 tok/s per request) | not judged: a prefill worker produces only the first token of each request |",
+			"| Per-request decode speed | OK (0.5 tok/s per request) | Not judged: a prefill worker produces only the first token of each request |",
 			"add prefill workers",
 		}},
 		{"prefill-worker.zh.json", "prefill-worker.zh.md", zh, []string{"Prefill 节点 · 5m — 警告", "不评判"}},

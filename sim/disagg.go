@@ -203,27 +203,3 @@ func sglangEngineType(n Node) string {
 	}
 	return "unified"
 }
-
-// sglangSchedulerLabels are the label names of SGLang's scheduler series
-// and their values per core, as newSGLangMetrics labels them.
-func sglangSchedulerLabels(n Node, model string) ([]string, [][]string) {
-	l := []string{"engine_type", model, "moe_ep_rank", "pp_rank", "tp_rank"}
-	if n.cores() > 1 {
-		l = append(l, "dp_rank")
-	}
-	tp := max(int(n.Profile.TensorParallel), 1)
-	var lvs [][]string
-	for i := range n.cores() {
-		rank := strconv.Itoa(i * tp)
-		ep := "0"
-		if n.Profile.ExpertParallel > 1 {
-			ep = rank
-		}
-		lv := []string{sglangEngineType(n), n.Model, ep, "0", rank}
-		if n.cores() > 1 {
-			lv = append(lv, strconv.Itoa(i))
-		}
-		lvs = append(lvs, lv)
-	}
-	return l, lvs
-}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
@@ -38,42 +36,15 @@ func (s *Scraper) scrapeDCGM(ctx context.Context, t fleet.Node) gpuRead {
 		s.log.Debug("dcgm scrape failed", "node", t.ID, "url", where, "err", err)
 		return gpuRead{warnings: []string{fmt.Sprintf("dcgm %s: %v: no GPU figures", where, err)}}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.DCGM, nil)
-	if err != nil {
-		return fail(fmt.Errorf("build request: %w", err))
+	exp, _, release, err := s.fetch(ctx, t.ID, t.DCGM, t.FollowRedirects)
+	var unreadable unreadableError
+	if errors.As(err, &unreadable) {
+		err = fmt.Errorf("parse: %w", err)
 	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	client := s.noFollow
-	if t.FollowRedirects {
-		client = s.client
-	}
-	resp, err := client.Do(req)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fail(fmt.Errorf("no answer within %s", s.opts.Timeout))
-	}
-	if err != nil {
-		return fail(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fail(errors.New(notOK(req, resp, t.FollowRedirects)))
-	}
-	if ct := mediaType(resp.Header); !exposition[ct] {
-		return fail(fmt.Errorf("HTTP 200 with content type %s, not a Prometheus text exposition", ct))
-	}
-	release, err := s.acquire(ctx, t.ID)
 	if err != nil {
 		return fail(err)
 	}
 	defer release()
-	lr := &countingReader{r: io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)}
-	exp, err := engine.Parse(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues})
-	if lr.n > s.opts.MaxBodyBytes {
-		err = fmt.Errorf("body exceeds %d bytes", s.opts.MaxBodyBytes)
-	}
-	if err != nil {
-		return fail(fmt.Errorf("parse: %w", withFlag(err)))
-	}
 	gpu, warnings := engine.ExtractGPU(exp.Families)
 	out := gpuRead{gpu: gpu}
 	for _, w := range append(exp.Warnings, warnings...) {
