@@ -205,6 +205,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	svc := server.NewService(st.st, src.src, log, time.Now, server.Config{
 		DefaultWindow: *c.window, StaleAfter: *c.staleAfter, Thresholds: th,
 		OffsetStep: *c.offsetStep, RequestQueryBudget: *c.requestQueries,
+		SLOReads: loop, // the SLO windows its verdicts read
 	}, ctx.Done())
 	ready := loop.Ready()
 	var deps []server.Dependency

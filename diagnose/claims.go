@@ -554,6 +554,8 @@ var catalogClaims = map[msg][]claim{
 	summaryDecodeTransfer: {{aboutTTFT, isHigh}},
 	summaryDecodeTTFT:     {{aboutTTFT, isHigh}},
 	recPrefillWorkers:     nil, recKVTransfer: nil, recKVFailures: nil, recAddPrefillWorkers: nil,
+	// slo.go, on-demand diagnoses
+	evSLOWindowOverBudget: nil,
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for

@@ -49,6 +49,10 @@ type Input struct {
 	// Window set, for the SLO burn findings (SLOWindows; slo.go); may be
 	// empty, and is not read without SLOs.
 	Windows []*llmdiagv1.NodeMetrics
+	// OverBudget are windows of SLOWindows the caller did not read because
+	// the request's query budget could not cover them: the SLO findings
+	// say so of each, rather than only that it was not read.
+	OverBudget []time.Duration
 }
 
 // Diagnose returns the verdict on in.Metrics under thresholds t, with every

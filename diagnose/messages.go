@@ -574,6 +574,7 @@ const (
 	xid94
 	xid95
 	xid119
+	evSLOWindowOverBudget
 
 	numMsgs
 )
@@ -1430,4 +1431,5 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	recAddPrefillWorkers: {
 		"Prefill is already disaggregated and this prefill worker is the bottleneck: add prefill workers (more prefill per decode worker).",
 		"Prefill 已分离部署，瓶颈正是该 Prefill 节点：增加 Prefill 节点（提高 Prefill 与 Decode 节点的配比）。"},
+	evSLOWindowOverBudget: {"%s: not read, over the request's query budget", "%s：未读取，超出本次请求的查询预算"},
 }

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -62,6 +63,17 @@ func BurnAlerts() []BurnAlert { return burnAlerts[:] }
 // not already cover).
 func SLOWindows() []time.Duration {
 	return []time.Duration{5 * time.Minute, 30 * time.Minute, time.Hour, 6 * time.Hour}
+}
+
+// HasSLO reports whether t has an SLO for model: one of model's, or one of
+// every model's.
+func HasSLO(t Thresholds, model string) bool {
+	for _, s := range t.SLOs.List() {
+		if s.Model == "" || s.Model == model {
+			return true
+		}
+	}
+	return false
 }
 
 // sloIndicator is the finding's indicator for each metric.
@@ -188,6 +200,8 @@ func sloFinding(p printer, in Input, s SLO) *llmdiagv1.Finding {
 			evidence = append(evidence, p.f(evSLOWindow, pw.Window, attainmentText(w.att), thousands(w.att.Total), p.seconds(target), rangeText(lo, hi, 1)+"×"))
 		case w.read:
 			evidence = append(evidence, p.f(evSLOWindowEmpty, pw.Window))
+		case slices.Contains(in.OverBudget, d):
+			evidence = append(evidence, p.f(evSLOWindowOverBudget, pw.Window))
 		default:
 			evidence = append(evidence, p.f(evSLOWindowMissing, pw.Window))
 		}

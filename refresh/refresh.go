@@ -335,7 +335,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		Profile: profile,
 		Peers:   peers,
 		Group:   group,
-		Windows: l.slo.of(o.Node.ID),
+		Windows: l.slo.use(o.Node.ID, m.GetObservedAt().AsTime()),
 	}, l.cfg.Thresholds, llmdiagv1.Language_LANGUAGE_EN)
 	point.Status = d.GetStatus()
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
@@ -136,5 +137,99 @@ func TestSLOWindowsThroughDirectScrape(t *testing.T) {
 	}
 	if f := finding(); f.GetStatus() != llmdiagv1.Status_STATUS_WARN {
 		t.Errorf("between reads: %s, want WARN from the windows kept", f.GetStatus())
+	}
+}
+
+// TestLoopSLOWindows: Loop.SLOWindows gives the windows the diagnosis of
+// the stored record read, matched by its observed_at (the record of the
+// refresh before too, which the service may still read while the next is
+// being stored), so that the record diagnosed again in Chinese shows the
+// stored English verdict's SLO figures; nothing for older records, unknown
+// nodes, or a loop without SLOs.
+func TestLoopSLOWindows(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	clock := func() time.Time { return now }
+	th := diagnose.DefaultThresholds()
+	th.SLOs = diagnose.NewSLOSet(diagnose.SLO{Name: "ttft-1s", Metric: diagnose.SLOTTFT, Target: time.Second, Objective: 0.99, Period: 30 * 24 * time.Hour})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	url := vllmTTFT(t)
+	ctx := context.Background()
+	loopOf := func(th diagnose.Thresholds) (*refresh.Loop, *memory.Store) {
+		src := scrape.New([]fleet.Node{{ID: "n", URL: url, Engine: "vllm"}}, nil, log, clock, scrape.Options{LongRetention: refresh.SLORetention(th)})
+		st := memory.New(memory.Options{}, "t")
+		return refresh.New(src, st, &nopRecorder{}, log, clock, refresh.Config{Interval: 5 * time.Second, Window: "5m", Thresholds: th}), st
+	}
+	loop, st := loopOf(th)
+	// Six hours of samples, so that every window is covered.
+	for range 6*60/2 + 1 {
+		now = now.Add(2 * time.Minute)
+		if err := loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var observed []time.Time
+	for range 3 {
+		now = now.Add(5 * time.Second)
+		if err := loop.Once(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rec, err := st.Get(ctx, "n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		observed = append(observed, rec.Metrics.GetObservedAt().AsTime())
+	}
+	rec, err := st.Get(ctx, "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, ok := loop.SLOWindows("n", observed[2])
+	var names []string
+	for _, m := range w {
+		names = append(names, m.GetWindow())
+	}
+	if !ok || !slices.Equal(names, []string{"30m", "1h", "6h"}) {
+		t.Fatalf("SLOWindows of the stored record: %v %v, want 30m, 1h, 6h", names, ok)
+	}
+	sloOf := func(d *llmdiagv1.Diagnosis) *llmdiagv1.SLOBurn {
+		for _, f := range d.GetFindings() {
+			if f.GetSlo() != nil {
+				return f.GetSlo()
+			}
+		}
+		t.Fatalf("no SLO finding in %v", d.GetFindings())
+		return nil
+	}
+	for _, pw := range sloOf(rec.Diagnosis).GetWindows() {
+		if pw.AttainmentLower == nil {
+			t.Errorf("stored verdict: window %s without attainment", pw.GetWindow())
+		}
+	}
+	zh := diagnose.Diagnose(diagnose.Input{Metrics: rec.Metrics, Windows: w}, th, llmdiagv1.Language_LANGUAGE_ZH)
+	if got, want := sloOf(zh), sloOf(rec.Diagnosis); !proto.Equal(got, want) {
+		t.Errorf("the stored record diagnosed again in Chinese: SLO figures\n%v\nwant the stored verdict's\n%v", got, want)
+	}
+	for _, tc := range []struct {
+		name string
+		loop *refresh.Loop
+		node string
+		at   time.Time
+		ok   bool
+	}{
+		{"the refresh before", loop, "n", observed[1], true},
+		{"two refreshes before", loop, "n", observed[0], false},
+		{"not observed", loop, "n", observed[2].Add(time.Second), false},
+		{"unknown node", loop, "m", observed[2], false},
+	} {
+		if _, ok := tc.loop.SLOWindows(tc.node, tc.at); ok != tc.ok {
+			t.Errorf("%s: ok %v, want %v", tc.name, ok, tc.ok)
+		}
+	}
+	plain, _ := loopOf(diagnose.DefaultThresholds())
+	if err := plain.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if w, ok := plain.SLOWindows("n", now); ok || w != nil {
+		t.Errorf("without SLOs: %v %v, want nothing", w, ok)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/llmdiag/llmdiag/diagnose"
@@ -53,11 +54,25 @@ func SLORetention(th diagnose.Thresholds) time.Duration {
 const sloKeep = 3
 
 // sloWindows holds the SLO windows read for each node. Only the loop's
-// cycle uses it, under Loop.mu.
+// cycle uses windows and nodes, under Loop.mu; used is also read by the
+// service (Loop.SLOWindows), under mu.
 type sloWindows struct {
 	windows []sloWindow
 	// nodes holds each node's reads, one per window, by node id.
 	nodes map[string][]sloRead
+
+	mu sync.Mutex
+	// used holds, by node id, the windows each of the node's last two
+	// diagnoses read, newest first: the last one's record may not be
+	// stored yet when the service asks about the one before.
+	used map[string][2]sloUsed
+}
+
+// sloUsed is the SLO windows one diagnosis of a node read.
+type sloUsed struct {
+	observedAt time.Time // of the metrics diagnosed
+	windows    []*llmdiagv1.NodeMetrics
+	set        bool
 }
 
 // sloWindow is one window the loop reads.
@@ -85,23 +100,13 @@ func newSLOWindows(th diagnose.Thresholds, window string, interval time.Duration
 	if err != nil || lifetime {
 		own = -1
 	}
-	s := &sloWindows{nodes: map[string][]sloRead{}}
+	s := &sloWindows{nodes: map[string][]sloRead{}, used: map[string][2]sloUsed{}}
 	for _, d := range diagnose.SLOWindows() {
 		if d != own {
 			s.windows = append(s.windows, sloWindow{name: metrics.FormatWindow(d), every: SLOCadence(d, interval)})
 		}
 	}
 	return s
-}
-
-// sloWanted reports whether th has an SLO for model.
-func sloWanted(th diagnose.Thresholds, model string) bool {
-	for _, s := range th.SLOs.List() {
-		if s.Model == "" || s.Model == model {
-			return true
-		}
-	}
-	return false
 }
 
 // read reads the windows due at now for the nodes of obs that an SLO
@@ -122,7 +127,7 @@ func (s *sloWindows) read(ctx context.Context, src source.Source, log *slog.Logg
 		var firstErr error
 		complete := true
 		for _, o := range obs {
-			if o.Metrics == nil || !sloWanted(th, model(o)) {
+			if o.Metrics == nil || !diagnose.HasSLO(th, model(o)) {
 				continue
 			}
 			m, err := src.Window(ctx, o.Node.ID, w.name, 0)
@@ -169,6 +174,18 @@ func (s *sloWindows) read(ctx context.Context, src source.Source, log *slog.Logg
 			delete(s.nodes, id)
 		}
 	}
+	// What the service may ask about: the nodes of this refresh.
+	in := make(map[string]bool, len(obs))
+	for _, o := range obs {
+		in[o.Node.ID] = true
+	}
+	s.mu.Lock()
+	for id := range s.used {
+		if !in[id] {
+			delete(s.used, id)
+		}
+	}
+	s.mu.Unlock()
 }
 
 // of returns node's metrics over the SLO windows, for diagnose.Input.
@@ -183,6 +200,45 @@ func (s *sloWindows) of(node string) []*llmdiagv1.NodeMetrics {
 		}
 	}
 	return out
+}
+
+// use returns node's metrics over the SLO windows for its diagnosis of the
+// metrics observed at observedAt (of), and remembers them for the service
+// (SLOWindows). The messages are not changed once read: the service's
+// diagnoses read them concurrently.
+func (s *sloWindows) use(node string, observedAt time.Time) []*llmdiagv1.NodeMetrics {
+	if s == nil {
+		return nil
+	}
+	w := s.of(node)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := s.used[node]
+	s.used[node] = [2]sloUsed{{observedAt: observedAt, windows: w, set: true}, last[0]}
+	return w
+}
+
+// SLOWindows returns the SLO windows (diagnose.Input.Windows) the loop's
+// diagnosis of node's metrics observed at observedAt read, so that the
+// service can diagnose the stored record again (in another language) with
+// the same figures as the verdict stored beside it. ok is false when the
+// loop holds no such diagnosis (no SLOs, a node it has not diagnosed at
+// that observation, or one made by another replica): the caller reads the
+// windows itself. The result is shared: do not change it. Safe for
+// concurrent use with the loop's refreshes.
+func (l *Loop) SLOWindows(node string, observedAt time.Time) (windows []*llmdiagv1.NodeMetrics, ok bool) {
+	s := l.slo
+	if s == nil {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.used[node] {
+		if u.set && u.observedAt.Equal(observedAt) {
+			return u.windows, true
+		}
+	}
+	return nil, false
 }
 
 // trimSLO keeps of m what the SLO finding reads: the window, what it

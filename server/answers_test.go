@@ -37,8 +37,28 @@ type noGeneration struct{ store.Store }
 // and makes each afresh. Over every protocol and client, the answers are
 // the same: when first prepared, when served again later with the data
 // older (staleness and the report's age move on), after a refresh changed
-// the store, and once the data is stale.
+// the store, and once the data is stale. With an SLO configured, the SLO
+// finding of the DeepSeek nodes reads the windows the refresh read (both
+// services are given the loop as Config.SLOReads), so a Chinese diagnosis,
+// prepared or not, shows the figures of the stored English verdict.
 func TestPreparedAnswersAreFreshAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		slos []diagnose.SLO
+	}{
+		{"no SLOs", nil},
+		{"SLOs", []diagnose.SLO{testSLO}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPreparedAnswers(t, tc.slos) })
+	}
+}
+
+// testSLO is an SLO of the DeepSeek nodes of the fake source, whose first
+// tokens are 99% within 0.5 s and 1% at 5 s or more: against 1 s at
+// 99.95%, the budget burns at 20× in every window, past 13.44×: CRIT.
+var testSLO = diagnose.SLO{Name: "ttft-1s", Metric: diagnose.SLOTTFT, Target: time.Second, Objective: 0.9995, Period: 28 * 24 * time.Hour, Model: "deepseek-v4"}
+
+func testPreparedAnswers(t *testing.T, slos []diagnose.SLO) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clock := testkit.NewClock(t0.Add(2 * time.Second))
 	src := &fakeSource{now: t0, nodes: []fleet.Node{
@@ -53,12 +73,13 @@ func TestPreparedAnswersAreFreshAnswers(t *testing.T) {
 	}
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = 30 * time.Second
+	th.SLOs = diagnose.NewSLOSet(slos...)
 	st := memory.New(memory.Options{}, "test")
 	loop := refresh.New(src, st, tm, log, clock.Now, refresh.Config{Window: "5m", Thresholds: th})
 	if err := loop.Once(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	cfg := server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th}
+	cfg := server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th, SLOReads: loop}
 	prep := servertest.Start(t, servertest.Options{Store: st, Source: src, Log: log, Now: clock.Now, Config: cfg})
 	fresh := servertest.Start(t, servertest.Options{Store: noGeneration{st}, Source: src, Log: log, Now: clock.Now, Config: cfg})
 	prepAPIs, freshAPI := apis(t, prep.URL), apis(t, fresh.URL)["grpc-go"]
@@ -116,6 +137,9 @@ func TestPreparedAnswersAreFreshAnswers(t *testing.T) {
 		}
 	}
 	compare(t, "first", false)
+	if len(slos) > 0 {
+		sameSLOFigures(t, prepAPIs["grpc-go"], "deepseek-v4-0", llmdiagv1.Status_STATUS_CRIT)
+	}
 	clock.Add(7 * time.Second) // older data: the staleness and the report's age move on
 	compare(t, "later", true)
 
@@ -124,6 +148,9 @@ func TestPreparedAnswersAreFreshAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	compare(t, "after a refresh", false)
+	if len(slos) > 0 {
+		sameSLOFigures(t, prepAPIs["grpc-go"], "deepseek-v4-0", llmdiagv1.Status_STATUS_CRIT)
+	}
 	resp, err := prepAPIs["grpc-go"].diagnose(t.Context(), &llmdiagv1.DiagnoseNodeRequest{Node: "glm-0"})
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +173,52 @@ func TestPreparedAnswersAreFreshAnswers(t *testing.T) {
 			t.Errorf("invalid node over %s: %v, want InvalidArgument", name, err)
 		}
 	}
+}
+
+// sameSLOFigures asks a for node's diagnosis in English (the verdict the
+// refresh stored) and in Chinese (made by the service), and fails unless
+// both carry one SLO finding of status want with the same figures, every
+// window read.
+func sameSLOFigures(t *testing.T, a api, node string, want llmdiagv1.Status) {
+	t.Helper()
+	var figures []*llmdiagv1.SLOBurn
+	for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
+		resp, err := a.diagnose(t.Context(), &llmdiagv1.DiagnoseNodeRequest{Node: node, Language: lang})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := sloFinding(t, resp.GetDiagnosis())
+		if f.GetStatus() != want {
+			t.Errorf("%s SLO finding in %s: %s (%s), want %s", node, lang, f.GetStatus(), f.GetEvidence(), want)
+		}
+		for _, w := range f.GetSlo().GetWindows() {
+			if w.AttainmentLower == nil {
+				t.Errorf("%s SLO finding in %s: window %s without attainment (%s)", node, lang, w.GetWindow(), f.GetEvidence())
+			}
+		}
+		figures = append(figures, f.GetSlo())
+	}
+	if !proto.Equal(figures[0], figures[1]) {
+		t.Errorf("%s SLO figures differ:\nen: %v\nzh: %v", node, prototext.Format(figures[0]), prototext.Format(figures[1]))
+	}
+}
+
+// sloFinding is d's one SLO finding.
+func sloFinding(t *testing.T, d *llmdiagv1.Diagnosis) *llmdiagv1.Finding {
+	t.Helper()
+	var out *llmdiagv1.Finding
+	for _, f := range d.GetFindings() {
+		if f.GetSlo() != nil {
+			if out != nil {
+				t.Fatalf("two SLO findings: %v and %v", out, f)
+			}
+			out = f
+		}
+	}
+	if out == nil {
+		t.Fatalf("no SLO finding in %v", d.GetFindings())
+	}
+	return out
 }
 
 // withoutFindings is a diagnosis answer without its findings and report,

@@ -100,7 +100,11 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 		d = rec.Diagnosis
 		d.Staleness = m.GetStaleness()
 	} else {
-		d = s.rediagnose(ctx, rec, m, lang, s.now())
+		sp, err := s.spanOf(req.Msg.GetWindow(), 0) // checked by metricsFor
+		if err != nil {
+			return nil, err
+		}
+		d = s.rediagnose(ctx, rec, m, lang, s.now(), s.sloWindows(ctx, rec, sp))
 	}
 	return connect.NewResponse(&llmdiagv1.DiagnoseNodeResponse{
 		Diagnosis: d,
@@ -150,7 +154,11 @@ func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdia
 	}
 	d := rec.Diagnosis
 	if d == nil || lang != llmdiagv1.Language_LANGUAGE_EN {
-		d = s.rediagnose(ctx, rec, m, lang, now)
+		// The SLO windows may be read from the source when the refresh
+		// holds none: within a request's budget, as an answer made afresh.
+		dur, _, _ := metrics.ParseWindow(s.defaultWindow)
+		slo := s.sloWindows(s.budgeted(ctx), rec, span{window: s.defaultWindow, dur: dur})
+		d = s.rediagnose(ctx, rec, m, lang, now, slo)
 	}
 	d.Staleness = nil
 	return s.prepare(&llmdiagv1.DiagnoseNodeResponse{Diagnosis: d}, m.GetObservedAt().AsTime(), report.Prepare(d, format, lang))
@@ -294,20 +302,12 @@ func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiag
 		if s.win == nil {
 			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", sp.window, s.cfg.DefaultWindow))
 		}
-		key := fmt.Sprintf("window\x00%s\x00%s\x00%d", node, sp.window, sp.offset)
-		raw, err := s.st.Cached(ctx, key, source.Reuse(sp.dur), func(ctx context.Context) ([]byte, error) {
-			m, err := s.win.Window(ctx, node, sp.window, sp.offset)
-			if err != nil {
-				return nil, err
+		if m, err = s.readWindow(ctx, node, sp); err != nil {
+			var ce *connect.Error
+			if errors.As(err, &ce) {
+				return nil, nil, ce
 			}
-			return proto.Marshal(m)
-		})
-		if err != nil {
 			return nil, nil, windowErr(sp, node, err)
-		}
-		m = &llmdiagv1.NodeMetrics{}
-		if err := proto.Unmarshal(raw, m); err != nil {
-			return nil, nil, connect.NewError(connect.CodeInternal, fmt.Errorf("cached window %q of %q: %w", sp.window, node, err))
 		}
 	}
 	// Staleness is measured against the time asked about: data from an hour
@@ -315,6 +315,27 @@ func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiag
 	m = refresh.Restale(m, s.now().Add(-sp.offset), s.cfg.StaleAfter)
 	refresh.CarryRole(m, rec.Metrics)
 	return m, rec, nil
+}
+
+// readWindow reads node's metrics over sp from the source through the
+// store's query cache: a message of the caller's own.
+func (s *Service) readWindow(ctx context.Context, node string, sp span) (*llmdiagv1.NodeMetrics, error) {
+	key := fmt.Sprintf("window\x00%s\x00%s\x00%d", node, sp.window, sp.offset)
+	raw, err := s.st.Cached(ctx, key, source.Reuse(sp.dur), func(ctx context.Context) ([]byte, error) {
+		m, err := s.win.Window(ctx, node, sp.window, sp.offset)
+		if err != nil {
+			return nil, err
+		}
+		return proto.Marshal(m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	m := &llmdiagv1.NodeMetrics{}
+	if err := proto.Unmarshal(raw, m); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("cached window %q of %q: %w", sp.window, node, err))
+	}
+	return m, nil
 }
 
 // windowErr is the answer to a failed on-demand read.
@@ -330,8 +351,8 @@ func windowErr(sp span, node string, err error) error {
 }
 
 // rediagnose runs the verdict rules on m with the node's stored history,
-// profile and peers.
-func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv1.NodeMetrics, lang llmdiagv1.Language, now time.Time) *llmdiagv1.Diagnosis {
+// profile and peers, and slo's SLO windows (slo.go).
+func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv1.NodeMetrics, lang llmdiagv1.Language, now time.Time, slo sloInput) *llmdiagv1.Diagnosis {
 	m = refresh.Restale(m, now, s.cfg.StaleAfter)
 	hist, err := s.st.History(ctx, rec.Node.GetId())
 	if err != nil {
@@ -341,7 +362,7 @@ func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv
 	if err != nil {
 		s.log.Warn("peers unavailable", "node", rec.Node.GetId(), "err", err)
 	}
-	return diagnose.Diagnose(diagnose.Input{Metrics: m, History: hist, Profile: rec.Node.GetProfile(), Peers: peers}, s.cfg.Thresholds, lang)
+	return diagnose.Diagnose(diagnose.Input{Metrics: m, History: hist, Profile: rec.Node.GetProfile(), Peers: peers, Windows: slo.windows, OverBudget: slo.overBudget}, s.cfg.Thresholds, lang)
 }
 
 // markStale measures the record's staleness at now; when the data is too old

@@ -43,6 +43,11 @@ type Config struct {
 	// (Prometheus) one request may cause; a request that would go past it
 	// is refused with ResourceExhausted (default DefaultRequestQueryBudget).
 	RequestQueryBudget int
+	// SLOReads, when set, gives the SLO windows the refresh read for each
+	// node's stored verdict (refresh.Loop): diagnoses made on demand of
+	// data ending now reuse them (slo.go). Without it they are read from
+	// the source when SLOs are configured.
+	SLOReads SLOReads
 }
 
 // DefaultRequestQueryBudget is Config.RequestQueryBudget's default: room
