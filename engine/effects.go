@@ -31,6 +31,18 @@ func (x *extractor) effects() sample.Effects {
 		SpecAcceptRate:     x.value(SpecAcceptRate),
 		SpecAcceptLength:   x.value(SpecAcceptLength),
 	}
+	e = CleanEffects(e)
+	e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = x.lora()
+	e.KVOffload = x.offload()
+	return e
+}
+
+// CleanEffects returns e with the engines' gauges read as Extract reads
+// them: a hit rate above 1 as a percentage (SGLang of 2024), and the
+// speculative gauges of an engine without speculative decoding (SGLang
+// exports 0 for both) absent. The Prometheus source, which aggregates the
+// same gauges in PromQL, cleans them here too.
+func CleanEffects(e sample.Effects) sample.Effects {
 	if r := e.PrefixCacheHitRate; r != nil && *r > 1 {
 		// SGLang of 2024 reported a percentage.
 		e.PrefixCacheHitRate = sample.F(math.Min(*r/100, 1))
@@ -43,8 +55,6 @@ func (x *extractor) effects() sample.Effects {
 	if r := e.SpecAcceptRate; r != nil && *r <= 0 && e.SpecAcceptLength == nil {
 		e.SpecAcceptRate = nil
 	}
-	e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = x.lora()
-	e.KVOffload = x.offload()
 	return e
 }
 
@@ -80,14 +90,38 @@ func (x *extractor) lora() (running, waiting *float64) {
 		if len(newest) == 0 {
 			return nil, nil
 		}
-		run, wait := map[string]bool{}, map[string]bool{}
+		lists := make([]LoRALists, 0, len(newest))
 		for _, s := range newest {
-			addNames(run, s.labels["running_lora_adapters"])
-			addNames(wait, s.labels["waiting_lora_adapters"])
+			lists = append(lists, LoRALists{Running: s.labels[LoRARunningLabel], Waiting: s.labels[LoRAWaitingLabel]})
 		}
-		return sample.F(float64(len(run))), sample.F(float64(len(wait)))
+		r, w := CountLoRA(lists)
+		return sample.F(r), sample.F(w)
 	}
 	return nil, nil
+}
+
+// The labels of a LoRA info gauge (Mapping.LoRAInfo) listing the adapters,
+// comma-separated.
+const (
+	LoRARunningLabel = "running_lora_adapters"
+	LoRAWaitingLabel = "waiting_lora_adapters"
+)
+
+// LoRALists are the adapter lists of the newest LoRA info series of one
+// replica.
+type LoRALists struct {
+	Running, Waiting string
+}
+
+// CountLoRA counts the distinct adapters named running and waiting over
+// the replicas' lists, each name once.
+func CountLoRA(lists []LoRALists) (running, waiting float64) {
+	run, wait := map[string]bool{}, map[string]bool{}
+	for _, l := range lists {
+		addNames(run, l.Running)
+		addNames(wait, l.Waiting)
+	}
+	return float64(len(run)), float64(len(wait))
 }
 
 // addNames adds the names of a comma-separated list to set.

@@ -80,6 +80,10 @@ type nodeState struct {
 	hists      []*hist
 	created    float64
 	errs       []string
+	// lora holds per replica the newest LoRA info series; offload the KV
+	// offload tier the node's families show ("" none).
+	lora    map[string]loraSeries
+	offload string
 }
 
 // val is one number of a node and the run of the concept it came from.
@@ -134,6 +138,9 @@ func (a *assembly) engine(m *engine.Mapping) *engineState {
 	es := &engineState{m: m, nodes: map[string]*nodeState{}, warns: map[string][]string{}}
 	es.modelNames = uniq(slices.Concat([]string{m.ModelLabel}, m.ModelLabelFallbacks, a.cfg.ModelLabels)...)
 	for c := range m.Concepts {
+		es.nconc = max(es.nconc, int(c)+1)
+	}
+	for c := range m.Effects {
 		es.nconc = max(es.nconc, int(c)+1)
 	}
 	a.engines = append(a.engines, es)
@@ -268,6 +275,8 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 		replicaAt        = ats(m.ReplicaLabels)
 		rankAt           = ats(m.RankLabels)
 		infoAt           = ats(q.info)
+		effectAt         = at(effectLabel)
+		loraAt           = ats([]string{engine.LoRARunningLabel, engine.LoRAWaitingLabel})
 		les              = map[string]float64{}
 		lastID           string
 		ns               *nodeState
@@ -324,30 +333,9 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 					continue
 				}
 			}
-			if !finite(v) {
-				ns.errs = append(ns.errs, fmt.Sprintf("%s: value is %v", q.what(), v))
-				continue
-			}
-			r := ns.reps[q.concept]
-			switch {
-			case r == nil || q.run < r.run:
-				r = &replicas{run: q.run, agg: q.agg}
-				ns.reps[q.concept] = r
-			case q.run > r.run:
-				continue
-			}
-			k := keyed{key: replicaKey(ls, replicaAt), v: v}
-			if q.shape == shapeRanked {
-				k.ranks = pick(ls, rankAt)
-				if i := slices.IndexFunc(r.vs, func(x keyed) bool { return x.key == k.key }); i >= 0 {
-					// Another rank of a replica already read: keep the lowest.
-					if compareRanks(k.ranks, r.vs[i].ranks) < 0 {
-						r.vs[i] = k
-					}
-					continue
-				}
-			}
-			r.vs = append(r.vs, k)
+			ns.addReplica(q, ls, v, replicaAt, rankAt)
+		case shapeEffects:
+			a.addEffect(es, ns, q, ls, v, effectAt, replicaAt, rankAt, loraAt)
 		case shapeBuckets:
 			h := ns.hist(q.concept)
 			switch {
@@ -380,6 +368,37 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 			}
 		}
 	}
+}
+
+// addReplica reads one sample of a per-replica query (shapeReplica,
+// shapeInfo, shapeRanked; v is the info product for shapeInfo) into the
+// replicas of q's concept: those of the best run, per replica the lowest
+// ranks for shapeRanked.
+func (ns *nodeState) addReplica(q query, ls []string, v float64, replicaAt, rankAt []int) {
+	if !finite(v) {
+		ns.errs = append(ns.errs, fmt.Sprintf("%s: value is %v", q.what(), v))
+		return
+	}
+	r := ns.reps[q.concept]
+	switch {
+	case r == nil || q.run < r.run:
+		r = &replicas{run: q.run, agg: q.agg}
+		ns.reps[q.concept] = r
+	case q.run > r.run:
+		return
+	}
+	k := keyed{key: replicaKey(ls, replicaAt), v: v}
+	if q.shape == shapeRanked {
+		k.ranks = pick(ls, rankAt)
+		if i := slices.IndexFunc(r.vs, func(x keyed) bool { return x.key == k.key }); i >= 0 {
+			// Another rank of a replica already read: keep the lowest.
+			if compareRanks(k.ranks, r.vs[i].ranks) < 0 {
+				r.vs[i] = k
+			}
+			return
+		}
+	}
+	r.vs = append(r.vs, k)
 }
 
 func (ns *nodeState) hist(c engine.Concept) *hist {
@@ -597,6 +616,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.TimePerOutputToken = dist(engine.TPOT, -1, -1)
 	nm.QueueTime = dist(engine.QueueTime, engine.QueueTimeSum, engine.QueueTimeCount)
 	metrics.SetPerRequestDecode(nm)
+	effects := ns.setEffects(nm, get)
 	nm.Errors = slices.Concat(es.errs, ns.errs)
 	switch {
 	case up:
@@ -621,6 +641,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		TensorParallel:   len(ns.tp),
 		PipelineParallel: len(ns.pp),
 		ExpertParallel:   len(ns.ep),
+		Effects:          effects,
 		Errors:           nm.Errors,
 	}
 	return nm, smp

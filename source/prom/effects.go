@@ -1,0 +1,115 @@
+package prom
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/llmdiag/llmdiag/engine"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/sample"
+)
+
+// loraSeries is the newest LoRA info series of one replica: its value (the
+// time vLLM set it) and adapter lists.
+type loraSeries struct {
+	at    float64
+	lists engine.LoRALists
+}
+
+// effectConcept is the effect concept named name (engine.Concept.String)
+// among m's effects.
+func effectConcept(m *engine.Mapping, name string) (engine.Concept, bool) {
+	for c := range m.Effects {
+		if c.String() == name {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// addEffect reads one sample of an effects query (builder.effects) into
+// ns. a.mu must be held.
+func (a *assembly) addEffect(es *engineState, ns *nodeState, q query, ls []string, v float64,
+	effectAt int, replicaAt, rankAt, loraAt []int) {
+	if effectAt < 0 {
+		return
+	}
+	name := ls[effectAt]
+	switch {
+	case name == effectLoRA:
+		if !finite(v) {
+			return
+		}
+		if ns.lora == nil {
+			ns.lora = map[string]loraSeries{}
+		}
+		key := replicaKey(ls, replicaAt)
+		// topk keeps one series per replica; should two arrive (aliases
+		// of one family), the newest wins, as in engine.Extract.
+		if old, ok := ns.lora[key]; !ok || v > old.at {
+			l := pick(ls, loraAt)
+			ns.lora[key] = loraSeries{at: v, lists: engine.LoRALists{Running: l[0], Waiting: l[1]}}
+		}
+	case strings.HasPrefix(name, effectOffload):
+		tier := strings.TrimPrefix(name, effectOffload)
+		// The first tier of Mapping.Offload present, as engine.Extract.
+		for _, o := range es.m.Offload {
+			if o.Tier == ns.offload {
+				return
+			}
+			if o.Tier == tier {
+				ns.offload = tier
+				return
+			}
+		}
+	default:
+		c, ok := effectConcept(es.m, name)
+		if !ok {
+			return
+		}
+		if effectRanked(es.m, c) {
+			srcs := es.m.Effects[c]
+			ns.addReplica(query{shape: shapeRanked, concept: c, agg: srcs[0].Agg}, ls, v, replicaAt, rankAt)
+			return
+		}
+		if !finite(v) {
+			ns.errs = append(ns.errs, fmt.Sprintf("%s: value is %v", c, v))
+			return
+		}
+		ns.vals[c].set(0, v)
+	}
+}
+
+// setEffects fills the cache and decoding effects of nm as
+// metrics.SetEffects does for a direct scrape, get reading a concept of
+// the node (a rate over the window, or a cumulative counter for the
+// lifetime: only ratios of counters are used). It returns the effects the
+// node's sample keeps: the gauges, the LoRA adapters and the offload tier,
+// not the counters (a sample's counters are cumulative).
+func (ns *nodeState) setEffects(nm *llmdiagv1.NodeMetrics, get func(engine.Concept) *float64) sample.Effects {
+	e := sample.Effects{
+		PrefixCacheQueries: get(engine.PrefixCacheQueries),
+		PrefixCacheHits:    get(engine.PrefixCacheHits),
+		PrefixCacheHitRate: get(engine.PrefixCacheHitRate),
+		SpecDrafts:         get(engine.SpecDrafts),
+		SpecDraftTokens:    get(engine.SpecDraftTokens),
+		SpecAcceptedTokens: get(engine.SpecAcceptedTokens),
+		SpecAcceptRate:     get(engine.SpecAcceptRate),
+		SpecAcceptLength:   get(engine.SpecAcceptLength),
+		KVOffload:          ns.offload,
+	}
+	if len(ns.lora) > 0 {
+		lists := make([]engine.LoRALists, 0, len(ns.lora))
+		for _, l := range ns.lora {
+			lists = append(lists, l.lists)
+		}
+		r, w := engine.CountLoRA(lists)
+		e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = sample.F(r), sample.F(w)
+	}
+	e = engine.CleanEffects(e)
+	metrics.SetEffects(nm, &e, &e)
+	e.PrefixCacheQueries, e.PrefixCacheHits = nil, nil
+	e.SpecDrafts, e.SpecDraftTokens, e.SpecAcceptedTokens = nil, nil, nil
+	return e
+}
