@@ -12,10 +12,10 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/metrics"
-	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/internal/promtest"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/source"
 )
 
 // TestRealPrometheus runs every query of every engine on a real Prometheus
