@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/llmdiag/llmdiag/sample"
@@ -116,21 +117,23 @@ type LoRALists struct {
 // CountLoRA counts the distinct adapters named running and waiting over
 // the replicas' lists, each name once.
 func CountLoRA(lists []LoRALists) (running, waiting float64) {
-	run, wait := map[string]bool{}, map[string]bool{}
+	var run, wait []string
 	for _, l := range lists {
-		addNames(run, l.Running)
-		addNames(wait, l.Waiting)
+		run = addNames(run, l.Running)
+		wait = addNames(wait, l.Waiting)
 	}
 	return float64(len(run)), float64(len(wait))
 }
 
-// addNames adds the names of a comma-separated list to set.
-func addNames(set map[string]bool, list string) {
+// addNames adds to set the names of a comma-separated list it lacks (a
+// node has a few adapters: a slice beats a map).
+func addNames(set []string, list string) []string {
 	for n := range strings.SplitSeq(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			set[n] = true
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(set, n) {
+			set = append(set, n)
 		}
 	}
+	return set
 }
 
 // offload is the tier of the first Mapping.Offload prefix some family

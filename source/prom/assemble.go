@@ -82,7 +82,7 @@ type nodeState struct {
 	errs       []string
 	// lora holds per replica the newest LoRA info series; offload the KV
 	// offload tier the node's families show ("" none).
-	lora    map[string]loraSeries
+	lora    []loraSeries
 	offload string
 }
 

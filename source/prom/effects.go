@@ -2,6 +2,7 @@ package prom
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/llmdiag/llmdiag/engine"
@@ -10,9 +11,10 @@ import (
 	"github.com/llmdiag/llmdiag/sample"
 )
 
-// loraSeries is the newest LoRA info series of one replica: its value (the
-// time vLLM set it) and adapter lists.
+// loraSeries is the newest LoRA info series of one replica (key): its
+// value (the time vLLM set it) and adapter lists.
 type loraSeries struct {
+	key   string
 	at    float64
 	lists engine.LoRALists
 }
@@ -41,15 +43,21 @@ func (a *assembly) addEffect(es *engineState, ns *nodeState, q query, ls []strin
 		if !finite(v) {
 			return
 		}
-		if ns.lora == nil {
-			ns.lora = map[string]loraSeries{}
+		l := loraSeries{key: replicaKey(ls, replicaAt), at: v}
+		if loraAt[0] >= 0 {
+			l.lists.Running = ls[loraAt[0]]
 		}
-		key := replicaKey(ls, replicaAt)
+		if loraAt[1] >= 0 {
+			l.lists.Waiting = ls[loraAt[1]]
+		}
 		// topk keeps one series per replica; should two arrive (aliases
 		// of one family), the newest wins, as in engine.Extract.
-		if old, ok := ns.lora[key]; !ok || v > old.at {
-			l := pick(ls, loraAt)
-			ns.lora[key] = loraSeries{at: v, lists: engine.LoRALists{Running: l[0], Waiting: l[1]}}
+		i := slices.IndexFunc(ns.lora, func(x loraSeries) bool { return x.key == l.key })
+		switch {
+		case i < 0:
+			ns.lora = append(ns.lora, l)
+		case v > ns.lora[i].at:
+			ns.lora[i] = l
 		}
 	case strings.HasPrefix(name, effectOffload):
 		tier := strings.TrimPrefix(name, effectOffload)
