@@ -45,7 +45,7 @@ func (g *group) start(t float64) {
 			fixed = max(fixed, f)
 			prefill += p
 		}
-		c.publish()
+		c.publish(t)
 	}
 	g.end = t + fixed + float64(prefill)/(g.cores[0].perf.PrefillTokensPerSec*float64(len(g.cores)))
 }
@@ -122,7 +122,17 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 			ended:   n.ended,
 			ttftAt:  cfg.Quirks.TTFTExcludesQueue,
 		}
-		c.publish()
+		if s := cfg.SpecDecode; s != nil {
+			cost := s.DraftCost
+			if cost == 0 {
+				cost = defaultDraftCost
+			}
+			c.spec = &speculator{k: s.DraftTokens, accept: s.AcceptRate, draft: cost * cfg.Perf.StepBase.Seconds(), rng: n.rng}
+		}
+		if l := cfg.LoRA; l != nil {
+			c.lora = &loras{names: l.Adapters, max: l.MaxLoaded, running: make([]int, len(l.Adapters))}
+		}
+		c.publish(0)
 		n.cores = append(n.cores, c)
 	}
 	if cfg.Perf.Lockstep {
@@ -282,7 +292,10 @@ func (n *node) sample(l Lengths) int {
 // model length with reason "length".
 func (n *node) newRequest(t float64) *request {
 	w := n.cfg.Workload
-	r := &request{arrival: t}
+	r := &request{arrival: t, adapter: -1}
+	if l := n.cfg.LoRA; l != nil {
+		r.adapter = n.rng.IntN(len(l.Adapters))
+	}
 	bs := n.cores[0].bs
 	s := n.cores[0].prefix * bs
 	r.prompt = min(s+n.sample(w.Prompt), n.maxLen-1)
@@ -344,7 +357,7 @@ func (n *node) advance(to float64) {
 			if g := n.groupOf(c); !g.busy {
 				g.start(t)
 			} else {
-				c.publish()
+				c.publish(t)
 			}
 		default:
 			return
