@@ -30,6 +30,13 @@
 //     else the usage gauge weighted by each replica's capacity, else its mean;
 //   - per histogram concept, sum by (node, le) (rate(family_bucket[w])) and the
 //     rates of _sum and _count.
+//   - the cache and decoding effects (Mapping.Effects, LoRAInfo, Offload),
+//     one query per engine that has any: its parts (each effect's counters
+//     summed per node, gauges per node, replica and rank, the newest LoRA
+//     info series per replica, one sample per node with a family of an
+//     offload tier) are told apart by the label llmdiag_effect that
+//     label_replace adds, and combined here as metrics.SetEffects combines
+//     a direct scrape's.
 //
 // Ranks of one replica (Mapping.RankLabels: SGLang's tp_rank, pp_rank, …)
 // count once. Gauges of such an engine are queried per node, replica and
