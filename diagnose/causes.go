@@ -25,6 +25,9 @@ import (
 //   - NO_DATA and TARGET_DOWN: Diagnose (diagnose.go), before the rules run,
 //     when there is no fresh data, the target is down, or nothing could be
 //     read;
+//   - STALLED: stalled (cause_stalled.go), which Diagnose asks before the
+//     rules run: an engine that answers and does no work, whose growing
+//     queue the load rules would otherwise weigh;
 //   - HEALTHY and UNEXPLAINED: healthy (cause_healthy.go), when no rule
 //     applies.
 //
@@ -131,6 +134,8 @@ func CauseName(c llmdiagv1.Cause, lang llmdiagv1.Language) string {
 		return p.f(causeNameNoData)
 	case llmdiagv1.Cause_CAUSE_TARGET_DOWN:
 		return p.f(causeNameTargetDown)
+	case llmdiagv1.Cause_CAUSE_STALLED:
+		return p.f(causeNameStalled)
 	case llmdiagv1.Cause_CAUSE_HEALTHY:
 		return p.f(causeNameHealthy)
 	case llmdiagv1.Cause_CAUSE_UNEXPLAINED:

@@ -14,6 +14,7 @@ import (
 var decidedElsewhere = map[llmdiagv1.Cause]string{
 	llmdiagv1.Cause_CAUSE_NO_DATA:     "diagnose.go",
 	llmdiagv1.Cause_CAUSE_TARGET_DOWN: "diagnose.go",
+	llmdiagv1.Cause_CAUSE_STALLED:     "cause_stalled.go",
 	llmdiagv1.Cause_CAUSE_HEALTHY:     "cause_healthy.go",
 	llmdiagv1.Cause_CAUSE_UNEXPLAINED: "cause_healthy.go",
 }
@@ -105,7 +106,7 @@ func TestRulesMatchDoc(t *testing.T) {
 		doc = append(doc, strings.TrimSpace(cells[1])+" "+strings.TrimSpace(cells[2]))
 	}
 
-	want := []string{"1 NO_DATA", "1 TARGET_DOWN"}
+	want := []string{"1 NO_DATA", "1 TARGET_DOWN", "1 STALLED"}
 	var seen []*cause
 	for i, r := range rules {
 		n := order(r.cause)

@@ -326,6 +326,22 @@ var catalogClaims = map[msg][]claim{
 	causeNameHealthy:      nil,
 	causeNameUnexplained:  nil,
 
+	causeNameStalled:          nil,
+	nameProgress:              nil,
+	valueProgressFlat:         nil,
+	progressStalled:           nil,
+	summaryStalled:            nil,
+	summaryStalledWaiting:     {{aboutQueue, isAbove0}, {aboutRunning, isZero}},
+	evProgressFlat:            nil,
+	evStalledNothingRunning:   {{aboutQueue, isAbove0}, {aboutRunning, isZero}},
+	evProgressRequestCounters: nil,
+	evStalledAnswers:          nil,
+	evStalledWindowRates:      {{aboutGeneration, isAbove0}},
+	recStalledRouting:         nil,
+	recStalledDump:            nil,
+	recStalledRestart:         nil,
+	recStalledProbe:           nil,
+
 	// Why a finding is UNKNOWN.
 	unknownNoMetrics:    nil,
 	unknownStale:        nil,

@@ -53,6 +53,8 @@ func claimVariants() []claimVariant {
 		{"seed", diagnosetest.SeedInput},
 		{"healthy", withM(func(*llmdiagv1.NodeMetrics) {})},
 		{"healthy, no history", noHist(func(*llmdiagv1.NodeMetrics) {})},
+		{"stalled", func() diagnose.Input { return stalledInput(3, 30, 12) }},
+		{"stalled, nothing running", func() diagnose.Input { return stalledInput(3, 7, 0) }},
 		{"healthy, idle", withM(func(m *llmdiagv1.NodeMetrics) {
 			m.PromptTokensPerSecond, m.GenerationTokensPerSecond, m.Running, m.RequestsPerSecond = f64(0), f64(0), f64(0), f64(0)
 			m.AbortedRequestsPerSecond = f64(0)

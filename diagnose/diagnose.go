@@ -101,6 +101,8 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 		if f.coreKnown() == 0 {
 			v = noData(p, p.f(summaryUnreadable), p.f(evUnreadable))
 			v.evidence = append(v.evidence, errorEvidence(p, m)...)
+		} else if sv, ok := f.stalled(p, d.Findings); ok {
+			v = sv
 		} else {
 			v = f.verdict(p, d.Findings)
 		}
@@ -120,10 +122,11 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	}
 	d.RuledOut = v.ruledOut
 	d.Recommendations = v.recs
-	d.Routable = v.status != llmdiagv1.Status_STATUS_UNKNOWN && v.status != llmdiagv1.Status_STATUS_DOWN && !saturated
+	d.Routable = v.status != llmdiagv1.Status_STATUS_UNKNOWN && v.status != llmdiagv1.Status_STATUS_DOWN && !saturated &&
+		v.cause != llmdiagv1.Cause_CAUSE_STALLED // requests sent to a hung engine wait without end
 	if m != nil && !d.Routable && !saturated {
-		// Stale, down or unreadable: the gauges say nothing about now, so
-		// the score does not claim saturation.
+		// Stale, down, unreadable or stalled: the gauges say nothing about
+		// what the node can take, so the score does not claim saturation.
 		d.LoadScore = round3(math.Min(Pressure(m.Queue, m.Running, m.KvPressure, t), 1))
 	}
 	return d

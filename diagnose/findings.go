@@ -100,6 +100,9 @@ func (f *facts) findings(p printer) []*llmdiagv1.Finding {
 	if f.preempt.ok && f.preempt.v > 0 {
 		out = append(out, f.preemptionFinding(p))
 	}
+	if f.stall.on {
+		out = append(out, f.progressFinding(p))
+	}
 	out = append(out, f.trendFinding(p))
 	out = append(out, f.effectFindings(p)...)
 	if f.peer.peers > 0 {

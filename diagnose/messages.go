@@ -469,6 +469,22 @@ const (
 	causeNameHealthy
 	causeNameUnexplained
 
+	causeNameStalled
+	nameProgress
+	valueProgressFlat
+	progressStalled
+	summaryStalled
+	summaryStalledWaiting
+	evProgressFlat
+	evStalledNothingRunning
+	evProgressRequestCounters
+	evStalledAnswers
+	evStalledWindowRates
+	recStalledRouting
+	recStalledDump
+	recStalledRestart
+	recStalledProbe
+
 	numMsgs
 )
 
@@ -1114,4 +1130,44 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	causeNameNodeOutlier:  {"Node outlier", "节点异常"},
 	causeNameHealthy:      {"Healthy", "健康"},
 	causeNameUnexplained:  {"Unexplained", "原因不明"},
+
+	causeNameStalled:  {"Stalled", "引擎停滞"},
+	nameProgress:      {"Progress", "推进"},
+	valueProgressFlat: {"flat for %s", "%s 未变"},
+	progressStalled: {
+		"the progress counters read the same at %d refreshes in a row (STALLED from %d) with requests running or waiting: the engine completes no step",
+		"进度计数器连续 %d 次刷新读数相同（%d 次即判停滞），期间有请求在运行或等待：引擎没有完成任何一步"},
+	summaryStalled: {
+		"Stalled: %s running and %s waiting, yet the engine has made no progress for %s (%d refreshes): no token generated, no prompt processed, no request finished. /metrics still answers; the engine loop does not.",
+		"引擎停滞：%s 个请求在运行、%s 个在等待，但引擎已连续 %s 没有任何推进（%d 次刷新）：没有生成 Token，没有处理 Prompt，没有请求完成。/metrics 仍有响应，引擎主循环已不工作。"},
+	summaryStalledWaiting: {
+		"Stalled: %s requests waiting and none running, and the engine has made no progress for %s (%d refreshes): the scheduler admits nothing. /metrics still answers; the engine loop does not.",
+		"引擎停滞：%s 个请求在等待、没有请求在运行，引擎已连续 %s 没有任何推进（%d 次刷新）：调度器不再接纳请求。/metrics 仍有响应，引擎主循环已不工作。"},
+	evProgressFlat: {
+		"progress counters (prompt and generation tokens, finished requests, first-token and inter-token counts) summed to %s at each of the last %d refreshes, over %s",
+		"进度计数器（Prompt 与生成 Token、完成请求数、首 Token 与 Token 间隔计数）之和在最近 %[2]d 次刷新中均为 %[1]s，持续 %[3]s"},
+	evStalledNothingRunning: {
+		"running reads 0 while %s wait: nothing is admitted (a hung engine loop can leave running at 0, as one reported vLLM hang did)",
+		"运行中为 0 而有 %s 个请求在等待：没有请求被接纳（引擎主循环卡住时运行中可能读数为 0，已有 vLLM 卡死报告如此）"},
+	evProgressRequestCounters: {
+		"this engine counts only whole requests (no inter-token histogram), so the counters were required to stay flat for %s as well: longer than one long generation",
+		"该引擎只按整条请求计数（没有 Token 间隔直方图），因此另要求计数器持续 %s 不变：长于一次长生成"},
+	evStalledAnswers: {
+		"the metrics endpoint answers, so the process is up: this is a hang, not TARGET_DOWN",
+		"指标端点有响应，进程仍在：这是卡死，不是目标宕机"},
+	evStalledWindowRates: {
+		"the window's rates (%s generated over %s) average the work done before the stall: they say nothing of now",
+		"窗口内的速率（%[2]s 窗口内生成 %[1]s）是卡住之前工作的平均值，不代表当前"},
+	recStalledRouting: {
+		"Take the node out of routing now: requests sent to it wait without end, and the ones it holds will time out.",
+		"立即将该节点移出路由：发往它的请求会无限等待，已在其中的请求将超时。"},
+	recStalledDump: {
+		"Before restarting, capture where the engine is stuck: a stack dump of every engine process (py-spy dump --pid <pid>, or the engine's own dump), with the GPU state (nvidia-smi) and the last lines of its log (NCCL timeouts, CUDA errors).",
+		"重启前先记录引擎卡在哪里：对每个引擎进程做栈转储（py-spy dump --pid <pid>，或引擎自带的转储），并保存 GPU 状态（nvidia-smi）和日志末尾（NCCL 超时、CUDA 错误）。"},
+	recStalledRestart: {
+		"Drain and restart the engine: a hung engine loop (a stuck collective, a GPU fault, a deadlocked scheduler) does not recover by itself.",
+		"排空并重启引擎：卡住的引擎主循环（集合通信卡住、GPU 故障、调度器死锁）不会自行恢复。"},
+	recStalledProbe: {
+		"Check the engine's health endpoint against its progress: a /health that answers 200 while no token comes out is no liveness check. Probe forward progress instead (a decode health check where the engine has one, as proposed for vLLM, or this progress finding), so that the orchestrator restarts a hung engine.",
+		"核对引擎的健康检查与实际推进：没有 Token 产出时仍返回 200 的 /health 不能作为存活检查。应改为探测前向推进（引擎若有 decode 健康检查则用之，vLLM 已有此提案；或使用本项推进指标），让编排系统能重启卡死的引擎。"},
 }

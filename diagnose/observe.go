@@ -58,6 +58,8 @@ type facts struct {
 	queueTimeP99           *llmdiagv1.Percentile
 
 	hist history
+	// stall is the engine's progress over the refreshes (cause_stalled.go).
+	stall stall
 	// peer is the peer comparison reported (the larger ratio); peers holds
 	// one per latency metric with enough peers, E2E first.
 	peer  peerComparison
@@ -263,6 +265,7 @@ func observe(in Input, t Thresholds) *facts {
 	f.queueTimeP99 = percentile(m.GetQueueTime(), 0.99)
 
 	f.hist = f.readHistory(in.History)
+	f.stall = f.readStall(in.History)
 	f.discountOffload()
 	if in.Group != nil {
 		f.peer, f.peers = in.Group.compare(m, t)

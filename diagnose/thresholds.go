@@ -116,6 +116,16 @@ type Thresholds struct {
 	// score.
 	MaxRunning float64 `yaml:"max_running"`
 
+	// StalledRefreshes is the number of consecutive refreshes, the current
+	// one included, at which the progress counters read the same with
+	// requests running or waiting for the node to be STALLED, where the
+	// engine counts its work token by token (cause_stalled.go).
+	StalledRefreshes int `yaml:"stalled_refreshes"`
+	// StalledRequestCountersFor is how long, as well, the counters must
+	// stay flat where they move only as requests start or end (no
+	// inter-token histogram): a long request alone leaves them flat.
+	StalledRequestCountersFor time.Duration `yaml:"stalled_request_counters_for"`
+
 	// SLOs are latency objectives whose error-budget burn is a finding
 	// (slo.go); none by default. The file's key is "slos", a list
 	// (sloconfig.go), which the scalar machinery below leaves alone.
@@ -164,6 +174,9 @@ func DefaultThresholds() Thresholds {
 		OutlierMinLatency: time.Second,
 		OutlierLoadMargin: 0.25,
 		MinPeers:          2,
+
+		StalledRefreshes:          3,
+		StalledRequestCountersFor: 2 * time.Minute,
 	}
 }
 
@@ -215,6 +228,8 @@ func (t Thresholds) Validate() error {
 	check(t.MinPeers >= 1, "min_peers", "must be at least 1, got %v", t.MinPeers)
 
 	check(t.MaxRunning >= 0, "max_running", "must not be negative, got %v", t.MaxRunning)
+	check(t.StalledRefreshes >= 2, "stalled_refreshes", "must be at least 2, got %v", t.StalledRefreshes)
+	check(t.StalledRequestCountersFor >= 0, "stalled_request_counters_for", "must not be negative, got %v", t.StalledRequestCountersFor)
 	errs = append(errs, validateSLOs(t.SLOs.List())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid thresholds: %w", err)
@@ -292,6 +307,12 @@ var thresholdDocs = []struct{ key, doc string }{
 	{"max_running", "Requests the node can run at once (max_num_seqs x data-parallel ranks): a queue is saturated only with running at this; " +
 		"0 leaves running out (a long queue then means the batch is full). " +
 		"Default 0: engines do not expose their concurrency limit, so running counts only when configured."},
+	{"stalled_refreshes", "Consecutive refreshes, the current one included, at which the progress counters (prompt and generation tokens, finished requests, " +
+		"TTFT and inter-token counts) must read the same with requests running or waiting for the node to be STALLED (CRIT, not routable). " +
+		"Default 3: llmdiag's choice, the counters flat for two whole intervals (10 s at serve's 5 s interval), so that a hang reads STALLED " +
+		"by the third refresh after it; a working engine moves its token counters at every step, many times a second."},
+	{"stalled_request_counters_for", "Where the engine counts only whole requests (no inter-token histogram: TensorRT-LLM, Triton, TGI), how long the counters must also stay flat. " +
+		"Default 2m: llmdiag's choice, longer than most requests take (e2e_p99_warn is 1m), so that one long generation does not read as a hang."},
 }
 
 // thresholdFields maps each yaml key of Thresholds to its field index.

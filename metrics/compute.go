@@ -108,8 +108,38 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 	nm.InterToken = dist(sample.ITL)
 	nm.TimePerOutputToken = dist(sample.TPOT)
 	nm.QueueTime = dist(sample.QueueTime)
+	nm.Progress = Progress(newest)
 	SetPerRequestDecode(nm)
 	return nm
+}
+
+// Progress is s's odometer of work done: the sum of the cumulative
+// counters that move as the engine works (prompt and generation tokens,
+// finished requests, the counts of the TTFT and inter-token histograms);
+// nil when s has none of them. Only whether it changed between two reads
+// means anything: flat while requests are pending is an engine that makes
+// no progress (diagnose's STALLED).
+func Progress(s *sample.Sample) *float64 {
+	var sum float64
+	any := false
+	add := func(v *float64) {
+		if v != nil {
+			sum += *v
+			any = true
+		}
+	}
+	add(s.PromptTokens)
+	add(s.GenerationTokens)
+	add(s.RequestsFinished)
+	for _, h := range []sample.Hist{sample.TTFT, sample.ITL} {
+		if hist := s.Hists[h]; hist != nil {
+			add(&hist.Count)
+		}
+	}
+	if !any {
+		return nil
+	}
+	return &sum
 }
 
 // Complete reports whether s is a read that shows every series the engine

@@ -88,6 +88,9 @@ type Loop struct {
 type wrote struct {
 	health   *llmdiagv1.NodeHealth
 	lastSeen *timestamppb.Timestamp
+	// progress and progressSince are the metrics' (see ProgressSince).
+	progress      *float64
+	progressSince *timestamppb.Timestamp
 }
 
 // New returns a Loop; call Run to start it.
@@ -284,9 +287,10 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 			return 0, fmt.Errorf("read %s: %w", o.Node.ID, err)
 		}
 		if rec != nil {
-			prev, known = wrote{Health(rec.Node, rec.Metrics.GetObservedAt()), rec.Node.GetLastSeen()}, true
+			prev, known = wrote{Health(rec.Node, rec.Metrics.GetObservedAt()), rec.Node.GetLastSeen(), rec.Metrics.Progress, rec.Metrics.GetProgressSince()}, true
 		}
 	}
+	m.ProgressSince = ProgressSince(prev.progress, prev.progressSince, m)
 	var hist []diagnose.Point
 	var err error
 	if hr, ok := l.st.(store.HistoryReader); ok {
@@ -332,7 +336,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
 	h := Health(node, m.GetObservedAt())
-	l.wrote[o.Node.ID] = wrote{h, node.LastSeen}
+	l.wrote[o.Node.ID] = wrote{h, node.LastSeen, m.Progress, m.GetProgressSince()}
 	// A node the feed was told went quiet is news again, whatever it reads.
 	back := l.nodes.quiet[o.Node.ID]
 	if !known || back || Changed(prev.health, h, l.cfg.MinScoreChange) {
@@ -351,6 +355,21 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		}
 	}
 	return d.GetStatus(), nil
+}
+
+// ProgressSince is when m's progress took its value: since, the previous
+// refresh's, when that refresh read the same progress, else m's own
+// observed_at; nil when m has no progress or is not up. A target that does
+// not answer says nothing about its counters, and the next read that does
+// starts afresh unless the counters are where they were.
+func ProgressSince(progress *float64, since *timestamppb.Timestamp, m *llmdiagv1.NodeMetrics) *timestamppb.Timestamp {
+	if m.Progress == nil || !m.GetUp() || m.GetObservedAt() == nil {
+		return nil
+	}
+	if progress != nil && since != nil && *progress == *m.Progress && !since.AsTime().After(m.GetObservedAt().AsTime()) {
+		return since
+	}
+	return m.GetObservedAt()
 }
 
 // DefaultMinScoreChange is the load-score move that alone publishes a

@@ -182,6 +182,9 @@ const (
 	// Some indicator is off and no cause above explains it; the evidence says
 	// which.
 	Cause_CAUSE_UNEXPLAINED Cause = 10
+	// Requests running or waiting while the engine makes no progress: its
+	// progress counters flat over several refreshes while /metrics answers.
+	Cause_CAUSE_STALLED Cause = 11
 )
 
 // Enum value maps for Cause.
@@ -198,6 +201,7 @@ var (
 		8:  "CAUSE_NODE_OUTLIER",
 		9:  "CAUSE_HEALTHY",
 		10: "CAUSE_UNEXPLAINED",
+		11: "CAUSE_STALLED",
 	}
 	Cause_value = map[string]int32{
 		"CAUSE_UNSPECIFIED":   0,
@@ -211,6 +215,7 @@ var (
 		"CAUSE_NODE_OUTLIER":  8,
 		"CAUSE_HEALTHY":       9,
 		"CAUSE_UNEXPLAINED":   10,
+		"CAUSE_STALLED":       11,
 	}
 )
 
@@ -272,6 +277,8 @@ const (
 	Indicator_INDICATOR_PEERS Indicator = 17
 	// Mean E2E latency over the history: rising, falling or flat.
 	Indicator_INDICATOR_E2E_TREND Indicator = 18
+	// Whether the engine's progress counters move while requests are pending.
+	Indicator_INDICATOR_PROGRESS Indicator = 19
 	// Error-budget burn of a time-to-first-token SLO (Finding.slo).
 	Indicator_INDICATOR_SLO_TTFT Indicator = 30
 	// Error-budget burn of an inter-token latency SLO (Finding.slo).
@@ -308,6 +315,7 @@ var (
 		16: "INDICATOR_STALENESS",
 		17: "INDICATOR_PEERS",
 		18: "INDICATOR_E2E_TREND",
+		19: "INDICATOR_PROGRESS",
 		30: "INDICATOR_SLO_TTFT",
 		31: "INDICATOR_SLO_INTER_TOKEN",
 		32: "INDICATOR_SLO_E2E",
@@ -335,6 +343,7 @@ var (
 		"INDICATOR_STALENESS":              16,
 		"INDICATOR_PEERS":                  17,
 		"INDICATOR_E2E_TREND":              18,
+		"INDICATOR_PROGRESS":               19,
 		"INDICATOR_SLO_TTFT":               30,
 		"INDICATOR_SLO_INTER_TOKEN":        31,
 		"INDICATOR_SLO_E2E":                32,
@@ -1158,7 +1167,17 @@ type NodeMetrics struct {
 	// Warnings and partial-result notes from the source (for example
 	// Prometheus query warnings, or a family of a scraped exposition left out
 	// as invalid, its indicators then unset); the values given are still used.
-	Warnings      []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,41,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Work the engine has done since its counters started: the sum of the
+	// cumulative counters that move as it works (prompt and generation
+	// tokens, finished requests, and the counts of its TTFT and inter-token
+	// histograms). An odometer: only whether it moved means anything. Unset
+	// when the engine exposes none of them.
+	Progress *float64 `protobuf:"fixed64,50,opt,name=progress,proto3,oneof" json:"progress,omitempty"`
+	// When progress took its current value, as the refreshes saw it: the
+	// observed_at of the first refresh that read it. Set by the refresh loop,
+	// which sees consecutive reads; unset elsewhere.
+	ProgressSince *timestamppb.Timestamp `protobuf:"bytes,51,opt,name=progress_since,json=progressSince,proto3" json:"progress_since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1427,6 +1446,20 @@ func (x *NodeMetrics) GetErrors() []string {
 func (x *NodeMetrics) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetProgress() float64 {
+	if x != nil && x.Progress != nil {
+		return *x.Progress
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetProgressSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ProgressSince
 	}
 	return nil
 }
@@ -3104,7 +3137,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\x8a\x10\n" +
+	"\x05_mean\"\xfb\x10\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3146,7 +3179,9 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"kv_offload\x18_ \x01(\tR\tkvOffload\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
-	"\bwarnings\x18) \x03(\tR\bwarningsB\b\n" +
+	"\bwarnings\x18) \x03(\tR\bwarnings\x12\x1f\n" +
+	"\bprogress\x182 \x01(\x01H\x10R\bprogress\x88\x01\x01\x12A\n" +
+	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSinceB\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -3163,7 +3198,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1c_spec_decode_acceptance_rateB\x1c\n" +
 	"\x1a_spec_decode_accept_lengthB\x18\n" +
 	"\x16_lora_adapters_runningB\x18\n" +
-	"\x16_lora_adapters_waiting\"\xf7\x01\n" +
+	"\x16_lora_adapters_waitingB\v\n" +
+	"\t_progress\"\xf7\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3334,7 +3370,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\vSTATUS_WARN\x10\x02\x12\x0f\n" +
 	"\vSTATUS_CRIT\x10\x03\x12\x12\n" +
 	"\x0eSTATUS_UNKNOWN\x10\x04\x12\x0f\n" +
-	"\vSTATUS_DOWN\x10\x05*\xfa\x01\n" +
+	"\vSTATUS_DOWN\x10\x05*\x8d\x02\n" +
 	"\x05Cause\x12\x15\n" +
 	"\x11CAUSE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCAUSE_NO_DATA\x10\x01\x12\x15\n" +
@@ -3347,7 +3383,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12CAUSE_NODE_OUTLIER\x10\b\x12\x11\n" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
-	"*\xbf\x05\n" +
+	"\x12\x11\n" +
+	"\rCAUSE_STALLED\x10\v*\xd7\x05\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3369,6 +3406,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x13INDICATOR_STALENESS\x10\x10\x12\x13\n" +
 	"\x0fINDICATOR_PEERS\x10\x11\x12\x17\n" +
 	"\x13INDICATOR_E2E_TREND\x10\x12\x12\x16\n" +
+	"\x12INDICATOR_PROGRESS\x10\x13\x12\x16\n" +
 	"\x12INDICATOR_SLO_TTFT\x10\x1e\x12\x1d\n" +
 	"\x19INDICATOR_SLO_INTER_TOKEN\x10\x1f\x12\x15\n" +
 	"\x11INDICATOR_SLO_E2E\x10 \x12#\n" +
@@ -3481,69 +3519,70 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	3,  // 18: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 19: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	15, // 20: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	36, // 21: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
-	16, // 22: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
-	0,  // 23: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 24: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 25: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 26: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	35, // 27: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 28: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 29: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 30: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 31: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 32: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	20, // 33: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 34: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	36, // 35: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 36: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	20, // 37: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 38: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 39: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	36, // 40: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	36, // 41: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 42: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	24, // 43: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	36, // 44: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 45: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	25, // 46: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	35, // 47: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 48: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	20, // 49: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 50: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	36, // 51: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 52: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 53: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	17, // 54: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	20, // 55: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 56: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	33, // 57: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 58: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 59: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	36, // 60: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	35, // 61: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 62: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 63: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	30, // 64: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	35, // 65: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	18, // 66: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	21, // 67: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	23, // 68: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	27, // 69: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	29, // 70: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	19, // 71: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	22, // 72: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	26, // 73: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	28, // 74: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	31, // 75: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	71, // [71:76] is the sub-list for method output_type
-	66, // [66:71] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	35, // 18: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	3,  // 19: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	1,  // 20: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	15, // 21: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	36, // 22: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	16, // 23: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 24: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	1,  // 25: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	2,  // 26: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	14, // 27: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	35, // 28: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 29: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	6,  // 30: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	0,  // 31: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	1,  // 32: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	10, // 33: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	20, // 34: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 35: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	36, // 36: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	13, // 37: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	20, // 38: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	4,  // 39: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	5,  // 40: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	36, // 41: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	36, // 42: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	11, // 43: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	24, // 44: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	36, // 45: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	4,  // 46: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	25, // 47: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	35, // 48: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	36, // 49: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	20, // 50: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 51: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	36, // 52: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	6,  // 53: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	7,  // 54: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	17, // 55: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	20, // 56: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	36, // 57: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	33, // 58: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	1,  // 59: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	2,  // 60: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	36, // 61: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	35, // 62: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	34, // 63: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	8,  // 64: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	30, // 65: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	35, // 66: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	18, // 67: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	21, // 68: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	23, // 69: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	27, // 70: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	29, // 71: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	19, // 72: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	22, // 73: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	26, // 74: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	28, // 75: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	31, // 76: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	72, // [72:77] is the sub-list for method output_type
+	67, // [67:72] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
