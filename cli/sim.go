@@ -48,6 +48,7 @@ Scenarios:
   idle-then-overload  idle 10 min (lazy series absent), then 16 clients on 4 slots for 4 min, then light
   kv-flap             KV-bound phases with one-scrape dips below 0.95, light phases between
   kv-offload          an LMCache offload tier keeps GPU KV at ~0.99 by design: no preemption, no queue
+  spec-decode         speculative decoding (~2.5 tokens per step) and four LoRA adapters on a light node
 
 idle-then-overload and kv-flap behave like a field server: series appear on
 first use, TTFT excludes queueing, no preemption or failure counters.`),

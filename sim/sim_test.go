@@ -52,6 +52,7 @@ func TestScenarios(t *testing.T) {
 		"idle-then-overload": {"qwen3-8b-0", "qwen3-8b-1"},
 		"kv-flap":            {"qwen3-8b-0"},
 		"kv-offload":         {"qwen3-8b-0"},
+		"spec-decode":        {"qwen3-8b-0"},
 	}
 	names := sim.Scenarios()
 	if len(names) != len(want) {

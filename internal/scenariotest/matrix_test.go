@@ -109,6 +109,10 @@ var expected = []struct {
 	// for the other schemas). TGI and the Dynamo frontend show no KV usage:
 	// they read HEALTHY without the question arising.
 	{"kv-offload", []target{{"qwen3-8b-0", healthy, nil, "", nil}}, 0, nil},
+	// Speculative decoding and LoRA adapters on a light node: the effects
+	// are evidence, never a cause: HEALTHY on every schema, whether it
+	// exports them (vLLM, SGLang) or not.
+	{"spec-decode", []target{{"qwen3-8b-0", healthy, nil, "", nil}}, 0, nil},
 }
 
 type caseKey struct {
