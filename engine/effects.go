@@ -117,7 +117,8 @@ type LoRALists struct {
 // CountLoRA counts the distinct adapters named running and waiting over
 // the replicas' lists, each name once.
 func CountLoRA(lists []LoRALists) (running, waiting float64) {
-	var run, wait []string
+	var rb, wb [8]string // a node has a few adapters: no allocation
+	run, wait := rb[:0], wb[:0]
 	for _, l := range lists {
 		run = addNames(run, l.Running)
 		wait = addNames(wait, l.Waiting)

@@ -616,7 +616,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.TimePerOutputToken = dist(engine.TPOT, -1, -1)
 	nm.QueueTime = dist(engine.QueueTime, engine.QueueTimeSum, engine.QueueTimeCount)
 	metrics.SetPerRequestDecode(nm)
-	effects := ns.setEffects(nm, get)
+	ns.setEffects(nm)
 	nm.Errors = slices.Concat(es.errs, ns.errs)
 	switch {
 	case up:
@@ -641,8 +641,10 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		TensorParallel:   len(ns.tp),
 		PipelineParallel: len(ns.pp),
 		ExpertParallel:   len(ns.ep),
-		Effects:          effects,
-		Errors:           nm.Errors,
+		// The effects are NodeMetrics' (a sample's counters are
+		// cumulative, and prom reads rates): the sample keeps the tier.
+		Effects: sample.Effects{KVOffload: ns.offload},
+		Errors:  nm.Errors,
 	}
 	return nm, smp
 }

@@ -90,12 +90,24 @@ func (a *assembly) addEffect(es *engineState, ns *nodeState, q query, ls []strin
 }
 
 // setEffects fills the cache and decoding effects of nm as
-// metrics.SetEffects does for a direct scrape, get reading a concept of
-// the node (a rate over the window, or a cumulative counter for the
-// lifetime: only ratios of counters are used). It returns the effects the
-// node's sample keeps: the gauges, the LoRA adapters and the offload tier,
-// not the counters (a sample's counters are cumulative).
-func (ns *nodeState) setEffects(nm *llmdiagv1.NodeMetrics, get func(engine.Concept) *float64) sample.Effects {
+// metrics.SetEffects does for a direct scrape, from the node's effect
+// concepts (rates over the window, or cumulative counters for the
+// lifetime: only ratios of counters are used), LoRA series and offload
+// tier. The inputs stay on the stack: only nm's fields are allocated.
+func (ns *nodeState) setEffects(nm *llmdiagv1.NodeMetrics) {
+	var buf [10]float64
+	n := 0
+	at := func(v float64) *float64 {
+		buf[n] = v
+		n++
+		return &buf[n-1]
+	}
+	get := func(c engine.Concept) *float64 {
+		if v, ok := ns.value(c); ok {
+			return at(v)
+		}
+		return nil
+	}
 	e := sample.Effects{
 		PrefixCacheQueries: get(engine.PrefixCacheQueries),
 		PrefixCacheHits:    get(engine.PrefixCacheHits),
@@ -108,16 +120,30 @@ func (ns *nodeState) setEffects(nm *llmdiagv1.NodeMetrics, get func(engine.Conce
 		KVOffload:          ns.offload,
 	}
 	if len(ns.lora) > 0 {
-		lists := make([]engine.LoRALists, 0, len(ns.lora))
+		var lb [4]engine.LoRALists // a few replicas: on the stack
+		lists := lb[:0]
 		for _, l := range ns.lora {
 			lists = append(lists, l.lists)
 		}
 		r, w := engine.CountLoRA(lists)
-		e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = sample.F(r), sample.F(w)
+		e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = at(r), at(w)
 	}
 	e = engine.CleanEffects(e)
 	metrics.SetEffects(nm, &e, &e)
-	e.PrefixCacheQueries, e.PrefixCacheHits = nil, nil
-	e.SpecDrafts, e.SpecDraftTokens, e.SpecAcceptedTokens = nil, nil, nil
-	return e
+}
+
+// value is concept c of the node: its value, or its replicas aggregated;
+// false when absent or not finite.
+func (ns *nodeState) value(c engine.Concept) (float64, bool) {
+	if c < 0 || int(c) >= len(ns.vals) {
+		return 0, false
+	}
+	if ns.vals[c].ok {
+		return ns.vals[c].v, true
+	}
+	if r := ns.reps[c]; r != nil && len(r.vs) > 0 && !isKV(c) {
+		v := aggregate(r)
+		return v, finite(v)
+	}
+	return 0, false
 }
