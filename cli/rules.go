@@ -126,7 +126,16 @@ thresholds, so that an alert fires exactly when a verdict turns WARN
 the indicator (llmdiag_indicator) and threshold keys (llmdiag_threshold) it
 mirrors. Use the same --thresholds, --window and --node-label as serve.
 
-  llmdiag rules > llmdiag-rules.yaml && promtool check rules llmdiag-rules.yaml`),
+When the thresholds file lists SLOs (slos:, see docs/slo.md), it also
+writes, per SLO, the bucket rates of its latency histogram and its burn
+rate over 5m, 30m, 1h and 6h (llmdiag:slo_ttft_seconds_bucket:rate1h,
+llmdiag:slo_burn_rate:rate1h{slo="ttft-2s"}, …) and the multi-window
+burn-rate alerts LLMDiagSLOBurnFast (critical: 1h and 5m) and
+LLMDiagSLOBurn (warning: 6h and 30m), labelled llmdiag_slo; they fire
+exactly when the SLO finding is CRIT or WARN. Without SLOs none is written.
+
+  llmdiag rules > llmdiag-rules.yaml && promtool check rules llmdiag-rules.yaml
+  llmdiag rules --thresholds t.yaml > llmdiag-rules.yaml   # with t.yaml's SLOs`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(_ context.Context, args []string) error {
 			if err := noArgs(args); err != nil {

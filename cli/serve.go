@@ -188,7 +188,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if st.rdb != nil {
 		defer st.rdb.Close()
 	}
-	src, err := c.openSource(f, log)
+	src, err := c.openSource(f, log, refresh.SLORetention(th))
 	if err != nil {
 		return err
 	}
@@ -361,8 +361,10 @@ type openedSource struct {
 
 // openSource is a direct scrape of the fleet's nodes with a url, or with
 // --prometheus Prometheus, combined with the direct scrape of any node
-// that has a url.
-func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger) (openedSource, error) {
+// that has a url. A direct scrape alone keeps samples sloRetention back
+// (one a minute beyond --retention) for the SLO windows; with Prometheus
+// these are Prometheus's.
+func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger, sloRetention time.Duration) (openedSource, error) {
 	var scraped []fleet.Node
 	for _, n := range f.Nodes {
 		if n.URL != "" {
@@ -373,7 +375,11 @@ func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger) (openedSource, 
 	for _, n := range f.Nodes {
 		o.fleet[n.ID] = n
 	}
-	scraper := scrape.New(scraped, nil, log, time.Now, scrape.Options{Timeout: *c.scrapeTimeout, Retention: *c.retention, StaleAfter: *c.staleAfter, MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks})
+	opts := scrape.Options{Timeout: *c.scrapeTimeout, Retention: *c.retention, StaleAfter: *c.staleAfter, MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks}
+	if *c.prom.url == "" {
+		opts.LongRetention = sloRetention
+	}
+	scraper := scrape.New(scraped, nil, log, time.Now, opts)
 	if *c.prom.url == "" {
 		o.src, o.from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
 		return o, nil
@@ -407,11 +413,11 @@ func (h headersFlag) Set(v string) error {
 }
 
 type promFlagSet struct {
-	url, bearer, user, password, ca, cert, key, serverName, nodeLabel, modelLabels *string
-	insecure                                                                       *bool
-	timeout                                                                        *time.Duration
-	maxInFlight, onDemandInFlight                                                  *int
-	headers                                                                        headersFlag
+	url, bearer, user, password, ca, cert, key, serverName, nodeLabel, modelLabels, dcgmJoin *string
+	insecure                                                                                 *bool
+	timeout                                                                                  *time.Duration
+	maxInFlight, onDemandInFlight                                                            *int
+	headers                                                                                  headersFlag
 }
 
 func promFlags(fs *flag.FlagSet) promFlagSet {
@@ -431,6 +437,7 @@ func promFlags(fs *flag.FlagSet) promFlagSet {
 	p.onDemandInFlight = fs.Int("prometheus-on-demand-in-flight", 4, "of --prometheus-max-in-flight, the most on-demand windows, offsets and baselines may use; the rest are the refresh's own")
 	p.nodeLabel = fs.String("node-label", "instance", "label that identifies a node in --prometheus")
 	p.modelLabels = fs.String("model-label", "model_name,model,name", "labels that may carry the served model, in order of preference")
+	p.dcgmJoin = fs.String("prometheus-dcgm-join", "", "read the NVIDIA DCGM exporter's GPU series from --prometheus and join them to nodes by these labels, tried in order (e.g. Hostname,pod,instance); empty: no GPU figures")
 	return p
 }
 
@@ -454,6 +461,11 @@ func (p promFlagSet) config(staleAfter time.Duration) prom.Config {
 	for _, l := range strings.Split(*p.modelLabels, ",") {
 		if l = strings.TrimSpace(l); l != "" {
 			cfg.ModelLabels = append(cfg.ModelLabels, l)
+		}
+	}
+	for _, l := range strings.Split(*p.dcgmJoin, ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			cfg.DCGMJoin = append(cfg.DCGMJoin, l)
 		}
 	}
 	return cfg

@@ -48,7 +48,15 @@ Scenarios:
   idle-then-overload  idle 10 min (lazy series absent), then 16 clients on 4 slots for 4 min, then light
   kv-flap             KV-bound phases with one-scrape dips below 0.95, light phases between
   kv-offload          an LMCache offload tier keeps GPU KV at ~0.99 by design: no preemption, no queue
+  slo-burn            a healthy kimi node whose TTFT (~220 ms median) misses a tight SLO such as 99% within 250 ms
+  gpu-throttled       glm with one GPU thermally throttled (DCGM clock-event reasons), its compute slower
+  gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM)
+  stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
   spec-decode         speculative decoding (~2.5 tokens per step) and four LoRA adapters on a light node
+
+Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
+/dcgm/metrics on its port; the fleet file written names it (dcgm).
+  disaggregated       1 prefill + 1 decode worker (roles in the fleet file), KV over a slow path: high decode-side TTFT
 
 idle-then-overload and kv-flap behave like a field server: series appear on
 first use, TTFT excludes queueing, no preemption or failure counters.`),

@@ -36,6 +36,8 @@ func decodeExplains(x *llmdiagv1.Finding) bool {
 func (f *facts) decodeRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 	t := f.t
 	switch {
+	case f.prefillWorker(): // role.go
+		return p.f(roPrefillWorkerDecode)
 	case !f.perRequest.ok:
 		return p.f(roDecodeUnknown)
 	case !f.slowDecode():
@@ -52,6 +54,9 @@ func (f *facts) decodeRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 // decodeApplies is rule 6: low queue, KV below warn, a long E2E tail and
 // slow per-request decode, and not an outlier among its peers.
 func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
+	if f.prefillWorker() { // role.go: a prefill worker's decode is not judged
+		return false
+	}
 	return !f.hist.now && !f.kvHigh() && elevated(f.e2eStatus()) && f.slowDecode() && !f.peer.outlier
 }
 
@@ -62,7 +67,7 @@ func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
 // offloadByDesign, is not KV high); the shape rule 6 misses while
 // per-request decode is not slow enough, or the tail not yet long enough.
 func (f *facts) decodeStallsApplies(findings []*llmdiagv1.Finding) bool {
-	if f.hist.surgeNow || f.kvHigh() || f.interTokenStatus() != statusCrit {
+	if f.prefillWorker() || f.hist.surgeNow || f.kvHigh() || f.interTokenStatus() != statusCrit {
 		return false
 	}
 	return explainsAll(decodeExplains, findings) && !f.peer.outlier
@@ -164,6 +169,7 @@ func (f *facts) decode(p printer, _ []*llmdiagv1.Finding) verdict {
 		v.recs = append(v.recs, p.f(recProfile))
 	}
 	f.addDecodeEffects(p, &v)
+	f.gpuDecode(p, &v)
 	return v
 }
 
@@ -207,5 +213,6 @@ func (f *facts) stalls(p printer, _ []*llmdiagv1.Finding) verdict {
 		v.confidence += 0.1
 	}
 	v.recs = []string{p.f(recChunkedPrefill), p.f(recSmallerChunks)}
+	f.gpuDecode(p, &v)
 	return v
 }

@@ -61,6 +61,9 @@ func (f *facts) healthy(p printer, findings []*llmdiagv1.Finding) verdict {
 
 // recFor is the recommendation for an indicator no cause explains.
 func recFor(ind llmdiagv1.Indicator, groupSlow bool) msg {
+	if m, ok := gpuRec(ind); ok {
+		return m
+	}
 	switch ind {
 	case llmdiagv1.Indicator_INDICATOR_KV_PRESSURE:
 		return recKVWatch

@@ -41,6 +41,8 @@ func (f *facts) prefillRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 	t, h := f.t, f.hist
 	share := f.queueTimeShare()
 	switch {
+	case f.decodeWorker() && f.ttftP99 != nil && elevated(f.ttftStatus()): // role.go
+		return p.f(roDecodeWorkerTTFT, p.seconds(f.ttftP99.GetValue()))
 	case f.ttftP99 == nil:
 		return p.f(roPrefillUnknown)
 	case f.ttftStatus() == statusOK:

@@ -119,6 +119,7 @@ func (f *facts) stalled(p printer, findings []*llmdiagv1.Finding) (verdict, bool
 	v.evidence = append(v.evidence, p.f(evStalledAnswers))
 	v.recs = []string{p.f(recStalledRouting), p.f(recStalledDump), p.f(recStalledRestart), p.f(recStalledProbe)}
 	f.weigh(p, &v, &stalledCause, findings)
+	f.gpuFaultRecs(p, &v, findings)
 	return v, true
 }
 

@@ -116,6 +116,7 @@ func (f *facts) verdict(p printer, findings []*llmdiagv1.Finding) verdict {
 		v.cause = r.cause.id
 		v.ruledOut = f.ruledOut(p, r.cause.id, findings)
 		f.weigh(p, &v, r.cause, findings)
+		f.gpuFaultRecs(p, &v, findings)
 		return v
 	}
 	return f.healthy(p, findings)
@@ -193,9 +194,9 @@ func (f *facts) ruledOut(p printer, won llmdiagv1.Cause, findings []*llmdiagv1.F
 
 // explained reports whether a cause whose own test is explains accounts for
 // finding x being WARN or CRIT. Scrape errors are never explained by a load
-// pattern.
+// pattern, nor GPU faults (gpu.go).
 func explained(explains func(*llmdiagv1.Finding) bool, x *llmdiagv1.Finding) bool {
-	return x.GetIndicator() != llmdiagv1.Indicator_INDICATOR_SCRAPE && explains(x)
+	return x.GetIndicator() != llmdiagv1.Indicator_INDICATOR_SCRAPE && !gpuFault(x.GetIndicator()) && explains(x)
 }
 
 // explainsAll reports whether explains accounts for every WARN or CRIT

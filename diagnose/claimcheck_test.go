@@ -184,6 +184,21 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 		return r != nil || w != nil, f.m.GetLoraAdaptersWaiting(), w != nil && *w > 0
 	case aboutOffload:
 		return f.offloadTier() != "", 0, f.offloadByDesign()
+	case aboutGPUDRAM:
+		d := f.m.GetGpu().DramActive
+		return d != nil, f.m.GetGpu().GetDramActive(), d != nil && *d >= gpuDRAMHigh
+	case aboutGPUTensor:
+		x := f.m.GetGpu().TensorActive
+		return x != nil, f.m.GetGpu().GetTensorActive(), x != nil && *x >= gpuTensorHigh
+	case aboutGPUStarved:
+		shape := f.gpuShape()
+		return shape != gpuUnknown, 0, shape == gpuStarved
+	case aboutGPUThrottle:
+		g := f.m.GetGpu()
+		return g.ClockEventMask != nil, float64(len(g.GetThrottledGpus())), f.gpuThrottled()
+	case aboutGPUXID:
+		g := f.m.GetGpu()
+		return g.GetXidRead(), float64(len(g.GetXidErrors())), len(g.GetXidErrors()) > 0
 	}
 	panic(fmt.Sprintf("subject %d has no figure", s))
 }
@@ -207,6 +222,9 @@ func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 		aboutPrefixCache: llmdiagv1.Indicator_INDICATOR_PREFIX_CACHE_HIT_RATE,
 		aboutSpec:        llmdiagv1.Indicator_INDICATOR_SPEC_DECODE_ACCEPTANCE,
 		aboutLoRA:        llmdiagv1.Indicator_INDICATOR_LORA_ADAPTERS,
+		aboutGPUStarved:  llmdiagv1.Indicator_INDICATOR_GPU_ACTIVITY,
+		aboutGPUThrottle: llmdiagv1.Indicator_INDICATOR_GPU_THROTTLING,
+		aboutGPUXID:      llmdiagv1.Indicator_INDICATOR_GPU_XID,
 	}[s]
 	return ind, ok
 }
@@ -215,7 +233,8 @@ func (s subject) String() string {
 	names := []string{"", "KV pressure", "KV capacity", "queue", "queueing", "queue/running", "running", "waiting",
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
 		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age",
-		"prefix-cache hit rate", "speculative decoding", "LoRA adapters", "KV offload by design"}
+		"prefix-cache hit rate", "speculative decoding", "LoRA adapters", "KV offload by design",
+		"GPU DRAM active", "GPU tensor active", "GPU starved", "GPU throttling", "GPU XID"}
 	if int(s) < len(names) {
 		return names[s]
 	}

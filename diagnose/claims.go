@@ -50,6 +50,12 @@ const (
 	aboutSpec        // speculative decoding: high is acceptance below specAcceptLow
 	aboutLoRA        // LoRA adapters: high is some adapter waited for
 	aboutOffload     // a GPU KV cache full by design (offloadByDesign): high is so
+	// GPU figures from DCGM (gpu.go).
+	aboutGPUDRAM     // mean DRAM active: high is at gpuDRAMHigh or more
+	aboutGPUTensor   // mean tensor-pipe activity: high is at gpuTensorHigh or more
+	aboutGPUStarved  // GPU activity: high is starved (gpuShape)
+	aboutGPUThrottle // clock-event reasons: high is a thermal or power limit on some GPU
+	aboutGPUXID      // XID errors: high is some GPU's last XID not 0
 )
 
 // reading is what a claim says about its subject.
@@ -289,6 +295,63 @@ var catalogClaims = map[msg][]claim{
 	evTTFTBelowQueue:         {{aboutQueueTime, isKnown}},
 	evQueueTimeSplitExcluded: {{aboutQueueTime, isKnown}},
 	valueShareOfWait:         {{aboutQueueTime, isKnown}},
+	// GPU figures from DCGM (gpu.go).
+	conGPUBandwidth:        {{aboutGPUDRAM, isHigh}},
+	conGPUStarved:          {{aboutGPUStarved, isHigh}},
+	conGPUCompute:          {{aboutGPUTensor, isHigh}},
+	conGPUMixed:            {{aboutGPUStarved, isLow}},
+	conGPUUtilOnly:         {{aboutGPUTensor, isUnknown}, {aboutGPUDRAM, isUnknown}},
+	conGPUThrottled:        {{aboutGPUThrottle, isHigh}},
+	conGPUNotThrottled:     {{aboutGPUThrottle, isLow}},
+	conGPUXID:              {{aboutGPUXID, isHigh}},
+	conGPUNoXID:            {{aboutGPUXID, isLow}},
+	valueGPUXID:            {{aboutGPUXID, isHigh}},
+	valueGPUThrottled:      {{aboutGPUThrottle, isHigh}},
+	evGPUXIDMeaning:        {{aboutGPUXID, isHigh}},
+	evGPUDecodeBandwidth:   {{aboutGPUDRAM, isHigh}},
+	evGPUDecodeStarved:     {{aboutGPUStarved, isHigh}},
+	evGPUDecodeCompute:     {{aboutGPUTensor, isHigh}},
+	evGPUDecodeMixed:       {{aboutGPUStarved, isLow}},
+	evGPULockstep:          {{aboutGPUStarved, isHigh}},
+	decodeGPUBandwidth:     {{aboutGPUDRAM, isHigh}},
+	decodeGPUStarved:       {{aboutGPUStarved, isHigh}},
+	decodeGPUCompute:       {{aboutGPUTensor, isHigh}},
+	recGPUBandwidth:        {{aboutGPUDRAM, isHigh}},
+	recGPUStarved:          {{aboutGPUStarved, isHigh}, {aboutQueue, isAbove0}},
+	decodeGPUStarvedUtil:   {{aboutGPUStarved, isHigh}},
+	evGPUDecodeStarvedUtil: {{aboutGPUStarved, isHigh}},
+	recGPUCPUStalls:        {{aboutGPUStarved, isHigh}},
+	recGPUCompute:          {{aboutGPUTensor, isHigh}},
+	recGPUThrottle:         {{aboutGPUThrottle, isHigh}},
+	recGPUXID:              {{aboutGPUXID, isHigh}},
+	// Names, figures quoted as read, and what an XID code means.
+	nameGPUActivity:   nil,
+	nameGPUThrottling: nil,
+	nameGPUXID:        nil,
+	valueGPUSM:        nil,
+	valueGPUDRAM:      nil,
+	valueGPUTensor:    nil,
+	valueGPUUtil:      nil,
+	valueNone:         nil,
+	evGPUCount:        nil,
+	evGPUUtil:         nil,
+	evGPUClock:        nil,
+	evGPUPower:        nil,
+	evGPUTemp:         nil,
+	evGPUFramebuffer:  nil,
+	evGPUReasons:      nil,
+	xid13:             nil,
+	xid31:             nil,
+	xid43:             nil,
+	xid48:             nil,
+	xid63:             nil,
+	xid64:             nil,
+	xid74:             nil,
+	xid79:             nil,
+	xid92:             nil,
+	xid94:             nil,
+	xid95:             nil,
+	xid119:            nil,
 	// Entries that assert nothing about the node's figures.
 
 	// Finding names.
@@ -476,6 +539,21 @@ var catalogClaims = map[msg][]claim{
 	evLoRAWaiting:      {{aboutLoRA, isHigh}, {aboutQueue, isAbove0}},
 	kvOffload:          {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 	roMemoryOffload:    {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
+	evSLOWindowPartial: nil,
+	// role.go
+	nameRole: nil, nameKVTransferTime: nil, nameKVTransferVolume: nil, nameKVTransferFailures: nil,
+	valueRolePrefill: nil, valueRoleDecode: nil, rolePrefill: nil, roleDecode: nil, evRoleSource: nil,
+	roleNotJudged:         nil,
+	evTTFTTransfer:        nil,
+	evTTFTTransferNoMean:  nil,
+	evTTFTTransferUnknown: nil,
+	kvTimeOK:              nil, kvTimeSlow: nil, kvTimeNone: nil, evKVTransferLimits: nil, evKVTransfers: nil,
+	kvVolume: nil, evKVPerTransfer: nil, kvFailNone: nil, kvFailSome: nil, evKVFailShare: nil,
+	roDecodeWorkerTTFT:    {{aboutTTFT, isHigh}},
+	roPrefillWorkerDecode: nil,
+	summaryDecodeTransfer: {{aboutTTFT, isHigh}},
+	summaryDecodeTTFT:     {{aboutTTFT, isHigh}},
+	recPrefillWorkers:     nil, recKVTransfer: nil, recKVFailures: nil, recAddPrefillWorkers: nil,
 }
 
 // recorder collects the catalog entries one diagnosis is written from, for

@@ -427,6 +427,52 @@ func claimVariants() []claimVariant {
 			m.KvPressure = nil
 			m.Warnings = []string{"family vllm:kv_cache_usage_perc left out"}
 		})},
+		// GPU figures from DCGM (gpu.go).
+		{"seed, GPUs starved in lockstep", diagnosetest.SeedGPUInput},
+		{"seed, GPUs starved", seedGPU(func(in *diagnose.Input) { in.Profile.ExpertParallel = 0 })},
+		{"seed, GPUs starved, requests waiting", seedGPU(func(in *diagnose.Input) { in.Metrics.Queue = f64(2) })},
+		{"seed, GPUs at the memory-bandwidth limit", seedGPU(func(in *diagnose.Input) {
+			in.Metrics.Gpu = diagnosetest.GPU(8, "NVIDIA H20", 0.85, 0.2, 0.8)
+		})},
+		{"seed, GPUs compute-bound", seedGPU(func(in *diagnose.Input) {
+			in.Metrics.Gpu = diagnosetest.GPU(8, "NVIDIA H20", 0.9, 0.6, 0.3)
+		})},
+		{"seed, GPUs between limits", seedGPU(func(in *diagnose.Input) {
+			in.Metrics.Gpu = diagnosetest.GPU(8, "NVIDIA H20", 0.5, 0.2, 0.45)
+		})},
+		{"seed, GPU utilisation only", seedGPU(func(in *diagnose.Input) {
+			in.Metrics.Gpu = diagnosetest.GPU(8, "", -1, -1, -1)
+		})},
+		{"seed, GPU utilisation only, low", seedGPU(func(in *diagnose.Input) {
+			in.Metrics.Gpu = diagnosetest.GPU(8, "", -1, -1, -1)
+			in.Metrics.Gpu.Utilization = f64(0.3)
+		})},
+		{"seed, GPU SM only, low", seedGPU(func(in *diagnose.Input) {
+			in.Metrics.Gpu = diagnosetest.GPU(8, "", 0.2, -1, -1)
+		})},
+		{"seed, GPU throttled and XID", seedGPU(func(in *diagnose.Input) {
+			in.Metrics.Gpu = diagnosetest.XID(diagnosetest.Throttle(diagnosetest.GPU(8, "NVIDIA H20", 0.36, 0.18, 0.12), 3), 5, 48)
+		})},
+		{"healthy, GPU throttled", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Gpu = diagnosetest.Throttle(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 3)
+		})},
+		{"healthy, GPU XID", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 79)
+		})},
+		{"KV exhausted, GPU XID", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.KvPressure = f64(0.97)
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 13)
+		})},
+	}
+}
+
+// seedGPU is the seed node with its DCGM exporter read
+// (diagnosetest.SeedGPUInput), edited.
+func seedGPU(edit func(in *diagnose.Input)) func() diagnose.Input {
+	return func() diagnose.Input {
+		in := diagnosetest.SeedGPUInput()
+		edit(&in)
+		return in
 	}
 }
 
@@ -491,6 +537,27 @@ func claimKnockouts() []claimKnockout {
 	}
 	metric("data age", func(m *llmdiagv1.NodeMetrics) { m.Staleness = nil })
 	metric("KV offload tier", func(m *llmdiagv1.NodeMetrics) { m.KvOffload = "" })
+	metric("GPU DRAM activity", func(m *llmdiagv1.NodeMetrics) {
+		if m.Gpu != nil {
+			m.Gpu.DramActive, m.Gpu.DramActiveMin, m.Gpu.DramActiveMax = nil, nil, nil
+		}
+	})
+	metric("GPU tensor activity", func(m *llmdiagv1.NodeMetrics) {
+		if m.Gpu != nil {
+			m.Gpu.TensorActive = nil
+		}
+	})
+	metric("GPU clock events", func(m *llmdiagv1.NodeMetrics) {
+		if m.Gpu != nil {
+			m.Gpu.ClockEventMask, m.Gpu.ClockEventReasons, m.Gpu.ThrottledGpus = nil, nil, nil
+		}
+	})
+	metric("GPU XID", func(m *llmdiagv1.NodeMetrics) {
+		if m.Gpu != nil {
+			m.Gpu.XidRead, m.Gpu.XidErrors = false, nil
+		}
+	})
+	metric("GPU section", func(m *llmdiagv1.NodeMetrics) { m.Gpu = nil })
 	metric("queue, ratio reported", func(m *llmdiagv1.NodeMetrics) {
 		if m.Queue != nil && m.Running != nil && *m.Running > 0 {
 			m.QueueRunningRatio = f64(*m.Queue / *m.Running)
@@ -555,7 +622,7 @@ func TestCatalogClaims(t *testing.T) {
 	covered := map[int]bool{}
 	type where struct{ variant, knockout string }
 	violations := map[string][]where{}
-	for _, v := range claimVariants() {
+	for _, v := range append(claimVariants(), roleClaimVariants()...) {
 		for _, k := range claimKnockouts() {
 			in := v.in()
 			if in.Metrics != nil {

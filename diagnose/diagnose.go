@@ -73,6 +73,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	if m != nil {
 		d.Node, d.Model, d.Engine, d.Window = m.GetNode(), m.GetModel(), m.GetEngine(), m.GetWindow()
 		d.Stale = m.GetStale()
+		d.Role = m.GetRole()
 		if ts := m.GetObservedAt(); ts != nil {
 			d.ObservedAt = timestamppb.New(ts.AsTime())
 		}
@@ -105,6 +106,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 			v = sv
 		} else {
 			v = f.verdict(p, d.Findings)
+			f.roleVerdict(p, &v, d.Findings)
 		}
 		f.noteContradictions(p, d.Findings, &v)
 		d.Findings = append(d.Findings, sloFindings(p, in, t)...)
@@ -123,9 +125,10 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	d.RuledOut = v.ruledOut
 	d.Recommendations = v.recs
 	d.Routable = v.status != llmdiagv1.Status_STATUS_UNKNOWN && v.status != llmdiagv1.Status_STATUS_DOWN && !saturated &&
-		v.cause != llmdiagv1.Cause_CAUSE_STALLED // requests sent to a hung engine wait without end
+		v.cause != llmdiagv1.Cause_CAUSE_STALLED && // requests sent to a hung engine wait without end
+		len(m.GetGpu().GetXidErrors()) == 0 // a GPU fault: the node is to be drained (gpu.go)
 	if m != nil && !d.Routable && !saturated {
-		// Stale, down, unreadable or stalled: the gauges say nothing about
+		// Stale, down, unreadable, stalled or a GPU fault: the gauges say nothing about
 		// what the node can take, so the score does not claim saturation.
 		d.LoadScore = round3(math.Min(Pressure(m.Queue, m.Running, m.KvPressure, t), 1))
 	}

@@ -109,10 +109,11 @@ func (f *facts) findings(p printer) []*llmdiagv1.Finding {
 		out = append(out, f.peersFinding(p))
 	}
 	out = append(out, f.stalenessFinding(p))
+	out = append(out, f.gpuFindings(p)...)
 	if len(f.m.GetErrors()) > 0 {
 		out = append(out, scrapeFinding(p, f.m, statusWarn, scrapeErrors))
 	}
-	return out
+	return f.roleFindings(p, out)
 }
 
 // coreKnown counts the core indicators whose value is known.
@@ -275,7 +276,8 @@ func (f *facts) heavyPrompts() bool {
 // the engine splits TTFT (QueueTimeShareWarn); and, when it does not, no
 // queue spikes in the history, which would account for the tail instead.
 func (f *facts) prefillBound() bool {
-	if !elevated(f.ttftStatus()) || f.hist.surgeNow || !f.heavyPrompts() {
+	// A decode worker's TTFT includes the KV transfer (role.go).
+	if f.decodeWorker() || !elevated(f.ttftStatus()) || f.hist.surgeNow || !f.heavyPrompts() {
 		return false
 	}
 	if share := f.queueTimeShare(); share.ok {

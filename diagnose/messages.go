@@ -468,6 +468,7 @@ const (
 	causeNameNodeOutlier
 	causeNameHealthy
 	causeNameUnexplained
+	evSLOWindowPartial
 
 	causeNameStalled
 	nameProgress
@@ -484,6 +485,95 @@ const (
 	recStalledDump
 	recStalledRestart
 	recStalledProbe
+	// Prefill/decode disaggregation (role.go).
+	nameRole
+	nameKVTransferTime
+	nameKVTransferVolume
+	nameKVTransferFailures
+	valueRolePrefill
+	valueRoleDecode
+	rolePrefill
+	roleDecode
+	evRoleSource
+	roleNotJudged
+	evTTFTTransfer
+	evTTFTTransferNoMean
+	evTTFTTransferUnknown
+	kvTimeOK
+	kvTimeSlow
+	kvTimeNone
+	evKVTransferLimits
+	evKVTransfers
+	kvVolume
+	evKVPerTransfer
+	kvFailNone
+	kvFailSome
+	evKVFailShare
+	roDecodeWorkerTTFT
+	roPrefillWorkerDecode
+	summaryDecodeTransfer
+	summaryDecodeTTFT
+	recPrefillWorkers
+	recKVTransfer
+	recKVFailures
+	recAddPrefillWorkers
+
+	// GPU figures from DCGM (gpu.go).
+	nameGPUActivity
+	nameGPUThrottling
+	nameGPUXID
+	valueGPUSM
+	valueGPUDRAM
+	valueGPUTensor
+	valueGPUUtil
+	valueNone
+	valueGPUXID
+	conGPUBandwidth
+	conGPUStarved
+	conGPUCompute
+	conGPUMixed
+	conGPUUtilOnly
+	conGPUThrottled
+	conGPUNotThrottled
+	conGPUXID
+	conGPUNoXID
+	evGPUCount
+	evGPUUtil
+	evGPUClock
+	evGPUPower
+	evGPUTemp
+	evGPUFramebuffer
+	evGPUReasons
+	evGPUXIDMeaning
+	evGPUDecodeBandwidth
+	evGPUDecodeStarved
+	evGPUDecodeCompute
+	evGPUDecodeMixed
+	evGPULockstep
+	decodeGPUStarvedUtil
+	evGPUDecodeStarvedUtil
+	valueGPUThrottled
+	decodeGPUBandwidth
+	decodeGPUStarved
+	decodeGPUCompute
+	recGPUBandwidth
+	recGPUStarved
+	recGPUCPUStalls
+	recGPUCompute
+	recGPUThrottle
+	recGPUXID
+	xid13
+	xid31
+	xid43
+	xid48
+	xid63
+	xid64
+	xid74
+	xid79
+	xid92
+	xid94
+	xid95
+	xid119
 
 	numMsgs
 )
@@ -1072,8 +1162,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"Within budget: the burn rate is below %s× over %s or %s, and below %s× over %s or %s",
 		"预算之内：消耗速率在 %[2]s 或 %[3]s 内低于 %[1]s×，且在 %[5]s 或 %[6]s 内低于 %[4]s×"},
 	sloUnknown: {
-		"Unknown: a window the burn alerts read was not read, or the engine does not export this latency histogram",
-		"未知：消耗告警所需的窗口未读取，或引擎未导出该延迟直方图"},
+		"Unknown: a window the burn alerts read was not read or not fully covered, or the engine does not export this latency histogram",
+		"未知：消耗告警所需的窗口未读取或未完整覆盖，或引擎未导出该延迟直方图"},
 	evSLOWindow: {
 		"%s: %s of %s requests within %s, burn rate %s",
 		"%[1]s：%[3]s 个请求中 %[2]s 在 %[4]s 以内，消耗速率 %[5]s"},
@@ -1111,8 +1201,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"requests wait for LoRA adapters: %s adapter(s) waited for, %s running (vLLM lora_requests_info): the queue holds requests whose adapter is not loaded",
 		"请求在等待 LoRA 适配器：%s 个适配器被等待，%s 个在运行（vLLM lora_requests_info）：队列中有请求的适配器尚未加载"},
 	recSpecDraft: {
-		"Check the draft model or lower num_speculative_tokens: acceptance is %s",
-		"检查草稿模型，或调低 num_speculative_tokens：接受率仅 %s"},
+		"Check the draft model or lower num_speculative_tokens: acceptance is %s.",
+		"检查草稿模型，或调低 num_speculative_tokens：接受率仅 %s。"},
 	kvOffload: {
 		"GPU KV full by design: offload tier (%s) keeps the GPU cache full, with no preemptions and no queue",
 		"GPU KV 按设计占满：卸载层（%s）让 GPU 缓存保持满载，无抢占、无排队"},
@@ -1170,4 +1260,174 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	recStalledProbe: {
 		"Check the engine's health endpoint against its progress: a /health that answers 200 while no token comes out is no liveness check. Probe forward progress instead (a decode health check where the engine has one, as proposed for vLLM, or this progress finding), so that the orchestrator restarts a hung engine.",
 		"核对引擎的健康检查与实际推进：没有 Token 产出时仍返回 200 的 /health 不能作为存活检查。应改为探测前向推进（引擎若有 decode 健康检查则用之，vLLM 已有此提案；或使用本项推进指标），让编排系统能重启卡死的引擎。"},
+	evSLOWindowPartial: {
+		"%s: only the last %s covered, not judged",
+		"%s：仅覆盖最近 %s，不予判定"},
+
+	nameGPUActivity:   {"GPU activity", "GPU 活跃度"},
+	nameGPUThrottling: {"GPU throttling", "GPU 降频"},
+	nameGPUXID:        {"GPU XID errors", "GPU XID 错误"},
+	valueGPUSM:        {"SM %s", "SM %s"},
+	valueGPUDRAM:      {"DRAM %s", "DRAM %s"},
+	valueGPUTensor:    {"tensor %s", "Tensor %s"},
+	valueGPUUtil:      {"util %s", "利用率 %s"},
+	valueNone:         {"none", "无"},
+	valueGPUXID:       {"GPU %s: XID %d", "GPU %s：XID %d"},
+	valueGPUThrottled: {"GPU %s: %s", "GPU %s：%s"},
+	conGPUBandwidth: {
+		"Memory interface near its limit: memory-bandwidth-bound",
+		"显存接口接近上限：受显存带宽限制"},
+	conGPUStarved: {
+		"GPUs mostly wait: their memory interface and tensor pipes are little used",
+		"GPU 大多在等待：显存接口和 Tensor 管线利用很少"},
+	conGPUCompute: {
+		"Tensor pipes busy, memory interface not: compute-bound",
+		"Tensor 管线繁忙而显存接口不忙：受算力限制"},
+	conGPUMixed: {
+		"Neither the memory interface nor the tensor pipes at their limit",
+		"显存接口和 Tensor 管线均未到上限"},
+	conGPUUtilOnly: {
+		"Only GPU utilisation is exported (no DCGM profiling fields): it says a kernel ran, not how busy the GPU was",
+		"仅导出了 GPU 利用率（无 DCGM profiling 指标）：它只说明有 kernel 在运行，不说明 GPU 有多忙"},
+	conGPUThrottled: {
+		"Clocks held down by %s on GPU %s: the GPUs run slower than they can",
+		"GPU %[2]s 的时钟被 %[1]s 压低：GPU 未以应有速度运行"},
+	conGPUNotThrottled: {"No thermal or power throttling", "无温度或功耗降频"},
+	conGPUXID: {
+		"GPU fault: the driver reported XID %s: drain the node",
+		"GPU 故障：驱动报告了 XID %s：请摘除该节点"},
+	conGPUNoXID: {"No XID error", "无 XID 错误"},
+	evGPUCount:  {"%d GPUs (%s)", "%d 块 GPU（%s）"},
+	evGPUUtil: {
+		"GPU utilisation %s (the time any kernel ran, not how much of the GPU it used)",
+		"GPU 利用率 %s（有 kernel 运行的时间占比，不代表 GPU 被用满）"},
+	evGPUClock:       {"SM clock %s MHz (lowest GPU %s MHz)", "SM 时钟 %s MHz（最低的 GPU %s MHz）"},
+	evGPUPower:       {"power %s W in all", "总功耗 %s W"},
+	evGPUTemp:        {"hottest GPU %s °C", "最热 GPU %s °C"},
+	evGPUFramebuffer: {"framebuffer up to %s used", "显存占用最高 %s"},
+	evGPUReasons:     {"clock-event reasons set: %s", "时钟事件原因：%s"},
+	evGPUXIDMeaning:  {"XID %d: %s", "XID %d：%s"},
+	evGPUDecodeBandwidth: {
+		"GPUs at the memory-bandwidth limit of decode: DRAM active %s (≥ %s) with SM active %s: every step reads the weights and the KV cache, so scheduling or kernel tuning will not make a request faster",
+		"GPU 处于 Decode 的显存带宽上限：DRAM 活跃度 %s（≥ %s），SM 活跃度 %s：每一步都要读取权重和 KV Cache，调度或 kernel 调优无法让单个请求变快"},
+	evGPUDecodeStarved: {
+		"GPUs starved while decode is slow: DRAM active %s (< %s), tensor pipes %s, SM active %s: the GPUs wait more than they work, for the scheduler, the CPU or each other",
+		"Decode 慢的同时 GPU 吃不饱：DRAM 活跃度 %s（< %s），Tensor 管线 %s，SM 活跃度 %s：GPU 等待多于工作，在等调度、CPU 或彼此"},
+	evGPUDecodeStarvedUtil: {
+		"GPUs starved while decode is slow: a kernel runs only %s of the time (< %s; DCGM profiling fields not exported)",
+		"Decode 慢的同时 GPU 吃不饱：仅 %s 的时间有 kernel 在运行（< %s；未导出 DCGM profiling 指标）"},
+	evGPUDecodeCompute: {
+		"GPUs compute-bound: tensor pipes active %s (≥ %s), SM active %s, DRAM active %s: the steps are spent computing (attention over long contexts, prefill chunks)",
+		"GPU 受算力限制：Tensor 管线活跃度 %s（≥ %s），SM 活跃度 %s，DRAM 活跃度 %s：时间花在计算上（长上下文的 Attention、Prefill 分块）"},
+	evGPULockstep: {
+		"the %d data-parallel ranks step in lockstep (EP %d): while one rank computes its prefill the others wait, so the GPUs' memory interface is busy only %s of cycles, GPU by GPU",
+		"%[1]d 个数据并行 rank 同步推进（EP %[2]d）：一个 rank 计算 Prefill 时其他 rank 都在等待，各 GPU 显存接口仅有 %[3]s 的周期在忙"},
+	evGPUDecodeMixed: {
+		"GPU activity SM %s, DRAM %s: neither the memory interface nor the tensor pipes at their limit",
+		"GPU 活跃度 SM %s、DRAM %s：显存接口和 Tensor 管线均未到上限"},
+	decodeGPUBandwidth: {
+		" The GPUs confirm it: their memory interface is %s busy, the memory-bandwidth limit of decode.",
+		"GPU 指标印证了这一点：显存接口繁忙度 %s，已到 Decode 的显存带宽上限。"},
+	decodeGPUStarved: {
+		" Yet the GPUs mostly wait (DRAM active %s, tensor pipes %s): batching or scheduling starves them.",
+		"但 GPU 大多在等待（DRAM 活跃度 %s，Tensor 管线 %s）：批处理或调度让 GPU 吃不饱。"},
+	decodeGPUStarvedUtil: {
+		" Yet the GPUs run a kernel only %s of the time: batching or scheduling starves them.",
+		"但 GPU 仅 %s 的时间有 kernel 在运行：批处理或调度让 GPU 吃不饱。"},
+	decodeGPUCompute: {
+		" The GPUs are compute-bound (tensor pipes active %s, SM active %s).",
+		"GPU 受算力限制（Tensor 管线活跃度 %s，SM 活跃度 %s）。"},
+	recGPUBandwidth: {
+		"Add replicas, or serve a smaller or quantised model: decode is at the GPUs' memory-bandwidth limit, which tuning does not move.",
+		"增加副本，或换用更小/量化的模型：Decode 已到 GPU 显存带宽上限，调参无法突破。"},
+	recGPUStarved: {
+		"Raise max_num_seqs (SGLang: max_running_requests): requests wait while the GPUs do, and more of them could share each step.",
+		"调大 max_num_seqs（SGLang：max_running_requests）：请求在排队而 GPU 在空等，每一步本可处理更多请求。"},
+	recGPUCPUStalls: {
+		"Check CPU-side stalls: tokenisation, scheduling, sampling, host-to-device copies, a CPU too small for the GPUs.",
+		"排查 CPU 侧阻塞：分词、调度、采样、主机到设备拷贝，或 CPU 配置不足。"},
+	recGPUCompute: {
+		"Add replicas or faster GPUs: the GPUs are at their compute limit.",
+		"增加副本或换用更快的 GPU：GPU 已到算力上限。"},
+	recGPUThrottle: {
+		"Check cooling and power limits of the throttled GPUs (nvidia-smi -q -d PERFORMANCE) and move load off them until fixed.",
+		"检查降频 GPU 的散热与功耗上限（nvidia-smi -q -d PERFORMANCE），修复前将负载移走。"},
+	recGPUXID: {
+		"Drain the node, read the XID in the kernel log (dmesg) and reset or replace the GPU.",
+		"摘除该节点，在内核日志（dmesg）中查看 XID，重置或更换 GPU。"},
+	xid13:                  {"graphics engine exception (often the application)", "图形引擎异常（多为应用问题）"},
+	xid31:                  {"GPU memory page fault (often the application)", "GPU 内存页错误（多为应用问题）"},
+	xid43:                  {"GPU stopped processing", "GPU 停止处理"},
+	xid48:                  {"double-bit ECC error", "双比特 ECC 错误"},
+	xid63:                  {"row remapping: an ECC page retirement was recorded", "行重映射：记录了 ECC 页面退役"},
+	xid64:                  {"row remapping failed", "行重映射失败"},
+	xid74:                  {"NVLink error", "NVLink 错误"},
+	xid79:                  {"GPU has fallen off the bus", "GPU 已从总线掉线"},
+	xid92:                  {"high single-bit ECC error rate", "单比特 ECC 错误率过高"},
+	xid94:                  {"contained ECC error", "已隔离的 ECC 错误"},
+	xid95:                  {"uncontained ECC error", "未隔离的 ECC 错误"},
+	xid119:                 {"GSP RPC timeout", "GSP RPC 超时"},
+	nameRole:               {"Role", "角色"},
+	nameKVTransferTime:     {"KV transfer time", "KV 传输耗时"},
+	nameKVTransferVolume:   {"KV transfer volume", "KV 传输量"},
+	nameKVTransferFailures: {"KV transfer failures", "KV 传输失败"},
+	valueRolePrefill:       {"prefill worker", "Prefill 节点"},
+	valueRoleDecode:        {"decode worker", "Decode 节点"},
+	rolePrefill: {
+		"Prefill worker: it computes the prompts and hands their KV cache to decode workers, so its decode speed is not judged",
+		"Prefill 节点：计算 Prompt 并把 KV Cache 交给 Decode 节点，因此不评判其 Decode 速度"},
+	roleDecode: {
+		"Decode worker: it receives each request's KV cache from a prefill worker, so its TTFT includes the transfer and is no evidence of a prefill bottleneck here",
+		"Decode 节点：每个请求的 KV Cache 由 Prefill 节点传来，其 TTFT 包含传输时间，不能作为本节点 Prefill 瓶颈的证据"},
+	evRoleSource: {"role from %s", "角色来自 %s"},
+	roleNotJudged: {
+		"Not judged: a prefill worker produces only the first token of each request",
+		"不评判：Prefill 节点只产出每个请求的首 Token"},
+	evTTFTTransfer: {
+		"TTFT on a decode worker includes the KV transfer from the prefill worker: %s per transfer on average, %s of the mean TTFT %s",
+		"Decode 节点的 TTFT 包含从 Prefill 节点传输 KV 的时间：平均每次 %s，占平均 TTFT %[3]s 的 %[2]s"},
+	evTTFTTransferNoMean: {
+		"TTFT on a decode worker includes the KV transfer from the prefill worker: %s per transfer on average",
+		"Decode 节点的 TTFT 包含从 Prefill 节点传输 KV 的时间：平均每次 %s"},
+	evTTFTTransferUnknown: {
+		"TTFT on a decode worker includes the KV transfer from the prefill worker, which this engine does not time",
+		"Decode 节点的 TTFT 包含从 Prefill 节点传输 KV 的时间，该引擎不统计此时间"},
+	kvTimeOK:   {"KV caches move between workers quickly", "KV Cache 在节点间传输迅速"},
+	kvTimeSlow: {"KV transfers are slow: the first token on the decode worker waits for them", "KV 传输偏慢：Decode 节点的首 Token 要等待传输完成"},
+	kvTimeNone: {"No KV transfer in the window", "窗口内没有 KV 传输"},
+	evKVTransferLimits: {
+		"warn at %s per transfer on average, crit at %s",
+		"平均每次传输 %s 告警，%s 严重"},
+	evKVTransfers:   {"transfers: %s", "传输次数：%s"},
+	kvVolume:        {"KV cache bytes moved between prefill and decode workers", "Prefill 与 Decode 节点间传输的 KV Cache 字节数"},
+	evKVPerTransfer: {"%s per transfer", "每次 %s"},
+	kvFailNone:      {"No KV transfer failed", "没有 KV 传输失败"},
+	kvFailSome: {
+		"KV transfers fail: those requests are recomputed or aborted",
+		"KV 传输失败：这些请求会重新计算或被中止"},
+	evKVFailShare: {"%s of transfers failed (crit at %s)", "%s 的传输失败（%s 为严重）"},
+	roDecodeWorkerTTFT: {
+		"not prefill: TTFT P99 %s is high, but this is a decode worker, whose TTFT includes the KV transfer and the prefill worker's queue and prefill",
+		"不是 Prefill 瓶颈：TTFT P99 %s 偏高，但这是 Decode 节点，其 TTFT 包含 KV 传输以及 Prefill 节点的排队与 Prefill"},
+	roPrefillWorkerDecode: {
+		"not decode: this is a prefill worker, which is not judged on decode speed",
+		"不是 Decode 瓶颈：这是 Prefill 节点，不评判其 Decode 速度"},
+	summaryDecodeTransfer: {
+		"TTFT P99 %s on this decode worker waits for slow KV transfers (%s each on average): the transfer path between prefill and decode workers sets it, not this node's prefill.",
+		"该 Decode 节点的 TTFT P99 %s 受 KV 传输拖慢（平均每次 %s）：瓶颈在 Prefill 与 Decode 节点之间的传输路径，而非本节点的 Prefill。"},
+	summaryDecodeTTFT: {
+		"TTFT P99 %s on this decode worker includes the prefill worker's queue and prefill and the KV transfer: look at the prefill workers.",
+		"该 Decode 节点的 TTFT P99 %s 包含 Prefill 节点的排队与 Prefill 以及 KV 传输：请检查 Prefill 节点。"},
+	recPrefillWorkers: {
+		"Look at the prefill workers (their queue and TTFT): with few prefill workers per decode worker, long prompts wait for prefill there; add prefill workers.",
+		"检查 Prefill 节点（排队与 TTFT）：每个 Decode 节点配的 Prefill 节点过少时，长 Prompt 会在那里等待 Prefill；增加 Prefill 节点。"},
+	recKVTransfer: {
+		"Check the KV-transfer path between prefill and decode workers: the transport the connector chose (RDMA rather than TCP), GPU–NIC affinity, and the link's bandwidth.",
+		"检查 Prefill 与 Decode 节点间的 KV 传输路径：连接器选用的传输方式（应为 RDMA 而非 TCP）、GPU 与网卡的亲和性、链路带宽。"},
+	recKVFailures: {
+		"Read the transfer errors in both workers' logs: a failed transfer is recomputed or aborted.",
+		"查看两端节点日志中的传输错误：传输失败的请求会重新计算或被中止。"},
+	recAddPrefillWorkers: {
+		"Prefill is already disaggregated and this prefill worker is the bottleneck: add prefill workers (more prefill per decode worker).",
+		"Prefill 已分离部署，瓶颈正是该 Prefill 节点：增加 Prefill 节点（提高 Prefill 与 Decode 节点的配比）。"},
 }

@@ -449,7 +449,7 @@ func comparePeers(m *llmdiagv1.NodeMetrics, peers []*llmdiagv1.NodeMetrics, t Th
 		if p == nil || !p.GetUp() || isStale(p, t) || p.GetNode() == m.GetNode() {
 			continue
 		}
-		if p.GetModel() != "" && m.GetModel() != "" && p.GetModel() != m.GetModel() {
+		if p.GetModel() != "" && m.GetModel() != "" && p.GetModel() != m.GetModel() || !sameRole(p, m) {
 			continue
 		}
 		usable = append(usable, p)

@@ -22,11 +22,12 @@ import (
 type PeerGroup struct {
 	peers []*llmdiagv1.NodeMetrics // as given: the general case
 	t     Thresholds
-	// fast is set when every peer has the same model (model) and every
-	// value compares as it reads (no NaN, no −0): the sorted values below
-	// are then exact.
+	// fast is set when every peer has the same model (model) and role
+	// (role) and every value compares as it reads (no NaN, no −0): the
+	// sorted values below are then exact.
 	fast  bool
 	model string
+	role  llmdiagv1.Role
 	byInd [len(peerMetrics)]peerValues
 }
 
@@ -61,8 +62,8 @@ func NewPeerGroup(peers []*llmdiagv1.NodeMetrics, t Thresholds) *PeerGroup {
 			continue
 		}
 		if first {
-			g.model, first = p.GetModel(), false
-		} else if p.GetModel() != g.model {
+			g.model, g.role, first = p.GetModel(), roleOf(p), false
+		} else if p.GetModel() != g.model || roleOf(p) != g.role {
 			g.fast = false
 			return g
 		}
@@ -105,7 +106,7 @@ func exact(v float64) bool { return !math.IsNaN(v) && !(v == 0 && math.Signbit(v
 
 // compare is comparePeers(m, the group's peers, t).
 func (g *PeerGroup) compare(m *llmdiagv1.NodeMetrics, t Thresholds) (peerComparison, []peerComparison) {
-	if !g.fast || t != g.t || (m.GetModel() != "" && g.model != "" && m.GetModel() != g.model) {
+	if !g.fast || t != g.t || (m.GetModel() != "" && g.model != "" && m.GetModel() != g.model) || roleOf(m) != g.role {
 		return comparePeers(m, g.peers, t)
 	}
 	for _, c := range peerMetrics {

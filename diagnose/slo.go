@@ -87,8 +87,28 @@ func sloDist(m *llmdiagv1.NodeMetrics, metric SLOMetric) *llmdiagv1.Distribution
 // sloWindow is an SLO's attainment over one window.
 type sloWindow struct {
 	window time.Duration
-	read   bool // the window's metrics were read and carry the histogram
-	att    histogram.Attainment
+	read   bool // the window's metrics were read, cover it and carry the histogram
+	// covered is how much of the window the metrics cover when that is
+	// less than sloCoverage of it (read is then false); 0 otherwise.
+	covered time.Duration
+	att     histogram.Attainment
+}
+
+// sloCoverage is the share of a window its metrics must cover to be judged,
+// as for the history's window averages (refresh.PointOf). A direct scrape
+// covers no more of a window than the samples it kept reach back
+// (scrape.Options.Retention, LongRetention); a window it covers less is
+// not judged, rather than judged as if it were whole.
+const sloCoverage = 0.9
+
+// partial returns how much of d m covers when that is less than sloCoverage
+// of it, else 0. Metrics that do not say what they cover count as covering
+// the window.
+func partial(m *llmdiagv1.NodeMetrics, d time.Duration) time.Duration {
+	if c := m.GetCovered(); c != nil && c.AsDuration() < time.Duration(float64(d)*sloCoverage) {
+		return max(c.AsDuration(), 0)
+	}
+	return 0
 }
 
 // requests reports whether the window holds requests to judge.
@@ -150,13 +170,17 @@ func sloFinding(p printer, in Input, s SLO) *llmdiagv1.Finding {
 	for _, d := range SLOWindows() {
 		w := sloWindow{window: d}
 		pw := &llmdiagv1.SLOWindow{Window: metrics.FormatWindow(d)}
-		if dist := sloDist(windowMetrics(in, d), s.Metric); dist != nil && len(dist.GetBucketBounds()) > 0 {
-			w.read = true
+		m := windowMetrics(in, d)
+		if dist := sloDist(m, s.Metric); dist != nil && len(dist.GetBucketBounds()) > 0 {
+			w.covered = partial(m, d)
+			w.read = w.covered == 0
 			w.att = histogram.AttainmentAt(target, distBuckets(dist))
 			pw.Requests = w.att.Total
 		}
 		byWindow[d] = w
 		switch {
+		case w.covered > 0:
+			evidence = append(evidence, p.f(evSLOWindowPartial, pw.Window, metrics.FormatWindow(roundCovered(w.covered))))
 		case w.requests():
 			lo, hi := w.burn(s)
 			pw.AttainmentLower, pw.AttainmentUpper = &w.att.Lower, &w.att.Upper
@@ -217,6 +241,15 @@ func sloFinding(p printer, in Input, s SLO) *llmdiagv1.Finding {
 	f.Name += " " + s.Name
 	f.Slo = burn
 	return f
+}
+
+// roundCovered rounds a covered span for the evidence: to the minute, or
+// to the second below one.
+func roundCovered(d time.Duration) time.Duration {
+	if d >= time.Minute {
+		return d.Round(time.Minute)
+	}
+	return d.Round(time.Second)
 }
 
 // distBuckets are a distribution's buckets for package histogram.

@@ -158,6 +158,47 @@ func TestSLOFindingByHand(t *testing.T) {
 	}
 }
 
+// TestSLOPartialWindow: a window its metrics cover less than 90% of (a
+// direct scrape whose samples reach back 1h, asked for 6h) is not judged:
+// the pair that needs it is unknown, and the evidence says how much was
+// covered. Another pair firing still decides.
+func TestSLOPartialWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		w5m     []float64
+		covered time.Duration
+		want    llmdiagv1.Status
+	}{
+		{"6h covered 1h, fast pair quiet", allFast, time.Hour, llmdiagv1.Status_STATUS_UNKNOWN},
+		{"6h covered 1h, fast pair fires", tailHeavy, time.Hour, llmdiagv1.Status_STATUS_CRIT},
+		{"6h covered 5h30m (over 90%)", allFast, 5*time.Hour + 30*time.Minute, llmdiagv1.Status_STATUS_WARN},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := sloInput(tc.w5m, tailHeavy, tailHeavy, tailHeavy)
+			for _, m := range in.Windows {
+				d, _, _ := metrics.ParseWindow(m.GetWindow())
+				m.Covered = durationpb.New(d)
+				if d == 6*time.Hour {
+					m.Covered = durationpb.New(tc.covered)
+				}
+			}
+			th := sloThresholds(ttftSLO(time.Second))
+			f := sloFindingOf(t, diagnose.Diagnose(in, th, llmdiagv1.Language_LANGUAGE_EN))
+			if f.GetStatus() != tc.want {
+				t.Fatalf("status %s, want %s: %s %q", f.GetStatus(), tc.want, f.GetConclusion(), f.GetEvidence())
+			}
+			partial := slices.ContainsFunc(f.GetEvidence(), func(e string) bool { return e == "6h: only the last 1h covered, not judged" })
+			if partial != (tc.covered == time.Hour) {
+				t.Errorf("evidence %q: partial 6h said %v, want %v", f.GetEvidence(), partial, tc.covered == time.Hour)
+			}
+			fz := sloFindingOf(t, diagnose.Diagnose(in, th, llmdiagv1.Language_LANGUAGE_ZH))
+			if tc.covered == time.Hour && !slices.Contains(fz.GetEvidence(), "6h：仅覆盖最近 1h，不予判定") {
+				t.Errorf("Chinese evidence %q lacks the partial 6h window", fz.GetEvidence())
+			}
+		})
+	}
+}
+
 // TestSLOLeavesVerdictAlone: without SLOs the diagnosis is what it was; with
 // one burning, only the SLO finding is added, and an SLO of another model
 // adds nothing.

@@ -10,7 +10,7 @@ import (
 )
 
 // TestEngineMetricsPage: docs/engine-metrics.md names every family the
-// mapping table reads, and names no engine family the table does not. The
+// mapping table (and the KV-transfer table) reads, and names no engine family the table does not. The
 // OpenTelemetry aliases of vLLM's families (vllm_ for vllm:) are covered by
 // one sentence of the page rather than listed.
 func TestEngineMetricsPage(t *testing.T) {
@@ -35,6 +35,9 @@ func TestEngineMetricsPage(t *testing.T) {
 		for _, f := range m.LoRAInfo {
 			read[f] = true
 		}
+	}
+	for _, f := range engine.KVTransferFamilies() {
+		read[f] = true
 	}
 	prefixes = append(prefixes, "nv_inference_") // Triton's, shared with non-LLM models
 

@@ -11,7 +11,7 @@ import (
 // sources returns the sources of c: from Mapping.Effects for the cache and
 // decoding effects, else from Mapping.Concepts.
 func (m *Mapping) sources(c Concept) []Source {
-	if c >= PrefixCacheQueries {
+	if c >= PrefixCacheQueries && c < numConcepts { // the disaggregation concepts (disagg.go) read Concepts
 		return m.Effects[c]
 	}
 	return m.Concepts[c]

@@ -63,6 +63,7 @@ func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at 
 	s.TensorParallel = x.distinct(m.TPLabel)
 	s.PipelineParallel = x.distinct(m.PPLabel)
 	s.ExpertParallel = x.distinct(m.EPLabel)
+	x.disagg(s)
 	s.Errors = x.errs
 	return s
 }

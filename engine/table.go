@@ -63,6 +63,9 @@ var conceptNames = [numConcepts]string{
 
 // String returns the concept's short name.
 func (c Concept) String() string {
+	if c >= numConcepts && c < numDisaggConcepts {
+		return disaggConceptNames[c-numConcepts]
+	}
 	if c < 0 || c >= numConcepts {
 		return "unknown"
 	}

@@ -36,10 +36,20 @@ type Node struct {
 	// Off by default: a target that redirects is reported down, with the
 	// status and where it points, and nothing is read from elsewhere.
 	FollowRedirects bool `yaml:"follow_redirects,omitempty"`
+	// DCGM is the URL of the NVIDIA DCGM exporter serving the node's GPUs
+	// (for example http://host:9400/metrics), scraped with URL at every
+	// refresh when the node is scraped directly; its GPU figures join the
+	// node's metrics (NodeMetrics.gpu). Empty: no GPU figures. A password
+	// in it is handled as in URL; redirects follow FollowRedirects.
+	DCGM string `yaml:"dcgm,omitempty"`
 	// Model it serves; when empty, taken from the engine's model_name label.
 	Model string `yaml:"model,omitempty"`
 	// Engine: vllm, sglang, …; when empty, detected from metric names.
-	Engine  string  `yaml:"engine,omitempty"`
+	Engine string `yaml:"engine,omitempty"`
+	// Role in a deployment that disaggregates prefill and decode: prefill,
+	// decode or both; when empty, detected from the engine's metrics where
+	// it says (see ParseRole), else both. The fleet file's role wins.
+	Role    string  `yaml:"role,omitempty"`
 	Profile Profile `yaml:"profile,omitempty"`
 	// Labels are free-form facts about the node (team, region, gpu pool,
 	// …): ListNodes shows them and ComparePercentiles can group by any of
@@ -163,8 +173,8 @@ func EngineDisplayName(e llmdiagv1.Engine) string {
 	return ""
 }
 
-// Validate checks every node: id syntax and uniqueness, an http(s) URL when
-// one is given, a known engine name, label names and values.
+// Validate checks every node: id syntax and uniqueness, http(s) URLs (url,
+// dcgm) when given, a known engine name and role, label names and values.
 func (f *File) Validate() error {
 	var errs []error
 	seen := make(map[string]bool, len(f.Nodes))
@@ -182,8 +192,17 @@ func (f *File) Validate() error {
 				errs = append(errs, fmt.Errorf("nodes[%d].url %q: want an http(s) URL", i, redact.URL(n.URL)))
 			}
 		}
+		if n.DCGM != "" {
+			u, err := url.Parse(n.DCGM)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				errs = append(errs, fmt.Errorf("nodes[%d].dcgm %q: want an http(s) URL", i, redact.URL(n.DCGM)))
+			}
+		}
 		if _, err := ParseEngine(n.Engine); err != nil {
 			errs = append(errs, fmt.Errorf("nodes[%d].engine: %w", i, err))
+		}
+		if _, err := ParseRole(n.Role); err != nil {
+			errs = append(errs, fmt.Errorf("nodes[%d].role: %w", i, err))
 		}
 		errs = append(errs, validateLabels(i, n.Labels)...)
 	}

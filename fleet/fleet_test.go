@@ -158,3 +158,32 @@ func TestFollowRedirectsAndRedactedURL(t *testing.T) {
 		t.Fatalf("error %v: want nodes[0].url named, without the password", err)
 	}
 }
+
+// A node may name its DCGM exporter; it must be an http(s) URL, named in
+// the error without its password.
+func TestDCGMURL(t *testing.T) {
+	for _, tc := range []struct {
+		dcgm    string
+		wantErr bool
+	}{
+		{"http://gpu-node-07:9400/metrics", false},
+		{"https://u:p@gpu-node-07:9400/metrics", false},
+		{"gpu-node-07:9400", true},
+		{"ftp://scraper:s3cret@a/metrics", true},
+	} {
+		f, err := fleet.Parse([]byte("nodes:\n  - id: a\n    url: http://a/metrics\n    dcgm: " + tc.dcgm + "\n"))
+		if tc.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "nodes[0].dcgm") || strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("%q: error %v, want nodes[0].dcgm named without the password", tc.dcgm, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.dcgm, err)
+			continue
+		}
+		if f.Nodes[0].DCGM != tc.dcgm {
+			t.Errorf("dcgm = %q, want %q", f.Nodes[0].DCGM, tc.dcgm)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -72,6 +73,10 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 		KvPressure:        clone(newest.KVUsage),
 		KvCapacityTokens:  clone(newest.KVCapacityTokens),
 	}
+	if newest.GPU != nil {
+		// Gauges: the latest reading, as queue and KV.
+		nm.Gpu = proto.CloneOf(newest.GPU)
+	}
 	if base != nil && !base.At.Before(newest.At) {
 		nm.Errors = append(nm.Errors, "window base is not older than the newest sample: no rates")
 	}
@@ -86,6 +91,7 @@ func Compute(newest, base *sample.Sample, window string, quantiles []float64, no
 	nm.RequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsFinished })
 	nm.AbortedRequestsPerSecond = r.rate(func(s *sample.Sample) *float64 { return s.RequestsAborted })
 	setEffects(nm, r)
+	setDisagg(nm, newest, r)
 
 	dist := func(h sample.Hist) *llmdiagv1.Distribution {
 		if base == nil {

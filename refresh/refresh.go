@@ -81,6 +81,8 @@ type Loop struct {
 	// hist is the memory update reads a node's history into when the
 	// store is a store.HistoryReader: one history, the longest read.
 	hist store.HistoryBuf
+	// slo holds the nodes' SLO windows (slowindows.go); nil without SLOs.
+	slo *sloWindows
 }
 
 // wrote is what update compares a node's new record with: its health and
@@ -113,7 +115,8 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.MaxNodes <= 0 {
 		cfg.MaxNodes = DefaultMaxNodes
 	}
-	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{}}
+	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
+		slo: newSLOWindows(cfg.Thresholds, cfg.Window, cfg.Interval)}
 }
 
 // Ready is closed after the first completed refresh: the source answered
@@ -188,11 +191,20 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 		nodeSet.Kept = len(l.nodes.seen)
 		l.rec.ObserveNodeSet(nodeSet)
 	}()
+	if l.slo != nil {
+		// The SLO windows may take half the refresh's time at most: the
+		// nodes must still be stored.
+		sctx, scancel := context.WithTimeout(ctx, l.cfg.Timeout/2)
+		l.slo.read(sctx, l.src, l.log, start, obs, l.cfg.Thresholds, l.modelOf)
+		scancel()
+	}
 	byModel := make(map[string][]*llmdiagv1.NodeMetrics)
 	filled := make(map[string]bool) // models of which a node takes the fleet's model
 	var nodes int
 	for _, o := range obs {
 		if o.Metrics != nil {
+			// Before the peers are grouped: a node's peers are those of its role.
+			l.applyRole(o)
 			byModel[o.Metrics.GetModel()] = append(byModel[o.Metrics.GetModel()], o.Metrics)
 			filled[o.Metrics.GetModel()] = filled[o.Metrics.GetModel()] || l.fillsModel(o)
 			nodes++
@@ -257,6 +269,15 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	return true, nil
 }
 
+// modelOf is the model o's diagnosis is made for: its own, or the fleet
+// file's (update fills it in).
+func (l *Loop) modelOf(o source.Observation) string {
+	if l.fillsModel(o) {
+		return l.cfg.Fleet[o.Node.ID].Model
+	}
+	return o.Metrics.GetModel()
+}
+
 // fillsModel reports whether update gives o's metrics the fleet file's
 // model.
 func (l *Loop) fillsModel(o source.Observation) bool {
@@ -273,6 +294,9 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		}
 		if len(o.Node.Labels) == 0 {
 			o.Node.Labels = f.Labels
+		}
+		if o.Node.Role == "" {
+			o.Node.Role = f.Role
 		}
 		if o.Node.Model == "" && f.Model != "" {
 			o.Node.Model = f.Model
@@ -311,6 +335,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		Profile: profile,
 		Peers:   peers,
 		Group:   group,
+		Windows: l.slo.of(o.Node.ID),
 	}, l.cfg.Thresholds, llmdiagv1.Language_LANGUAGE_EN)
 	point.Status = d.GetStatus()
 
@@ -327,6 +352,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		Url:       redact.URL(o.Node.URL), // answers never show a password
 		LastSeen:  m.GetObservedAt(),
 		Labels:    maps.Clone(o.Node.Labels),
+		Role:      m.GetRole(),
 	}
 	if !m.GetUp() && known {
 		node.LastSeen = prev.lastSeen

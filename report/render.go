@@ -40,11 +40,11 @@ type renderer struct {
 	hole string
 }
 
-// title is "node · model · engine · window — STATUS", leaving out what is
-// empty.
+// title is "node · model · engine · role · window — STATUS", leaving out
+// what is empty (the role of a node that does both).
 func (r *renderer) title() string {
 	var parts []string
-	for _, p := range []string{r.d.GetNode(), r.d.GetModel(), fleet.EngineDisplayName(r.d.GetEngine()), r.d.GetWindow()} {
+	for _, p := range []string{r.d.GetNode(), r.d.GetModel(), fleet.EngineDisplayName(r.d.GetEngine()), roleName(r.d.GetRole(), r.lang), r.d.GetWindow()} {
 		if p = oneLine(p); p != "" {
 			parts = append(parts, p)
 		}

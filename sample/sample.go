@@ -111,6 +111,21 @@ type Sample struct {
 	// the engine does not say.
 	PipelineParallel, ExpertParallel int
 
+	// GPU is the node's GPUs as its DCGM exporter reported them at the
+	// same refresh (engine.ExtractGPU); nil when no exporter is read for
+	// the node or it could not be: UNKNOWN, never zero. Never changed once
+	// the sample is recorded.
+	GPU *llmdiagv1.GPUMetrics
+	// Role is the node's role as its engine says it: SGLang's engine_type
+	// label, a Dynamo worker's dynamo_component; ROLE_UNSPECIFIED when the
+	// metrics do not say. RoleSource names the label it was read from.
+	Role       llmdiagv1.Role
+	RoleSource string
+	// KVTransfer holds the cumulative counters of the KV-cache transfers
+	// between prefill and decode workers, each nil where the engine does
+	// not expose it.
+	KVTransfer KVTransfer
+
 	// Errors are problems met while reading: transport, parse, truncated or
 	// inconsistent families. A concept touched by an error is left nil.
 	Errors []string
@@ -118,6 +133,16 @@ type Sample struct {
 	// line Prometheus refuses, an invalid histogram; see engine.Parse):
 	// the concepts it held are nil, the others are read.
 	Warnings []string
+}
+
+// KVTransfer is the cumulative KV-cache transfer counters of a node in a
+// deployment that disaggregates prefill and decode (vLLM's NIXL connector,
+// SGLang's disaggregation). Each is nil when not exposed: UNKNOWN, never 0.
+type KVTransfer struct {
+	Count    *float64 // transfers completed
+	Seconds  *float64 // their summed duration, in seconds
+	Bytes    *float64 // bytes transferred
+	Failures *float64 // transfers that failed
 }
 
 // F returns a pointer to v, for filling optional fields.

@@ -312,7 +312,9 @@ func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiag
 	}
 	// Staleness is measured against the time asked about: data from an hour
 	// ago is fresh for "one hour ago".
-	return refresh.Restale(m, s.now().Add(-sp.offset), s.cfg.StaleAfter), rec, nil
+	m = refresh.Restale(m, s.now().Add(-sp.offset), s.cfg.StaleAfter)
+	refresh.CarryRole(m, rec.Metrics)
+	return m, rec, nil
 }
 
 // windowErr is the answer to a failed on-demand read.

@@ -162,6 +162,14 @@ type Node struct {
 	Workload Workload
 	// Down lists intervals during which the node's listener is closed.
 	Down []Window
+	// Hang lists intervals during which the engine hangs while its process
+	// stays up: an iteration that would end in a hang is held until the
+	// hang ends (for good when its End is 0), and none starts, so no token
+	// is sampled, no request finishes or is abandoned and the counters and
+	// histograms stand still; arrivals keep coming and /metrics keeps
+	// answering, its gauges showing the queue grow behind a batch that
+	// does not move.
+	Hang []Window
 	// Garbage makes /metrics serve a broken body.
 	Garbage Garbage
 	// Quirks make the node's exposition depart from its engine's as some
@@ -182,6 +190,16 @@ type Node struct {
 	// adapters, and limits those in the running batch (vLLM schemas
 	// export lora_requests_info).
 	LoRA *LoRA
+	// GPUFault is a hardware problem of some of its GPUs, seen in its
+	// DCGM exporter (and, when throttled, in its speed).
+	GPUFault GPUFault
+	// Role is "prefill" or "decode" for a worker of a deployment that
+	// disaggregates them (see disagg.go), empty (both) otherwise; the
+	// fleet file carries it.
+	Role string
+	// KVTransfer is the path KV caches take between prefill and decode
+	// workers; needed with a Role.
+	KVTransfer KVLink
 }
 
 // offloadResident is the share of the GPU KV blocks an offload tier keeps
@@ -482,6 +500,22 @@ func (n Node) validate() error {
 		if err := n.LoRA.validate(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	for _, h := range n.Hang {
+		if h.Start < 0 || (h.End != 0 && h.End <= h.Start) {
+			errs = append(errs, fmt.Errorf("hang window %v-%v: want 0 <= start < end (or end 0)", h.Start, h.End))
+		}
+	}
+	if f := n.GPUFault; f.XID < 0 || (f.Throttle != ThrottleNone && f.Throttle != ThrottleThermal && f.Throttle != ThrottlePower) {
+		errs = append(errs, fmt.Errorf("gpu fault: throttle %q, XID %d: want %q, %q or none and an XID >= 0", f.Throttle, f.XID, ThrottleThermal, ThrottlePower))
+	}
+	for _, g := range n.GPUFault.GPUs {
+		if g < 0 || g >= n.cores()*n.gpusPerCore() {
+			errs = append(errs, fmt.Errorf("gpu fault: GPU %d: the node has GPUs 0-%d", g, n.cores()*n.gpusPerCore()-1))
+		}
+	}
+	if err := n.validateRole(); err != nil {
+		errs = append(errs, err)
 	}
 	if n.Garbage < GarbageNone || n.Garbage > GarbageJunk {
 		errs = append(errs, fmt.Errorf("garbage mode %d unknown", n.Garbage))

@@ -90,6 +90,11 @@ type core struct {
 	// nil without.
 	spec *speculator
 	lora *loras
+
+	// model and gpu are the core's GPUs: what their DCGM figures follow
+	// from, and their recent activity (dcgm.go).
+	model gpuModel
+	gpu   gpuLoad
 }
 
 // cost splits the scheduled batch's iteration time: the seconds of the

@@ -269,7 +269,7 @@ func (f *Fleet) SetGarbage(id string, g Garbage) error {
 }
 
 // FleetFile describes the simulated nodes for `llmdiag serve --fleet`: id,
-// /metrics URL, model, engine and profile. URLs are known once Listen has
+// /metrics URL, DCGM exporter URL (DCGMPath), model, engine and profile. URLs are known once Listen has
 // run (or, with a BasePort, from the start); before that they are empty.
 func (f *Fleet) FleetFile() *fleet.File {
 	f.smu.Lock()
@@ -280,9 +280,10 @@ func (f *Fleet) FleetFile() *fleet.File {
 		if addr == "" && f.cfg.BasePort > 0 {
 			addr = net.JoinHostPort(loopback, strconv.Itoa(f.cfg.BasePort+i))
 		}
-		var url string
+		var url, dcgm string
 		if addr != "" {
 			url = "http://" + addr + "/metrics"
+			dcgm = "http://" + addr + DCGMPath
 		}
 		profile := n.cfg.Profile
 		if n.cfg.KVOffload != "" && !n.cfg.Engine.showsOffload() {
@@ -291,8 +292,10 @@ func (f *Fleet) FleetFile() *fleet.File {
 		out.Nodes = append(out.Nodes, fleet.Node{
 			ID:      n.cfg.ID,
 			URL:     url,
+			DCGM:    dcgm,
 			Model:   n.cfg.Model,
 			Engine:  n.cfg.Engine.FleetName(),
+			Role:    n.cfg.Role,
 			Profile: profile,
 		})
 	}

@@ -328,12 +328,34 @@ var (
 
 const tputWindow = 5.0
 
-func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
-	l := []string{"engine_type", model, "moe_ep_rank", "pp_rank", "tp_rank"}
+// sglangSchedulerLabels are the label names of SGLang's scheduler series
+// and their values per core (engine core i's at lvs[i]).
+func sglangSchedulerLabels(n Node, model string) (l []string, lvs [][]string) {
+	l = []string{"engine_type", model, "moe_ep_rank", "pp_rank", "tp_rank"}
 	if n.cores() > 1 {
 		// SGLang labels a scheduler with its dp_rank under DP attention.
 		l = append(l, "dp_rank")
 	}
+	tp := max(int(n.Profile.TensorParallel), 1)
+	for i := range n.cores() {
+		// With DP attention every data-parallel rank is a scheduler of its
+		// own TP rank; expert parallelism shares the rank numbering.
+		rank := strconv.Itoa(i * tp)
+		ep := "0"
+		if n.Profile.ExpertParallel > 1 {
+			ep = rank
+		}
+		lv := []string{sglangEngineType(n), n.Model, ep, "0", rank}
+		if n.cores() > 1 {
+			lv = append(lv, strconv.Itoa(i))
+		}
+		lvs = append(lvs, lv)
+	}
+	return l, lvs
+}
+
+func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
+	l, lvs := sglangSchedulerLabels(n, model)
 	queueReqs := m.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", l...)
 	runningReqs := m.gauge("sglang:num_running_reqs", "The number of running requests.", l...)
 	usage := m.gauge("sglang:token_usage", "The token usage.", l...)
@@ -358,19 +380,7 @@ func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
 		retracted.omit()
 		s.aborts.omit()
 	}
-	tp := max(int(n.Profile.TensorParallel), 1)
-	for i := range n.cores() {
-		// With DP attention every data-parallel rank is a scheduler of its
-		// own TP rank; expert parallelism shares the rank numbering.
-		rank := strconv.Itoa(i * tp)
-		ep := "0"
-		if n.Profile.ExpertParallel > 1 {
-			ep = rank
-		}
-		lv := []string{"unified", n.Model, ep, "0", rank}
-		if n.cores() > 1 {
-			lv = append(lv, strconv.Itoa(i))
-		}
+	for _, lv := range lvs {
 		s.queueReqs = append(s.queueReqs, queueReqs.with(lv...))
 		s.runningReqs = append(s.runningReqs, runningReqs.with(lv...))
 		s.usage = append(s.usage, usage.with(lv...))

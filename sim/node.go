@@ -25,6 +25,10 @@ type group struct {
 	cores []*core
 	busy  bool
 	end   float64 // simulated second the current iteration ends
+	own   []float64
+	// held: the group was idle when work came during a hang (Node.Hang);
+	// it starts its next iteration at end, when the hang is over.
+	held bool
 }
 
 // start schedules an iteration at t on every core of the group. The
@@ -38,16 +42,27 @@ func (g *group) start(t float64) {
 	var fixed float64
 	var prefill int
 	g.busy = false
+	own := g.own[:0]
 	for _, c := range g.cores {
+		f := 0.0
 		if c.schedule(t) {
 			g.busy = true
-			f, p := c.cost()
+			var p int
+			f, p = c.cost()
 			fixed = max(fixed, f)
 			prefill += p
 		}
+		own = append(own, f)
 		c.publish(t)
 	}
-	g.end = t + fixed + float64(prefill)/(g.cores[0].perf.PrefillTokensPerSec*float64(len(g.cores)))
+	pooled := float64(prefill) / (g.cores[0].perf.PrefillTokensPerSec * float64(len(g.cores)))
+	g.end = t + fixed + pooled
+	g.own = own
+	if g.busy {
+		for i, c := range g.cores {
+			c.iteration(t, g.end, own[i], pooled)
+		}
+	}
 }
 
 func (g *group) complete() {
@@ -86,6 +101,14 @@ type node struct {
 	// serving, guarded by Fleet.smu
 	addr string
 	ep   *endpoint
+
+	// now is the simulated second advance has reached; dcgm the registry
+	// of the node's DCGM exporter (dcgm.go), idHash what its GPUs' UUIDs
+	// derive from.
+	now      float64
+	dcgm     *prometheus.Registry
+	gpuModel gpuModel
+	idHash   uint32
 }
 
 func newNode(cfg Node, seed int64, warmup time.Duration) *node {
@@ -101,9 +124,13 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 		warmup:   warmup.Seconds(),
 	}
 	n.garbage.Store(int32(cfg.Garbage))
+	n.idHash = uint32(h.Sum64())
+	n.gpuModel = newGPUModel(cfg)
+	n.dcgm = prometheus.NewRegistry()
+	n.dcgm.MustRegister(newDCGMCollector(n))
 	n.setPeak()
 	ms := &metricSet{mu: &n.mu, lazy: cfg.Quirks.LazySeries}
-	rec := newRecorder(ms, cfg)
+	rec := withDisagg(newRecorder(ms, cfg), ms, cfg)
 	n.reg.MustRegister(ms)
 	bs := cfg.blockSize()
 	for i := range cfg.cores() {
@@ -121,13 +148,15 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 			stats:   &n.stats,
 			ended:   n.ended,
 			ttftAt:  cfg.Quirks.TTFTExcludesQueue,
+			model:   n.gpuModel,
 		}
+		c.perf = throttled(cfg, i, c.perf, n.gpuModel)
 		if s := cfg.SpecDecode; s != nil {
 			cost := s.DraftCost
 			if cost == 0 {
 				cost = defaultDraftCost
 			}
-			c.spec = &speculator{k: s.DraftTokens, accept: s.AcceptRate, draft: cost * cfg.Perf.StepBase.Seconds(), rng: n.rng}
+			c.spec = &speculator{k: s.DraftTokens, accept: s.AcceptRate, draft: cost * c.perf.StepBase.Seconds(), rng: n.rng}
 		}
 		if l := cfg.LoRA; l != nil {
 			c.lora = &loras{names: l.Adapters, max: l.MaxLoaded, running: make([]int, len(l.Adapters))}
@@ -312,6 +341,7 @@ func (n *node) newRequest(t float64) *request {
 	if r.output >= r.maxTokens {
 		r.output, r.reason = r.maxTokens, reasonLength
 	}
+	n.remoteKV(r, t)
 	return r
 }
 
@@ -344,7 +374,15 @@ func (n *node) advance(to float64) {
 		phase := n.phaseAt()
 		switch {
 		case next != nil && next.end <= n.arrival && next.end <= phase && next.end <= to:
-			next.complete()
+			if until, hung := n.hungAt(next.end); hung {
+				next.end = until // held until the hang ends, +Inf for good
+				continue
+			}
+			if next.held {
+				next.held = false
+			} else {
+				next.complete()
+			}
 			next.start(next.end)
 		case phase <= n.arrival && phase <= to:
 			n.enter(phase)
@@ -354,15 +392,36 @@ func (n *node) advance(to float64) {
 			r := n.newRequest(t)
 			r.session = n.arrived(t)
 			c.enqueue(r)
-			if g := n.groupOf(c); !g.busy {
+			g := n.groupOf(c)
+			if until, hung := n.hungAt(t); hung && !g.busy {
+				g.busy, g.held, g.end = true, true, until
+			}
+			if !g.busy {
 				g.start(t)
 			} else {
 				c.publish(t)
 			}
 		default:
+			n.now = max(n.now, to)
 			return
 		}
 	}
+}
+
+// hungAt reports whether simulated second t falls in one of the node's
+// Hang windows (measured from the end of warm-up), and when the hang ends:
+// +Inf for a hang without end.
+func (n *node) hungAt(t float64) (until float64, hung bool) {
+	for _, w := range n.cfg.Hang {
+		from, to := n.warmup+w.Start.Seconds(), math.Inf(1)
+		if w.End != 0 {
+			to = n.warmup + w.End.Seconds()
+		}
+		if t >= from && t < to {
+			until, hung = max(until, to), true
+		}
+	}
+	return until, hung
 }
 
 func (n *node) groupOf(c *core) *group {

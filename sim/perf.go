@@ -18,6 +18,12 @@ type GPU struct {
 	DenseTFLOPS float64
 	// MemoryGB is HBM capacity.
 	MemoryGB float64
+	// Name is the modelName the DCGM exporter labels the GPU with;
+	// TDPWatts its board power limit and MaxSMClockMHz its highest SM
+	// clock (the simulator's DCGM figures).
+	Name          string
+	TDPWatts      float64
+	MaxSMClockMHz float64
 }
 
 // GPUSpec returns the datasheet figures of a known GPU (H20, H100, H200,
@@ -26,19 +32,21 @@ type GPU struct {
 func GPUSpec(name string) (GPU, bool) {
 	switch strings.ToUpper(strings.TrimSpace(name)) {
 	case "H20":
-		return GPU{MemBandwidthTBs: 4.0, DenseTFLOPS: 296, MemoryGB: 96}, true
-	case "H100", "H800":
-		return GPU{MemBandwidthTBs: 3.35, DenseTFLOPS: 1979, MemoryGB: 80}, true
+		return GPU{MemBandwidthTBs: 4.0, DenseTFLOPS: 296, MemoryGB: 96, Name: "NVIDIA H20", TDPWatts: 400, MaxSMClockMHz: 1980}, true
+	case "H100":
+		return GPU{MemBandwidthTBs: 3.35, DenseTFLOPS: 1979, MemoryGB: 80, Name: "NVIDIA H100 80GB HBM3", TDPWatts: 700, MaxSMClockMHz: 1980}, true
+	case "H800":
+		return GPU{MemBandwidthTBs: 3.35, DenseTFLOPS: 1979, MemoryGB: 80, Name: "NVIDIA H800", TDPWatts: 700, MaxSMClockMHz: 1980}, true
 	case "H200":
-		return GPU{MemBandwidthTBs: 4.8, DenseTFLOPS: 1979, MemoryGB: 141}, true
+		return GPU{MemBandwidthTBs: 4.8, DenseTFLOPS: 1979, MemoryGB: 141, Name: "NVIDIA H200", TDPWatts: 700, MaxSMClockMHz: 1980}, true
 	case "A100":
-		return GPU{MemBandwidthTBs: 2.0, DenseTFLOPS: 312, MemoryGB: 80}, true
+		return GPU{MemBandwidthTBs: 2.0, DenseTFLOPS: 312, MemoryGB: 80, Name: "NVIDIA A100-SXM4-80GB", TDPWatts: 400, MaxSMClockMHz: 1410}, true
 	case "B200":
-		return GPU{MemBandwidthTBs: 8.0, DenseTFLOPS: 4500, MemoryGB: 180}, true
+		return GPU{MemBandwidthTBs: 8.0, DenseTFLOPS: 4500, MemoryGB: 180, Name: "NVIDIA B200", TDPWatts: 1000, MaxSMClockMHz: 1965}, true
 	case "L40S":
-		return GPU{MemBandwidthTBs: 0.864, DenseTFLOPS: 733, MemoryGB: 48}, true
+		return GPU{MemBandwidthTBs: 0.864, DenseTFLOPS: 733, MemoryGB: 48, Name: "NVIDIA L40S", TDPWatts: 350, MaxSMClockMHz: 2520}, true
 	}
-	return GPU{MemBandwidthTBs: 3.35, DenseTFLOPS: 1979, MemoryGB: 80}, false
+	return GPU{MemBandwidthTBs: 3.35, DenseTFLOPS: 1979, MemoryGB: 80, Name: "NVIDIA H100 80GB HBM3", TDPWatts: 700, MaxSMClockMHz: 1980}, false
 }
 
 // Performance-model constants of EstimatePerf.

@@ -24,13 +24,19 @@ const (
 	overloadFor = 4 * time.Minute
 )
 
+// StalledAt is when the stalled scenario's engine hangs, from the end of
+// warm-up: after the 5-minute window is covered, so that a run sees it
+// healthy first.
+const StalledAt = 6 * time.Minute
+
 // SeedWarmup is the warm-up the seed scenario needs before its figures are
 // steady: its long generations take up to ~15 minutes.
 const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload", "spec-decode"}
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "disaggregated",
+	"stalled", "spec-decode"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -106,9 +112,49 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     waits for one). vLLM schemas export the spec_decode counters and
 //     lora_requests_info, SGLang schemas the spec_accept gauges, the others
 //     neither.
+//   - slo-burn: kimi-k2.6-0 (vLLM TP=8 on H200) serving RAG-style traffic
+//     steadily: ~16k-token prompts (σ 0.6) at 0.5 request/s, short
+//     answers. Its first tokens take ~220 ms at the median and up to about
+//     a second, every window alike: nothing queues or fills (HEALTHY), but
+//     a tight TTFT SLO (the matrix configures 99% within 250 ms: ~40%
+//     miss) burns its budget steadily. The fleet has no SLO of its own:
+//     SLOs are llmdiag's thresholds.
+//   - gpu-throttled: glm-4.6-0 with GPU 3 (of its tensor-parallel 8) held
+//     at ThermalClockRatio of its clock by thermal limits (DCGM clock-event
+//     reasons sw_thermal_slowdown and hw_thermal_slowdown, 92 °C): its
+//     compute runs that much slower, as tensor parallelism waits for its
+//     slowest rank; glm-4.6-1 a healthy peer.
+//   - gpu-xid: kimi-k2.6-0 whose GPU 5 reports XID 48 (a double-bit ECC
+//     error) and goes on serving; kimi-k2.6-1 a healthy peer.
+//   - stalled: qwen3-8b-0, the schemas node (vLLM) with open-loop chat
+//     traffic of longer answers (~1 request/s, median 1,000 tokens: ~10
+//     running, no queue), hangs 6 minutes after warm-up (StalledAt) and
+//     never recovers (Node.Hang): the iteration under way never ends, no
+//     token is sampled and no request finishes or gives up, so every
+//     counter and histogram stands still, while /metrics keeps answering
+//     and its gauges show the batch that was running still running and the
+//     queue growing by ~1 a second (~60 a minute). qwen3-8b-1 is a healthy
+//     peer with the same traffic.
+//   - disaggregated: one prefill and one decode worker of Kimi-K2.6 (1P1D,
+//     vllm#22454: high TTFT with 1P1D), each with its own traffic of the
+//     prefill-heavy scenario's ~68k-token prompts at 0.1 request/s, the KV
+//     cache (~70 KB a token: 61 layers of 576 MLA values in 16 bits, ~4.8
+//     GB a prompt) moving at 0.6 GB/s, a transfer path fallen back to TCP
+//     through host memory. kimi-k2.6-prefill-0 (H20, role prefill) computes
+//     the prompts and answers one token: TTFT tail of tens of seconds, queue
+//     low, prefill-bound. kimi-k2.6-decode-0 (H200, role decode) receives
+//     each KV cache before its first token (see disagg.go): ~8 s per
+//     transfer, TTFT P99 ~15 s with heavy prompts that it does not prefill;
+//     its decode is fast. The fleet file gives both roles.
+//
+// Every node also serves its GPUs as NVIDIA's DCGM exporter does, at
+// DCGMPath (see GPUFault and the package's dcgm.go): the GPUs' activity
+// follows the simulated steps (weight and KV reads keep the memory
+// interface busy, prefill and attention the tensor pipes, a lockstep rank
+// waiting for the others neither).
 //
 // Phases (Workload.Phases) are measured from the end of warm-up, as Down
-// windows are.
+// and Hang windows are.
 //
 // Any scenario can be exposed in another schema with WithEngine, which
 // leaves its physics unchanged.
@@ -229,6 +275,31 @@ func Scenario(name string, seed int64) (Config, error) {
 		n.SpecDecode = &SpecDecode{DraftTokens: 3, AcceptRate: 0.7}
 		n.LoRA = &LoRA{Adapters: []string{"sql", "chat", "code", "math"}, MaxLoaded: 4}
 		cfg.Nodes = []Node{n}
+	case "slo-burn":
+		n := kimi(0)
+		n.Workload.Rate = 0.5
+		n.Workload.Prompt = LogNormal(16000, 0.6)
+		n.Workload.Output = LogNormal(200, 0.7)
+		cfg.Nodes = []Node{n}
+	case "gpu-throttled":
+		n := glm(0)
+		n.GPUFault = GPUFault{Throttle: ThrottleThermal, GPUs: []int{3}}
+		cfg.Nodes = []Node{n, glm(1)}
+	case "gpu-xid":
+		n := kimi(0)
+		n.GPUFault = GPUFault{XID: 48, GPUs: []int{5}}
+		cfg.Nodes = []Node{n, kimi(1)}
+	case "disaggregated":
+		cfg.Nodes = disaggregated()
+	case "stalled":
+		var ns []Node
+		for i := range 2 {
+			n := qwen(i)
+			n.Workload.Output = LogNormal(1000, 0.5)
+			ns = append(ns, n)
+		}
+		ns[0].Hang = []Window{{Start: StalledAt}}
+		cfg.Nodes = ns
 	default:
 		return Config{}, fmt.Errorf("unknown scenario %q (want one of %v)", name, scenarioNames)
 	}
@@ -378,4 +449,29 @@ func small(e Engine) Node {
 			MaxTokens:      4096,
 		},
 	}
+}
+
+// disaggregated is the 1P1D deployment of the disaggregated scenario: the
+// prefill-heavy scenario's traffic split between a prefill worker (its H20
+// node, one token an answer) and a decode worker (an H200 node), with a
+// slow KV path between them.
+func disaggregated() []Node {
+	link := KVLink{BytesPerToken: 61 * 576 * 2, BytesPerSec: 0.6e9}
+	p := kimi(0)
+	p.ID, p.Role, p.KVTransfer = ModelKimi+"-prefill-0", "prefill", link
+	p.Profile.GPU = "H20"
+	p.Perf = kimiPerf(p.Profile)
+	p.Perf.KVCapacityTokens = 12288 * 64
+	p.Perf.MaxModelLen = 131072
+	p.Perf.MaxBatchedTokens = 2048
+	p.Workload.Rate = 0.1
+	p.Workload.Prompt = LogNormal(64000, 0.35)
+	p.Workload.MaxTokens = 1 // the proxy asks the prefill worker for one token
+	d := kimi(1)
+	d.ID, d.Role, d.KVTransfer = ModelKimi+"-decode-0", "decode", link
+	d.Perf.MaxModelLen = 131072
+	d.Workload.Rate = 0.1
+	d.Workload.Prompt = LogNormal(64000, 0.35)
+	d.Workload.Output = LogNormal(150, 0.7)
+	return []Node{p, d}
 }

@@ -153,6 +153,7 @@ func (f *Fleet) serve(n *node) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		w.Write(body)
 	})
+	mux.Handle("GET "+DCGMPath, promhttp.HandlerFor(n.dcgm, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {})
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln := n.ep.ln

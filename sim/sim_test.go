@@ -53,6 +53,11 @@ func TestScenarios(t *testing.T) {
 		"kv-flap":            {"qwen3-8b-0"},
 		"kv-offload":         {"qwen3-8b-0"},
 		"spec-decode":        {"qwen3-8b-0"},
+		"slo-burn":           {"kimi-k2.6-0"},
+		"gpu-throttled":      {"glm-4.6-0", "glm-4.6-1"},
+		"gpu-xid":            {"kimi-k2.6-0", "kimi-k2.6-1"},
+		"disaggregated":      {"kimi-k2.6-prefill-0", "kimi-k2.6-decode-0"},
+		"stalled":            {"qwen3-8b-0", "qwen3-8b-1"},
 	}
 	names := sim.Scenarios()
 	if len(names) != len(want) {
@@ -632,7 +637,7 @@ func TestServe(t *testing.T) {
 	clk := &clock{}
 	clk.add(time.Hour)
 	f, ff := listen(t, cfg, clk)
-	urls := map[string]string{}
+	urls, dcgmURLs := map[string]string{}, map[string]string{}
 	for _, n := range ff.Nodes {
 		u, err := url.Parse(n.URL)
 		if err != nil {
@@ -645,6 +650,10 @@ func TestServe(t *testing.T) {
 			t.Errorf("%s: not on loopback: %s", n.ID, n.URL)
 		}
 		urls[n.ID] = n.URL
+		if d, err := url.Parse(n.DCGM); err != nil || d.Host != u.Host || d.Path != sim.DCGMPath {
+			t.Errorf("%s: DCGM URL %s, want http://%s%s", n.ID, n.DCGM, u.Host, sim.DCGMPath)
+		}
+		dcgmURLs[n.ID] = n.DCGM
 	}
 	if e := ff.Nodes[0]; e.Engine != "sglang" || e.Model != "glm-4.6" || e.Profile.TensorParallel != 8 {
 		t.Errorf("fleet node 0 = %+v", e)
@@ -662,6 +671,12 @@ func TestServe(t *testing.T) {
 	})
 	if mfs := parse(t, body); mfs["sglang:num_running_reqs"] == nil {
 		t.Error("glm-4.6-0 served no sglang:num_running_reqs")
+	}
+	// Its DCGM exporter answers on the same address: one series per GPU.
+	if body, err := get(t, dcgmURLs["glm-4.6-0"]); err != nil {
+		t.Errorf("glm-4.6-0 DCGM: %v", err)
+	} else if mf := parse(t, body)["DCGM_FI_PROF_DRAM_ACTIVE"]; mf == nil || len(mf.GetMetric()) != 8 {
+		t.Errorf("glm-4.6-0 DCGM: DCGM_FI_PROF_DRAM_ACTIVE %v, want 8 GPUs", mf)
 	}
 	if _, err := get(t, urls["glm-4.6-1"]); !refused(err) {
 		t.Errorf("glm-4.6-1 (down from the start): err = %v, want connection refused", err)

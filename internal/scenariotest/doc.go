@@ -33,6 +33,9 @@
 // the overload's start to the queue forming, to not routable and to
 // OVERLOADED, and from the queue draining to routable again; for kv-flap,
 // the not-routable episodes per sustained crossing of the KV limit and the
-// single-refresh dips that made the node routable. Both scenarios carry
-// acceptance criteria (timing_test.go), checked on every run.
+// single-refresh dips that made the node routable; for stalled, the
+// refresh of the hang that first reads STALLED, the one it is due by
+// (the third, or 2 minutes in where only whole requests are counted) and
+// the first not routable. The three scenarios carry acceptance criteria
+// (timing_test.go), checked on every run.
 package scenariotest

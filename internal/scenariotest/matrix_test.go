@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -39,6 +40,9 @@ const (
 	burst    = llmdiagv1.Cause_CAUSE_BURST
 	prefill  = llmdiagv1.Cause_CAUSE_PREFILL_BOUND
 	down     = llmdiagv1.Cause_CAUSE_TARGET_DOWN
+
+	unexplained = llmdiagv1.Cause_CAUSE_UNEXPLAINED
+	stall       = llmdiagv1.Cause_CAUSE_STALLED
 )
 
 type target struct {
@@ -68,7 +72,7 @@ var expected = []struct {
 	// engine's run (see timing_test.go).
 	accept func(t *testing.T, res *Result)
 }{
-	{"seed", []target{{"deepseek-v4-0", decode, nil, "", nil}, {"deepseek-v4-1", decode, nil, "", nil}, {"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, nil},
+	{"seed", []target{{"deepseek-v4-0", decode, nil, "", nil}, {"deepseek-v4-1", decode, nil, "", nil}, {"glm-4.6-0", healthy, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}, {"kimi-k2.6-0", healthy, nil, "", nil}}, 0, acceptSeedGPU},
 	{"kv-exhausted", []target{{"kimi-k2.6-0", kvExh, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, nil},
 	{"overloaded", []target{{"glm-4.6-0", overload, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, nil},
 	// Bursts every 2 minutes that drain: the history window (10 minutes)
@@ -113,6 +117,37 @@ var expected = []struct {
 	// are evidence, never a cause: HEALTHY on every schema, whether it
 	// exports them (vLLM, SGLang) or not.
 	{"spec-decode", []target{{"qwen3-8b-0", healthy, nil, "", nil}}, 0, nil},
+	// A healthy node missing a tight TTFT SLO (99% within 250 ms; slo_test.go):
+	// the verdict stays HEALTHY, the SLO finding is CRIT once the 1h window
+	// is covered. The run lasts past an hour of scraping for that.
+	{"slo-burn", []target{{"kimi-k2.6-0", healthy, nil, "", nil}}, sloBurnRun, acceptSLOBurn},
+	// A GPU of glm-4.6-0 thermally throttled (its compute slower, the node
+	// still well within bounds): nothing but the throttling is off, which
+	// no load cause explains. kimi-k2.6-0 with an XID error: CRIT, the XID
+	// named. Their peers are healthy. DCGM data does not depend on the
+	// engine schema.
+	{"gpu-throttled", []target{{"glm-4.6-0", unexplained, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, acceptGPUThrottled},
+	{"gpu-xid", []target{{"kimi-k2.6-0", unexplained, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, acceptGPUXID},
+	// 1P1D (vllm#22454) over a slow KV path: the prefill worker reads
+	// PREFILL_BOUND (heavy prompts, TTFT tail, no queue, its one-token
+	// decode not judged); the decode worker's TTFT P99 ~15 s is the KV
+	// transfer, never PREFILL_BOUND nor DECODE_BOUND: UNEXPLAINED, its
+	// summary naming the slow transfers where the engine times them (the
+	// KV transfer time CRIT) and the prefill side where it does not.
+	{"disaggregated", []target{
+		{"kimi-k2.6-prefill-0", prefill, nil, "", nil},
+		{"kimi-k2.6-decode-0", unexplained, nil, "", nil},
+	}, 0, acceptDisaggregated},
+	// The engine hangs for good at sim.StalledAt (6 minutes), /metrics
+	// still answering: healthy before; STALLED from the third refresh of
+	// the hang (stalled_refreshes), the first two seeing the counters flat
+	// for less than that; the peer healthy throughout. acceptStalled checks
+	// that it is never HEALTHY and never routable from then on.
+	{"stalled", []target{
+		{"qwen3-8b-0", healthy, nil, "before", []sim.Window{span(judgeFrom, sim.StalledAt)}},
+		{"qwen3-8b-0", stall, nil, "hung", []sim.Window{span(stalledDue, 0)}},
+		{"qwen3-8b-1", healthy, nil, "", nil},
+	}, 12 * time.Minute, acceptStalled},
 }
 
 type caseKey struct {
@@ -131,6 +166,14 @@ type deviation struct {
 	also   []llmdiagv1.Cause
 }
 
+// deviationSpans are the judged spans of deviations whose cause is in
+// reach only later in the target's phase; they replace the target's.
+var deviationSpans = map[caseKey][]sim.Window{
+	{"stalled", sim.TRTLLM, "qwen3-8b-0", "hung"}: {span(stalledWholeRequestDue, 0)},
+	{"stalled", sim.Triton, "qwen3-8b-0", "hung"}: {span(stalledWholeRequestDue, 0)},
+	{"stalled", sim.TGI, "qwen3-8b-0", "hung"}:    {span(stalledWholeRequestDue, 0)},
+}
+
 var deviations = map[caseKey]deviation{
 	{"seed", sim.Triton, "deepseek-v4-0", ""}:        {healthy, tritonNoDecode, nil},
 	{"seed", sim.Triton, "deepseek-v4-1", ""}:        {healthy, tritonNoDecode, nil},
@@ -140,11 +183,37 @@ var deviations = map[caseKey]deviation{
 	{"prefill-heavy", sim.TRTLLM, "kimi-k2.6-0", ""}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "trtllm-serve exposes no prompt-token counter, so heavy prompts cannot be shown; the 35 s TTFT P99 with a low queue is left unexplained", nil},
 	{"prefill-heavy", sim.TGI, "kimi-k2.6-0", ""}: {llmdiagv1.Cause_CAUSE_UNEXPLAINED, "TGI exposes no TTFT histogram and its time per token counts prefill, so a long prefill cannot be told from a slow decode: the node reads UNEXPLAINED (slow generation, nothing to pin it on), DECODE_BOUND while generation ÷ running (running includes requests in prefill) dips under 10 tok/s, HEALTHY while the E2E tail stays under 60 s; never a load or memory cause",
 		[]llmdiagv1.Cause{decode, healthy}},
-	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:    {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
-	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}: {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
-	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:      {kvExh, noPreemptOffload, nil},
-	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:      {kvExh, noPreemptOffload, nil},
+	{"disaggregated", sim.TRTLLM, "kimi-k2.6-prefill-0", ""}: {unexplained, "trtllm-serve exposes no prompt-token counter, so the prefill worker's heavy prompts cannot be shown: its ~19 s TTFT P99 with no queue is left unexplained (as in prefill-heavy); never DECODE_BOUND", nil},
+	{"disaggregated", sim.Triton, "kimi-k2.6-prefill-0", ""}: {healthy, "Triton's TRT-LLM backend has no TTFT histogram and no prompt-token counter: a prefill worker answering one token at 0.1 request/s, queue 0–1, reads as a lightly loaded node; its mean E2E (from the duration and success counters) swings with the prompt lengths, at times a rising trend no cause explains", []llmdiagv1.Cause{unexplained}},
+	{"disaggregated", sim.Triton, "kimi-k2.6-decode-0", ""}:  {healthy, "Triton's TRT-LLM backend has no TTFT histogram: the decode worker's wait for its KV cache does not show, and queue 0 with one request running reads HEALTHY", nil},
+	{"disaggregated", sim.TGI, "kimi-k2.6-prefill-0", ""}:    {healthy, "TGI exposes no TTFT histogram and its E2E P99 (~13 s for one token) is within bounds: the prefill worker's heavy prompts show only as a prompt rate, which alone is no cause", []llmdiagv1.Cause{unexplained}},
+	{"disaggregated", sim.TGI, "kimi-k2.6-decode-0", ""}:     {healthy, "TGI exposes no TTFT histogram: the decode worker's ~8 s wait for each KV cache shows only in an E2E P99 of ~26 s, within bounds", []llmdiagv1.Cause{unexplained}},
+	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:           {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}:        {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"kv-flap", sim.TGI, "qwen3-8b-0", "kv-bound"}:           {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-flap", sim.Dynamo, "qwen3-8b-0", "kv-bound"}:        {burst, noKVBurst, []llmdiagv1.Cause{healthy}},
+	{"kv-offload", sim.TRTLLM, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"kv-offload", sim.Triton, "qwen3-8b-0", ""}:             {kvExh, noPreemptOffload, nil},
+	{"stalled", sim.TRTLLM, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
+	{"stalled", sim.Triton, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
+	{"stalled", sim.TGI, "qwen3-8b-0", "hung"}:               {stall, wholeRequestStall, nil},
 }
+
+const wholeRequestStall = "no inter-token histogram in this schema: its counters move only as requests start or end, so flat counters read STALLED only once they have been flat for stalled_request_counters_for (2m) as well, lest one long generation read as a hang; judged from 2 minutes into the hang, before which it reads OVERLOADED or BURST as the queue builds (acceptStalled checks never HEALTHY and never routable from the third refresh on)"
+
+// stalledDue is the first refresh by which the stalled scenario's node must
+// read STALLED: the third from the hang's start (stalled_refreshes), the
+// hang starting on a refresh; stalledWholeRequestDue is the first at which
+// its counters have been flat for stalled_request_counters_for.
+var (
+	stalledDue             = sim.StalledAt + time.Duration(diagnose.DefaultThresholds().StalledRefreshes-1)*refreshEvery
+	stalledWholeRequestDue = sim.StalledAt + diagnose.DefaultThresholds().StalledRequestCountersFor
+)
+
+// refreshEvery is the interval of every run (Options' default).
+const refreshEvery = 5 * time.Second
 
 const noPreemptOffload = "no preemption counter in this schema: KV 0.99 with the offload tier declared cannot be told from a cache that is preempting requests, and \"full by design\" needs no preemptions shown (diagnose/offload.go), so the node reads KV_EXHAUSTED, its summary saying preemptions are not known"
 
@@ -197,22 +266,25 @@ func TestMatrix(t *testing.T) {
 					if sc.runFor > 0 {
 						d = sc.runFor
 					}
-					res, err := Run(context.Background(), Options{Scenario: sc.scenario, Engine: eng, Duration: d})
+					res, err := Run(context.Background(), Options{Scenario: sc.scenario, Engine: eng, Duration: d, Thresholds: scenarioThresholds[sc.scenario]})
 					if err != nil {
 						t.Fatal(err)
 					}
 					for _, tg := range sc.targets {
 						k := caseKey{sc.scenario, eng, tg.node, tg.phase}
-						want, also := tg.want, tg.also
+						want, also, spans := tg.want, tg.also, tg.spans
 						if d, ok := deviations[k]; ok {
 							want, also = d.want, d.also
+							if ds, ok := deviationSpans[k]; ok {
+								spans = ds
+							}
 						}
-						o := judge(res, k, want, also, tg.spans)
+						o := judge(res, k, want, also, spans)
 						mu.Lock()
 						outcomes[k] = o
 						mu.Unlock()
 						if !o.pass {
-							t.Errorf("%s/%s: %s%s reads %v at %d/%d refreshes (want ≥ %.0f%%); causes %s\n%s", sc.scenario, eng, tg.node, phaseSuffix(tg.phase), want, o.counts[want], o.judged, 100*minShare, causeCounts(o.counts), evidence(res, tg.node, want, tg.spans, 4))
+							t.Errorf("%s/%s: %s%s reads %v at %d/%d refreshes (want ≥ %.0f%%); causes %s\n%s", sc.scenario, eng, tg.node, phaseSuffix(tg.phase), want, o.counts[want], o.judged, 100*minShare, causeCounts(o.counts), evidence(res, tg.node, want, spans, 4))
 						}
 					}
 					mu.Lock()
@@ -224,6 +296,8 @@ func TestMatrix(t *testing.T) {
 						timing[caseKey{sc.scenario, eng, "", ""}] = timeOverload(res).summary(res.Readings[overloadedNode])
 					case "kv-flap":
 						timing[caseKey{sc.scenario, eng, "", ""}] = flapOf(res.Readings["qwen3-8b-0"]).summary()
+					case "stalled":
+						timing[caseKey{sc.scenario, eng, "", ""}] = timeStall(res).summary()
 					}
 					mu.Unlock()
 					if sc.accept != nil {

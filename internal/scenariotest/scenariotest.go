@@ -49,6 +49,11 @@ type Options struct {
 	// Edit, when set, changes the scenario's configuration before the fleet
 	// is built.
 	Edit func(*sim.Config)
+	// Thresholds, when set, changes llmdiag's thresholds (the defaults,
+	// stale after 30 s) before the run: SLOs, say. With SLOs the scraper
+	// keeps samples for the SLO windows, as `llmdiag serve` does
+	// (refresh.SLORetention).
+	Thresholds func(*diagnose.Thresholds)
 }
 
 func (o *Options) defaults() {
@@ -154,6 +159,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	byID := make(map[string]fleet.Node, len(targets))
 	for i := range targets {
 		targets[i].URL = base + "/" + targets[i].ID + "/metrics"
+		targets[i].DCGM = base + "/" + targets[i].ID + sim.DCGMPath
 		byID[targets[i].ID] = targets[i]
 	}
 
@@ -163,8 +169,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = 30 * time.Second // llmdiag serve's --stale-after default
+	if o.Thresholds != nil {
+		o.Thresholds(&th)
+	}
 	st := memory.New(memory.Options{Now: clk.Now}, "scenariotest")
-	scraper := scrape.New(targets, client, log, clk.Now, scrape.Options{StaleAfter: th.StaleAfter})
+	scraper := scrape.New(targets, client, log, clk.Now, scrape.Options{StaleAfter: th.StaleAfter, LongRetention: refresh.SLORetention(th)})
 	loop := refresh.New(scraper, st, nopRecorder{}, log, clk.Now, refresh.Config{
 		Interval: o.Interval, Window: o.Window, Thresholds: th, Fleet: byID,
 	})
@@ -213,18 +222,19 @@ func (r *Result) History(node string, i int) []diagnose.Point {
 	return out
 }
 
-// simTransport answers GET /<node>/metrics from the simulator.
+// simTransport answers GET /<node>/metrics, and /<node>/dcgm/metrics (the
+// node's DCGM exporter), from the simulator.
 type simTransport struct{ f *sim.Fleet }
 
 func (t simTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req.Body != nil {
 		req.Body.Close()
 	}
-	id, ok := nodeOf(req.URL.Path)
+	id, read, ok := nodeOf(t.f, req.URL.Path)
 	if !ok {
 		return respond(req, http.StatusNotFound, []byte("not found\n")), nil
 	}
-	body, err := t.f.Metrics(id)
+	body, err := read(id)
 	switch {
 	case errors.Is(err, sim.ErrNodeDown):
 		// What a closed listener gives a client.
@@ -255,12 +265,12 @@ func respond(req *http.Request, code int, body []byte) *http.Response {
 // a down node's connection is closed without an answer.
 func simHandler(f *sim.Fleet) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id, ok := nodeOf(r.URL.Path)
+		id, read, ok := nodeOf(f, r.URL.Path)
 		if !ok {
 			http.NotFound(w, r)
 			return
 		}
-		body, err := f.Metrics(id)
+		body, err := read(id)
 		switch {
 		case errors.Is(err, sim.ErrNodeDown):
 			if hj, ok := w.(http.Hijacker); ok {
@@ -280,7 +290,18 @@ func simHandler(f *sim.Fleet) http.Handler {
 	})
 }
 
-func nodeOf(path string) (string, bool) {
+// nodeOf is the node a path names and how to read what it asks for: the
+// engine's exposition (/<node>/metrics) or its DCGM exporter's
+// (/<node>/dcgm/metrics).
+func nodeOf(f *sim.Fleet, path string) (string, func(string) ([]byte, error), bool) {
 	id, rest, ok := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	return id, ok && rest == "metrics" && id != ""
+	switch {
+	case !ok || id == "":
+		return "", nil, false
+	case rest == "metrics":
+		return id, f.Metrics, true
+	case "/"+rest == sim.DCGMPath:
+		return id, f.DCGM, true
+	}
+	return "", nil, false
 }

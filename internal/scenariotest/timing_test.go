@@ -15,8 +15,8 @@ import (
 
 // This file measures, in simulated time and from the stored readings alone,
 // how fast verdicts follow a change of load and how often they flip, and
-// holds the acceptance criteria of the idle-then-overload and kv-flap
-// scenarios (sim.Scenario describes both).
+// holds the acceptance criteria of the idle-then-overload, kv-flap and
+// stalled scenarios (sim.Scenario describes them).
 
 // flips counts a node's routable changes and status changes between
 // consecutive refreshes over a run.
@@ -158,7 +158,8 @@ func (o overloadTiming) summary(rs []Reading) string {
 // refreshes of the queue forming (the refresh that first sees it counts as
 // 1), OVERLOADED within 30 s of that refresh, stays not routable while
 // the queue lasts, and is routable again within 2 refreshes of the queue
-// draining. On every schema: with the field quirks, the default window's
+// draining. On every schema: neither node ever reads STALLED (the idle
+// phase included); with the field quirks, the default window's
 // TTFT, E2E and token rates are known from the first refresh after the
 // first request completed, wherever the healthy peer (same schema, the
 // engine's own exposition) knows them.
@@ -197,6 +198,16 @@ func acceptIdleThenOverload(t *testing.T, res *Result) {
 		}
 	} else {
 		t.Logf("%s: no queue or no running count in the engine table: overload acceptance does not apply", e)
+	}
+	// An idle node has nothing to progress: its counters stand still (absent,
+	// with the field quirks) for 10 minutes, and it is not STALLED.
+	for _, id := range res.Nodes {
+		for _, r := range res.Readings[id] {
+			if r.Cause == stall {
+				t.Errorf("acceptance: %s read STALLED at %v (queue %v, running %v): an idle or working node never does", id, r.At, r.Sim.Waiting, r.Sim.Running)
+				break
+			}
+		}
 	}
 	checkFieldLatency(t, res)
 }
@@ -381,7 +392,7 @@ func timingTables(fl map[caseKey]flips, timing map[caseKey]string) string {
 		}
 	}
 	b.WriteString("flips: routable changes / status changes between consecutive refreshes over the whole run\n\n")
-	for _, sc := range []string{"idle-then-overload", "kv-flap"} {
+	for _, sc := range []string{"idle-then-overload", "kv-flap", "stalled"} {
 		fmt.Fprintf(&b, "%s:\n", sc)
 		for _, e := range engines {
 			if s, ok := timing[caseKey{sc, e, "", ""}]; ok {
@@ -393,6 +404,155 @@ func timingTables(fl map[caseKey]flips, timing map[caseKey]string) string {
 		"not routable (NR; in parentheses refreshes counted from the q>5 one, which counts 1), OVERLOADED (OVL);\n" +
 		"refreshes from the first with queue ≤ 5 after the overload to routable (drain→R); routable refreshes\n" +
 		"between NR and the drain (relapse). kv-flap: sustained runs of KV ≥ 0.95 (≥ 2 refreshes), not-routable\n" +
-		"episodes from the first of them, single-refresh dips below 0.95 while not routable and how many read routable\n")
+		"episodes from the first of them, single-refresh dips below 0.95 while not routable and how many read routable.\n" +
+		"stalled: refreshes counted from the first of the hang (1): the first STALLED, the one it is due by, the first\n" +
+		"not routable (NR); HEALTHY and routable readings from the third on; causes read before STALLED was due\n")
 	return b.String()
+}
+
+// stalledNode is the node the stalled scenario hangs.
+const stalledNode = "qwen3-8b-0"
+
+// stallTiming is how the stalled node was read from its hang on. Indexes
+// are into its readings, -1 when the event did not happen.
+type stallTiming struct {
+	// hang is the first refresh at or after the hang's start; due the one
+	// by which STALLED must read: the stalled_refreshes-th from hang, or,
+	// where the schema has no inter-token histogram, the first with the
+	// counters flat for stalled_request_counters_for as well.
+	hang, due int
+	perToken  bool
+	// stalled and notRoutable are the first refreshes from hang on that
+	// read STALLED, and that are not routable.
+	stalled, notRoutable int
+	// healthy and routable count the refreshes from the third of the hang
+	// on that read HEALTHY, and that are routable; unstalled those from due
+	// on that read anything but STALLED.
+	healthy, routable, unstalled int
+	// before is what the node read from the hang to due, cause by cause.
+	before map[llmdiagv1.Cause]int
+}
+
+// hasInterToken reports whether llmdiag's engine table reads an
+// inter-token histogram for engine e: a flat odometer is then a hang once
+// stalled_refreshes say so (diagnose/cause_stalled.go).
+func hasInterToken(e sim.Engine) bool {
+	id, err := fleet.ParseEngine(e.FleetName())
+	if err != nil {
+		return false
+	}
+	m, ok := engine.Lookup(id)
+	return ok && len(m.Concepts[engine.ITL]) > 0
+}
+
+func timeStall(res *Result) stallTiming {
+	th := diagnose.DefaultThresholds()
+	rs := res.Readings[stalledNode]
+	s := stallTiming{hang: -1, due: -1, stalled: -1, notRoutable: -1, perToken: hasInterToken(res.Options.Engine),
+		before: map[llmdiagv1.Cause]int{}}
+	for i, r := range rs {
+		if r.At >= sim.StalledAt {
+			s.hang = i
+			break
+		}
+	}
+	if s.hang < 0 {
+		return s
+	}
+	third := s.hang + th.StalledRefreshes - 1
+	s.due = third
+	if !s.perToken {
+		s.due = -1
+		for i := s.hang; i < len(rs); i++ {
+			if rs[i].At-rs[s.hang].At >= th.StalledRequestCountersFor {
+				s.due = max(i, third)
+				break
+			}
+		}
+	}
+	for i := s.hang; i < len(rs); i++ {
+		r := rs[i]
+		if s.stalled < 0 && r.Cause == stall {
+			s.stalled = i
+		}
+		if s.notRoutable < 0 && !r.Diagnosis.GetRoutable() {
+			s.notRoutable = i
+		}
+		if i >= third && r.Cause == healthy {
+			s.healthy++
+		}
+		if i >= third && r.Diagnosis.GetRoutable() {
+			s.routable++
+		}
+		if s.due >= 0 && i < s.due {
+			s.before[r.Cause]++
+		}
+		if s.due >= 0 && i >= s.due && r.Cause != stall {
+			s.unstalled++
+		}
+	}
+	return s
+}
+
+// summary is one engine's figures: the refresh of the hang (the first
+// counting 1) that first read STALLED and the one it was due by, the
+// first not routable, HEALTHY readings from the third on, and what the
+// node read before STALLED was due.
+func (s stallTiming) summary() string {
+	n := func(k int) string {
+		if k < 0 || s.hang < 0 {
+			return "never"
+		}
+		return fmt.Sprint(k - s.hang + 1)
+	}
+	kind := "per token"
+	if !s.perToken {
+		kind = "whole requests"
+	}
+	return fmt.Sprintf("%s: STALLED at refresh %s (due %s), NR at %s; from the 3rd, HEALTHY %d, routable %d; before due: %s",
+		kind, n(s.stalled), n(s.due), n(s.notRoutable), s.healthy, s.routable, causeCounts(s.before))
+}
+
+// acceptStalled checks the stalled scenario's acceptance from the stored
+// readings: the hung node reads STALLED by the third refresh of the hang
+// (stalled_refreshes) wherever the engine counts token by token, and by
+// the first refresh with the counters flat for
+// stalled_request_counters_for where it counts only whole requests, and
+// reads STALLED at every refresh from then on; from the third refresh of
+// the hang on, whatever the schema, it never reads HEALTHY and is never
+// routable (what StreamHealth sends: server/stream_test.go); and the peer
+// never reads STALLED.
+func acceptStalled(t *testing.T, res *Result) {
+	t.Helper()
+	s := timeStall(res)
+	rs := res.Readings[stalledNode]
+	if s.hang < 0 || s.due < 0 {
+		t.Fatalf("the run (%d readings, to %v) does not reach the hang at %v and the refresh STALLED is due by", len(rs), rs[len(rs)-1].At, sim.StalledAt)
+	}
+	at := func(i int) string {
+		if i < 0 {
+			return "never"
+		}
+		return fmt.Sprintf("at %v (refresh %d of the hang)", rs[i].At, i-s.hang+1)
+	}
+	if s.stalled < 0 || s.stalled > s.due {
+		t.Errorf("acceptance: STALLED %s: want by %s", at(s.stalled), at(s.due))
+	}
+	if s.unstalled > 0 {
+		t.Errorf("acceptance: from %s on, %d refreshes read another cause than STALLED: want none", at(s.due), s.unstalled)
+	}
+	if s.healthy > 0 || s.routable > 0 {
+		t.Errorf("acceptance: from the third refresh of the hang on, %d read HEALTHY and %d were routable: want none", s.healthy, s.routable)
+	}
+	for _, r := range res.Readings["qwen3-8b-1"] {
+		if r.Cause == stall {
+			t.Errorf("acceptance: the healthy peer read STALLED at %v", r.At)
+			break
+		}
+	}
+	for _, r := range rs[s.hang:] {
+		if r.Sim.Finished != rs[s.hang].Sim.Finished {
+			t.Fatalf("the simulated node finished requests during its hang (at %v): the scenario does not hang", r.At)
+		}
+	}
 }

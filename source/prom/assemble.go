@@ -42,6 +42,10 @@ type assembly struct {
 	// maxInvalid kept; nInvalid counts them all).
 	invalid  map[string]bool
 	nInvalid int
+	// roles are the values of the role labels each node's series carry
+	// (the role query); roleErr why that query failed.
+	roles   map[string][]engine.LabelValue
+	roleErr string
 }
 
 // maxInvalid bounds the invalid node ids an assembly remembers.
@@ -126,7 +130,7 @@ type hist struct {
 }
 
 func newAssembly(cfg Config, lifetime bool, window string, dur time.Duration, t time.Time) *assembly {
-	a := &assembly{cfg: cfg, lifetime: lifetime, window: window, t: t, invalid: map[string]bool{}}
+	a := &assembly{cfg: cfg, lifetime: lifetime, window: window, t: t, invalid: map[string]bool{}, roles: map[string][]engine.LabelValue{}}
 	if !lifetime {
 		a.seconds = dur.Seconds()
 	}
@@ -142,6 +146,11 @@ func (a *assembly) engine(m *engine.Mapping) *engineState {
 	}
 	for c := range m.Effects {
 		es.nconc = max(es.nconc, int(c)+1)
+	}
+	if km, ok := engine.KVTransferMapping(m.Engine); ok {
+		for c := range km.Concepts {
+			es.nconc = max(es.nconc, int(c)+1)
+		}
 	}
 	a.engines = append(a.engines, es)
 	return es
@@ -188,6 +197,11 @@ func (a *assembly) nodeOf(es *engineState, id string) *nodeState {
 func (a *assembly) fail(q query, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if q.shape == shapeRole {
+		// Not the nodes' data: their roles go unread.
+		a.roleErr = err.Error()
+		return
+	}
 	if a.firstErr == nil {
 		a.firstErr = err
 	}
@@ -246,6 +260,10 @@ func (a *assembly) targetErrs(errs map[string]string) {
 func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if q.shape == shapeRole {
+		a.addRoles(q, vec)
+		return
+	}
 	es := a.engineOf(q.engine)
 	if q.shape == shapeIdentity {
 		a.identityOK = true
@@ -399,6 +417,22 @@ func (ns *nodeState) addReplica(q query, ls []string, v float64, replicaAt, rank
 		}
 	}
 	r.vs = append(r.vs, k)
+}
+
+// addRoles keeps the role label values of the role query q's answer, per
+// node. (Its warnings concern no data.) a.mu must be held.
+func (a *assembly) addRoles(q query, vec *vector) {
+	for i := range vec.len() {
+		ls := vec.labels(i)
+		if ls[0] == "" {
+			continue
+		}
+		for j, name := range q.want[1:] {
+			if v := ls[j+1]; v != "" {
+				a.roles[ls[0]] = append(a.roles[ls[0]], engine.LabelValue{Label: name, Value: v})
+			}
+		}
+	}
 }
 
 func (ns *nodeState) hist(c engine.Concept) *hist {
@@ -617,6 +651,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.QueueTime = dist(engine.QueueTime, engine.QueueTimeSum, engine.QueueTimeCount)
 	metrics.SetPerRequestDecode(nm)
 	ns.setEffects(nm)
+	kv := a.disagg(nm, es, ns, get, rate)
 	nm.Errors = slices.Concat(es.errs, ns.errs)
 	switch {
 	case up:
@@ -643,10 +678,43 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		ExpertParallel:   len(ns.ep),
 		// The effects are NodeMetrics' (a sample's counters are
 		// cumulative, and prom reads rates): the sample keeps the tier.
-		Effects: sample.Effects{KVOffload: ns.offload},
-		Errors:  nm.Errors,
+		Effects:    sample.Effects{KVOffload: ns.offload},
+		Role:       nm.Role,
+		RoleSource: nm.RoleSource,
+		KVTransfer: kv,
+		Errors:     nm.Errors,
 	}
 	return nm, smp
+}
+
+// disagg fills the role of a node and its KV-transfer rates as direct
+// scraping does (engine.Extract, metrics.Compute): the role its series'
+// labels say (engine.RoleFrom), the KV-transfer counters where its engine
+// reads them for that role (engine.ReadsKVTransfers), the mean time of a
+// transfer as their seconds over their count. get and rate are finish's.
+// It returns the counters for the sample: cumulative for the lifetime,
+// none over a window (rates are not counters).
+func (a *assembly) disagg(nm *llmdiagv1.NodeMetrics, es *engineState, ns *nodeState, get, rate func(engine.Concept) *float64) sample.KVTransfer {
+	if a.roleErr != "" {
+		nm.Warnings = append(nm.Warnings, "role: "+a.roleErr+": the role is not read from the labels")
+	}
+	nm.Role, nm.RoleSource = engine.RoleFrom(a.roles[ns.id])
+	if !engine.ReadsKVTransfers(es.m.Engine, nm.Role) {
+		return sample.KVTransfer{}
+	}
+	nm.KvTransfersPerSecond = rate(engine.KVTransfers)
+	nm.KvTransferBytesPerSecond = rate(engine.KVTransferBytes)
+	nm.KvTransferFailuresPerSecond = rate(engine.KVTransferFailures)
+	if n, t := nm.KvTransfersPerSecond, rate(engine.KVTransferSeconds); n != nil && t != nil && *n > 0 {
+		nm.KvTransferSecondsMean = sample.F(*t / *n)
+	}
+	if !a.lifetime {
+		return sample.KVTransfer{}
+	}
+	return sample.KVTransfer{
+		Count: get(engine.KVTransfers), Seconds: get(engine.KVTransferSeconds),
+		Bytes: get(engine.KVTransferBytes), Failures: get(engine.KVTransferFailures),
+	}
 }
 
 // warnings are the engine's Prometheus warnings, each with the queries that

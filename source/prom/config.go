@@ -67,6 +67,12 @@ type Config struct {
 	WindowTimeout time.Duration
 	// NodeLabel identifies a node (default "instance").
 	NodeLabel string
+	// DCGMJoin, when set, reads the NVIDIA DCGM exporter's series
+	// (DCGM_FI_*) at every refresh, one query, and joins each GPU to a
+	// node by these labels, tried in order (for example Hostname, pod,
+	// instance): to the one node whose id, or whose id's host, is the
+	// label's value or its host (dcgm.go). Empty: no GPU figures.
+	DCGMJoin []string
 	// ModelLabels may carry the served model, in order of preference, after
 	// the engine's own label (default model_name, model, name).
 	ModelLabels []string
@@ -163,6 +169,11 @@ func (c *Config) validate() error {
 	for _, l := range c.ModelLabels {
 		if !validLabelName(l) {
 			return fmt.Errorf("model label %q: not a valid label name", l)
+		}
+	}
+	for _, l := range c.DCGMJoin {
+		if !validLabelName(l) {
+			return fmt.Errorf("dcgm join label %q: not a valid label name", l)
 		}
 	}
 	for _, q := range c.Quantiles {

@@ -52,6 +52,7 @@ type cycle struct {
 	inflight int
 	queued   map[llmdiagv1.Engine]bool // data queued (or sent)
 	targets  bool                      // targets request queued
+	role     bool                      // role query queued
 	sent     int
 	ok       int
 	dataOK   int // successful queries other than identity
@@ -103,6 +104,15 @@ func (c *cycle) queueData(es *engineState) {
 		return
 	}
 	c.queued[es.m.Engine] = true
+	if !c.role {
+		// With the first engine's data: one query for every engine.
+		c.role = true
+		if q, err := c.b.role(); err != nil {
+			c.s.log.Error("role labels have no query", "err", err)
+		} else {
+			c.push(q)
+		}
+	}
 	qs, err := c.b.data(es.m)
 	if err != nil {
 		c.s.log.Error("engine mapping has no query", "engine", es.m.Engine, "err", err)
@@ -151,7 +161,7 @@ func (c *cycle) next() (query, bool) {
 					if q.shape != shapeTargets {
 						c.a.fail(q, why)
 						c.dropped++
-						if q.shape != shapeIdentity {
+						if isData(q) {
 							c.dataBad++
 						}
 					}
@@ -196,13 +206,13 @@ func (c *cycle) done(q query, took time.Duration, err error) {
 	}
 	if err != nil {
 		c.failed++
-		if q.shape != shapeIdentity {
+		if isData(q) {
 			c.dataBad++
 		}
 	} else {
 		c.ok++
 		c.took += took
-		if q.shape != shapeIdentity {
+		if isData(q) {
 			c.dataOK++
 		}
 	}
@@ -222,6 +232,10 @@ func (c *cycle) done(q query, took time.Duration, err error) {
 		c.push(query{engine: q.engine, shape: shapeTargets})
 	}
 }
+
+// isData reports whether q reads the nodes' data: not their identity, nor
+// their roles (without which a node's figures still stand).
+func isData(q query) bool { return q.shape != shapeIdentity && q.shape != shapeRole }
 
 // explain turns the error of a query sent with ctx after took into one
 // that names a timeout, and which.

@@ -37,6 +37,13 @@
 //     offload tier) are told apart by the label llmdiag_effect that
 //     label_replace adds, and combined here as metrics.SetEffects combines
 //     a direct scrape's.
+//   - per KV-transfer concept of the engine (engine.KVTransferMapping: NIXL,
+//     SGLang's disaggregation), one value per node, as the other counters;
+//   - once for every engine, the values of the labels that say a node's
+//     role (engine.RoleLabels), group by (node, labels), decided per node
+//     by engine.RoleFrom as for a direct scrape. It is sent with the first
+//     engine's data, and its failure fails no node: their roles then come
+//     from the fleet file only, with a warning.
 //
 // Ranks of one replica (Mapping.RankLabels: SGLang's tp_rank, pp_rank, …)
 // count once. Gauges of such an engine are queried per node, replica and

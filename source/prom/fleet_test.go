@@ -54,8 +54,9 @@ func TestQueryBudget(t *testing.T) {
 	if counts[10] != counts[1000] {
 		t.Errorf("queries per refresh: %d for 10 nodes, %d for 1,000", counts[10], counts[1000])
 	}
-	// The identity of every engine, then the data of vLLM and SGLang.
-	want := len(engine.Engines())
+	// The identity of every engine, then the data of vLLM and SGLang, and
+	// the role query.
+	want := len(engine.Engines()) + 1
 	for _, e := range []llmdiagv1.Engine{llmdiagv1.Engine_ENGINE_VLLM, llmdiagv1.Engine_ENGINE_SGLANG} {
 		m, _ := engine.Lookup(e)
 		qs, err := defaultBuilder("5m").data(m)

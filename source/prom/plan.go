@@ -17,8 +17,9 @@ type PlannedQuery struct {
 	// replica and rank, the last scrape time), "value" (one value),
 	// "replicas" (one per replica), "info" (one per replica, the info
 	// labels' product), "ranked" (one per replica and rank), "buckets" (one
-	// per le), "sum", "count" (a histogram's) or "created" (when the
-	// node's counters started).
+	// per le), "sum", "count" (a histogram's), "created" (when the
+	// node's counters started) or "role" (per node, the values of the
+	// labels that say its role; for every engine).
 	Shape string
 	// Concept is what the query reads; zero for identity and created.
 	Concept engine.Concept
@@ -26,7 +27,8 @@ type PlannedQuery struct {
 
 // Plan lists the queries a Source made of cfg sends in a refresh over
 // window (a metrics.ParseWindow string) when every engine of engines has
-// nodes: per engine its identity query, then its data queries. It is for
+// nodes: per engine its identity query, then its data queries; then the
+// one role query (Engine unspecified, Shape "role"). It is for
 // what stands in for Prometheus (tests, benchmarks) and must answer each.
 func Plan(cfg Config, window string, engines ...llmdiagv1.Engine) ([]PlannedQuery, error) {
 	cfg.defaults()
@@ -52,6 +54,13 @@ func Plan(cfg Config, window string, engines ...llmdiagv1.Engine) ([]PlannedQuer
 		for _, q := range append([]query{id}, data...) {
 			out = append(out, PlannedQuery{Expr: q.expr, Engine: q.engine, Shape: q.shape.String(), Concept: q.concept})
 		}
+	}
+	if len(engines) > 0 {
+		q, err := b.role()
+		if err != nil {
+			return nil, fmt.Errorf("role: %w", err)
+		}
+		out = append(out, PlannedQuery{Expr: q.expr, Engine: q.engine, Shape: q.shape.String()})
 	}
 	return out, nil
 }

@@ -25,7 +25,10 @@ import (
 // pressure, capacity, model, parallelism, cumulative histograms and sums —
 // for every engine of the table (aliases, OpenTelemetry names, products,
 // differences, matched series, scaled microseconds) — and, where the scrape
-// counts aborted requests, their rate, absent where it does not.
+// counts aborted requests, their rate, absent where it does not; and, on
+// the disaggregated fixtures, the role (SGLang's engine_type, Dynamo's
+// dynamo_component) and the KV-transfer counters engine.Extract reads,
+// absent where it reads none.
 func TestRealPrometheus(t *testing.T) {
 	// promtest.Start fails the test, saying how to install prometheus, when
 	// the binary is missing: this test is never skipped.
@@ -34,6 +37,9 @@ func TestRealPrometheus(t *testing.T) {
 		"vllm-v1-dynamo-metrics_examples.prom", "sglang-dynamo-metrics_examples.prom", "sglang-2024-name.prom",
 		"trtllm-dynamo.prom", "triton-trtllm.prom", "tgi.prom", "dynamo-frontend.prom", "dynamo-frontend-active.prom",
 		"vllm-effects-synthetic.prom",
+		// Disaggregated prefill/decode.
+		"vllm-nixl-decode.prom", "sglang-pd-prefill.prom", "sglang-pd-decode.prom", "sglang-pd-decode-old.prom",
+		"dynamo-vllm-prefill-worker.prom",
 	}
 	want := map[string]*sample.Sample{}
 	var targets []string
@@ -102,7 +108,9 @@ func TestRealPrometheus(t *testing.T) {
 		if (got != nil) != (x.RequestsAborted != nil) || got != nil && *got != 0 {
 			t.Errorf("%s: 1m aborted rate %s, scrape has aborted count %s", files[slices.Index(targets, o.Node.ID)], show(got), show(x.RequestsAborted))
 		}
+		checkDisagg(t, files[slices.Index(targets, o.Node.ID)]+" 1m", o, x)
 	}
+	roles := 0
 
 	obs, err := src.Refresh(t.Context(), "lifetime")
 	if err != nil {
@@ -120,6 +128,33 @@ func TestRealPrometheus(t *testing.T) {
 		t.Run(files[slices.Index(targets, o.Node.ID)], func(t *testing.T) {
 			if len(m.GetErrors()) > 0 {
 				t.Errorf("errors %q", m.GetErrors())
+			}
+			checkDisagg(t, "lifetime", o, x)
+			if x.Role != llmdiagv1.Role_ROLE_UNSPECIFIED {
+				roles++
+			}
+			// Lifetime: the sample holds the cumulative counters, as a
+			// direct scrape's does.
+			for _, c := range []struct {
+				name      string
+				got, want *float64
+			}{
+				{"kv transfers", o.Sample.KVTransfer.Count, x.KVTransfer.Count},
+				{"kv transfer seconds", o.Sample.KVTransfer.Seconds, x.KVTransfer.Seconds},
+				{"kv transfer bytes", o.Sample.KVTransfer.Bytes, x.KVTransfer.Bytes},
+				{"kv transfer failures", o.Sample.KVTransfer.Failures, x.KVTransfer.Failures},
+			} {
+				if !nearPtr(c.got, c.want) {
+					t.Errorf("%s = %s, scrape says %s", c.name, show(c.got), show(c.want))
+				}
+			}
+			// The same node read on its own (Source.Window).
+			nm, err := src.Window(t.Context(), o.Node.ID, "lifetime", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if nm.GetRole() != x.Role || nm.GetRoleSource() != x.RoleSource {
+				t.Errorf("window: role %v from %q, scrape says %v from %q", nm.GetRole(), nm.GetRoleSource(), x.Role, x.RoleSource)
 			}
 			if o.Engine != x.Engine || m.GetModel() != x.Model || o.Sample.DataParallel != x.DataParallel || o.Sample.TensorParallel != x.TensorParallel ||
 				o.Sample.PipelineParallel != x.PipelineParallel || o.Sample.ExpertParallel != x.ExpertParallel {
@@ -177,6 +212,10 @@ func TestRealPrometheus(t *testing.T) {
 			}
 		})
 	}
+	// The prefill and decode fixtures of SGLang and Dynamo say their role.
+	if roles != 4 {
+		t.Errorf("%d nodes with a role, want 4", roles)
+	}
 }
 
 // checkEffects: every node reads the same cache and decoding effects
@@ -227,3 +266,33 @@ func checkEffects(t *testing.T, window string, obs []source.Observation, want ma
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// checkDisagg holds o, read through Prometheus, to x, the direct scrape of
+// the same exposition: the same role from the same label, and a KV-transfer
+// rate exactly where x has the counter. The fixtures do not change, so
+// every windowed rate is 0 and no transfer ends in the window: no mean.
+func checkDisagg(t *testing.T, what string, o source.Observation, x *sample.Sample) {
+	t.Helper()
+	m := o.Metrics
+	if m.GetRole() != x.Role || m.GetRoleSource() != x.RoleSource || o.Sample.Role != x.Role || o.Sample.RoleSource != x.RoleSource {
+		t.Errorf("%s: role %v from %q (sample %v), scrape says %v from %q", what, m.GetRole(), m.GetRoleSource(), o.Sample.Role, x.Role, x.RoleSource)
+	}
+	windowed := m.GetWindow() != metrics.Lifetime
+	for _, c := range []struct {
+		name    string
+		got, of *float64
+	}{
+		{"kv transfers/s", m.KvTransfersPerSecond, x.KVTransfer.Count},
+		{"kv transfer bytes/s", m.KvTransferBytesPerSecond, x.KVTransfer.Bytes},
+		{"kv transfer failures/s", m.KvTransferFailuresPerSecond, x.KVTransfer.Failures},
+	} {
+		// Over the lifetime a rate needs the counters' start, which no
+		// fixture has: absent, as metrics.Compute has it.
+		if want := windowed && c.of != nil; (c.got != nil) != want || c.got != nil && *c.got != 0 {
+			t.Errorf("%s: %s = %s, scrape has %s", what, c.name, show(c.got), show(c.of))
+		}
+	}
+	if m.KvTransferSecondsMean != nil {
+		t.Errorf("%s: mean KV transfer time %s with no transfer", what, show(m.KvTransferSecondsMean))
+	}
+}

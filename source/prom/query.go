@@ -90,13 +90,19 @@ const (
 	// per replica the lowest ranks are kept, as engine.Extract does, then
 	// the replicas are aggregated (or kept, for the KV concepts).
 	shapeRanked
+	// shapeDCGM: every DCGM series, per GPU, with the labels that join it
+	// to a node (dcgm.go).
+	shapeDCGM
+	// shapeRole: per node, the values of the labels that say its role
+	// (engine.RoleLabels); one query for every engine (builder.role).
+	shapeRole
 	// shapeEffects: the cache and decoding effects of an engine
 	// (builder.effects), one query whose samples say by effectLabel which
 	// effect they hold.
 	shapeEffects
 )
 
-var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked", "effects"}
+var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked", "dcgm", "role", "effects"}
 
 func (s shape) String() string {
 	if s < 0 || int(s) >= len(shapeNames) {
@@ -129,7 +135,7 @@ type query struct {
 // what names the query in errors and warnings.
 func (q query) what() string {
 	switch q.shape {
-	case shapeIdentity, shapeCreated, shapeEffects:
+	case shapeIdentity, shapeCreated, shapeRole, shapeEffects:
 		return q.shape.String()
 	case shapeBuckets, shapeHistSum, shapeHistCount:
 		return q.concept.String() + " " + q.shape.String()
@@ -563,23 +569,18 @@ func sourceShape(m *engine.Mapping, c engine.Concept, src engine.Source) shape {
 	return shapeNode
 }
 
-// data returns the queries that read m's concepts from its nodes.
+// data returns the queries that read m's concepts from its nodes, then
+// its KV-transfer concepts (engine.KVTransferMapping), read with their own
+// table's rank and replica labels.
 func (b builder) data(m *engine.Mapping) ([]query, error) {
 	var qs []query
-	for _, c := range concepts(m) {
-		srcs := m.Concepts[c]
-		// Consecutive sources of the same shape (and aggregation, and info
-		// labels) make one query, joined with or.
-		for run, start := 0, 0; start < len(srcs); run++ {
-			sh := sourceShape(m, c, srcs[start])
-			end := start + 1
-			for end < len(srcs) && sourceShape(m, c, srcs[end]) == sh && srcs[end].Agg == srcs[start].Agg &&
-				slices.Equal(srcs[end].Labels, srcs[start].Labels) {
-				end++
-			}
-			group := srcs[start:end]
-			start = end
-			more, err := b.group(m, c, run, sh, group)
+	tables := []*engine.Mapping{m}
+	if km, ok := engine.KVTransferMapping(m.Engine); ok {
+		tables = append(tables, km)
+	}
+	for _, t := range tables {
+		for _, c := range concepts(t) {
+			more, err := b.concept(t, c)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", c, err)
 			}
@@ -597,6 +598,30 @@ func (b builder) data(m *engine.Mapping) ([]query, error) {
 			return nil, err
 		}
 		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+// concept returns the queries of concept c of m.
+func (b builder) concept(m *engine.Mapping, c engine.Concept) ([]query, error) {
+	var qs []query
+	srcs := m.Concepts[c]
+	// Consecutive sources of the same shape (and aggregation, and info
+	// labels) make one query, joined with or.
+	for run, start := 0, 0; start < len(srcs); run++ {
+		sh := sourceShape(m, c, srcs[start])
+		end := start + 1
+		for end < len(srcs) && sourceShape(m, c, srcs[end]) == sh && srcs[end].Agg == srcs[start].Agg &&
+			slices.Equal(srcs[end].Labels, srcs[start].Labels) {
+			end++
+		}
+		group := srcs[start:end]
+		start = end
+		more, err := b.group(m, c, run, sh, group)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, more...)
 	}
 	return qs, nil
 }
@@ -680,6 +705,43 @@ func (b builder) group(m *engine.Mapping, c engine.Concept, run int, sh shape, s
 	}
 	q.expr = b.or(exprs)
 	return []query{q}, nil
+}
+
+// role is the one query, for every engine, of the labels that say a
+// node's role (engine.RoleLabels): per node, each value of a role label
+// that says a role, on the families of the label's prefix, joined with or.
+// Its answer is a few series per node that says its role and none for the
+// others; engine.RoleFrom decides, as for a direct scrape.
+func (b builder) role() (query, error) {
+	labels := engine.RoleLabels()
+	want := []string{b.node}
+	parts := make([]string, len(labels))
+	for i, rl := range labels {
+		want = append(want, rl.Label)
+		nm, err := labelMatcher("__name__", "=~", regexp.QuoteMeta(rl.Prefix)+".*")
+		if err != nil {
+			return query{}, err
+		}
+		vals := slices.Sorted(maps.Keys(rl.Values))
+		for j, v := range vals {
+			vals[j] = regexp.QuoteMeta(v)
+		}
+		lm, err := labelMatcher(rl.Label, "=~", strings.Join(vals, "|"))
+		if err != nil {
+			return query{}, err
+		}
+		ms := []string{nm, lm}
+		if b.match != "" {
+			ms = append(ms, b.match)
+		}
+		parts[i] = "{" + strings.Join(ms, ", ") + "}"
+	}
+	want = uniq(want...)
+	by, err := labelList(want...)
+	if err != nil {
+		return query{}, err
+	}
+	return query{shape: shapeRole, want: want, expr: "group by (" + by + ") (" + strings.Join(parts, " or ") + ")"}, nil
 }
 
 // created is the query for the earliest start of each node's counters

@@ -16,7 +16,8 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
-// plan returns every query of one refresh of engines, identity first.
+// plan returns every query of one refresh of engines, identity first, the
+// role query last (as Plan lists them).
 func plan(t testing.TB, b builder, engines ...llmdiagv1.Engine) []query {
 	t.Helper()
 	var qs []query
@@ -34,6 +35,13 @@ func plan(t testing.TB, b builder, engines ...llmdiagv1.Engine) []query {
 			t.Fatalf("data of %s: %v", e, err)
 		}
 		qs = append(append(qs, id), data...)
+	}
+	if len(engines) > 0 {
+		q, err := b.role()
+		if err != nil {
+			t.Fatalf("role: %v", err)
+		}
+		qs = append(qs, q)
 	}
 	return qs
 }

@@ -242,7 +242,12 @@ func (s *Source) Refresh(ctx context.Context, window string) ([]source.Observati
 	s.mu.Unlock()
 	// The engines that had nodes last time: their data queries need not
 	// wait for this refresh's identity queries.
-	obs, n, known, err := s.readHinted(ctx, b, window, dur, s.now(), hint)
+	t := s.now()
+	obs, n, known, err := s.readHinted(ctx, b, window, dur, t, hint)
+	if err == nil && len(s.cfg.DCGMJoin) > 0 {
+		s.joinGPU(ctx, obs, t)
+		n++
+	}
 	s.lastRefresh.Store(int64(n))
 	if err == nil || len(known) > 0 {
 		// (A refresh whose identities all failed tells nothing new.)

@@ -234,7 +234,7 @@ func (ws *windowSets) drop(k setKey, set *windowSet) {
 
 // planned is the most queries a read with b sends: every engine's identity
 // query and data queries (a read sends the data queries of the engines it
-// found nodes of).
+// found nodes of), and the role query.
 func (s *Source) planned(b builder) int {
 	n := 0
 	for _, e := range engine.Engines() {
@@ -248,6 +248,9 @@ func (s *Source) planned(b builder) int {
 		if qs, err := b.data(m); err == nil {
 			n += len(qs)
 		}
+	}
+	if _, err := b.role(); err == nil {
+		n++
 	}
 	return n
 }

@@ -36,8 +36,17 @@ type Options struct {
 	MaxBodyBytes int64
 	// Retention is how far back samples are kept for windows (default 1h).
 	Retention time.Duration
-	// MaxSamples bounds the ring per node (default 720).
+	// MaxSamples bounds the ring per node (default 720) within Retention.
 	MaxSamples int
+	// LongRetention, when longer than Retention, keeps older samples up to
+	// this age, one per LongStep (default 1m), for long windows (the SLO
+	// burn alerts read up to 6h: serve sets it to the longest SLO window
+	// when SLOs are configured). A window longer than the samples reach
+	// back is computed over what they cover, and says so
+	// (NodeMetrics.covered).
+	LongRetention time.Duration
+	// LongStep is the spacing of the samples kept beyond Retention.
+	LongStep time.Duration
 	// Concurrency bounds the scrapes reading and parsing a body at once
 	// (default 16), and with it the memory parsing takes. Waiting for a
 	// target to answer takes no slot; targets whose last scrape ran out of
@@ -68,6 +77,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxSamples <= 0 {
 		o.MaxSamples = 720
+	}
+	if o.LongStep <= 0 {
+		o.LongStep = time.Minute
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 16
@@ -217,7 +229,15 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 	go func() {
 		defer close(f.done)
 		defer cancel()
+		// The DCGM exporter is read alongside, within the same deadline.
+		var gpu gpuRead
+		var wg sync.WaitGroup
+		if t.DCGM != "" {
+			wg.Go(func() { gpu = s.scrapeDCGM(ctx, t) })
+		}
 		smp := s.scrape(ctx, t)
+		wg.Wait()
+		gpu.into(smp)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.recordLocked(t.ID, smp)
@@ -373,16 +393,36 @@ func (s *Scraper) compute(t fleet.Node, ring []*sample.Sample, dur time.Duration
 // recordLocked appends smp to the node's ring, trimming by count and age.
 // Samples of a target that is down are kept: they carry Up=false and the
 // error, while the window computation skips them. s.mu must be held.
+//
+// With LongRetention, the samples older than Retention are thinned instead
+// of dropped: the up ones at least LongStep after the one kept before
+// them are kept until LongRetention (at most LongRetention/LongStep more
+// per node: 300 for 6h beyond 1h at 1m, where 1h at a 5s interval is
+// 720).
 func (s *Scraper) recordLocked(node string, smp *sample.Sample) {
 	ring := append(s.rings[node], smp)
-	cut := 0
-	for cut < len(ring)-1 && (len(ring)-cut > s.opts.MaxSamples || smp.At.Sub(ring[cut].At) > s.opts.Retention) {
-		cut++
+	// recent: the first sample within Retention, and within MaxSamples of
+	// the newest.
+	recent := 0
+	for recent < len(ring)-1 && (len(ring)-recent > s.opts.MaxSamples || smp.At.Sub(ring[recent].At) > s.opts.Retention) {
+		recent++
 	}
-	if cut > 0 {
-		ring = append(ring[:0:0], ring[cut:]...)
+	if recent == 0 {
+		s.rings[node] = ring
+		return
 	}
-	s.rings[node] = ring
+	out := ring[:0:0]
+	if s.opts.LongRetention > s.opts.Retention {
+		var last *sample.Sample
+		for _, old := range ring[:recent] {
+			if !old.Up || smp.At.Sub(old.At) > s.opts.LongRetention || (last != nil && old.At.Sub(last.At) < s.opts.LongStep) {
+				continue
+			}
+			out = append(out, old)
+			last = old
+		}
+	}
+	s.rings[node] = append(out, ring[recent:]...)
 }
 
 // scrape reads one target within ctx's deadline (start sets it). It never
@@ -393,51 +433,16 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 		s.log.Debug("scrape failed", "node", t.ID, "url", redact.URL(t.URL), "err", err)
 		return &sample.Sample{At: s.now(), Up: false, Engine: eng, Errors: []string{err.Error()}}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
-	if err != nil {
-		return down(fmt.Errorf("build request: %w", err))
-	}
-	// Ask for the classic text format: it is what every engine serves.
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	client := s.noFollow
-	if t.FollowRedirects {
-		client = s.client
-	}
-	resp, err := client.Do(req)
-	if errors.Is(err, context.DeadlineExceeded) {
-		return down(fmt.Errorf("scrape %s: no answer within %s: %w", redact.URL(t.URL), s.opts.Timeout, err))
-	}
-	if err != nil {
-		return down(fmt.Errorf("scrape %s: %w", redact.URL(t.URL), err))
-	}
-	defer resp.Body.Close()
-	// What an answer says is never quoted: errors reach every API caller,
-	// and the body (or the reason phrase) of a page that is not an
-	// exposition can be anything.
-	if resp.StatusCode != http.StatusOK {
-		return down(fmt.Errorf("scrape %s: %s", redact.URL(t.URL), notOK(req, resp, t.FollowRedirects)))
-	}
-	if ct := mediaType(resp.Header); !exposition[ct] {
-		return down(fmt.Errorf("scrape %s: HTTP 200 with content type %s%s, not a Prometheus text exposition (text/plain or application/openmetrics-text)", redact.URL(t.URL), ct, redirected(req, resp)))
-	}
-	release, err := s.acquire(ctx, t.ID)
-	if err != nil {
+	exp, at, release, err := s.fetch(ctx, t.ID, t.URL, t.FollowRedirects)
+	var unreadable unreadableError
+	switch {
+	case errors.As(err, &unreadable):
+		s.log.Debug("parse failed", "node", t.ID, "err", err)
+		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", redact.URL(t.URL), err)}}
+	case err != nil:
 		return down(fmt.Errorf("scrape %s: %w", redact.URL(t.URL), err))
 	}
 	defer release()
-	body := io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)
-	lr := &countingReader{r: body}
-	// The parse stops at the first line over a limit: a flood of series
-	// costs what the limit allows, not what the body holds.
-	exp, perr := engine.Parse(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues})
-	at := s.now()
-	if lr.n > s.opts.MaxBodyBytes {
-		perr = fmt.Errorf("body exceeds %d bytes", s.opts.MaxBodyBytes)
-	}
-	if perr != nil {
-		s.log.Debug("parse failed", "node", t.ID, "err", perr)
-		return &sample.Sample{At: at, Up: true, Engine: eng, Errors: []string{fmt.Sprintf("parse %s: %v", redact.URL(t.URL), withFlag(perr))}}
-	}
 	if len(exp.Warnings) > 0 {
 		s.log.Debug("exposition problems", "node", t.ID, "warnings", exp.Warnings)
 	}
@@ -448,6 +453,67 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 	smp.Up = true
 	smp.Warnings = exp.Warnings
 	return smp
+}
+
+// unreadableError is a fetch whose endpoint answered 200 with an exposition
+// that could not be read (a parse error, or a body over MaxBodyBytes): the
+// endpoint is up.
+type unreadableError struct{ err error }
+
+func (e unreadableError) Error() string { return e.err.Error() }
+func (e unreadableError) Unwrap() error { return e.err }
+
+// fetch GETs the exposition at u for node within ctx's deadline and parses
+// it within the scraper's limits, holding one of the parse slots (acquire)
+// until release is called; release is nil when err is not. An answer that
+// is no exposition, or no answer, is an error; an exposition that does not
+// parse is an unreadableError, with at set. Errors do not name u: callers
+// say what was fetched.
+func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool) (exp *engine.Exposition, at time.Time, release func(), err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, at, nil, fmt.Errorf("build request: %w", err)
+	}
+	// Ask for the classic text format: it is what every engine serves.
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	client := s.noFollow
+	if follow {
+		client = s.client
+	}
+	resp, err := client.Do(req)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, at, nil, fmt.Errorf("no answer within %s: %w", s.opts.Timeout, err)
+	}
+	if err != nil {
+		return nil, at, nil, err
+	}
+	defer resp.Body.Close()
+	// What an answer says is never quoted: errors reach every API caller,
+	// and the body (or the reason phrase) of a page that is not an
+	// exposition can be anything.
+	if resp.StatusCode != http.StatusOK {
+		return nil, at, nil, errors.New(notOK(req, resp, follow))
+	}
+	if ct := mediaType(resp.Header); !exposition[ct] {
+		return nil, at, nil, fmt.Errorf("HTTP 200 with content type %s%s, not a Prometheus text exposition (text/plain or application/openmetrics-text)", ct, redirected(req, resp))
+	}
+	release, err = s.acquire(ctx, node)
+	if err != nil {
+		return nil, at, nil, err
+	}
+	lr := &countingReader{r: io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)}
+	// The parse stops at the first line over a limit: a flood of series
+	// costs what the limit allows, not what the body holds.
+	exp, perr := engine.Parse(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues})
+	at = s.now()
+	if lr.n > s.opts.MaxBodyBytes {
+		perr = fmt.Errorf("body exceeds %d bytes", s.opts.MaxBodyBytes)
+	}
+	if perr != nil {
+		release()
+		return nil, at, nil, unreadableError{withFlag(perr)}
+	}
+	return exp, at, release, nil
 }
 
 // notOK describes the answer to req other than 200 by its status code and

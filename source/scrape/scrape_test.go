@@ -2,6 +2,7 @@ package scrape_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -220,5 +221,55 @@ func TestErrorsHideTheURLPassword(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), secret) {
 		t.Errorf("logs show the password:\n%s", logs.String())
+	}
+}
+
+// TestLongRetention: beyond Retention (1h) samples are thinned to one a
+// minute up to LongRetention (6h), so a 6h window is covered whole; without
+// it the ring reaches back 1h and the 6h window says it covers 1h only.
+func TestLongRetention(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		long    time.Duration
+		covered time.Duration
+	}{
+		{"long retention 6h", 6 * time.Hour, 6 * time.Hour},
+		{"retention only", 0, time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				io.WriteString(w, "# TYPE vllm:generation_tokens_total counter\n")
+				fmt.Fprintf(w, "vllm:generation_tokens_total{engine=\"0\",model_name=\"m\"} %d\n", 30*n.Add(1))
+			}))
+			t.Cleanup(srv.Close)
+			now := time.Unix(1000, 0)
+			s := scrape.New([]fleet.Node{{ID: "a", URL: srv.URL}}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now },
+				scrape.Options{Retention: time.Hour, LongRetention: tc.long})
+			const step = 30 * time.Second // 30 tokens a scrape: 1 token/s
+			for i := range int(7 * time.Hour / step) {
+				if i > 0 {
+					now = now.Add(step)
+				}
+				if _, err := s.Refresh(context.Background(), "5m"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, err := s.Window(context.Background(), "a", "6h", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c := m.GetCovered().AsDuration(); c > tc.covered || c < tc.covered-time.Minute {
+				t.Errorf("6h window covers %v, want %v (to the minute)", c, tc.covered)
+			}
+			if m.GetWindow() != "6h" || m.GetGenerationTokensPerSecond() != 1 {
+				t.Errorf("window %q at %v tokens/s, want 6h at 1", m.GetWindow(), m.GetGenerationTokensPerSecond())
+			}
+			// The recent hour keeps every sample: 30m is exact.
+			m, err = s.Window(context.Background(), "a", "30m", 0)
+			if err != nil || m.GetCovered().AsDuration() != 30*time.Minute {
+				t.Errorf("30m window covers %v (%v), want 30m", m.GetCovered().AsDuration(), err)
+			}
+		})
 	}
 }

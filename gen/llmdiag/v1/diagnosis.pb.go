@@ -89,6 +89,65 @@ func (Engine) EnumDescriptor() ([]byte, []int) {
 	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{0}
 }
 
+// Role is what a node does in a deployment that disaggregates prefill and
+// decode: prefill workers compute the prompt's KV cache and hand it over,
+// decode workers receive it and generate the output. Unspecified reads as
+// both: a node that does the whole request.
+type Role int32
+
+const (
+	Role_ROLE_UNSPECIFIED Role = 0
+	// Prefill and decode on the same node (no disaggregation).
+	Role_ROLE_BOTH Role = 1
+	// Prefill worker: its decode speed is not judged.
+	Role_ROLE_PREFILL Role = 2
+	// Decode worker: its TTFT includes the KV transfer from a prefill worker.
+	Role_ROLE_DECODE Role = 3
+)
+
+// Enum value maps for Role.
+var (
+	Role_name = map[int32]string{
+		0: "ROLE_UNSPECIFIED",
+		1: "ROLE_BOTH",
+		2: "ROLE_PREFILL",
+		3: "ROLE_DECODE",
+	}
+	Role_value = map[string]int32{
+		"ROLE_UNSPECIFIED": 0,
+		"ROLE_BOTH":        1,
+		"ROLE_PREFILL":     2,
+		"ROLE_DECODE":      3,
+	}
+)
+
+func (x Role) Enum() *Role {
+	p := new(Role)
+	*p = x
+	return p
+}
+
+func (x Role) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Role) Descriptor() protoreflect.EnumDescriptor {
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[1].Descriptor()
+}
+
+func (Role) Type() protoreflect.EnumType {
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[1]
+}
+
+func (x Role) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Role.Descriptor instead.
+func (Role) EnumDescriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{1}
+}
+
 // Status grades a finding or a node. DOWN applies to nodes only: the target
 // could not be scraped at all.
 type Status int32
@@ -138,11 +197,11 @@ func (x Status) String() string {
 }
 
 func (Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[1].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[2].Descriptor()
 }
 
 func (Status) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[1]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[2]
 }
 
 func (x Status) Number() protoreflect.EnumNumber {
@@ -151,7 +210,7 @@ func (x Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Status.Descriptor instead.
 func (Status) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{1}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{2}
 }
 
 // Cause is the root cause a diagnosis settles on. The first cause, in the
@@ -230,11 +289,11 @@ func (x Cause) String() string {
 }
 
 func (Cause) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[2].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[3].Descriptor()
 }
 
 func (Cause) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[2]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[3]
 }
 
 func (x Cause) Number() protoreflect.EnumNumber {
@@ -243,7 +302,7 @@ func (x Cause) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Cause.Descriptor instead.
 func (Cause) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{2}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{3}
 }
 
 // Indicator names one row of a diagnosis.
@@ -291,6 +350,22 @@ const (
 	Indicator_INDICATOR_SPEC_DECODE_ACCEPTANCE Indicator = 36
 	// LoRA adapters running and requests waiting for one.
 	Indicator_INDICATOR_LORA_ADAPTERS Indicator = 37
+	// What the GPUs do (DCGM): SM, tensor-pipe and memory-interface (DRAM)
+	// activity, read against the decode verdict.
+	Indicator_INDICATOR_GPU_ACTIVITY Indicator = 20
+	// GPU clocks held down by thermal or power limits (DCGM clock-event
+	// reasons).
+	Indicator_INDICATOR_GPU_THROTTLING Indicator = 21
+	// GPU faults the driver reported as XID errors (DCGM).
+	Indicator_INDICATOR_GPU_XID Indicator = 22
+	// The node's role in a disaggregated deployment (prefill or decode).
+	Indicator_INDICATOR_ROLE Indicator = 40
+	// Mean time of one KV-cache transfer between prefill and decode workers.
+	Indicator_INDICATOR_KV_TRANSFER_TIME Indicator = 41
+	// KV-cache bytes transferred per second.
+	Indicator_INDICATOR_KV_TRANSFER_VOLUME Indicator = 42
+	// Failed KV-cache transfers per second.
+	Indicator_INDICATOR_KV_TRANSFER_FAILURES Indicator = 43
 )
 
 // Enum value maps for Indicator.
@@ -322,6 +397,13 @@ var (
 		35: "INDICATOR_PREFIX_CACHE_HIT_RATE",
 		36: "INDICATOR_SPEC_DECODE_ACCEPTANCE",
 		37: "INDICATOR_LORA_ADAPTERS",
+		20: "INDICATOR_GPU_ACTIVITY",
+		21: "INDICATOR_GPU_THROTTLING",
+		22: "INDICATOR_GPU_XID",
+		40: "INDICATOR_ROLE",
+		41: "INDICATOR_KV_TRANSFER_TIME",
+		42: "INDICATOR_KV_TRANSFER_VOLUME",
+		43: "INDICATOR_KV_TRANSFER_FAILURES",
 	}
 	Indicator_value = map[string]int32{
 		"INDICATOR_UNSPECIFIED":            0,
@@ -350,6 +432,13 @@ var (
 		"INDICATOR_PREFIX_CACHE_HIT_RATE":  35,
 		"INDICATOR_SPEC_DECODE_ACCEPTANCE": 36,
 		"INDICATOR_LORA_ADAPTERS":          37,
+		"INDICATOR_GPU_ACTIVITY":           20,
+		"INDICATOR_GPU_THROTTLING":         21,
+		"INDICATOR_GPU_XID":                22,
+		"INDICATOR_ROLE":                   40,
+		"INDICATOR_KV_TRANSFER_TIME":       41,
+		"INDICATOR_KV_TRANSFER_VOLUME":     42,
+		"INDICATOR_KV_TRANSFER_FAILURES":   43,
 	}
 )
 
@@ -364,11 +453,11 @@ func (x Indicator) String() string {
 }
 
 func (Indicator) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[3].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[4].Descriptor()
 }
 
 func (Indicator) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[3]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[4]
 }
 
 func (x Indicator) Number() protoreflect.EnumNumber {
@@ -377,7 +466,7 @@ func (x Indicator) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Indicator.Descriptor instead.
 func (Indicator) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{3}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{4}
 }
 
 // LatencyMetric is a latency histogram that can be compared across nodes.
@@ -428,11 +517,11 @@ func (x LatencyMetric) String() string {
 }
 
 func (LatencyMetric) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[4].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[5].Descriptor()
 }
 
 func (LatencyMetric) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[4]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[5]
 }
 
 func (x LatencyMetric) Number() protoreflect.EnumNumber {
@@ -441,7 +530,7 @@ func (x LatencyMetric) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use LatencyMetric.Descriptor instead.
 func (LatencyMetric) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{4}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
 }
 
 // GroupBy chooses the subjects of a comparison.
@@ -489,11 +578,11 @@ func (x GroupBy) String() string {
 }
 
 func (GroupBy) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[5].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[6].Descriptor()
 }
 
 func (GroupBy) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[5]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[6]
 }
 
 func (x GroupBy) Number() protoreflect.EnumNumber {
@@ -502,7 +591,7 @@ func (x GroupBy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use GroupBy.Descriptor instead.
 func (GroupBy) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
 }
 
 // Language of human-readable text.
@@ -539,11 +628,11 @@ func (x Language) String() string {
 }
 
 func (Language) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[6].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[7].Descriptor()
 }
 
 func (Language) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[6]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[7]
 }
 
 func (x Language) Number() protoreflect.EnumNumber {
@@ -552,7 +641,7 @@ func (x Language) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Language.Descriptor instead.
 func (Language) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
 }
 
 // ReportFormat of a rendered report.
@@ -591,11 +680,11 @@ func (x ReportFormat) String() string {
 }
 
 func (ReportFormat) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[7].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[8].Descriptor()
 }
 
 func (ReportFormat) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[7]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[8]
 }
 
 func (x ReportFormat) Number() protoreflect.EnumNumber {
@@ -604,7 +693,7 @@ func (x ReportFormat) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReportFormat.Descriptor instead.
 func (ReportFormat) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 // EventKind says what a StreamHealthResponse carries.
@@ -651,11 +740,11 @@ func (x EventKind) String() string {
 }
 
 func (EventKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_llmdiag_v1_diagnosis_proto_enumTypes[8].Descriptor()
+	return file_llmdiag_v1_diagnosis_proto_enumTypes[9].Descriptor()
 }
 
 func (EventKind) Type() protoreflect.EnumType {
-	return &file_llmdiag_v1_diagnosis_proto_enumTypes[8]
+	return &file_llmdiag_v1_diagnosis_proto_enumTypes[9]
 }
 
 func (x EventKind) Number() protoreflect.EnumNumber {
@@ -664,7 +753,7 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 // Profile describes how a node is deployed; it explains decode speed.
@@ -801,7 +890,9 @@ type Node struct {
 	Url string `protobuf:"bytes,11,opt,name=url,proto3" json:"url,omitempty"`
 	// Labels from the fleet file (team, region, gpu pool, …): what
 	// ComparePercentiles can group by and StreamHealth can select on.
-	Labels        map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Labels map[string]string `protobuf:"bytes,12,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Its role: the fleet file's, else what its engine says, else both.
+	Role          Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -918,6 +1009,13 @@ func (x *Node) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *Node) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
 }
 
 // Percentile is one quantile of a histogram, with the bucket it falls in, as
@@ -1178,8 +1276,28 @@ type NodeMetrics struct {
 	// observed_at of the first refresh that read it. Set by the refresh loop,
 	// which sees consecutive reads; unset elsewhere.
 	ProgressSince *timestamppb.Timestamp `protobuf:"bytes,51,opt,name=progress_since,json=progressSince,proto3" json:"progress_since,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// The node's GPUs as the NVIDIA DCGM exporter reports them, when it is
+	// read (a dcgm URL in the fleet file, or DCGM series joined to the node
+	// in Prometheus); absent otherwise.
+	Gpu *GPUMetrics `protobuf:"bytes,60,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// The node's role: the fleet file's when it gives one, else what the
+	// engine says (SGLang's engine_type label, a Dynamo worker's component),
+	// else unspecified (both).
+	Role Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
+	// Where role was read: "fleet file", or the metric and label it was
+	// detected from; empty when unspecified.
+	RoleSource string `protobuf:"bytes,101,opt,name=role_source,json=roleSource,proto3" json:"role_source,omitempty"`
+	// KV-cache transfers between prefill and decode workers completed per
+	// second, where the engine exposes them (vLLM's NIXL connector, SGLang).
+	KvTransfersPerSecond *float64 `protobuf:"fixed64,102,opt,name=kv_transfers_per_second,json=kvTransfersPerSecond,proto3,oneof" json:"kv_transfers_per_second,omitempty"`
+	// Mean time of one KV-cache transfer over the window, in seconds.
+	KvTransferSecondsMean *float64 `protobuf:"fixed64,103,opt,name=kv_transfer_seconds_mean,json=kvTransferSecondsMean,proto3,oneof" json:"kv_transfer_seconds_mean,omitempty"`
+	// KV-cache bytes transferred per second.
+	KvTransferBytesPerSecond *float64 `protobuf:"fixed64,104,opt,name=kv_transfer_bytes_per_second,json=kvTransferBytesPerSecond,proto3,oneof" json:"kv_transfer_bytes_per_second,omitempty"`
+	// Failed KV-cache transfers per second.
+	KvTransferFailuresPerSecond *float64 `protobuf:"fixed64,105,opt,name=kv_transfer_failures_per_second,json=kvTransferFailuresPerSecond,proto3,oneof" json:"kv_transfer_failures_per_second,omitempty"`
+	unknownFields               protoimpl.UnknownFields
+	sizeCache                   protoimpl.SizeCache
 }
 
 func (x *NodeMetrics) Reset() {
@@ -1464,6 +1582,334 @@ func (x *NodeMetrics) GetProgressSince() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *NodeMetrics) GetGpu() *GPUMetrics {
+	if x != nil {
+		return x.Gpu
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *NodeMetrics) GetRoleSource() string {
+	if x != nil {
+		return x.RoleSource
+	}
+	return ""
+}
+
+func (x *NodeMetrics) GetKvTransfersPerSecond() float64 {
+	if x != nil && x.KvTransfersPerSecond != nil {
+		return *x.KvTransfersPerSecond
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferSecondsMean() float64 {
+	if x != nil && x.KvTransferSecondsMean != nil {
+		return *x.KvTransferSecondsMean
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferBytesPerSecond() float64 {
+	if x != nil && x.KvTransferBytesPerSecond != nil {
+		return *x.KvTransferBytesPerSecond
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetKvTransferFailuresPerSecond() float64 {
+	if x != nil && x.KvTransferFailuresPerSecond != nil {
+		return *x.KvTransferFailuresPerSecond
+	}
+	return 0
+}
+
+// GPUMetrics is what the NVIDIA DCGM exporter says of one node's GPUs, the
+// latest reading, aggregated over the GPUs. A field whose family is not
+// exported (the profiling fields DCGM_FI_PROF_* need a datacenter GPU and
+// are off in some counter sets) is absent: never 0.
+type GPUMetrics struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// GPUs read (distinct gpu labels).
+	Gpus uint32 `protobuf:"varint,1,opt,name=gpus,proto3" json:"gpus,omitempty"`
+	// The GPUs' modelName label, for example "NVIDIA H100 80GB HBM3"; the
+	// first in gpu order when they differ.
+	ModelName string `protobuf:"bytes,2,opt,name=model_name,json=modelName,proto3" json:"model_name,omitempty"`
+	// DCGM_FI_DEV_GPU_UTIL, mean over the GPUs, 0..1: the share of time any
+	// kernel ran (not how much of the GPU it used).
+	Utilization *float64 `protobuf:"fixed64,3,opt,name=utilization,proto3,oneof" json:"utilization,omitempty"`
+	// DCGM_FI_PROF_SM_ACTIVE (else DCGM_FI_PROF_GR_ENGINE_ACTIVE), mean, 0..1.
+	SmActive *float64 `protobuf:"fixed64,4,opt,name=sm_active,json=smActive,proto3,oneof" json:"sm_active,omitempty"`
+	// DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, mean, 0..1.
+	TensorActive *float64 `protobuf:"fixed64,5,opt,name=tensor_active,json=tensorActive,proto3,oneof" json:"tensor_active,omitempty"`
+	// DCGM_FI_PROF_DRAM_ACTIVE, mean, 0..1: how busy the memory interface
+	// is; decode at its memory-bandwidth limit reads high.
+	DramActive *float64 `protobuf:"fixed64,6,opt,name=dram_active,json=dramActive,proto3,oneof" json:"dram_active,omitempty"`
+	// The lowest and highest DRAM activity of one GPU.
+	DramActiveMin *float64 `protobuf:"fixed64,7,opt,name=dram_active_min,json=dramActiveMin,proto3,oneof" json:"dram_active_min,omitempty"`
+	DramActiveMax *float64 `protobuf:"fixed64,8,opt,name=dram_active_max,json=dramActiveMax,proto3,oneof" json:"dram_active_max,omitempty"`
+	// DCGM_FI_DEV_FB_USED / (used + DCGM_FI_DEV_FB_FREE), the fullest GPU.
+	FramebufferUsedFraction *float64 `protobuf:"fixed64,9,opt,name=framebuffer_used_fraction,json=framebufferUsedFraction,proto3,oneof" json:"framebuffer_used_fraction,omitempty"`
+	// DCGM_FI_DEV_FB_USED and _FREE summed over the GPUs, in MiB.
+	FramebufferUsedMib *float64 `protobuf:"fixed64,10,opt,name=framebuffer_used_mib,json=framebufferUsedMib,proto3,oneof" json:"framebuffer_used_mib,omitempty"`
+	FramebufferFreeMib *float64 `protobuf:"fixed64,11,opt,name=framebuffer_free_mib,json=framebufferFreeMib,proto3,oneof" json:"framebuffer_free_mib,omitempty"`
+	// DCGM_FI_DEV_POWER_USAGE summed over the GPUs, in watts.
+	PowerWatts *float64 `protobuf:"fixed64,12,opt,name=power_watts,json=powerWatts,proto3,oneof" json:"power_watts,omitempty"`
+	// DCGM_FI_DEV_SM_CLOCK: mean and lowest over the GPUs, in MHz.
+	SmClockMhz    *float64 `protobuf:"fixed64,13,opt,name=sm_clock_mhz,json=smClockMhz,proto3,oneof" json:"sm_clock_mhz,omitempty"`
+	SmClockMhzMin *float64 `protobuf:"fixed64,14,opt,name=sm_clock_mhz_min,json=smClockMhzMin,proto3,oneof" json:"sm_clock_mhz_min,omitempty"`
+	// DCGM_FI_DEV_GPU_TEMP, the hottest GPU, in °C.
+	TemperatureCelsiusMax *float64 `protobuf:"fixed64,15,opt,name=temperature_celsius_max,json=temperatureCelsiusMax,proto3,oneof" json:"temperature_celsius_max,omitempty"`
+	// DCGM_FI_DEV_CLOCKS_EVENT_REASONS (older exporters:
+	// DCGM_FI_DEV_CLOCK_THROTTLE_REASONS), the bits set on any GPU; absent
+	// when the family is not exported.
+	ClockEventMask *uint64 `protobuf:"varint,16,opt,name=clock_event_mask,json=clockEventMask,proto3,oneof" json:"clock_event_mask,omitempty"`
+	// The bits of clock_event_mask by name (gpu_idle, sw_power_cap,
+	// hw_slowdown, sync_boost, sw_thermal_slowdown, hw_thermal_slowdown,
+	// hw_power_brake_slowdown, …), in bit order.
+	ClockEventReasons []string `protobuf:"bytes,17,rep,name=clock_event_reasons,json=clockEventReasons,proto3" json:"clock_event_reasons,omitempty"`
+	// The GPUs (gpu label) whose clocks a thermal or power reason holds down.
+	ThrottledGpus []string `protobuf:"bytes,18,rep,name=throttled_gpus,json=throttledGpus,proto3" json:"throttled_gpus,omitempty"`
+	// Whether DCGM_FI_DEV_XID_ERRORS was read; xid_errors is then complete.
+	XidRead bool `protobuf:"varint,19,opt,name=xid_read,json=xidRead,proto3" json:"xid_read,omitempty"`
+	// The GPUs whose last XID error is not 0, in gpu order.
+	XidErrors     []*GPUXid `protobuf:"bytes,20,rep,name=xid_errors,json=xidErrors,proto3" json:"xid_errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUMetrics) Reset() {
+	*x = GPUMetrics{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUMetrics) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUMetrics) ProtoMessage() {}
+
+func (x *GPUMetrics) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUMetrics.ProtoReflect.Descriptor instead.
+func (*GPUMetrics) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GPUMetrics) GetGpus() uint32 {
+	if x != nil {
+		return x.Gpus
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetModelName() string {
+	if x != nil {
+		return x.ModelName
+	}
+	return ""
+}
+
+func (x *GPUMetrics) GetUtilization() float64 {
+	if x != nil && x.Utilization != nil {
+		return *x.Utilization
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmActive() float64 {
+	if x != nil && x.SmActive != nil {
+		return *x.SmActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetTensorActive() float64 {
+	if x != nil && x.TensorActive != nil {
+		return *x.TensorActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActive() float64 {
+	if x != nil && x.DramActive != nil {
+		return *x.DramActive
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActiveMin() float64 {
+	if x != nil && x.DramActiveMin != nil {
+		return *x.DramActiveMin
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetDramActiveMax() float64 {
+	if x != nil && x.DramActiveMax != nil {
+		return *x.DramActiveMax
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferUsedFraction() float64 {
+	if x != nil && x.FramebufferUsedFraction != nil {
+		return *x.FramebufferUsedFraction
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferUsedMib() float64 {
+	if x != nil && x.FramebufferUsedMib != nil {
+		return *x.FramebufferUsedMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetFramebufferFreeMib() float64 {
+	if x != nil && x.FramebufferFreeMib != nil {
+		return *x.FramebufferFreeMib
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetPowerWatts() float64 {
+	if x != nil && x.PowerWatts != nil {
+		return *x.PowerWatts
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmClockMhz() float64 {
+	if x != nil && x.SmClockMhz != nil {
+		return *x.SmClockMhz
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetSmClockMhzMin() float64 {
+	if x != nil && x.SmClockMhzMin != nil {
+		return *x.SmClockMhzMin
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetTemperatureCelsiusMax() float64 {
+	if x != nil && x.TemperatureCelsiusMax != nil {
+		return *x.TemperatureCelsiusMax
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetClockEventMask() uint64 {
+	if x != nil && x.ClockEventMask != nil {
+		return *x.ClockEventMask
+	}
+	return 0
+}
+
+func (x *GPUMetrics) GetClockEventReasons() []string {
+	if x != nil {
+		return x.ClockEventReasons
+	}
+	return nil
+}
+
+func (x *GPUMetrics) GetThrottledGpus() []string {
+	if x != nil {
+		return x.ThrottledGpus
+	}
+	return nil
+}
+
+func (x *GPUMetrics) GetXidRead() bool {
+	if x != nil {
+		return x.XidRead
+	}
+	return false
+}
+
+func (x *GPUMetrics) GetXidErrors() []*GPUXid {
+	if x != nil {
+		return x.XidErrors
+	}
+	return nil
+}
+
+// GPUXid is the last XID error one GPU reported.
+type GPUXid struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The gpu label.
+	Gpu string `protobuf:"bytes,1,opt,name=gpu,proto3" json:"gpu,omitempty"`
+	// The XID code (DCGM_FI_DEV_XID_ERRORS).
+	Xid           uint32 `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GPUXid) Reset() {
+	*x = GPUXid{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GPUXid) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GPUXid) ProtoMessage() {}
+
+func (x *GPUXid) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GPUXid.ProtoReflect.Descriptor instead.
+func (*GPUXid) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GPUXid) GetGpu() string {
+	if x != nil {
+		return x.Gpu
+	}
+	return ""
+}
+
+func (x *GPUXid) GetXid() uint32 {
+	if x != nil {
+		return x.Xid
+	}
+	return 0
+}
+
 // Finding is one row of a diagnosis: indicator, value, status, conclusion.
 type Finding struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1485,7 +1931,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1497,7 +1943,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[5]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1510,7 +1956,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{5}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Finding) GetIndicator() Indicator {
@@ -1582,7 +2028,7 @@ type SLOBurn struct {
 
 func (x *SLOBurn) Reset() {
 	*x = SLOBurn{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +2040,7 @@ func (x *SLOBurn) String() string {
 func (*SLOBurn) ProtoMessage() {}
 
 func (x *SLOBurn) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[6]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +2053,7 @@ func (x *SLOBurn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SLOBurn.ProtoReflect.Descriptor instead.
 func (*SLOBurn) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{6}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SLOBurn) GetName() string {
@@ -1668,7 +2114,7 @@ type SLOWindow struct {
 
 func (x *SLOWindow) Reset() {
 	*x = SLOWindow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1680,7 +2126,7 @@ func (x *SLOWindow) String() string {
 func (*SLOWindow) ProtoMessage() {}
 
 func (x *SLOWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[7]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1693,7 +2139,7 @@ func (x *SLOWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SLOWindow.ProtoReflect.Descriptor instead.
 func (*SLOWindow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{7}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SLOWindow) GetWindow() string {
@@ -1759,18 +2205,20 @@ type Diagnosis struct {
 	// As Node.load_score.
 	LoadScore float64 `protobuf:"fixed64,13,opt,name=load_score,json=loadScore,proto3" json:"load_score,omitempty"`
 	// 0..1: how well the evidence supports the root cause.
-	Confidence    float64                `protobuf:"fixed64,14,opt,name=confidence,proto3" json:"confidence,omitempty"`
-	ObservedAt    *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
-	Staleness     *durationpb.Duration   `protobuf:"bytes,16,opt,name=staleness,proto3" json:"staleness,omitempty"`
-	Stale         bool                   `protobuf:"varint,17,opt,name=stale,proto3" json:"stale,omitempty"`
-	Language      Language               `protobuf:"varint,18,opt,name=language,proto3,enum=llmdiag.v1.Language" json:"language,omitempty"`
+	Confidence float64                `protobuf:"fixed64,14,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	Staleness  *durationpb.Duration   `protobuf:"bytes,16,opt,name=staleness,proto3" json:"staleness,omitempty"`
+	Stale      bool                   `protobuf:"varint,17,opt,name=stale,proto3" json:"stale,omitempty"`
+	Language   Language               `protobuf:"varint,18,opt,name=language,proto3,enum=llmdiag.v1.Language" json:"language,omitempty"`
+	// As NodeMetrics.role.
+	Role          Role `protobuf:"varint,100,opt,name=role,proto3,enum=llmdiag.v1.Role" json:"role,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Diagnosis) Reset() {
 	*x = Diagnosis{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +2230,7 @@ func (x *Diagnosis) String() string {
 func (*Diagnosis) ProtoMessage() {}
 
 func (x *Diagnosis) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[8]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +2243,7 @@ func (x *Diagnosis) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Diagnosis.ProtoReflect.Descriptor instead.
 func (*Diagnosis) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{8}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Diagnosis) GetNode() string {
@@ -1924,6 +2372,13 @@ func (x *Diagnosis) GetLanguage() Language {
 	return Language_LANGUAGE_UNSPECIFIED
 }
 
+func (x *Diagnosis) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
 // ListNodesRequest filters the fleet and asks for one page of it; empty
 // fields match everything.
 type ListNodesRequest struct {
@@ -1945,7 +2400,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1957,7 +2412,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[9]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1970,7 +2425,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{9}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListNodesRequest) GetModel() string {
@@ -2022,7 +2477,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2489,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[10]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2502,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{10}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListNodesResponse) GetNodes() []*Node {
@@ -2086,7 +2541,7 @@ type Degraded struct {
 
 func (x *Degraded) Reset() {
 	*x = Degraded{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2553,7 @@ func (x *Degraded) String() string {
 func (*Degraded) ProtoMessage() {}
 
 func (x *Degraded) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[11]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2566,7 @@ func (x *Degraded) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Degraded.ProtoReflect.Descriptor instead.
 func (*Degraded) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{11}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Degraded) GetReason() string {
@@ -2144,7 +2599,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2156,7 +2611,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[12]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2169,7 +2624,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{12}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -2205,7 +2660,7 @@ type GetNodeMetricsResponse struct {
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2672,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[13]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2685,7 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{13}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
@@ -2272,7 +2727,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2739,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2752,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -2374,7 +2829,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2386,7 +2841,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2399,7 +2854,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -2459,7 +2914,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2926,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2939,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -2573,7 +3028,7 @@ type ComparePercentilesResponse struct {
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2585,7 +3040,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2598,7 +3053,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -2681,7 +3136,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2693,7 +3148,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2706,7 +3161,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -2751,7 +3206,7 @@ type DiagnoseNodeResponse struct {
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2763,7 +3218,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2776,7 +3231,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -2822,7 +3277,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3289,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3302,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -2918,7 +3373,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3385,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3398,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -3031,7 +3486,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3498,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3511,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -3102,7 +3557,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x16active_params_billions\x18\x06 \x01(\x01R\x14activeParamsBillions\x122\n" +
 	"\x15total_params_billions\x18\a \x01(\x01R\x13totalParamsBillions\x12\x1d\n" +
 	"\n" +
-	"kv_offload\x18Z \x01(\tR\tkvOffload\"\x95\x04\n" +
+	"kv_offload\x18Z \x01(\tR\tkvOffload\"\xbb\x04\n" +
 	"\x04Node\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3118,7 +3573,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tstaleness\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x10\n" +
 	"\x03url\x18\v \x01(\tR\x03url\x124\n" +
-	"\x06labels\x18\f \x03(\v2\x1c.llmdiag.v1.Node.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\f \x03(\v2\x1c.llmdiag.v1.Node.LabelsEntryR\x06labels\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x80\x01\n" +
@@ -3137,7 +3593,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xfb\x10\n" +
+	"\x05_mean\"\xf4\x14\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3181,7 +3637,15 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
 	"\bwarnings\x18) \x03(\tR\bwarnings\x12\x1f\n" +
 	"\bprogress\x182 \x01(\x01H\x10R\bprogress\x88\x01\x01\x12A\n" +
-	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSinceB\b\n" +
+	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSince\x12(\n" +
+	"\x03gpu\x18< \x01(\v2\x16.llmdiag.v1.GPUMetricsR\x03gpu\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x12\x1f\n" +
+	"\vrole_source\x18e \x01(\tR\n" +
+	"roleSource\x12:\n" +
+	"\x17kv_transfers_per_second\x18f \x01(\x01H\x11R\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
+	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\x12R\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
+	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\x13R\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
+	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x14R\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -3199,7 +3663,58 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1a_spec_decode_accept_lengthB\x18\n" +
 	"\x16_lora_adapters_runningB\x18\n" +
 	"\x16_lora_adapters_waitingB\v\n" +
-	"\t_progress\"\xf7\x01\n" +
+	"\t_progressB\x1a\n" +
+	"\x18_kv_transfers_per_secondB\x1b\n" +
+	"\x19_kv_transfer_seconds_meanB\x1f\n" +
+	"\x1d_kv_transfer_bytes_per_secondB\"\n" +
+	" _kv_transfer_failures_per_second\"\x8c\t\n" +
+	"\n" +
+	"GPUMetrics\x12\x12\n" +
+	"\x04gpus\x18\x01 \x01(\rR\x04gpus\x12\x1d\n" +
+	"\n" +
+	"model_name\x18\x02 \x01(\tR\tmodelName\x12%\n" +
+	"\vutilization\x18\x03 \x01(\x01H\x00R\vutilization\x88\x01\x01\x12 \n" +
+	"\tsm_active\x18\x04 \x01(\x01H\x01R\bsmActive\x88\x01\x01\x12(\n" +
+	"\rtensor_active\x18\x05 \x01(\x01H\x02R\ftensorActive\x88\x01\x01\x12$\n" +
+	"\vdram_active\x18\x06 \x01(\x01H\x03R\n" +
+	"dramActive\x88\x01\x01\x12+\n" +
+	"\x0fdram_active_min\x18\a \x01(\x01H\x04R\rdramActiveMin\x88\x01\x01\x12+\n" +
+	"\x0fdram_active_max\x18\b \x01(\x01H\x05R\rdramActiveMax\x88\x01\x01\x12?\n" +
+	"\x19framebuffer_used_fraction\x18\t \x01(\x01H\x06R\x17framebufferUsedFraction\x88\x01\x01\x125\n" +
+	"\x14framebuffer_used_mib\x18\n" +
+	" \x01(\x01H\aR\x12framebufferUsedMib\x88\x01\x01\x125\n" +
+	"\x14framebuffer_free_mib\x18\v \x01(\x01H\bR\x12framebufferFreeMib\x88\x01\x01\x12$\n" +
+	"\vpower_watts\x18\f \x01(\x01H\tR\n" +
+	"powerWatts\x88\x01\x01\x12%\n" +
+	"\fsm_clock_mhz\x18\r \x01(\x01H\n" +
+	"R\n" +
+	"smClockMhz\x88\x01\x01\x12,\n" +
+	"\x10sm_clock_mhz_min\x18\x0e \x01(\x01H\vR\rsmClockMhzMin\x88\x01\x01\x12;\n" +
+	"\x17temperature_celsius_max\x18\x0f \x01(\x01H\fR\x15temperatureCelsiusMax\x88\x01\x01\x12-\n" +
+	"\x10clock_event_mask\x18\x10 \x01(\x04H\rR\x0eclockEventMask\x88\x01\x01\x12.\n" +
+	"\x13clock_event_reasons\x18\x11 \x03(\tR\x11clockEventReasons\x12%\n" +
+	"\x0ethrottled_gpus\x18\x12 \x03(\tR\rthrottledGpus\x12\x19\n" +
+	"\bxid_read\x18\x13 \x01(\bR\axidRead\x121\n" +
+	"\n" +
+	"xid_errors\x18\x14 \x03(\v2\x12.llmdiag.v1.GPUXidR\txidErrorsB\x0e\n" +
+	"\f_utilizationB\f\n" +
+	"\n" +
+	"_sm_activeB\x10\n" +
+	"\x0e_tensor_activeB\x0e\n" +
+	"\f_dram_activeB\x12\n" +
+	"\x10_dram_active_minB\x12\n" +
+	"\x10_dram_active_maxB\x1c\n" +
+	"\x1a_framebuffer_used_fractionB\x17\n" +
+	"\x15_framebuffer_used_mibB\x17\n" +
+	"\x15_framebuffer_free_mibB\x0e\n" +
+	"\f_power_wattsB\x0f\n" +
+	"\r_sm_clock_mhzB\x13\n" +
+	"\x11_sm_clock_mhz_minB\x1a\n" +
+	"\x18_temperature_celsius_maxB\x13\n" +
+	"\x11_clock_event_mask\",\n" +
+	"\x06GPUXid\x12\x10\n" +
+	"\x03gpu\x18\x01 \x01(\tR\x03gpu\x12\x10\n" +
+	"\x03xid\x18\x02 \x01(\rR\x03xid\"\xf7\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3226,7 +3741,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11_attainment_lowerB\x13\n" +
 	"\x11_attainment_upperB\x12\n" +
 	"\x10_burn_rate_lowerB\x12\n" +
-	"\x10_burn_rate_upper\"\x9e\x05\n" +
+	"\x10_burn_rate_upper\"\xc4\x05\n" +
 	"\tDiagnosis\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3251,7 +3766,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"observedAt\x127\n" +
 	"\tstaleness\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x14\n" +
 	"\x05stale\x18\x11 \x01(\bR\x05stale\x120\n" +
-	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\"\xbc\x01\n" +
+	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\x12$\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\"\xbc\x01\n" +
 	"\x10ListNodesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12*\n" +
 	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\x12\x1b\n" +
@@ -3363,7 +3879,12 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rENGINE_TRITON\x10\x04\x12\x0e\n" +
 	"\n" +
 	"ENGINE_TGI\x10\x05\x12\x11\n" +
-	"\rENGINE_DYNAMO\x10\x06*v\n" +
+	"\rENGINE_DYNAMO\x10\x06*N\n" +
+	"\x04Role\x12\x14\n" +
+	"\x10ROLE_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tROLE_BOTH\x10\x01\x12\x10\n" +
+	"\fROLE_PREFILL\x10\x02\x12\x0f\n" +
+	"\vROLE_DECODE\x10\x03*v\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x0f\n" +
@@ -3384,7 +3905,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
 	"\x12\x11\n" +
-	"\rCAUSE_STALLED\x10\v*\xd7\x05\n" +
+	"\rCAUSE_STALLED\x10\v*\xa2\a\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +
@@ -3412,7 +3933,14 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x11INDICATOR_SLO_E2E\x10 \x12#\n" +
 	"\x1fINDICATOR_PREFIX_CACHE_HIT_RATE\x10#\x12$\n" +
 	" INDICATOR_SPEC_DECODE_ACCEPTANCE\x10$\x12\x1b\n" +
-	"\x17INDICATOR_LORA_ADAPTERS\x10%*\xc9\x01\n" +
+	"\x17INDICATOR_LORA_ADAPTERS\x10%\x12\x1a\n" +
+	"\x16INDICATOR_GPU_ACTIVITY\x10\x14\x12\x1c\n" +
+	"\x18INDICATOR_GPU_THROTTLING\x10\x15\x12\x15\n" +
+	"\x11INDICATOR_GPU_XID\x10\x16\x12\x12\n" +
+	"\x0eINDICATOR_ROLE\x10(\x12\x1e\n" +
+	"\x1aINDICATOR_KV_TRANSFER_TIME\x10)\x12 \n" +
+	"\x1cINDICATOR_KV_TRANSFER_VOLUME\x10*\x12\"\n" +
+	"\x1eINDICATOR_KV_TRANSFER_FAILURES\x10+*\xc9\x01\n" +
 	"\rLatencyMetric\x12\x1e\n" +
 	"\x1aLATENCY_METRIC_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13LATENCY_METRIC_TTFT\x10\x01\x12\x16\n" +
@@ -3459,130 +3987,138 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 	return file_llmdiag_v1_diagnosis_proto_rawDescData
 }
 
-var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
-	(Status)(0),                        // 1: llmdiag.v1.Status
-	(Cause)(0),                         // 2: llmdiag.v1.Cause
-	(Indicator)(0),                     // 3: llmdiag.v1.Indicator
-	(LatencyMetric)(0),                 // 4: llmdiag.v1.LatencyMetric
-	(GroupBy)(0),                       // 5: llmdiag.v1.GroupBy
-	(Language)(0),                      // 6: llmdiag.v1.Language
-	(ReportFormat)(0),                  // 7: llmdiag.v1.ReportFormat
-	(EventKind)(0),                     // 8: llmdiag.v1.EventKind
-	(*Profile)(nil),                    // 9: llmdiag.v1.Profile
-	(*Node)(nil),                       // 10: llmdiag.v1.Node
-	(*Percentile)(nil),                 // 11: llmdiag.v1.Percentile
-	(*Distribution)(nil),               // 12: llmdiag.v1.Distribution
-	(*NodeMetrics)(nil),                // 13: llmdiag.v1.NodeMetrics
-	(*Finding)(nil),                    // 14: llmdiag.v1.Finding
-	(*SLOBurn)(nil),                    // 15: llmdiag.v1.SLOBurn
-	(*SLOWindow)(nil),                  // 16: llmdiag.v1.SLOWindow
-	(*Diagnosis)(nil),                  // 17: llmdiag.v1.Diagnosis
-	(*ListNodesRequest)(nil),           // 18: llmdiag.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),          // 19: llmdiag.v1.ListNodesResponse
-	(*Degraded)(nil),                   // 20: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 21: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 22: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 23: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 24: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 25: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 26: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 27: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 28: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 29: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 30: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 31: llmdiag.v1.StreamHealthResponse
-	nil,                                // 32: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 33: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 34: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 35: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 36: google.protobuf.Duration
+	(Role)(0),                          // 1: llmdiag.v1.Role
+	(Status)(0),                        // 2: llmdiag.v1.Status
+	(Cause)(0),                         // 3: llmdiag.v1.Cause
+	(Indicator)(0),                     // 4: llmdiag.v1.Indicator
+	(LatencyMetric)(0),                 // 5: llmdiag.v1.LatencyMetric
+	(GroupBy)(0),                       // 6: llmdiag.v1.GroupBy
+	(Language)(0),                      // 7: llmdiag.v1.Language
+	(ReportFormat)(0),                  // 8: llmdiag.v1.ReportFormat
+	(EventKind)(0),                     // 9: llmdiag.v1.EventKind
+	(*Profile)(nil),                    // 10: llmdiag.v1.Profile
+	(*Node)(nil),                       // 11: llmdiag.v1.Node
+	(*Percentile)(nil),                 // 12: llmdiag.v1.Percentile
+	(*Distribution)(nil),               // 13: llmdiag.v1.Distribution
+	(*NodeMetrics)(nil),                // 14: llmdiag.v1.NodeMetrics
+	(*GPUMetrics)(nil),                 // 15: llmdiag.v1.GPUMetrics
+	(*GPUXid)(nil),                     // 16: llmdiag.v1.GPUXid
+	(*Finding)(nil),                    // 17: llmdiag.v1.Finding
+	(*SLOBurn)(nil),                    // 18: llmdiag.v1.SLOBurn
+	(*SLOWindow)(nil),                  // 19: llmdiag.v1.SLOWindow
+	(*Diagnosis)(nil),                  // 20: llmdiag.v1.Diagnosis
+	(*ListNodesRequest)(nil),           // 21: llmdiag.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),          // 22: llmdiag.v1.ListNodesResponse
+	(*Degraded)(nil),                   // 23: llmdiag.v1.Degraded
+	(*GetNodeMetricsRequest)(nil),      // 24: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 25: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 26: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 27: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 28: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 29: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 30: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 31: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 32: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 33: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 34: llmdiag.v1.StreamHealthResponse
+	nil,                                // 35: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 36: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 37: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 39: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
-	9,  // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	35, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
-	1,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
-	2,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	36, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	32, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
-	11, // 7: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
-	0,  // 8: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	35, // 9: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 10: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	36, // 11: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	36, // 12: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
-	12, // 13: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
-	12, // 14: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
-	12, // 15: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
-	12, // 16: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
-	12, // 17: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	35, // 18: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
-	3,  // 19: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	1,  // 20: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	15, // 21: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	36, // 22: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
-	16, // 23: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
-	0,  // 24: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	1,  // 25: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	2,  // 26: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	14, // 27: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	35, // 28: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 29: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	6,  // 30: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	0,  // 31: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	1,  // 32: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	10, // 33: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	20, // 34: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 35: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	36, // 36: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	13, // 37: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	20, // 38: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	4,  // 39: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	5,  // 40: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	36, // 41: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	36, // 42: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	11, // 43: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	24, // 44: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	36, // 45: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	4,  // 46: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	25, // 47: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	35, // 48: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	36, // 49: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	20, // 50: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 51: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	36, // 52: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	6,  // 53: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	7,  // 54: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	17, // 55: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	20, // 56: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	36, // 57: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	33, // 58: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	1,  // 59: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	2,  // 60: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	36, // 61: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	35, // 62: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	34, // 63: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	8,  // 64: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	30, // 65: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	35, // 66: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	18, // 67: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	21, // 68: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	23, // 69: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	27, // 70: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	29, // 71: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	19, // 72: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	22, // 73: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	26, // 74: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	28, // 75: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	31, // 76: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	72, // [72:77] is the sub-list for method output_type
-	67, // [67:72] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	10, // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
+	38, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	2,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
+	3,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
+	39, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	35, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	1,  // 7: llmdiag.v1.Node.role:type_name -> llmdiag.v1.Role
+	12, // 8: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
+	0,  // 9: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
+	38, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	39, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	39, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	39, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	13, // 14: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
+	13, // 15: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
+	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
+	13, // 17: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
+	13, // 18: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
+	38, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	15, // 20: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
+	1,  // 21: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
+	16, // 22: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
+	4,  // 23: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	2,  // 24: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	18, // 25: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	39, // 26: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	19, // 27: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 28: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	2,  // 29: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	3,  // 30: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	17, // 31: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	38, // 32: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	39, // 33: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	7,  // 34: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	1,  // 35: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
+	0,  // 36: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	2,  // 37: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	11, // 38: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	23, // 39: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	39, // 40: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	39, // 41: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	14, // 42: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	23, // 43: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 44: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 45: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	39, // 46: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	39, // 47: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 48: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	27, // 49: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	39, // 50: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 51: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	28, // 52: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	38, // 53: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	39, // 54: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	23, // 55: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	39, // 56: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	39, // 57: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 58: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 59: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	20, // 60: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	23, // 61: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	39, // 62: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	36, // 63: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 64: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 65: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	39, // 66: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	38, // 67: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	37, // 68: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 69: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	33, // 70: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	38, // 71: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	21, // 72: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	24, // 73: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	26, // 74: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	30, // 75: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	32, // 76: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	22, // 77: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	25, // 78: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	29, // 79: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	31, // 80: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	34, // 81: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	77, // [77:82] is the sub-list for method output_type
+	72, // [72:77] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -3592,14 +4128,15 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[3].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[4].OneofWrappers = []any{}
-	file_llmdiag_v1_diagnosis_proto_msgTypes[7].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[5].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   26,
+			NumEnums:      10,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

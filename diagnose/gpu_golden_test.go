@@ -1,0 +1,141 @@
+package diagnose_test
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/diagnose/diagnosetest"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testkit"
+)
+
+// TestGPUGolden: with DCGM data the seed's DeepSeek node still reads
+// DECODE_BOUND and names what its GPUs do; a thermally throttled GPU is a
+// WARN finding the verdict names; an XID error is CRIT. In English and in
+// Chinese, each against its golden report.
+func TestGPUGolden(t *testing.T) {
+	warn, crit := llmdiagv1.Status_STATUS_WARN, llmdiagv1.Status_STATUS_CRIT
+	throttled := func() diagnose.Input {
+		m := healthyMetrics()
+		m.Gpu = diagnosetest.Throttle(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.42, 0.11, 0.21), 3)
+		return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}
+	}
+	xid := func() diagnose.Input {
+		m := healthyMetrics()
+		m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.42, 0.11, 0.21), 5, 48)
+		return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}
+	}
+	for _, tc := range []struct {
+		name   string
+		in     func() diagnose.Input
+		status llmdiagv1.Status
+		cause  llmdiagv1.Cause
+		// Each must appear, per language: in the summary, in the evidence,
+		// first among the recommendations.
+		summary, evidence, firstRec map[llmdiagv1.Language]string
+		row                         llmdiagv1.Indicator // the GPU row and its status
+		rowStatus                   llmdiagv1.Status
+		// unroutable: the node must be steered around (a GPU fault).
+		unroutable bool
+	}{
+		{
+			name: "seed-gpu", in: diagnosetest.SeedGPUInput, status: warn, cause: llmdiagv1.Cause_CAUSE_DECODE_BOUND,
+			summary: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "Yet the GPUs mostly wait (DRAM active ~12%, tensor pipes ~18%)",
+				llmdiagv1.Language_LANGUAGE_ZH: "但 GPU 大多在等待（DRAM 活跃度 ~12%，Tensor 管线 ~18%）",
+			},
+			evidence: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "the 8 data-parallel ranks step in lockstep (EP 8)",
+				llmdiagv1.Language_LANGUAGE_ZH: "8 个数据并行 rank 同步推进（EP 8）",
+			},
+			firstRec: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "Lower the prefill chunk",
+				llmdiagv1.Language_LANGUAGE_ZH: "调小 Prefill 分块",
+			},
+			row: llmdiagv1.Indicator_INDICATOR_GPU_ACTIVITY, rowStatus: llmdiagv1.Status_STATUS_OK,
+		},
+		{
+			name: "gpu-throttled", in: throttled, status: warn, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED,
+			summary: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "GPU throttling: GPU 3: sw_thermal_slowdown, hw_thermal_slowdown",
+				llmdiagv1.Language_LANGUAGE_ZH: "GPU 降频：GPU 3：sw_thermal_slowdown, hw_thermal_slowdown",
+			},
+			evidence: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "Clocks held down by sw_thermal_slowdown, hw_thermal_slowdown on GPU 3",
+				llmdiagv1.Language_LANGUAGE_ZH: "GPU 3 的时钟被 sw_thermal_slowdown, hw_thermal_slowdown 压低",
+			},
+			firstRec: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "Check cooling and power limits",
+				llmdiagv1.Language_LANGUAGE_ZH: "检查降频 GPU 的散热与功耗上限",
+			},
+			row: llmdiagv1.Indicator_INDICATOR_GPU_THROTTLING, rowStatus: warn,
+		},
+		{
+			name: "gpu-xid", in: xid, status: crit, cause: llmdiagv1.Cause_CAUSE_UNEXPLAINED,
+			summary: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "GPU XID errors: GPU 5: XID 48",
+				llmdiagv1.Language_LANGUAGE_ZH: "GPU XID 错误：GPU 5：XID 48",
+			},
+			evidence: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "GPU fault: the driver reported XID 48",
+				llmdiagv1.Language_LANGUAGE_ZH: "GPU 故障：驱动报告了 XID 48",
+			},
+			firstRec: map[llmdiagv1.Language]string{
+				llmdiagv1.Language_LANGUAGE_EN: "Drain the node",
+				llmdiagv1.Language_LANGUAGE_ZH: "摘除该节点",
+			},
+			row: llmdiagv1.Indicator_INDICATOR_GPU_XID, rowStatus: crit, unroutable: true,
+		},
+	} {
+		for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
+			t.Run(tc.name+"/"+lang.String(), func(t *testing.T) {
+				d := diagnose.Diagnose(tc.in(), diagnose.DefaultThresholds(), lang)
+				if d.GetStatus() != tc.status || d.GetRootCause() != tc.cause {
+					t.Errorf("verdict %v / %v, want %v / %v", d.GetStatus(), d.GetRootCause(), tc.status, tc.cause)
+				}
+				if !strings.Contains(d.GetSummary(), tc.summary[lang]) {
+					t.Errorf("summary lacks %q:\n%s", tc.summary[lang], d.GetSummary())
+				}
+				if !slices.ContainsFunc(d.GetEvidence(), func(e string) bool { return strings.Contains(e, tc.evidence[lang]) }) {
+					t.Errorf("evidence lacks %q:\n%s", tc.evidence[lang], strings.Join(d.GetEvidence(), "\n"))
+				}
+				if recs := d.GetRecommendations(); len(recs) == 0 || !strings.HasPrefix(recs[0], tc.firstRec[lang]) {
+					t.Errorf("first recommendation %q, want it to start %q", recs, tc.firstRec[lang])
+				}
+				i := slices.IndexFunc(d.GetFindings(), func(f *llmdiagv1.Finding) bool { return f.GetIndicator() == tc.row })
+				if i < 0 || d.GetFindings()[i].GetStatus() != tc.rowStatus {
+					t.Errorf("no %v row with status %v", tc.row, tc.rowStatus)
+				}
+				if d.GetRoutable() == tc.unroutable {
+					t.Errorf("routable %v, want %v", d.GetRoutable(), !tc.unroutable)
+				}
+				suffix := map[llmdiagv1.Language]string{llmdiagv1.Language_LANGUAGE_EN: "en", llmdiagv1.Language_LANGUAGE_ZH: "zh"}[lang]
+				testkit.Golden(t, filepath.Join("testdata", tc.name+"."+suffix+".json"), stableJSON(t, d))
+			})
+		}
+	}
+}
+
+// TestGPUAbsentChangesNothing: the seed without a GPU section is the seed
+// golden; with one, the rows before the GPU rows are the same.
+func TestGPUAbsentChangesNothing(t *testing.T) {
+	for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
+		plain := diagnose.Diagnose(diagnosetest.SeedInput(), diagnose.DefaultThresholds(), lang)
+		gpu := diagnose.Diagnose(diagnosetest.SeedGPUInput(), diagnose.DefaultThresholds(), lang)
+		n := len(plain.GetFindings())
+		if len(gpu.GetFindings()) != n+3 {
+			t.Fatalf("%v: %d findings with DCGM data, want the %d without and 3 GPU rows", lang, len(gpu.GetFindings()), n)
+		}
+		for i, f := range plain.GetFindings() {
+			if g := gpu.GetFindings()[i]; g.GetIndicator() != f.GetIndicator() || g.GetConclusion() != f.GetConclusion() || g.GetStatus() != f.GetStatus() {
+				t.Errorf("%v: row %d %v %q with DCGM data, %v %q without", lang, i, g.GetIndicator(), g.GetConclusion(), f.GetIndicator(), f.GetConclusion())
+			}
+		}
+		if !strings.HasPrefix(gpu.GetSummary(), plain.GetSummary()) {
+			t.Errorf("%v: the GPU summary does not extend the plain one:\n%s\n%s", lang, gpu.GetSummary(), plain.GetSummary())
+		}
+	}
+}

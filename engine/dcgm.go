@@ -1,0 +1,385 @@
+package engine
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+
+	dto "github.com/prometheus/client_model/go"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// GPUField names one figure the NVIDIA DCGM exporter reports per GPU.
+type GPUField int
+
+// The DCGM figures llmdiag reads (see DCGMFamilies for their names).
+const (
+	GPUUtil        GPUField = iota // DCGM_FI_DEV_GPU_UTIL, percent
+	GPUSMActive                    // DCGM_FI_PROF_SM_ACTIVE, else GR_ENGINE_ACTIVE, 0..1
+	GPUTensor                      // DCGM_FI_PROF_PIPE_TENSOR_ACTIVE, 0..1
+	GPUDRAM                        // DCGM_FI_PROF_DRAM_ACTIVE, 0..1
+	GPUFBUsed                      // DCGM_FI_DEV_FB_USED, MiB
+	GPUFBFree                      // DCGM_FI_DEV_FB_FREE, MiB
+	GPUPower                       // DCGM_FI_DEV_POWER_USAGE, W
+	GPUSMClock                     // DCGM_FI_DEV_SM_CLOCK, MHz
+	GPUTemp                        // DCGM_FI_DEV_GPU_TEMP, °C
+	GPUClockEvents                 // DCGM_FI_DEV_CLOCKS_EVENT_REASONS, bitmask
+	GPUXID                         // DCGM_FI_DEV_XID_ERRORS, last XID
+	NumGPUFields
+)
+
+// DCGMFamilies are the exporter's family names of each field, preferred
+// first: the profiling field DCGM_FI_PROF_SM_ACTIVE is off in the
+// exporter's shipped counter sets, which enable DCGM_FI_PROF_GR_ENGINE_ACTIVE
+// instead; DCGM 3.3 renamed DCGM_FI_DEV_CLOCK_THROTTLE_REASONS to
+// DCGM_FI_DEV_CLOCKS_EVENT_REASONS. engine/testdata/dcgm-h100-decode.prom is
+// an exposition of the current exporter with the profiling fields,
+// engine/testdata/dcgm-a100-throttled-xid.prom one of an older exporter
+// without them.
+var DCGMFamilies = [NumGPUFields][]string{
+	GPUUtil:        {"DCGM_FI_DEV_GPU_UTIL"},
+	GPUSMActive:    {"DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_GR_ENGINE_ACTIVE"},
+	GPUTensor:      {"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"},
+	GPUDRAM:        {"DCGM_FI_PROF_DRAM_ACTIVE"},
+	GPUFBUsed:      {"DCGM_FI_DEV_FB_USED"},
+	GPUFBFree:      {"DCGM_FI_DEV_FB_FREE"},
+	GPUPower:       {"DCGM_FI_DEV_POWER_USAGE"},
+	GPUSMClock:     {"DCGM_FI_DEV_SM_CLOCK"},
+	GPUTemp:        {"DCGM_FI_DEV_GPU_TEMP"},
+	GPUClockEvents: {"DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"},
+	GPUXID:         {"DCGM_FI_DEV_XID_ERRORS"},
+}
+
+// DCGMFamilyNames lists every family of DCGMFamilies once, in field order.
+func DCGMFamilyNames() []string {
+	var out []string
+	for _, names := range DCGMFamilies {
+		out = append(out, names...)
+	}
+	return out
+}
+
+// The DCGM exporter's labels llmdiag reads: the GPU's index on its host
+// and its model name. (It also sets UUID, device, pci_bus_id, Hostname
+// and, under Kubernetes with pod mapping, pod, namespace and container.)
+const (
+	DCGMGPULabel   = "gpu"
+	DCGMModelLabel = "modelName"
+	DCGMUUIDLabel  = "UUID"
+)
+
+// ClockEventReasons are the bits of DCGM's clock-event mask (NVML's
+// clocks-event reasons), by bit.
+var ClockEventReasons = []struct {
+	Bit  uint64
+	Name string
+	// Limit: thermal or power, a limit that holds the clock down under
+	// load (not idle, a configured clock or sync boost).
+	Limit bool
+}{
+	{0x1, "gpu_idle", false},
+	{0x2, "applications_clocks_setting", false},
+	{0x4, "sw_power_cap", true},
+	{0x8, "hw_slowdown", true},
+	{0x10, "sync_boost", false},
+	{0x20, "sw_thermal_slowdown", true},
+	{0x40, "hw_thermal_slowdown", true},
+	{0x80, "hw_power_brake_slowdown", true},
+	{0x100, "display_clock_setting", false},
+}
+
+// limitMask holds the ClockEventReasons bits that are thermal or power
+// limits.
+func limitMask() uint64 {
+	var m uint64
+	for _, r := range ClockEventReasons {
+		if r.Limit {
+			m |= r.Bit
+		}
+	}
+	return m
+}
+
+// ClockEventNames decodes a clock-event mask into reason names, in bit
+// order; bits DCGM does not define read as "bit_0x…".
+func ClockEventNames(mask uint64) []string {
+	var out []string
+	for _, r := range ClockEventReasons {
+		if mask&r.Bit != 0 {
+			out = append(out, r.Name)
+			mask &^= r.Bit
+		}
+	}
+	for b := uint64(1); mask != 0 && b != 0; b <<= 1 {
+		if mask&b != 0 {
+			out = append(out, fmt.Sprintf("bit_%#x", b))
+			mask &^= b
+		}
+	}
+	return out
+}
+
+// GPUReading is one GPU's figures: Values[f] is nil where the exporter does
+// not report field f for it.
+type GPUReading struct {
+	// GPU is the gpu label (the index on its host); UUID breaks ties
+	// between hosts.
+	GPU, UUID string
+	Model     string
+	Values    [NumGPUFields]*float64
+}
+
+// DCGMSeries is one series of a DCGM family: its GPU's labels and value.
+type DCGMSeries struct {
+	Family           string
+	GPU, UUID, Model string
+	Value            float64
+}
+
+// ExtractGPU reads a DCGM exporter's exposition into one GPUMetrics per
+// node (GPUFromSeries); nil when it holds no DCGM family. Problems (a
+// family of the wrong type, a series without gpu label) are returned as
+// warnings, the figures they touch left out.
+func ExtractGPU(families map[string]*dto.MetricFamily) (*llmdiagv1.GPUMetrics, []string) {
+	var ss []DCGMSeries
+	var warnings []string
+	for _, name := range DCGMFamilyNames() {
+		fam := families[name]
+		if fam == nil {
+			continue
+		}
+		if t := fam.GetType(); t != dto.MetricType_GAUGE && t != dto.MetricType_UNTYPED && t != dto.MetricType_COUNTER {
+			warnings = append(warnings, fmt.Sprintf("DCGM family %s is a %s, not a gauge: left out", name, t))
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			l := labelMap(m)
+			ss = append(ss, DCGMSeries{Family: name, GPU: l[DCGMGPULabel], UUID: l[DCGMUUIDLabel], Model: l[DCGMModelLabel], Value: metricValue(m)})
+		}
+	}
+	g, w := GPUFromSeries(ss)
+	return g, append(warnings, w...)
+}
+
+// GPUFromSeries aggregates one node's DCGM series (AggregateGPU), each
+// field from the first of its DCGMFamilies that has a series; nil when none
+// is a DCGM family. A series without gpu or UUID label is left out with a
+// warning, one that is not a number silently.
+func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
+	rank := map[string][2]int{} // family → field, preference
+	for f, names := range DCGMFamilies {
+		for i, n := range names {
+			rank[n] = [2]int{f, i}
+		}
+	}
+	// The preferred family present for each field.
+	best := [NumGPUFields]int{}
+	for f := range best {
+		best[f] = len(DCGMFamilies[f])
+	}
+	for _, s := range ss {
+		if r, ok := rank[s.Family]; ok && r[1] < best[r[0]] {
+			best[r[0]] = r[1]
+		}
+	}
+	byKey := map[string]*GPUReading{}
+	var keys []string
+	var warnings []string
+	warned := map[string]bool{}
+	for _, s := range ss {
+		r, ok := rank[s.Family]
+		if !ok || r[1] != best[r[0]] {
+			continue
+		}
+		if s.GPU == "" && s.UUID == "" {
+			if !warned[s.Family] {
+				warned[s.Family] = true
+				warnings = append(warnings, fmt.Sprintf("DCGM family %s has a series without gpu or UUID label: left out", s.Family))
+			}
+			continue
+		}
+		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+			continue
+		}
+		key := s.GPU + "\xff" + s.UUID
+		g := byKey[key]
+		if g == nil {
+			g = &GPUReading{GPU: s.GPU, UUID: s.UUID, Model: s.Model}
+			byKey[key] = g
+			keys = append(keys, key)
+		}
+		if g.Values[r[0]] == nil {
+			g.Values[r[0]] = ptrTo(s.Value)
+		}
+	}
+	if len(byKey) == 0 {
+		return nil, warnings
+	}
+	rs := make([]GPUReading, 0, len(byKey))
+	for _, k := range keys {
+		rs = append(rs, *byKey[k])
+	}
+	return AggregateGPU(rs), warnings
+}
+
+// metricValue is m's gauge, counter or untyped value.
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	case m.Untyped != nil:
+		return m.GetUntyped().GetValue()
+	}
+	return math.NaN()
+}
+
+// AggregateGPU makes one node's GPUMetrics of its GPUs' readings: means of
+// the activities and the SM clock (GPU utilisation from percent to 0..1),
+// sums of framebuffer and power, the fullest framebuffer, the lowest clock,
+// the hottest GPU, the union of the clock-event bits, and every non-zero
+// XID. The Prometheus source (source/prom) builds the same readings from
+// its query, so both paths give the same figures. nil for no reading.
+func AggregateGPU(rs []GPUReading) *llmdiagv1.GPUMetrics {
+	if len(rs) == 0 {
+		return nil
+	}
+	rs = slices.Clone(rs)
+	slices.SortFunc(rs, func(a, b GPUReading) int {
+		return cmp.Or(compareGPU(a.GPU, b.GPU), cmp.Compare(a.UUID, b.UUID))
+	})
+	g := &llmdiagv1.GPUMetrics{Gpus: uint32(len(rs)), ModelName: rs[0].Model}
+	mean := func(f GPUField, scale float64) *float64 {
+		var sum float64
+		n := 0
+		for _, r := range rs {
+			if v := r.Values[f]; v != nil {
+				sum += *v
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		return ptrTo(round6(sum / float64(n) * scale))
+	}
+	sum := func(f GPUField) *float64 {
+		var s float64
+		n := 0
+		for _, r := range rs {
+			if v := r.Values[f]; v != nil {
+				s += *v
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		return ptrTo(round6(s))
+	}
+	extreme := func(f GPUField, better func(a, b float64) bool) *float64 {
+		var out *float64
+		for _, r := range rs {
+			if v := r.Values[f]; v != nil && (out == nil || better(*v, *out)) {
+				out = ptrTo(*v)
+			}
+		}
+		return out
+	}
+	lower := func(a, b float64) bool { return a < b }
+	higher := func(a, b float64) bool { return a > b }
+
+	g.Utilization = mean(GPUUtil, 0.01)
+	g.SmActive = mean(GPUSMActive, 1)
+	g.TensorActive = mean(GPUTensor, 1)
+	g.DramActive = mean(GPUDRAM, 1)
+	g.DramActiveMin = extreme(GPUDRAM, lower)
+	g.DramActiveMax = extreme(GPUDRAM, higher)
+	g.FramebufferUsedMib = sum(GPUFBUsed)
+	g.FramebufferFreeMib = sum(GPUFBFree)
+	for _, r := range rs {
+		u, f := r.Values[GPUFBUsed], r.Values[GPUFBFree]
+		if u == nil || f == nil || *u+*f <= 0 {
+			continue
+		}
+		if frac := round6(*u / (*u + *f)); g.FramebufferUsedFraction == nil || frac > *g.FramebufferUsedFraction {
+			g.FramebufferUsedFraction = ptrTo(frac)
+		}
+	}
+	g.PowerWatts = sum(GPUPower)
+	g.SmClockMhz = mean(GPUSMClock, 1)
+	g.SmClockMhzMin = extreme(GPUSMClock, lower)
+	g.TemperatureCelsiusMax = extreme(GPUTemp, higher)
+
+	limits := limitMask()
+	for _, r := range rs {
+		v := r.Values[GPUClockEvents]
+		if v == nil || *v < 0 {
+			continue
+		}
+		mask := uint64(*v)
+		if g.ClockEventMask == nil {
+			g.ClockEventMask = new(uint64)
+		}
+		*g.ClockEventMask |= mask
+		if mask&limits != 0 {
+			g.ThrottledGpus = append(g.ThrottledGpus, gpuName(r))
+		}
+	}
+	if g.ClockEventMask != nil {
+		g.ClockEventReasons = ClockEventNames(*g.ClockEventMask)
+	}
+	for _, r := range rs {
+		v := r.Values[GPUXID]
+		if v == nil {
+			continue
+		}
+		g.XidRead = true
+		if *v > 0 {
+			g.XidErrors = append(g.XidErrors, &llmdiagv1.GPUXid{Gpu: gpuName(r), Xid: uint32(min(*v, math.MaxUint32))})
+		}
+	}
+	return g
+}
+
+// gpuName is how a GPU is named in GPUMetrics: its gpu label, else its
+// UUID.
+func gpuName(r GPUReading) string {
+	if r.GPU != "" {
+		return r.GPU
+	}
+	return r.UUID
+}
+
+// compareGPU orders gpu labels numerically when both are numbers.
+func compareGPU(a, b string) int {
+	x, errA := strconv.Atoi(a)
+	y, errB := strconv.Atoi(b)
+	if errA == nil && errB == nil {
+		return cmp.Compare(x, y)
+	}
+	return cmp.Compare(a, b)
+}
+
+// LimitReasons returns the thermal and power reasons among names.
+func LimitReasons(names []string) []string {
+	var out []string
+	for _, n := range names {
+		for _, r := range ClockEventReasons {
+			if r.Name == n && r.Limit {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// round6 rounds away the float noise of sums and means, so that the same
+// readings give the same figures whatever their order.
+func round6(v float64) float64 { return math.Round(v*1e6) / 1e6 }
+
+func ptrTo(v float64) *float64 { return &v }

@@ -1,0 +1,167 @@
+package sim_test
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/llmdiag/llmdiag/engine"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/sim"
+)
+
+// gpuOf reads node id's DCGM exposition as llmdiag does.
+func gpuOf(t *testing.T, f *sim.Fleet, id string) *llmdiagv1.GPUMetrics {
+	t.Helper()
+	body, err := f.DCGM(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := engine.Parse(bytes.NewReader(body), engine.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, warnings := engine.ExtractGPU(exp.Families)
+	if g == nil || len(warnings) > 0 || len(exp.Warnings) > 0 {
+		t.Fatalf("%s: GPU %v, warnings %q %q", id, g, warnings, exp.Warnings)
+	}
+	return g
+}
+
+// denseDecode is a dense 70B model on one H100, serving sessions with short
+// prompts and long answers: decode, sessions requests at a time.
+func denseDecode(sessions int) sim.Node {
+	p := fleet.Profile{DataParallel: 1, TensorParallel: 1, GPU: "H100", ActiveParamsBillions: 70, TotalParamsBillions: 70}
+	perf := sim.EstimatePerf(p)
+	perf.MaxBatchedTokens, perf.MaxNumSeqs, perf.KVCapacityTokens, perf.MaxModelLen = 8192, 256, 1<<20, 16384
+	return sim.Node{ID: "dense-70b", Model: "dense-70b", Engine: sim.VLLM, Profile: p, Perf: perf,
+		Workload: sim.Workload{Sessions: sessions, Think: time.Second,
+			Prompt: sim.LogNormal(200, 0.3), Output: sim.LogNormal(2000, 0.3), MaxTokens: 4096}}
+}
+
+// TestDCGMPhysics: the simulated GPUs' DCGM figures follow the simulated
+// steps. A large model decoding a large batch keeps the memory interface
+// busy; the seed's DeepSeek ranks, in lockstep, mostly wait for the one
+// that prefills, with a kernel running all the time (utilisation ~99%);
+// an idle node's GPUs do nothing. Throttling and XIDs are reported on the
+// GPUs they hit only, and a throttled GPU slows its engine core.
+func TestDCGMPhysics(t *testing.T) {
+	type check struct {
+		id                          string
+		gpus                        uint32
+		dramMin, dramMax, tensorMax float64
+		utilMin                     float64
+	}
+	seed, err := sim.Scenario("seed", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := denseDecode(1)
+	idle.ID, idle.Workload = "idle", sim.Workload{Rate: 1e-9, Prompt: sim.LogNormal(10, 0.1), Output: sim.LogNormal(10, 0.1)}
+	for _, tc := range []struct {
+		name   string
+		cfg    sim.Config
+		warmup time.Duration
+		checks []check
+	}{
+		{"seed", seed, sim.SeedWarmup, []check{
+			{id: "deepseek-v4-0", gpus: 8, dramMax: 0.3, tensorMax: 0.3, utilMin: 0.95},
+			{id: "kimi-k2.6-0", gpus: 8, dramMax: 0.3, tensorMax: 0.3},
+		}},
+		{"large batch", sim.Config{Seed: 1, Nodes: []sim.Node{denseDecode(128)}}, 5 * time.Minute, []check{
+			{id: "dense-70b", gpus: 1, dramMin: 0.6, dramMax: 1, tensorMax: 0.5, utilMin: 0.95},
+		}},
+		{"idle", sim.Config{Seed: 1, Nodes: []sim.Node{idle}}, 5 * time.Minute, []check{
+			{id: "idle", gpus: 1, dramMax: 0.01, tensorMax: 0.01},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := sim.New(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Step(tc.warmup)
+			for _, c := range tc.checks {
+				g := gpuOf(t, f, c.id)
+				if g.GetGpus() != c.gpus || g.GetDramActive() < c.dramMin || g.GetDramActive() > c.dramMax ||
+					g.GetTensorActive() > c.tensorMax || g.GetUtilization() < c.utilMin {
+					t.Errorf("%s: %d GPUs, DRAM %.3f (want %.2f–%.2f), tensor %.3f (≤ %.2f), util %.3f (≥ %.2f)", c.id, g.GetGpus(),
+						g.GetDramActive(), c.dramMin, c.dramMax, g.GetTensorActive(), c.tensorMax, g.GetUtilization(), c.utilMin)
+				}
+				if len(g.GetClockEventReasons()) > 0 || len(g.GetXidErrors()) > 0 || !g.GetXidRead() {
+					t.Errorf("%s: reasons %q, XIDs %v on healthy GPUs", c.id, g.GetClockEventReasons(), g.GetXidErrors())
+				}
+			}
+		})
+	}
+}
+
+func TestDCGMFaults(t *testing.T) {
+	for _, tc := range []struct {
+		scenario, id string
+		reasons      []string
+		throttled    []string
+		xid          uint32
+		xidGPU       string
+	}{
+		{"gpu-throttled", "glm-4.6-0", []string{"sw_thermal_slowdown", "hw_thermal_slowdown"}, []string{"3"}, 0, ""},
+		{"gpu-xid", "kimi-k2.6-0", nil, nil, 48, "5"},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			cfg, err := sim.Scenario(tc.scenario, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := sim.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Step(5 * time.Minute)
+			g := gpuOf(t, f, tc.id)
+			if got := g.GetClockEventReasons(); len(got) != len(tc.reasons) || (len(got) > 0 && got[0] != tc.reasons[0]) {
+				t.Errorf("reasons %q, want %q", got, tc.reasons)
+			}
+			if got := g.GetThrottledGpus(); len(got) != len(tc.throttled) || (len(got) > 0 && got[0] != tc.throttled[0]) {
+				t.Errorf("throttled GPUs %q, want %q", got, tc.throttled)
+			}
+			if tc.throttled != nil && (g.GetSmClockMhzMin() != 1155 || g.GetTemperatureCelsiusMax() != 92) {
+				t.Errorf("throttled: lowest clock %v MHz, hottest %v °C; want 1155 (0.58 × 1980, by 15 MHz) and 92", g.GetSmClockMhzMin(), g.GetTemperatureCelsiusMax())
+			}
+			xs := g.GetXidErrors()
+			if (tc.xid == 0) != (len(xs) == 0) || (len(xs) > 0 && (xs[0].GetXid() != tc.xid || xs[0].GetGpu() != tc.xidGPU)) {
+				t.Errorf("XIDs %v, want %d on GPU %s", xs, tc.xid, tc.xidGPU)
+			}
+			// The peer is healthy.
+			peer := cfg.Nodes[1].ID
+			if p := gpuOf(t, f, peer); len(p.GetThrottledGpus()) > 0 || len(p.GetXidErrors()) > 0 {
+				t.Errorf("peer %s: %v", peer, p)
+			}
+		})
+	}
+
+	// A throttled GPU slows its engine core: the same node, the same seed,
+	// generates fewer tokens per second per request.
+	speed := func(throttle sim.Throttle) float64 {
+		cfg, err := sim.Scenario("gpu-throttled", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Nodes = cfg.Nodes[:1]
+		cfg.Nodes[0].GPUFault.Throttle = throttle
+		cfg.Nodes[0].Workload = sim.Workload{Sessions: 64, Think: time.Second, Prompt: sim.LogNormal(200, 0.3), Output: sim.LogNormal(500, 0.3)}
+		f, err := sim.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Step(5 * time.Minute)
+		s, err := f.Stats(cfg.Nodes[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(s.GenerationTokens)
+	}
+	if fast, slow := speed(sim.ThrottleNone), speed(sim.ThrottleThermal); !(slow < 0.95*fast) {
+		t.Errorf("thermally throttled: %v tokens in 5 min, unthrottled %v: want fewer", slow, fast)
+	}
+}

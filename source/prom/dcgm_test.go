@@ -1,0 +1,130 @@
+package prom
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/llmdiag/llmdiag/engine"
+)
+
+// dcgmSamples are the series of a DCGM exposition file as Prometheus
+// returns them, with extra labels (instance, …) added to each.
+func dcgmSamples(t *testing.T, path string, extra ...string) []fakeSample {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	exp, err := engine.Parse(f, engine.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []fakeSample
+	for _, name := range engine.DCGMFamilyNames() {
+		for _, m := range exp.Families[name].GetMetric() {
+			ls := []string{"__name__", name}
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName(), l.GetValue())
+			}
+			out = append(out, fakeSample{append(ls, extra...), strconv.FormatFloat(m.GetGauge().GetValue(), 'g', -1, 64)})
+		}
+	}
+	return out
+}
+
+// TestDCGMJoin: DCGM series in Prometheus join the node they name by the
+// configured labels, and give the figures the exporter scraped directly
+// gives (engine.ExtractGPU of the same exposition).
+func TestDCGMJoin(t *testing.T) {
+	const fixture = "../../engine/testdata/dcgm-h100-decode.prom"
+	body, err := os.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := engine.Parse(body, engine.Limits{})
+	body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, _ := engine.ExtractGPU(exp.Families)
+
+	for _, tc := range []struct {
+		name    string
+		join    []string
+		extra   []string // labels added to the fixture's series
+		want    string   // the node that gets the GPUs; "" none
+		failing bool     // the DCGM query fails
+	}{
+		// The fixture's Hostname is gpu-node-07: not a node's host.
+		{"by instance host", []string{"instance"}, []string{"instance", "vllm-a:9400"}, "vllm-a:8000", false},
+		{"pod, Hostname, instance: none names a node", []string{"pod", "Hostname", "instance"}, []string{"instance", "10.0.0.9:9400"}, "", false},
+		{"by the second label", []string{"Hostname", "exported_instance"}, []string{"exported_instance", "vllm-b:8000"}, "vllm-b:8000", false},
+		{"no label names a node", []string{"instance"}, []string{"instance", "elsewhere:9400"}, "", false},
+		{"query fails", []string{"instance"}, nil, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{DCGMJoin: tc.join}
+			cfg.defaults()
+			bodies := fixtureBodies(t, "testdata/fleet", plan(t, defaultBuilder("5m"), engine.Engines()...))
+			q := dcgmQuery(cfg)
+			if tc.failing {
+				bodies[q.expr] = canned{Status: http.StatusUnprocessableEntity, Body: []byte(`{"status":"error","errorType":"execution","error":"query timed out"}`)}
+			} else {
+				bodies[q.expr] = canned{Status: http.StatusOK, Body: vectorBody(testNow, dcgmSamples(t, fixture, tc.extra...))}
+			}
+			fake := newFakeProm(t, bodies)
+			src := newTestSource(t, fake.URL, func(c *Config) { c.DCGMJoin = tc.join })
+			obs, err := src.Refresh(context.Background(), "5m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, o := range obs {
+				g := o.Metrics.GetGpu()
+				if o.Node.ID != tc.want {
+					if g != nil {
+						t.Errorf("%s got GPUs %v", o.Node.ID, g)
+					}
+					continue
+				}
+				if !proto.Equal(g, direct) {
+					t.Errorf("%s: through Prometheus\n%s\ndirect\n%s", o.Node.ID, prototext.Format(g), prototext.Format(direct))
+				}
+			}
+			if tc.failing {
+				for _, o := range obs {
+					if !strings.Contains(strings.Join(o.Metrics.GetWarnings(), "\n"), "dcgm: query") {
+						t.Errorf("%s: warnings %q lack the failed DCGM query", o.Node.ID, o.Metrics.GetWarnings())
+					}
+				}
+			}
+		})
+	}
+}
+
+// Without DCGMJoin no DCGM query is sent.
+func TestDCGMOff(t *testing.T) {
+	fake := fleetFake(t, defaultBuilder("5m"))
+	src := newTestSource(t, fake.URL, nil)
+	obs, err := src.Refresh(context.Background(), "5m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range fake.Seen() {
+		if strings.Contains(q.Expr, "DCGM_") {
+			t.Errorf("DCGM query sent: %s", q.Expr)
+		}
+	}
+	for _, o := range obs {
+		if o.Metrics.GetGpu() != nil {
+			t.Errorf("%s: GPUs without DCGM join", o.Node.ID)
+		}
+	}
+}
