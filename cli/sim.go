@@ -51,12 +51,13 @@ Scenarios:
   slo-burn            a healthy kimi node whose TTFT (~220 ms median) misses a tight SLO such as 99% within 250 ms
   gpu-throttled       glm with one GPU thermally throttled (DCGM clock-event reasons), its compute slower
   gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM)
+  disaggregated       1 prefill + 1 decode worker (roles in the fleet file), KV over a slow path: high decode-side TTFT
   stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
   gpu-bandwidth       a dense 70B on four L40S decoding a large batch of long answers: DRAM ~62% (DCGM), ~9 tok/s per request
+  spec-decode         speculative decoding (~2.5 tokens per step) and four LoRA adapters on a light node
 
 Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
 /dcgm/metrics on its port; the fleet file written names it (dcgm).
-  disaggregated       1 prefill + 1 decode worker (roles in the fleet file), KV over a slow path: high decode-side TTFT
 
 idle-then-overload and kv-flap behave like a field server: series appear on
 first use, TTFT excludes queueing, no preemption or failure counters.`),

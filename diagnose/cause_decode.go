@@ -57,18 +57,17 @@ func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
 	if f.prefillWorker() { // role.go: a prefill worker's decode is not judged
 		return false
 	}
-	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn && !f.offloadByDesign()
-	return !f.hist.now && !kvHigh && elevated(f.e2eStatus()) && f.slowDecode() && !f.peer.outlier
+	return !f.hist.now && !f.kvHigh() && elevated(f.e2eStatus()) && f.slowDecode() && !f.peer.outlier
 }
 
 // decodeStallsApplies is rule 6′: decode stalls explain the node: output
 // pausing a second or more between tokens (inter-token P99 CRIT), the queue
 // not surging, KV below warn, nothing off that decode does not explain, and
-// not an outlier among its peers; the shape rule 6 misses while
+// not an outlier among its peers (a GPU cache an offload tier keeps full,
+// offloadByDesign, is not KV high); the shape rule 6 misses while
 // per-request decode is not slow enough, or the tail not yet long enough.
 func (f *facts) decodeStallsApplies(findings []*llmdiagv1.Finding) bool {
-	kvHigh := f.kv.ok && f.kv.v >= f.t.KVWarn
-	if f.prefillWorker() || f.hist.surgeNow || kvHigh || f.interTokenStatus() != statusCrit {
+	if f.prefillWorker() || f.hist.surgeNow || f.kvHigh() || f.interTokenStatus() != statusCrit {
 		return false
 	}
 	return explainsAll(decodeExplains, findings) && !f.peer.outlier

@@ -24,6 +24,13 @@ func (f *facts) offloadByDesign() bool {
 		f.queue.ok && !f.t.queueing(f.queue, f.ratio)
 }
 
+// kvHigh reports KV pressure at or above KVWarn that counts as pressure:
+// not a GPU cache full by design (offloadByDesign). The decode rules (6 and
+// 6′) hold only without it.
+func (f *facts) kvHigh() bool {
+	return f.kv.ok && f.kv.v >= f.t.KVWarn && !f.offloadByDesign()
+}
+
 // discountOffload clears the KV half of saturation when the GPU cache is
 // full by design (offloadByDesign): the rules then neither read the node
 // as KV_EXHAUSTED nor hold it out of routing for it, and its load score

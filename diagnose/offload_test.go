@@ -126,3 +126,32 @@ func TestEffectsGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeStallsOffload: the decode-stalls rule (6′) reads a GPU KV
+// cache an offload tier keeps full, with no preemptions and no queue, as
+// not KV high, as rule 6 does: output stalling between tokens is then
+// DECODE_BOUND; without the tier the same figures are not.
+func TestDecodeStallsOffload(t *testing.T) {
+	en := llmdiagv1.Language_LANGUAGE_EN
+	for _, tc := range []struct {
+		name string
+		tier string
+		want bool // DECODE_BOUND
+	}{
+		{"lmcache, usage 0.99", "lmcache", true},
+		{"no tier, usage 0.99", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := healthyMetrics()
+			m.InterToken = dist(0.2, 2.3)
+			m.KvPressure, m.KvOffload = f64(0.99), tc.tier
+			in := diagnose.Input{Metrics: m, History: kvHistory(10, 0.99),
+				Profile: &llmdiagv1.Profile{DataParallel: 8, ExpertParallel: 8, ActiveParamsBillions: 37}}
+			d := diagnose.Diagnose(in, diagnose.DefaultThresholds(), en)
+			if got := d.GetRootCause() == llmdiagv1.Cause_CAUSE_DECODE_BOUND; got != tc.want {
+				t.Fatalf("cause %v, want DECODE_BOUND %v: %s", d.GetRootCause(), tc.want, d.GetSummary())
+			}
+			t.Logf("%v: %s", d.GetRootCause(), d.GetSummary())
+		})
+	}
+}

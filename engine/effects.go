@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/llmdiag/llmdiag/sample"
@@ -31,6 +32,18 @@ func (x *extractor) effects() sample.Effects {
 		SpecAcceptRate:     x.value(SpecAcceptRate),
 		SpecAcceptLength:   x.value(SpecAcceptLength),
 	}
+	e = CleanEffects(e)
+	e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = x.lora()
+	e.KVOffload = x.offload()
+	return e
+}
+
+// CleanEffects returns e with the engines' gauges read as Extract reads
+// them: a hit rate above 1 as a percentage (SGLang of 2024), and the
+// speculative gauges of an engine without speculative decoding (SGLang
+// exports 0 for both) absent. The Prometheus source, which aggregates the
+// same gauges in PromQL, cleans them here too.
+func CleanEffects(e sample.Effects) sample.Effects {
 	if r := e.PrefixCacheHitRate; r != nil && *r > 1 {
 		// SGLang of 2024 reported a percentage.
 		e.PrefixCacheHitRate = sample.F(math.Min(*r/100, 1))
@@ -43,8 +56,6 @@ func (x *extractor) effects() sample.Effects {
 	if r := e.SpecAcceptRate; r != nil && *r <= 0 && e.SpecAcceptLength == nil {
 		e.SpecAcceptRate = nil
 	}
-	e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = x.lora()
-	e.KVOffload = x.offload()
 	return e
 }
 
@@ -80,23 +91,50 @@ func (x *extractor) lora() (running, waiting *float64) {
 		if len(newest) == 0 {
 			return nil, nil
 		}
-		run, wait := map[string]bool{}, map[string]bool{}
+		lists := make([]LoRALists, 0, len(newest))
 		for _, s := range newest {
-			addNames(run, s.labels["running_lora_adapters"])
-			addNames(wait, s.labels["waiting_lora_adapters"])
+			lists = append(lists, LoRALists{Running: s.labels[LoRARunningLabel], Waiting: s.labels[LoRAWaitingLabel]})
 		}
-		return sample.F(float64(len(run))), sample.F(float64(len(wait)))
+		r, w := CountLoRA(lists)
+		return sample.F(r), sample.F(w)
 	}
 	return nil, nil
 }
 
-// addNames adds the names of a comma-separated list to set.
-func addNames(set map[string]bool, list string) {
+// The labels of a LoRA info gauge (Mapping.LoRAInfo) listing the adapters,
+// comma-separated.
+const (
+	LoRARunningLabel = "running_lora_adapters"
+	LoRAWaitingLabel = "waiting_lora_adapters"
+)
+
+// LoRALists are the adapter lists of the newest LoRA info series of one
+// replica.
+type LoRALists struct {
+	Running, Waiting string
+}
+
+// CountLoRA counts the distinct adapters named running and waiting over
+// the replicas' lists, each name once.
+func CountLoRA(lists []LoRALists) (running, waiting float64) {
+	var rb, wb [8]string // a node has a few adapters: no allocation
+	run, wait := rb[:0], wb[:0]
+	for _, l := range lists {
+		run = addNames(run, l.Running)
+		wait = addNames(wait, l.Waiting)
+	}
+	return float64(len(run)), float64(len(wait))
+}
+
+// addNames adds to set the names of a comma-separated list it lacks (a
+// node has a few adapters: a slice beats a map).
+func addNames(set []string, list string) []string {
 	for n := range strings.SplitSeq(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			set[n] = true
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(set, n) {
+			set = append(set, n)
 		}
 	}
+	return set
 }
 
 // offload is the tier of the first Mapping.Offload prefix some family

@@ -39,7 +39,7 @@ const (
 	// that tell such requests apart expose it.
 	RequestsAborted
 	// The cache and decoding effects (Mapping.Effects), read by Extract
-	// only: the Prometheus source does not query them.
+	// and, in one query per engine, by the Prometheus source.
 	PrefixCacheQueries // prompt tokens looked up in the prefix cache (counter)
 	PrefixCacheHits    // of which found there (counter)
 	PrefixCacheHitRate // hits / queries as the engine reports it, 0..1 (gauge)
@@ -247,8 +247,10 @@ type Mapping struct {
 	Concepts map[Concept][]Source
 	// Effects lists, like Concepts, the families of the cache and decoding
 	// effects (PrefixCacheQueries … SpecAcceptLength). They are kept apart
-	// so that the Prometheus source, which queries every concept of
-	// Concepts, does not read them: through Prometheus they stay absent.
+	// from Concepts: they do not tell that a node exists (the identity
+	// query reads Concepts only), and the Prometheus source reads them,
+	// with LoRAInfo and Offload, in one query per engine
+	// (source/prom/query.go, builder.effects).
 	Effects map[Concept][]Source
 	// LoRAInfo are the info gauges whose labels list the LoRA adapters
 	// with requests running and waiting (vLLM's lora_requests_info), in

@@ -6,16 +6,32 @@ import (
 )
 
 // setEffects fills the cache and decoding effects of nm from newest and
-// base (nil for the lifetime), differencing counters as rater does. A
-// ratio over counters that did not move in the window (no prompt looked up,
-// no draft proposed) is absent, as is everything newest does not export.
-// Where the engine gives both counters and its own gauge, the counters win.
+// base (nil for the lifetime), differencing counters as rater does.
 func setEffects(nm *llmdiagv1.NodeMetrics, r rater) {
-	ne := r.newest.Effects
 	e := func(s *sample.Sample) *sample.Effects { return &s.Effects }
+	inc := sample.Effects{
+		PrefixCacheQueries: r.delta(func(s *sample.Sample) *float64 { return e(s).PrefixCacheQueries }),
+		PrefixCacheHits:    r.delta(func(s *sample.Sample) *float64 { return e(s).PrefixCacheHits }),
+		SpecDrafts:         r.delta(func(s *sample.Sample) *float64 { return e(s).SpecDrafts }),
+		SpecDraftTokens:    r.delta(func(s *sample.Sample) *float64 { return e(s).SpecDraftTokens }),
+		SpecAcceptedTokens: r.delta(func(s *sample.Sample) *float64 { return e(s).SpecAcceptedTokens }),
+	}
+	SetEffects(nm, &inc, &r.newest.Effects)
+}
 
-	hits := r.delta(func(s *sample.Sample) *float64 { return e(s).PrefixCacheHits })
-	queries := r.delta(func(s *sample.Sample) *float64 { return e(s).PrefixCacheQueries })
+// SetEffects fills the cache and decoding effects of nm. inc holds the
+// increases of the effect counters over the window (the whole counter for
+// the lifetime; rates do as well, only their ratios are used), nil where
+// unknown; newest is the newest read, for the gauges, the LoRA adapters,
+// the offload tier, and which counters the engine exports. A ratio over
+// counters that did not move in the window (no prompt looked up, no draft
+// proposed) is absent, as is everything newest does not export. Where the
+// engine gives both counters and its own gauge, the counters win. The
+// direct scrape (Compute) and the Prometheus source both fill the effects
+// here.
+func SetEffects(nm *llmdiagv1.NodeMetrics, inc, newest *sample.Effects) {
+	ne := newest
+	hits, queries := inc.PrefixCacheHits, inc.PrefixCacheQueries
 	switch {
 	case hits != nil && queries != nil && *queries > 0:
 		nm.PrefixCacheHitRate = sample.F(min(*hits / *queries, 1))
@@ -23,9 +39,7 @@ func setEffects(nm *llmdiagv1.NodeMetrics, r rater) {
 		nm.PrefixCacheHitRate = clone(ne.PrefixCacheHitRate)
 	}
 
-	accepted := r.delta(func(s *sample.Sample) *float64 { return e(s).SpecAcceptedTokens })
-	drafted := r.delta(func(s *sample.Sample) *float64 { return e(s).SpecDraftTokens })
-	drafts := r.delta(func(s *sample.Sample) *float64 { return e(s).SpecDrafts })
+	accepted, drafted, drafts := inc.SpecAcceptedTokens, inc.SpecDraftTokens, inc.SpecDrafts
 	switch {
 	case accepted != nil && drafted != nil && *drafted > 0:
 		nm.SpecDecodeAcceptanceRate = sample.F(min(*accepted / *drafted, 1))

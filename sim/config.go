@@ -182,6 +182,14 @@ type Node struct {
 	// preempted for it. vLLM schemas show the tier (lmcache: families);
 	// for the other engines the fleet file declares it (profile.kv_offload).
 	KVOffload string
+	// SpecDecode, when set, runs speculative decoding on the node's cores
+	// (vLLM schemas export its spec_decode counters, SGLang schemas its
+	// spec_accept_rate and spec_accept_length gauges).
+	SpecDecode *SpecDecode
+	// LoRA, when set, makes every request name one of the node's LoRA
+	// adapters, and limits those in the running batch (vLLM schemas
+	// export lora_requests_info).
+	LoRA *LoRA
 	// GPUFault is a hardware problem of some of its GPUs, seen in its
 	// DCGM exporter (and, when throttled, in its speed).
 	GPUFault GPUFault
@@ -488,6 +496,16 @@ func (n Node) validate() error {
 	for _, d := range n.Down {
 		if d.Start < 0 || (d.End != 0 && d.End <= d.Start) {
 			errs = append(errs, fmt.Errorf("down window %v-%v: want 0 <= start < end (or end 0)", d.Start, d.End))
+		}
+	}
+	if n.SpecDecode != nil {
+		if err := n.SpecDecode.validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if n.LoRA != nil {
+		if err := n.LoRA.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	for _, h := range n.Hang {

@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // finishReason is vLLM's finished_reason label value.
 type finishReason int
 
@@ -31,6 +33,8 @@ type request struct {
 	blocks    int  // KV blocks its tokens span, the shared prefix's included
 	holds     bool // holds a reference on the core's shared prefix blocks
 	sched     int  // tokens scheduled in the current iteration
+
+	adapter int // LoRA adapter (index in LoRA.Adapters); -1 none
 
 	session   bool    // sent by a closed-loop session
 	started   bool    // scheduled at least once
@@ -82,6 +86,10 @@ type core struct {
 	ended func(t float64) // a session's request finished or was abandoned at t
 	// ttftAt measures TTFT from first scheduling (Quirks.TTFTExcludesQueue).
 	ttftAt bool
+	// spec is the core's speculative decoding, lora its LoRA adapters;
+	// nil without.
+	spec *speculator
+	lora *loras
 
 	// model and gpu are the core's GPUs: what their DCGM figures follow
 	// from, and their recent activity (dcgm.go).
@@ -94,11 +102,14 @@ type core struct {
 // attention over the decoding contexts and over the prefill chunks'
 // contexts) and the prefill tokens whose remaining compute it may share.
 func (c *core) cost() (float64, int) {
-	var decode, prefill, ctx int
+	var decode, prefill, ctx, drafts int
 	var attn float64 // prefill token × context pairs, in thousands
 	for _, r := range c.batch {
 		if r.decoding() {
-			decode++
+			// Every verified token (one, or one and the drafts) costs
+			// compute; the context is read once.
+			decode += r.sched
+			drafts = max(drafts, r.sched-1)
 			ctx += r.computed
 		} else {
 			prefill += r.sched
@@ -106,7 +117,11 @@ func (c *core) cost() (float64, int) {
 		}
 	}
 	p := c.perf
-	return p.StepBase.Seconds() + float64(decode)*p.StepPerSeq.Seconds() +
+	var draft float64
+	if c.spec != nil {
+		draft = float64(drafts) * c.spec.draft
+	}
+	return p.StepBase.Seconds() + float64(decode)*p.StepPerSeq.Seconds() + draft +
 		float64(ctx)/1000*p.StepPerKContext.Seconds() + attn*p.PrefillPerKContext.Seconds(), prefill
 }
 
@@ -136,8 +151,12 @@ func (c *core) schedule(t float64) bool {
 // in FIFO order while slots, budget and KV for their first chunk last.
 func (c *core) scheduleVLLM(t float64) {
 	for i := 0; i < len(c.running) && c.budget > 0; i++ {
-		if r := c.running[i]; r.decoding() && c.grow(r, 1) {
-			r.sched, c.budget = 1, c.budget-1
+		r := c.running[i]
+		if !r.decoding() {
+			continue
+		}
+		if n := min(c.spec.tokens(r), c.budget); c.grow(r, n) {
+			r.sched, c.budget = n, c.budget-n
 		}
 	}
 	for i := 0; i < len(c.running) && c.budget > 0; i++ {
@@ -152,13 +171,19 @@ func (c *core) scheduleVLLM(t float64) {
 	if c.preempt && c.hasScheduled() {
 		return
 	}
-	for len(c.waiting) > 0 && len(c.running) < c.perf.MaxNumSeqs && c.budget > 0 {
-		r := c.waiting[0]
+	for i := 0; i < len(c.waiting) && len(c.running) < c.perf.MaxNumSeqs && c.budget > 0; {
+		r := c.waiting[i]
+		if !c.lora.fits(r) {
+			// Its adapter cannot be loaded now: the requests behind it
+			// may go first (vLLM skips it).
+			i++
+			continue
+		}
 		n := min(r.need(), c.budget)
 		if !c.fits(r, n) {
 			break
 		}
-		c.admit(t, r, n)
+		c.admit(t, i, n)
 	}
 }
 
@@ -184,20 +209,28 @@ func (c *core) scheduleSGLang(t float64) {
 	for _, r := range c.running {
 		reserved += c.reservation(r)
 	}
-	for len(c.waiting) > 0 && len(c.running) < c.perf.MaxNumSeqs && c.budget > 0 {
-		r := c.waiting[0]
+	for i := 0; i < len(c.waiting) && len(c.running) < c.perf.MaxNumSeqs && c.budget > 0; {
+		r := c.waiting[i]
+		if !c.lora.fits(r) {
+			i++
+			continue
+		}
 		if float64(c.free()*c.bs)-reserved < float64(r.need()) {
 			break
 		}
-		c.admit(t, r, min(r.need(), c.budget))
+		c.admit(t, i, min(r.need(), c.budget))
 		reserved += c.reservation(r)
 	}
 	if c.hasScheduled() {
 		return
 	}
 	for i := 0; i < len(c.running); i++ {
-		if r := c.running[i]; r.decoding() && c.grow(r, 1) {
-			r.sched = 1
+		r := c.running[i]
+		if !r.decoding() {
+			continue
+		}
+		if n := c.spec.tokens(r); c.grow(r, n) {
+			r.sched = n
 		}
 	}
 }
@@ -248,7 +281,8 @@ func (c *core) take(r *request, n int) {
 	}
 	r.blocks += e
 	c.used += e
-	c.stored += e
+	// e < 0 gives back the slots of rejected draft tokens.
+	c.stored += max(e, 0)
 }
 
 // release frees the KV blocks r holds, the shared prefix blocks with the
@@ -284,6 +318,7 @@ func (c *core) grow(r *request, n int) bool {
 // for them again (nobody took their place); the rest is recomputed.
 func (c *core) evict(v *request) {
 	c.running = c.running[:len(c.running)-1]
+	c.lora.remove(v)
 	c.release(v)
 	c.budget += v.sched
 	v.computed, v.sched = max(v.cached, v.computed/c.bs*c.bs), 0
@@ -298,10 +333,17 @@ func (c *core) evict(v *request) {
 	c.rec.preempted(c.idx)
 }
 
-// admit moves the head of the queue into the batch with an n-token chunk.
-func (c *core) admit(t float64, r *request, n int) {
-	c.waiting = c.waiting[1:]
+// admit moves the i-th waiting request (the head but for LoRA adapters
+// not loaded) into the batch with an n-token chunk.
+func (c *core) admit(t float64, i int, n int) {
+	r := c.waiting[i]
+	if i == 0 {
+		c.waiting = c.waiting[1:]
+	} else {
+		c.waiting = slices.Delete(c.waiting, i, i+1)
+	}
 	c.running = append(c.running, r)
+	c.lora.add(r)
 	c.take(r, n)
 	r.sched, c.budget = n, c.budget-n
 	if r.generated == 0 {
@@ -348,14 +390,24 @@ func (c *core) expire(t float64) {
 // whose context is complete sample a token, finished ones leave.
 func (c *core) complete(t float64) {
 	gen, finished := 0, 0
+	var drafts, draftTokens, accepted int
 	for _, r := range c.batch {
-		r.computed += r.sched
+		emit := 1
+		if k := r.sched - 1; k > 0 && r.decoding() {
+			// Speculative: the accepted drafts and the target's own token.
+			a := c.spec.accepted(k)
+			drafts, draftTokens, accepted = drafts+1, draftTokens+k, accepted+a
+			emit = 1 + a
+			r.computed += emit
+		} else {
+			r.computed += r.sched
+		}
 		r.sched = 0
 		if r.need() > 0 {
 			continue
 		}
-		r.generated++
-		gen++
+		r.generated += emit
+		gen += emit
 		if r.generated == 1 {
 			r.firstTok = t
 			c.fresh--
@@ -377,6 +429,9 @@ func (c *core) complete(t float64) {
 	}
 	clear(c.batch)
 	c.batch = c.batch[:0]
+	if sr, ok := c.rec.(specRecorder); ok && drafts > 0 {
+		sr.spec(c.idx, drafts, draftTokens, accepted, t)
+	}
 	if gen > 0 {
 		c.stats.generationTokens += uint64(gen)
 		c.rec.generated(c.idx, gen, t)
@@ -391,6 +446,7 @@ func (c *core) complete(t float64) {
 			continue
 		}
 		c.release(r)
+		c.lora.remove(r)
 		c.stats.finished++
 		c.rec.finished(c.idx, r, t)
 		if r.session {
@@ -407,9 +463,9 @@ func (c *core) enqueue(r *request) {
 	c.fresh++
 }
 
-// publish reports the core's gauges.
-func (c *core) publish() {
-	c.rec.state(c.idx, gauges{
+// publish reports the core's gauges at t.
+func (c *core) publish(t float64) {
+	g := gauges{
 		waiting:      len(c.waiting),
 		running:      len(c.running),
 		fresh:        c.fresh,
@@ -417,7 +473,13 @@ func (c *core) publish() {
 		usedTokens:   c.resident() * c.bs,
 		kv:           float64(c.resident()) / float64(c.blocks),
 		storedTokens: c.stored * c.bs,
-	})
+		at:           t,
+	}
+	if c.lora != nil {
+		g.lora = true
+		g.loraRunning, g.loraWaiting = c.lora.lists(c.waiting)
+	}
+	c.rec.state(c.idx, g)
 }
 
 // resident is the KV blocks the GPU cache reports in use: those running

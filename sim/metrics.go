@@ -38,6 +38,12 @@ type gauges struct {
 	// storedTokens counts the tokens ever written to KV, hence to an
 	// offload tier when there is one (Node.KVOffload).
 	storedTokens int
+	// at is the simulated second of the reading.
+	at float64
+	// With LoRA adapters (lora): the adapters running and waited for,
+	// comma-separated (loras.lists).
+	lora                     bool
+	loraRunning, loraWaiting string
 }
 
 // newRecorder creates the metrics of the node's engine in m.
@@ -121,9 +127,22 @@ type vllmMetrics struct {
 	ttft, itl, tpot, e2e        []*series
 	queue, prefill, decode      []*series
 	inference, promptN, outputN []*series
+	// With speculative decoding (Node.SpecDecode): its counters per core.
+	specDrafts, specDraftTokens, specAccepted []*series
+	// With LoRA adapters (Node.LoRA): lora_requests_info, one series per
+	// core and pair of adapter lists, set to the time the pair last
+	// changed, kept once the pair is gone, as vLLM does; loraLast is each
+	// core's last pair.
+	lora     *family
+	loraMax  string
+	loraSeen map[[3]string]*series
+	loraLast [][2]string
 }
 
-var _ recorder = (*vllmMetrics)(nil)
+var (
+	_ recorder     = (*vllmMetrics)(nil)
+	_ specRecorder = (*vllmMetrics)(nil)
+)
 
 func newVLLMMetrics(m *metricSet, n Node, otel bool) *vllmMetrics {
 	if otel {
@@ -162,6 +181,27 @@ func newVLLMMetrics(m *metricSet, n Node, otel bool) *vllmMetrics {
 			"model_name", "role", "served_model_name", "worker_id")
 		for i := range n.cores() {
 			v.lmcacheStored = append(v.lmcacheStored, stored.with(n.Model, "worker", n.Model, strconv.Itoa(i)))
+		}
+	}
+	if n.SpecDecode != nil {
+		drafts := m.counter("vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", l...)
+		draftTokens := m.counter("vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", l...)
+		accepted := m.counter("vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", l...)
+		for i := range n.cores() {
+			e := strconv.Itoa(i)
+			v.specDrafts = append(v.specDrafts, drafts.with(n.Model, e))
+			v.specDraftTokens = append(v.specDraftTokens, draftTokens.with(n.Model, e))
+			v.specAccepted = append(v.specAccepted, accepted.with(n.Model, e))
+		}
+	}
+	if n.LoRA != nil {
+		v.lora = m.gauge("vllm:lora_requests_info", "Running stats on lora requests.",
+			"engine", "max_lora", "running_lora_adapters", "waiting_lora_adapters")
+		v.loraMax = strconv.Itoa(n.LoRA.MaxLoaded)
+		v.loraSeen = map[[3]string]*series{}
+		v.loraLast = make([][2]string, n.cores())
+		for i := range v.loraLast {
+			v.loraLast[i] = [2]string{"\xff", ""} // no pair yet
 		}
 	}
 	bs := n.blockSize()
@@ -207,6 +247,24 @@ func (m *vllmMetrics) state(c int, g gauges) {
 	if m.lmcacheStored != nil {
 		m.lmcacheStored[c].set(float64(g.storedTokens))
 	}
+	if m.lora != nil && g.lora {
+		if pair := [2]string{g.loraRunning, g.loraWaiting}; pair != m.loraLast[c] {
+			m.loraLast[c] = pair
+			key := [3]string{strconv.Itoa(c), pair[0], pair[1]}
+			s := m.loraSeen[key]
+			if s == nil {
+				s = m.lora.with(key[0], m.loraMax, pair[0], pair[1])
+				m.loraSeen[key] = s
+			}
+			s.set(g.at)
+		}
+	}
+}
+
+func (m *vllmMetrics) spec(c, drafts, draftTokens, accepted int, _ float64) {
+	m.specDrafts[c].inc(float64(drafts))
+	m.specDraftTokens[c].inc(float64(draftTokens))
+	m.specAccepted[c].inc(float64(accepted))
 }
 
 func (m *vllmMetrics) scheduled(c int, q float64, queried, hit int) {
@@ -253,9 +311,20 @@ type sglangMetrics struct {
 	// gen_throughput is reported per window of tputWindow simulated seconds.
 	tputStart []float64
 	tputToks  []int
+
+	// With speculative decoding (Node.SpecDecode): spec_accept_length and
+	// spec_accept_rate per core, over the same windows as gen_throughput,
+	// from the drafts (verify steps per request), draft and accepted tokens
+	// of the window.
+	acceptLength, acceptRate []*series
+	specStart                []float64
+	specWin                  [][3]int
 }
 
-var _ recorder = (*sglangMetrics)(nil)
+var (
+	_ recorder     = (*sglangMetrics)(nil)
+	_ specRecorder = (*sglangMetrics)(nil)
+)
 
 const tputWindow = 5.0
 
@@ -323,7 +392,31 @@ func newSGLangMetrics(m *metricSet, n Node, model string) *sglangMetrics {
 	}
 	s.tputStart = make([]float64, n.cores())
 	s.tputToks = make([]int, n.cores())
+	if n.SpecDecode != nil {
+		length := m.gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.", l...)
+		rate := m.gauge("sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.", l...)
+		for i := range n.cores() {
+			lv := s.queueReqs[i].labels
+			s.acceptLength = append(s.acceptLength, length.with(lv...))
+			s.acceptRate = append(s.acceptRate, rate.with(lv...))
+		}
+		s.specStart = make([]float64, n.cores())
+		s.specWin = make([][3]int, n.cores())
+	}
 	return s
+}
+
+func (m *sglangMetrics) spec(c, drafts, draftTokens, accepted int, now float64) {
+	w := &m.specWin[c]
+	w[0], w[1], w[2] = w[0]+drafts, w[1]+draftTokens, w[2]+accepted
+	if now-m.specStart[c] < tputWindow || w[0] == 0 {
+		return
+	}
+	// Tokens per verify step and request: the accepted drafts and the
+	// target model's own token.
+	m.acceptLength[c].set(1 + float64(w[2])/float64(w[0]))
+	m.acceptRate[c].set(float64(w[2]) / float64(w[1]))
+	m.specStart[c], *w = now, [3]int{}
 }
 
 func (m *sglangMetrics) state(c int, g gauges) {

@@ -53,7 +53,7 @@ func (g *group) start(t float64) {
 			prefill += p
 		}
 		own = append(own, f)
-		c.publish()
+		c.publish(t)
 	}
 	pooled := float64(prefill) / (g.cores[0].perf.PrefillTokensPerSec * float64(len(g.cores)))
 	g.end = t + fixed + pooled
@@ -151,7 +151,17 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 			model:   n.gpuModel,
 		}
 		c.perf = throttled(cfg, i, c.perf, n.gpuModel)
-		c.publish()
+		if s := cfg.SpecDecode; s != nil {
+			cost := s.DraftCost
+			if cost == 0 {
+				cost = defaultDraftCost
+			}
+			c.spec = &speculator{k: s.DraftTokens, accept: s.AcceptRate, draft: cost * c.perf.StepBase.Seconds(), rng: n.rng}
+		}
+		if l := cfg.LoRA; l != nil {
+			c.lora = &loras{names: l.Adapters, max: l.MaxLoaded, running: make([]int, len(l.Adapters))}
+		}
+		c.publish(0)
 		n.cores = append(n.cores, c)
 	}
 	if cfg.Perf.Lockstep {
@@ -311,7 +321,10 @@ func (n *node) sample(l Lengths) int {
 // model length with reason "length".
 func (n *node) newRequest(t float64) *request {
 	w := n.cfg.Workload
-	r := &request{arrival: t}
+	r := &request{arrival: t, adapter: -1}
+	if l := n.cfg.LoRA; l != nil {
+		r.adapter = n.rng.IntN(len(l.Adapters))
+	}
 	bs := n.cores[0].bs
 	s := n.cores[0].prefix * bs
 	r.prompt = min(s+n.sample(w.Prompt), n.maxLen-1)
@@ -386,7 +399,7 @@ func (n *node) advance(to float64) {
 			if !g.busy {
 				g.start(t)
 			} else {
-				c.publish()
+				c.publish(t)
 			}
 		default:
 			n.now = max(n.now, to)

@@ -38,7 +38,7 @@ const SeedWarmup = 15 * time.Minute
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
 	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "disaggregated",
-	"stalled", "gpu-bandwidth"}
+	"stalled", "gpu-bandwidth", "spec-decode"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -106,6 +106,14 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     requests run, nothing is preempted and nothing queues. vLLM shows
 //     the tier by LMCache's lmcache: families; in the other schemas the
 //     fleet file declares it (profile.kv_offload).
+//   - spec-decode: qwen3-8b-0, the schemas node (vLLM) and its light chat
+//     traffic with speculative decoding (3 draft tokens, each accepted
+//     with probability 0.7 after an accepted one: ~51% of draft tokens
+//     accepted, ~2.5 tokens per step and request, decode per request ~1.9×
+//     faster) and four LoRA adapters, all loadable at once (no request
+//     waits for one). vLLM schemas export the spec_decode counters and
+//     lora_requests_info, SGLang schemas the spec_accept gauges, the others
+//     neither.
 //   - slo-burn: kimi-k2.6-0 (vLLM TP=8 on H200) serving RAG-style traffic
 //     steadily: ~16k-token prompts (σ 0.6) at 0.5 request/s, short
 //     answers. Its first tokens take ~220 ms at the median and up to about
@@ -281,6 +289,11 @@ func Scenario(name string, seed int64) (Config, error) {
 	case "kv-offload":
 		n := qwen(0)
 		n.KVOffload = "lmcache"
+		cfg.Nodes = []Node{n}
+	case "spec-decode":
+		n := qwen(0)
+		n.SpecDecode = &SpecDecode{DraftTokens: 3, AcceptRate: 0.7}
+		n.LoRA = &LoRA{Adapters: []string{"sql", "chat", "code", "math"}, MaxLoaded: 4}
 		cfg.Nodes = []Node{n}
 	case "slo-burn":
 		n := kimi(0)

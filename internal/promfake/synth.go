@@ -17,7 +17,7 @@ type Query struct {
 	Expr   string
 	Engine llmdiagv1.Engine
 	// Shape is prom.PlannedQuery.Shape: "identity", "value", "replicas",
-	// "info", "ranked", "buckets", "sum", "count" or "created".
+	// "info", "ranked", "buckets", "sum", "count", "created" or "effects".
 	Shape   string
 	Concept engine.Concept
 }
@@ -241,8 +241,48 @@ func template(q Query, nodes []Node) []byte {
 			emit(inst, load*float64(len(Layouts[q.Engine][q.Concept])))
 		case "created":
 			emitRaw(inst, []byte{hole, holeStart})
+		case "effects":
+			effects(n, inst, load, m, emit)
 		}
 	}
 	sb.WriteString(`]}}`)
 	return sb.Bytes()
+}
+
+// effects emits the answer of an effects query for node n: every effect
+// concept of m (labelled llmdiag_effect with its name; per replica and
+// rank for an engine with ranks), each replica's newest LoRA info series,
+// and every offload tier, as from an engine exporting all of them.
+func effects(n Node, inst string, load float64, m *engine.Mapping, emit func(string, float64)) {
+	effect := func(name string) string { return inst + `,"llmdiag_effect":"` + name + `"` }
+	for c, srcs := range m.Effects {
+		v := load * float64(c+1)
+		if len(srcs) > 0 && srcs[0].Kind == engine.Gauge {
+			v = 0.5 // a rate or a hit rate; an accept length above it
+			if c == engine.SpecAcceptLength {
+				v = 2.5
+			}
+		}
+		if len(m.RankLabels) == 0 || len(srcs) == 0 || srcs[0].Kind != engine.Gauge {
+			emit(effect(c.String()), v)
+			continue
+		}
+		for r := range n.DP {
+			for tp := range 2 {
+				emit(fmt.Sprintf(`%s,"dp_rank":"%d","tp_rank":"%d"`, effect(c.String()), r, 2*r+tp), v)
+			}
+		}
+	}
+	if len(m.LoRAInfo) > 0 {
+		for r := range n.DP {
+			labels := effect("lora")
+			for _, l := range m.ReplicaLabels {
+				labels += fmt.Sprintf(`,"%s":"%d"`, l, r)
+			}
+			emit(labels+`,"running_lora_adapters":"sql,chat","waiting_lora_adapters":"code"`, 1.7682644e+09)
+		}
+	}
+	for _, o := range m.Offload {
+		emit(effect("offload:"+o.Tier), 1)
+	}
 }

@@ -502,16 +502,17 @@ func abortingScenario(t *testing.T) sim.Config {
 }
 
 // TestExactness runs the seed fleet (vLLM, SGLang), the schemas fleet (one
-// node per schema), its idle twin and its aborting twin behind one
+// node per schema), its idle twin, its aborting twin and its twin with
+// speculative decoding and LoRA adapters (effectsScenario) behind one
 // Prometheus and compares, at one evaluation time, histogram.Quantile and
 // prom's percentiles with histogram_quantile for every histogram
-// family of every schema, and prom's aborted-request rates with
-// Prometheus's rate.
+// family of every schema, prom's aborted-request rates with Prometheus's
+// rate, and prom's cache and decoding effects with Prometheus's figures.
 func TestExactness(t *testing.T) {
 	t.Parallel()
 	checkFamilyTable(t)
 	// 16 scrapes at 1 s: a full 15 s window before evalTime.
-	sf := startFleet(t, 16, scenario(t, "seed"), scenario(t, "schemas"), idleScenario(t), abortingScenario(t))
+	sf := startFleet(t, 16, scenario(t, "seed"), scenario(t, "schemas"), idleScenario(t), abortingScenario(t), effectsScenario(t))
 	at := sf.evalTime(t)
 	t.Logf("evaluation time %s, %d nodes", at.Format(time.RFC3339Nano), len(sf.instance))
 

@@ -128,6 +128,7 @@ func testPromExactness(t *testing.T, sf *simFleet, at time.Time, report *exactRe
 			t.Run("aborted/"+w.name, func(t *testing.T) { testAborted(t, ctx, sf, at, w.counter, got) })
 		}
 		t.Run("absent/"+w.name, func(t *testing.T) { testAbsent(t, sf, got) })
+		t.Run("effects/"+w.name, func(t *testing.T) { testEffects(t, ctx, sf, at, w.counter, got) })
 	}
 
 	for _, e := range sim.Engines() {

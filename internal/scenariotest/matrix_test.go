@@ -113,6 +113,10 @@ var expected = []struct {
 	// for the other schemas). TGI and the Dynamo frontend show no KV usage:
 	// they read HEALTHY without the question arising.
 	{"kv-offload", []target{{"qwen3-8b-0", healthy, nil, "", nil}}, 0, nil},
+	// Speculative decoding and LoRA adapters on a light node: the effects
+	// are evidence, never a cause: HEALTHY on every schema, whether it
+	// exports them (vLLM, SGLang) or not.
+	{"spec-decode", []target{{"qwen3-8b-0", healthy, nil, "", nil}}, 0, nil},
 	// A healthy node missing a tight TTFT SLO (99% within 250 ms; slo_test.go):
 	// the verdict stays HEALTHY, the SLO finding is CRIT once the 1h window
 	// is covered. The run lasts past an hour of scraping for that.

@@ -84,6 +84,10 @@ type nodeState struct {
 	hists      []*hist
 	created    float64
 	errs       []string
+	// lora holds per replica the newest LoRA info series; offload the KV
+	// offload tier the node's families show ("" none).
+	lora    []loraSeries
+	offload string
 }
 
 // val is one number of a node and the run of the concept it came from.
@@ -138,6 +142,9 @@ func (a *assembly) engine(m *engine.Mapping) *engineState {
 	es := &engineState{m: m, nodes: map[string]*nodeState{}, warns: map[string][]string{}}
 	es.modelNames = uniq(slices.Concat([]string{m.ModelLabel}, m.ModelLabelFallbacks, a.cfg.ModelLabels)...)
 	for c := range m.Concepts {
+		es.nconc = max(es.nconc, int(c)+1)
+	}
+	for c := range m.Effects {
 		es.nconc = max(es.nconc, int(c)+1)
 	}
 	if km, ok := engine.KVTransferMapping(m.Engine); ok {
@@ -286,6 +293,8 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 		replicaAt        = ats(m.ReplicaLabels)
 		rankAt           = ats(m.RankLabels)
 		infoAt           = ats(q.info)
+		effectAt         = at(effectLabel)
+		loraAt           = ats([]string{engine.LoRARunningLabel, engine.LoRAWaitingLabel})
 		les              = map[string]float64{}
 		lastID           string
 		ns               *nodeState
@@ -342,30 +351,9 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 					continue
 				}
 			}
-			if !finite(v) {
-				ns.errs = append(ns.errs, fmt.Sprintf("%s: value is %v", q.what(), v))
-				continue
-			}
-			r := ns.reps[q.concept]
-			switch {
-			case r == nil || q.run < r.run:
-				r = &replicas{run: q.run, agg: q.agg}
-				ns.reps[q.concept] = r
-			case q.run > r.run:
-				continue
-			}
-			k := keyed{key: replicaKey(ls, replicaAt), v: v}
-			if q.shape == shapeRanked {
-				k.ranks = pick(ls, rankAt)
-				if i := slices.IndexFunc(r.vs, func(x keyed) bool { return x.key == k.key }); i >= 0 {
-					// Another rank of a replica already read: keep the lowest.
-					if compareRanks(k.ranks, r.vs[i].ranks) < 0 {
-						r.vs[i] = k
-					}
-					continue
-				}
-			}
-			r.vs = append(r.vs, k)
+			ns.addReplica(q, ls, v, replicaAt, rankAt)
+		case shapeEffects:
+			a.addEffect(es, ns, q, ls, v, effectAt, replicaAt, rankAt, loraAt)
 		case shapeBuckets:
 			h := ns.hist(q.concept)
 			switch {
@@ -398,6 +386,37 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 			}
 		}
 	}
+}
+
+// addReplica reads one sample of a per-replica query (shapeReplica,
+// shapeInfo, shapeRanked; v is the info product for shapeInfo) into the
+// replicas of q's concept: those of the best run, per replica the lowest
+// ranks for shapeRanked.
+func (ns *nodeState) addReplica(q query, ls []string, v float64, replicaAt, rankAt []int) {
+	if !finite(v) {
+		ns.errs = append(ns.errs, fmt.Sprintf("%s: value is %v", q.what(), v))
+		return
+	}
+	r := ns.reps[q.concept]
+	switch {
+	case r == nil || q.run < r.run:
+		r = &replicas{run: q.run, agg: q.agg}
+		ns.reps[q.concept] = r
+	case q.run > r.run:
+		return
+	}
+	k := keyed{key: replicaKey(ls, replicaAt), v: v}
+	if q.shape == shapeRanked {
+		k.ranks = pick(ls, rankAt)
+		if i := slices.IndexFunc(r.vs, func(x keyed) bool { return x.key == k.key }); i >= 0 {
+			// Another rank of a replica already read: keep the lowest.
+			if compareRanks(k.ranks, r.vs[i].ranks) < 0 {
+				r.vs[i] = k
+			}
+			return
+		}
+	}
+	r.vs = append(r.vs, k)
 }
 
 // addRoles keeps the role label values of the role query q's answer, per
@@ -631,6 +650,7 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 	nm.TimePerOutputToken = dist(engine.TPOT, -1, -1)
 	nm.QueueTime = dist(engine.QueueTime, engine.QueueTimeSum, engine.QueueTimeCount)
 	metrics.SetPerRequestDecode(nm)
+	ns.setEffects(nm)
 	kv := a.disagg(nm, es, ns, get, rate)
 	nm.Errors = slices.Concat(es.errs, ns.errs)
 	switch {
@@ -656,10 +676,13 @@ func (a *assembly) finish(es *engineState, ns *nodeState) (*llmdiagv1.NodeMetric
 		TensorParallel:   len(ns.tp),
 		PipelineParallel: len(ns.pp),
 		ExpertParallel:   len(ns.ep),
-		Role:             nm.Role,
-		RoleSource:       nm.RoleSource,
-		KVTransfer:       kv,
-		Errors:           nm.Errors,
+		// The effects are NodeMetrics' (a sample's counters are
+		// cumulative, and prom reads rates): the sample keeps the tier.
+		Effects:    sample.Effects{KVOffload: ns.offload},
+		Role:       nm.Role,
+		RoleSource: nm.RoleSource,
+		KVTransfer: kv,
+		Errors:     nm.Errors,
 	}
 	return nm, smp
 }

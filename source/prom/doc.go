@@ -30,6 +30,13 @@
 //     else the usage gauge weighted by each replica's capacity, else its mean;
 //   - per histogram concept, sum by (node, le) (rate(family_bucket[w])) and the
 //     rates of _sum and _count.
+//   - the cache and decoding effects (Mapping.Effects, LoRAInfo, Offload),
+//     one query per engine that has any: its parts (each effect's counters
+//     summed per node, gauges per node, replica and rank, the newest LoRA
+//     info series per replica, one sample per node with a family of an
+//     offload tier) are told apart by the label llmdiag_effect that
+//     label_replace adds, and combined here as metrics.SetEffects combines
+//     a direct scrape's.
 //   - per KV-transfer concept of the engine (engine.KVTransferMapping: NIXL,
 //     SGLang's disaggregation), one value per node, as the other counters;
 //   - once for every engine, the values of the labels that say a node's

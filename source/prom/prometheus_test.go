@@ -36,6 +36,7 @@ func TestRealPrometheus(t *testing.T) {
 		"vllm-dp2.prom", "sglang-dp2-tp2.prom", "sglang-tp2-pp2.prom", "vllm-otel.prom", "vllm-v0.prom",
 		"vllm-v1-dynamo-metrics_examples.prom", "sglang-dynamo-metrics_examples.prom", "sglang-2024-name.prom",
 		"trtllm-dynamo.prom", "triton-trtllm.prom", "tgi.prom", "dynamo-frontend.prom", "dynamo-frontend-active.prom",
+		"vllm-effects-synthetic.prom",
 		// Disaggregated prefill/decode.
 		"vllm-nixl-decode.prom", "sglang-pd-prefill.prom", "sglang-pd-decode.prom", "sglang-pd-decode-old.prom",
 		"dynamo-vllm-prefill-worker.prom",
@@ -98,6 +99,10 @@ func TestRealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkEffects(t, "1m", windowed, want, func(x *sample.Sample) *llmdiagv1.NodeMetrics {
+		// The fixtures do not change: the same scrape at both ends.
+		return metrics.Compute(x, x, "1m", nil, x.At, time.Hour)
+	}, func(id string) string { return files[slices.Index(targets, id)] })
 	for _, o := range windowed {
 		x, got := want[o.Node.ID], o.Metrics.AbortedRequestsPerSecond
 		if (got != nil) != (x.RequestsAborted != nil) || got != nil && *got != 0 {
@@ -114,6 +119,9 @@ func TestRealPrometheus(t *testing.T) {
 	if len(obs) != len(targets) {
 		t.Fatalf("got %v, want %v", ids(obs), targets)
 	}
+	checkEffects(t, "lifetime", obs, want, func(x *sample.Sample) *llmdiagv1.NodeMetrics {
+		return metrics.Compute(x, nil, "lifetime", nil, x.At, time.Hour)
+	}, func(id string) string { return files[slices.Index(targets, id)] })
 	for _, o := range obs {
 		x := want[o.Node.ID]
 		m := o.Metrics
@@ -207,6 +215,53 @@ func TestRealPrometheus(t *testing.T) {
 	// The prefill and decode fixtures of SGLang and Dynamo say their role.
 	if roles != 4 {
 		t.Errorf("%d nodes with a role, want 4", roles)
+	}
+}
+
+// checkEffects: every node reads the same cache and decoding effects
+// through Prometheus (obs) as metrics.Compute gives from its scrape
+// (direct), absent exactly where the scrape has none; and at least one
+// node of the fixtures has each effect, so that the comparison covers it.
+func checkEffects(t *testing.T, window string, obs []source.Observation, want map[string]*sample.Sample,
+	direct func(*sample.Sample) *llmdiagv1.NodeMetrics, file func(string) string) {
+	t.Helper()
+	seen := map[string]int{}
+	for _, o := range obs {
+		d, m := direct(want[o.Node.ID]), o.Metrics
+		for _, c := range []struct {
+			name      string
+			got, want *float64
+		}{
+			{"prefix cache hit rate", m.PrefixCacheHitRate, d.PrefixCacheHitRate},
+			{"spec acceptance rate", m.SpecDecodeAcceptanceRate, d.SpecDecodeAcceptanceRate},
+			{"spec accept length", m.SpecDecodeAcceptLength, d.SpecDecodeAcceptLength},
+			{"lora running", m.LoraAdaptersRunning, d.LoraAdaptersRunning},
+			{"lora waiting", m.LoraAdaptersWaiting, d.LoraAdaptersWaiting},
+		} {
+			if !nearPtr(c.got, c.want) {
+				t.Errorf("%s %s: %s = %s through prometheus, %s direct", window, file(o.Node.ID), c.name, show(c.got), show(c.want))
+			}
+			if c.got != nil {
+				seen[c.name]++
+			}
+		}
+		if m.GetKvOffload() != d.GetKvOffload() {
+			t.Errorf("%s %s: kv offload %q through prometheus, %q direct", window, file(o.Node.ID), m.GetKvOffload(), d.GetKvOffload())
+		}
+		if m.GetKvOffload() != "" {
+			seen["kv offload"]++
+		}
+	}
+	t.Logf("%s: nodes with each effect: %v", window, seen)
+	need := []string{"prefix cache hit rate", "lora running", "lora waiting", "kv offload"}
+	if window == "lifetime" {
+		// Over a window the fixtures' counters do not move: no ratio.
+		need = append(need, "spec acceptance rate", "spec accept length")
+	}
+	for _, n := range need {
+		if seen[n] == 0 {
+			t.Errorf("%s: no node has %s: the comparison does not cover it", window, n)
+		}
 	}
 }
 

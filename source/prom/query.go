@@ -96,9 +96,13 @@ const (
 	// shapeRole: per node, the values of the labels that say its role
 	// (engine.RoleLabels); one query for every engine (builder.role).
 	shapeRole
+	// shapeEffects: the cache and decoding effects of an engine
+	// (builder.effects), one query whose samples say by effectLabel which
+	// effect they hold.
+	shapeEffects
 )
 
-var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked", "dcgm", "role"}
+var shapeNames = [...]string{"identity", "value", "replicas", "info", "buckets", "sum", "count", "created", "ranked", "dcgm", "role", "effects"}
 
 func (s shape) String() string {
 	if s < 0 || int(s) >= len(shapeNames) {
@@ -131,7 +135,7 @@ type query struct {
 // what names the query in errors and warnings.
 func (q query) what() string {
 	switch q.shape {
-	case shapeIdentity, shapeCreated, shapeRole:
+	case shapeIdentity, shapeCreated, shapeRole, shapeEffects:
 		return q.shape.String()
 	case shapeBuckets, shapeHistSum, shapeHistCount:
 		return q.concept.String() + " " + q.shape.String()
@@ -583,6 +587,11 @@ func (b builder) data(m *engine.Mapping) ([]query, error) {
 			qs = append(qs, more...)
 		}
 	}
+	if q, ok, err := b.effects(m); err != nil {
+		return nil, fmt.Errorf("effects: %w", err)
+	} else if ok {
+		qs = append(qs, q)
+	}
 	if b.rng == "" && len(m.Created) > 0 {
 		q, err := b.created(m)
 		if err != nil {
@@ -760,4 +769,123 @@ func (b builder) created(m *engine.Mapping) (query, error) {
 		want:   []string{b.node},
 		expr:   "min by (" + by + ") ({" + strings.Join(ms, ", ") + "} > 0)",
 	}, nil
+}
+
+// effectLabel is the label the effects query (builder.effects) adds to each
+// of its parts: the effect concept's name (engine.Concept.String),
+// effectLoRA, or effectOffload and the tier.
+const effectLabel = "llmdiag_effect"
+
+// Values of effectLabel besides the concepts' names.
+const (
+	effectLoRA    = "lora"
+	effectOffload = "offload:"
+)
+
+// effectRanked reports whether the effect concept c of m is read per rank
+// (shapeRanked): a gauge of an engine with ranks.
+func effectRanked(m *engine.Mapping, c engine.Concept) bool {
+	srcs := m.Effects[c]
+	return len(m.RankLabels) > 0 && len(srcs) > 0 && srcs[0].Kind == engine.Gauge
+}
+
+// effects returns the one query that reads all of m's cache and decoding
+// effects (Mapping.Effects, LoRAInfo, Offload) from every node, and false
+// when m has none. Each part is labelled with effectLabel by label_replace
+// and the parts are joined with or (their label sets differ in it):
+//
+//   - per effect concept, its aliases joined with or on (node) as data
+//     joins a concept's: counters as sum by (node) of their rates (or
+//     cumulative values), gauges as Source.Agg says, per node, or, for an
+//     engine with ranks, per node, replica and rank like shapeRanked;
+//   - the newest LoRA info series of each node and replica (topk by
+//     (node, replica labels) (1, …): vLLM sets the gauge to the time of the
+//     change), with its adapter lists;
+//   - per offload tier, one sample for each node that has a series of a
+//     family with the tier's prefix.
+//
+// One query per engine, whatever the number of effects and nodes; nodes
+// that export none answer nothing.
+func (b builder) effects(m *engine.Mapping) (query, bool, error) {
+	if len(m.Effects) == 0 && len(m.LoRAInfo) == 0 && len(m.Offload) == 0 {
+		return query{}, false, nil
+	}
+	want := []string{b.node, effectLabel}
+	if len(m.LoRAInfo) > 0 || len(m.RankLabels) > 0 {
+		want = append(want, m.ReplicaLabels...)
+	}
+	want = append(want, m.RankLabels...)
+	if len(m.LoRAInfo) > 0 {
+		want = append(want, engine.LoRARunningLabel, engine.LoRAWaitingLabel)
+	}
+	want = uniq(want...)
+	var parts []string
+	part := func(name, expr string) error {
+		if err := checkValue(name); err != nil || strings.ContainsAny(name, "$\\") {
+			return fmt.Errorf("effect %q: not a label value", name)
+		}
+		parts = append(parts, "label_replace("+expr+", "+strconv.Quote(effectLabel)+", "+strconv.Quote(name)+`, "", "")`)
+		return nil
+	}
+	ranked, err := labelList(uniq(slices.Concat([]string{b.node}, m.ReplicaLabels, m.RankLabels)...)...)
+	if err != nil {
+		return query{}, false, err
+	}
+	for _, c := range slices.Sorted(maps.Keys(m.Effects)) {
+		srcs := m.Effects[c]
+		exprs := make([]string, len(srcs))
+		for i, src := range srcs {
+			if effectRanked(m, c) {
+				s, err := b.series(src, "")
+				if err != nil {
+					return query{}, false, err
+				}
+				exprs[i] = "sum by (" + ranked + ") (" + s + ")"
+				continue
+			}
+			if exprs[i], err = b.aggregate(m, src, aggregator(src.Agg), "", b.node); err != nil {
+				return query{}, false, err
+			}
+		}
+		if len(exprs) > 0 {
+			if err := part(c.String(), b.or(exprs)); err != nil {
+				return query{}, false, err
+			}
+		}
+	}
+	if len(m.LoRAInfo) > 0 {
+		by, err := labelList(uniq(slices.Concat([]string{b.node}, m.ReplicaLabels)...)...)
+		if err != nil {
+			return query{}, false, err
+		}
+		exprs := make([]string, len(m.LoRAInfo))
+		for i, f := range m.LoRAInfo {
+			s, err := b.sel(f, nil)
+			if err != nil {
+				return query{}, false, err
+			}
+			exprs[i] = "topk by (" + by + ") (1, " + s + ")"
+		}
+		if err := part(effectLoRA, b.or(exprs)); err != nil {
+			return query{}, false, err
+		}
+	}
+	node, err := labelList(b.node)
+	if err != nil {
+		return query{}, false, err
+	}
+	for _, o := range m.Offload {
+		nm, err := labelMatcher("__name__", "=~", regexp.QuoteMeta(o.Prefix)+".+")
+		if err != nil {
+			return query{}, false, err
+		}
+		ms := []string{nm}
+		if b.match != "" {
+			ms = append(ms, b.match)
+		}
+		if err := part(effectOffload+o.Tier, "group by ("+node+") ({"+strings.Join(ms, ", ")+"})"); err != nil {
+			return query{}, false, err
+		}
+	}
+	return query{engine: m.Engine, shape: shapeEffects, want: want, expr: strings.Join(parts, " or ")}, true, nil
 }
