@@ -1309,8 +1309,8 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	evGPUReasons:     {"clock-event reasons set: %s", "时钟事件原因：%s"},
 	evGPUXIDMeaning:  {"XID %d: %s", "XID %d：%s"},
 	evGPUDecodeBandwidth: {
-		"GPUs at the memory-bandwidth limit of decode: DRAM active %s (≥ %s) with SM active %s: every step reads the weights and the KV cache, so scheduling or kernel tuning will not make a request faster",
-		"GPU 处于 Decode 的显存带宽上限：DRAM 活跃度 %s（≥ %s），SM 活跃度 %s：每一步都要读取权重和 KV Cache，调度或 kernel 调优无法让单个请求变快"},
+		"GPUs at the memory-bandwidth limit of decode: DRAM active %s (≥ %s) with SM active %s: every step reads the weights and the KV cache of every running request, so kernel tuning will not make a step faster; fewer requests per step, or fewer bytes per token, will",
+		"GPU 处于 Decode 的显存带宽上限：DRAM 活跃度 %s（≥ %s），SM 活跃度 %s：每一步都要读取权重和所有运行中请求的 KV Cache，kernel 调优无法让每一步变快；减少每步的请求数或每个 Token 的字节数才行"},
 	evGPUDecodeStarved: {
 		"GPUs starved while decode is slow: DRAM active %s (< %s), tensor pipes %s, SM active %s: the GPUs wait more than they work, for the scheduler, the CPU or each other",
 		"Decode 慢的同时 GPU 吃不饱：DRAM 活跃度 %s（< %s），Tensor 管线 %s，SM 活跃度 %s：GPU 等待多于工作，在等调度、CPU 或彼此"},
