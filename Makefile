@@ -18,8 +18,8 @@ run: build
 	./scripts/run.sh $(BIN)
 
 ## test: install what is missing, then lint, check generated code, vet and test
-## The scenario × engine matrix (64 simulated runs through the whole pipeline)
-## takes ~20 s plain and ~5 min under -race, so it runs once without -race;
+## The scenario × engine matrix (128 simulated runs through the whole pipeline)
+## takes ~1 min plain and far longer under -race, so it runs once without -race;
 ## its short tests (and every other package) run with -race.
 test: deps lint checkgenerate vet
 	$(GO) test $(TESTFLAGS) -short ./internal/scenariotest/
