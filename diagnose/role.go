@@ -179,16 +179,3 @@ func firstNew(list []string, s string) []string {
 	}
 	return slices.Insert(list, 0, s)
 }
-
-// byteSize formats a byte count: "512 B", "3.4 MB", "1.2 GB" (powers of 10).
-func byteSize(v float64) string {
-	for _, u := range []struct {
-		scale float64
-		unit  string
-	}{{1e12, " TB"}, {1e9, " GB"}, {1e6, " MB"}, {1e3, " kB"}} {
-		if v >= u.scale {
-			return trimFloat(v/u.scale, 1) + u.unit
-		}
-	}
-	return trimFloat(v, 0) + " B"
-}

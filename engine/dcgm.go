@@ -10,6 +10,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/sample"
 )
 
 // GPUField names one figure the NVIDIA DCGM exporter reports per GPU.
@@ -212,7 +213,7 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 			keys = append(keys, key)
 		}
 		if g.Values[r[0]] == nil {
-			g.Values[r[0]] = ptrTo(s.Value)
+			g.Values[r[0]] = sample.F(s.Value)
 		}
 	}
 	if len(byKey) == 0 {
@@ -265,7 +266,7 @@ func AggregateGPU(rs []GPUReading) *llmdiagv1.GPUMetrics {
 		if n == 0 {
 			return nil
 		}
-		return ptrTo(round6(sum / float64(n) * scale))
+		return sample.F(round6(sum / float64(n) * scale))
 	}
 	sum := func(f GPUField) *float64 {
 		var s float64
@@ -279,13 +280,13 @@ func AggregateGPU(rs []GPUReading) *llmdiagv1.GPUMetrics {
 		if n == 0 {
 			return nil
 		}
-		return ptrTo(round6(s))
+		return sample.F(round6(s))
 	}
 	extreme := func(f GPUField, better func(a, b float64) bool) *float64 {
 		var out *float64
 		for _, r := range rs {
 			if v := r.Values[f]; v != nil && (out == nil || better(*v, *out)) {
-				out = ptrTo(*v)
+				out = sample.F(*v)
 			}
 		}
 		return out
@@ -307,7 +308,7 @@ func AggregateGPU(rs []GPUReading) *llmdiagv1.GPUMetrics {
 			continue
 		}
 		if frac := round6(*u / (*u + *f)); g.FramebufferUsedFraction == nil || frac > *g.FramebufferUsedFraction {
-			g.FramebufferUsedFraction = ptrTo(frac)
+			g.FramebufferUsedFraction = sample.F(frac)
 		}
 	}
 	g.PowerWatts = sum(GPUPower)
@@ -381,5 +382,3 @@ func LimitReasons(names []string) []string {
 // round6 rounds away the float noise of sums and means, so that the same
 // readings give the same figures whatever their order.
 func round6(v float64) float64 { return math.Round(v*1e6) / 1e6 }
-
-func ptrTo(v float64) *float64 { return &v }
