@@ -62,19 +62,22 @@ func BurnAlerts() []BurnAlert { return burnAlerts[:] }
 // windows Input.Windows should carry (those the refresh's own window does
 // not already cover).
 func SLOWindows() []time.Duration {
-	return []time.Duration{5 * time.Minute, 30 * time.Minute, time.Hour, 6 * time.Hour}
+	var ws []time.Duration
+	for _, b := range burnAlerts {
+		ws = append(ws, b.Long, b.Short)
+	}
+	slices.Sort(ws)
+	return slices.Compact(ws)
 }
 
 // HasSLO reports whether t has an SLO for model: one of model's, or one of
 // every model's.
 func HasSLO(t Thresholds, model string) bool {
-	for _, s := range t.SLOs.List() {
-		if s.Model == "" || s.Model == model {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(t.SLOs.List(), func(s SLO) bool { return s.appliesTo(model) })
 }
+
+// appliesTo reports whether s judges nodes serving model.
+func (s SLO) appliesTo(model string) bool { return s.Model == "" || s.Model == model }
 
 // sloIndicator is the finding's indicator for each metric.
 var sloIndicator = map[SLOMetric]llmdiagv1.Indicator{
@@ -159,7 +162,7 @@ func sloFindings(p printer, in Input, t Thresholds) []*llmdiagv1.Finding {
 	}
 	var out []*llmdiagv1.Finding
 	for _, s := range slos {
-		if s.Model != "" && s.Model != in.Metrics.GetModel() {
+		if !s.appliesTo(in.Metrics.GetModel()) {
 			continue
 		}
 		out = append(out, sloFinding(p, in, s))
