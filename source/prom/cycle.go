@@ -73,7 +73,8 @@ func newCycle(ctx context.Context, s *Source, a *assembly, b builder, t time.Tim
 
 // priority orders the queue: identity, then the targets request, then the
 // gauges a router reads first (queue, running, KV), then the buckets (the
-// large answers, and the percentiles), then the rest. Within a priority
+// large answers, and the percentiles), then the rest, and the role query
+// last. Within a priority
 // the engines take turns (query.seq).
 func priority(q query) int {
 	switch {
@@ -82,10 +83,8 @@ func priority(q query) int {
 	case q.shape == shapeTargets:
 		return 1
 	case q.shape == shapeRole:
-		// Last: a node's figures stand without it, and its concept is
-		// zero, which is not Queue's.
-		return 5
-	case q.concept == engine.Queue || q.concept == engine.Running || isKV(q.concept):
+		return 5 // last: a node's figures stand without it
+	case q.hasConcept() && (q.concept == engine.Queue || q.concept == engine.Running || isKV(q.concept)):
 		return 2
 	case q.shape == shapeBuckets:
 		return 3

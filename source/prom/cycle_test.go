@@ -223,3 +223,17 @@ func TestDownNodes(t *testing.T) {
 		}
 	}
 }
+
+// Queries that read no concept leave it zero, which is Queue's number:
+// none of them may take the gauges' priority.
+func TestPriorityOfConceptlessShapes(t *testing.T) {
+	queue := priority(query{shape: shapeNode, concept: engine.Queue})
+	for _, s := range []shape{shapeCreated, shapeDCGM, shapeRole, shapeEffects} {
+		if p := priority(query{shape: s}); p <= queue {
+			t.Errorf("%v query: priority %d, want after the queue's %d", s, p, queue)
+		}
+	}
+	if r, e := priority(query{shape: shapeRole}), priority(query{shape: shapeEffects}); r <= e {
+		t.Errorf("role query priority %d, want last (effects %d)", r, e)
+	}
+}

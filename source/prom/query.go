@@ -132,12 +132,22 @@ type query struct {
 	seq int
 }
 
+// hasConcept reports whether q reads one concept (query.concept); the
+// other shapes leave it zero, which is not Queue.
+func (q query) hasConcept() bool {
+	switch q.shape {
+	case shapeIdentity, shapeTargets, shapeCreated, shapeDCGM, shapeRole, shapeEffects:
+		return false
+	}
+	return true
+}
+
 // what names the query in errors and warnings.
 func (q query) what() string {
-	switch q.shape {
-	case shapeIdentity, shapeCreated, shapeRole, shapeEffects:
+	switch {
+	case !q.hasConcept():
 		return q.shape.String()
-	case shapeBuckets, shapeHistSum, shapeHistCount:
+	case q.shape == shapeBuckets, q.shape == shapeHistSum, q.shape == shapeHistCount:
 		return q.concept.String() + " " + q.shape.String()
 	}
 	return q.concept.String()
