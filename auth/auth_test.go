@@ -214,14 +214,17 @@ func TestAllowed(t *testing.T) {
 		reflect = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 		prom    = "/metrics"
 		future  = "/debug/pprof/"
+		mcp     = auth.MCPPath
+		am      = auth.AlertmanagerPath
 	)
-	all := []string{list, metrics, cmp, diag, stream, reflect, prom, future, "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
+	all := []string{list, metrics, cmp, diag, stream, reflect, prom, future, mcp, am, "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
 	want := map[string][]string{
-		auth.RoleReader: {list, metrics, cmp, diag},
-		auth.RoleRouter: {list, metrics, cmp, diag, stream},
-		auth.RoleAdmin:  all,
-		"":              nil,
-		"Admin":         nil,
+		auth.RoleReader:       {list, metrics, cmp, diag, mcp},
+		auth.RoleRouter:       {list, metrics, cmp, diag, stream, mcp},
+		auth.RoleAlertmanager: {am},
+		auth.RoleAdmin:        all,
+		"":                    nil,
+		"Admin":               nil,
 	}
 	for role, allowed := range want {
 		for _, p := range all {
@@ -237,6 +240,8 @@ func TestAllowed(t *testing.T) {
 	for p, want := range map[string]bool{
 		"/grpc.health.v1.Health/Check": true, "/grpc.health.v1.Health/Watch": true,
 		"/grpc.health.v1.Health/": false, "/grpc.health.v1.Health/Check/": false, list: false, prom: false,
+		auth.SlackCommandPath: true, "/slack/command/": false, "/runbooks/overloaded": true, "/runbooks": false,
+		auth.MCPPath: false, auth.AlertmanagerPath: false,
 	} {
 		if got := auth.Public(p); got != want {
 			t.Errorf("Public(%q) = %v, want %v", p, got, want)

@@ -30,7 +30,7 @@ const DefaultCheckEvery = time.Second
 //
 //	tokens:
 //	  - name: grafana            # the principal's name, in logs and limits
-//	    role: reader             # reader | router | admin
+//	    role: reader             # reader | router | admin | alertmanager
 //	    token: "…"               # at least MinTokenLen characters, or:
 //	  - name: router-eu-1
 //	    role: router
@@ -81,7 +81,7 @@ func parse(data []byte) (*table, error) {
 		}
 		where += " (" + e.Name + ")"
 		if !validRole(e.Role) {
-			return nil, fmt.Errorf("%s: role %q is not reader, router or admin", where, e.Role)
+			return nil, fmt.Errorf("%s: role %q is not reader, router, admin or alertmanager", where, e.Role)
 		}
 		var sum [sha256.Size]byte
 		switch {
@@ -114,7 +114,7 @@ func parse(data []byte) (*table, error) {
 		}
 		where += " (" + c.Subject + ")"
 		if !validRole(c.Role) {
-			return nil, fmt.Errorf("%s: role %q is not reader, router or admin", where, c.Role)
+			return nil, fmt.Errorf("%s: role %q is not reader, router, admin or alertmanager", where, c.Role)
 		}
 		if _, dup := t.clients[c.Subject]; dup {
 			return nil, fmt.Errorf("%s: subject listed twice", where)

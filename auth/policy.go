@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"strings"
+
 	"connectrpc.com/grpchealth"
 
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
@@ -9,25 +11,45 @@ import (
 // healthPrefix is grpc.health.v1's path prefix.
 const healthPrefix = "/" + grpchealth.HealthV1ServiceName + "/"
 
+// The HTTP surfaces of the port beside the RPCs.
+const (
+	// MCPPath serves the Model Context Protocol (streamable HTTP): reads
+	// only, granted where the unary reads are.
+	MCPPath = "/mcp"
+	// AlertmanagerPath receives Alertmanager's webhook.
+	AlertmanagerPath = "/alertmanager"
+	// SlackCommandPath answers Slack's slash command. It is public to the
+	// bearer check: Slack sends no token, and the handler verifies Slack's
+	// request signature instead.
+	SlackCommandPath = "/slack/command"
+	// RunbooksPrefix serves the runbooks, one page per cause: documentation
+	// in the repository, no fleet data, linked from alerts a person opens
+	// in a browser; public.
+	RunbooksPrefix = "/runbooks/"
+)
+
 // reader reports whether procedure is one of RoleReader's: the unary reads.
 func reader(procedure string) bool {
 	switch procedure {
 	case llmdiagv1connect.DiagnosisServiceListNodesProcedure,
 		llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure,
 		llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure,
-		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure:
+		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure,
+		MCPPath:
 		return true
 	}
 	return false
 }
 
 // Public reports whether the request path procedure answers without
-// credentials (grpc.health.v1). Paths are compared exactly, as the server's
-// mux routes them.
+// credentials: grpc.health.v1, Slack's command (verified by its signature)
+// and the runbooks. Paths are compared exactly, as the server's mux routes
+// them.
 func Public(procedure string) bool {
 	// Health probes come from load balancers and orchestrators that hold
 	// no credentials.
-	return procedure == healthPrefix+"Check" || procedure == healthPrefix+"Watch"
+	return procedure == healthPrefix+"Check" || procedure == healthPrefix+"Watch" ||
+		procedure == SlackCommandPath || strings.HasPrefix(procedure, RunbooksPrefix)
 }
 
 // Allowed reports whether role may call procedure, a request path such as
@@ -44,6 +66,8 @@ func Allowed(role, procedure string) bool {
 		return reader(procedure) || procedure == llmdiagv1connect.DiagnosisServiceStreamHealthProcedure
 	case RoleReader:
 		return reader(procedure)
+	case RoleAlertmanager:
+		return procedure == AlertmanagerPath
 	}
 	return false
 }

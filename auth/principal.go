@@ -12,6 +12,9 @@ const (
 	// RoleAdmin may call everything, server reflection and /metrics
 	// included.
 	RoleAdmin = "admin"
+	// RoleAlertmanager may only post Alertmanager's webhook to
+	// AlertmanagerPath: what an Alertmanager's http_config holds.
+	RoleAlertmanager = "alertmanager"
 )
 
 // Principal is an authenticated caller.
@@ -19,7 +22,7 @@ type Principal struct {
 	// Name identifies the caller in logs and per-caller limits: a token's
 	// name, or a client certificate's mapped name.
 	Name string
-	// Role is RoleReader, RoleRouter or RoleAdmin.
+	// Role is RoleReader, RoleRouter, RoleAdmin or RoleAlertmanager.
 	Role string
 }
 
@@ -39,5 +42,5 @@ func FromContext(ctx context.Context) (Principal, bool) {
 
 // validRole reports whether r is one of the roles.
 func validRole(r string) bool {
-	return r == RoleReader || r == RoleRouter || r == RoleAdmin
+	return r == RoleReader || r == RoleRouter || r == RoleAdmin || r == RoleAlertmanager
 }

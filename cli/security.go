@@ -27,7 +27,7 @@ type securityFlagSet struct {
 func securityFlags(fs *flag.FlagSet) securityFlagSet {
 	return securityFlagSet{
 		fs:            fs,
-		tokens:        fs.String("auth-tokens", "", "tokens file (YAML, see README, Security): bearer tokens and client certificate subjects, each with a name and a role (reader, router, admin); re-read when it changes. With it (or --tls-client-ca) every request but grpc.health.v1 needs credentials"),
+		tokens:        fs.String("auth-tokens", "", "tokens file (YAML, see README, Security): bearer tokens and client certificate subjects, each with a name and a role (reader, router, admin, alertmanager); re-read when it changes. With it (or --tls-client-ca) every request but grpc.health.v1 needs credentials"),
 		metricsListen: fs.String("metrics-listen", "", "serve /metrics on this address (plaintext, no authentication) instead of on --listen, where with authentication on it needs the admin role"),
 		reflection:    fs.Bool("reflection", false, "serve gRPC server reflection (grpcurl list, describe); with authentication on it needs the admin role"),
 		insecure:      fs.Bool("insecure", false, "allow --listen on a non-loopback address without TLS and authentication (logged as a warning)"),

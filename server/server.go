@@ -37,6 +37,17 @@ type Surfaces struct {
 	// Metrics, when not nil, is served as /metrics (not with serve
 	// --metrics-listen, which serves it on an address of its own).
 	Metrics prometheus.Gatherer
+	// Routes are further HTTP surfaces on the port (the MCP server, the
+	// Alertmanager receiver, Slack's command, the runbooks), each under
+	// its ServeMux pattern. What may call them is auth/policy.go's.
+	Routes []Route
+}
+
+// Route is an HTTP surface of the port: a net/http ServeMux pattern and its
+// handler.
+type Route struct {
+	Pattern string
+	Handler http.Handler
 }
 
 // NewHandler is Handler with the optional surfaces chosen.
@@ -69,6 +80,9 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	}
 	if s.Metrics != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
+	}
+	for _, r := range s.Routes {
+		mux.Handle(r.Pattern, r.Handler)
 	}
 	return mux
 }
