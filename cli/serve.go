@@ -99,6 +99,7 @@ type serveFlags struct {
 	lim                                                   limitFlagSet
 	prom                                                  promFlagSet
 	tls                                                   serveTLSFlags
+	alerts                                                *alertFlagSet
 	newLog                                                func(io.Writer) (*slog.Logger, error)
 }
 
@@ -132,6 +133,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.lim = limitFlags(fs)
 	c.prom = promFlags(fs)
 	c.tls = tlsServeFlags(fs)
+	c.alerts = alertFlags(fs) // the Alertmanager receiver, cli/alerts.go
 	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -217,6 +219,14 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Alertmanager receiver (issue 15): POST /alertmanager enriches alerts
+	// with verdicts and forwards them to the --alert-*-webhook-file sinks
+	// (cli/alerts.go); without a sink it answers 404 saying so.
+	amRoute, err := c.alerts.route(ctx, svc, log, reg, *c.prom.nodeLabel)
+	if err != nil {
+		return err
+	}
+	surfaces.Routes = append(surfaces.Routes, amRoute)
 	// Limits inside authorization: they count by the principal it names.
 	lim := server.NewLimiter(c.lim.limits())
 	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))

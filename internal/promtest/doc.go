@@ -9,6 +9,10 @@
 // stopped when the test ends (SIGTERM to its pid, SIGKILL after a timeout),
 // and its output is logged if the test failed.
 //
+// Options.RuleFiles and Options.Alertmanagers add rule files, evaluated
+// every scrape interval, and the Alertmanagers (internal/amtest) alerts go
+// to.
+//
 // Stop and Restart take Prometheus down and bring it back on the same
 // address and data directory, for resilience tests. Query, QueryVector and
 // WaitForSamples talk to it through client_golang's v1 API. Every wait is

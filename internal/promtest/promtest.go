@@ -79,6 +79,12 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// ExtraFlags are appended to the command line.
 	ExtraFlags []string
+	// RuleFiles are rule files (paths) Prometheus evaluates every
+	// ScrapeInterval (the evaluation interval).
+	RuleFiles []string
+	// Alertmanagers are the host:port pairs Prometheus sends its alerts
+	// to (alerting.alertmanagers, static targets over http).
+	Alertmanagers []string
 }
 
 // Prometheus is a Prometheus server started by Start. Its methods are safe
@@ -259,14 +265,23 @@ func (p *Prometheus) config() ([]byte, error) {
 		}
 		scrapes = append(scrapes, extra...)
 	}
-	out, err := yaml.Marshal(map[string]any{
+	cfg := map[string]any{
 		"global": map[string]any{
 			"scrape_interval":     model.Duration(interval).String(),
 			"scrape_timeout":      model.Duration(timeout).String(),
 			"evaluation_interval": model.Duration(interval).String(),
 		},
 		"scrape_configs": scrapes,
-	})
+	}
+	if len(p.opts.RuleFiles) > 0 {
+		cfg["rule_files"] = p.opts.RuleFiles
+	}
+	if len(p.opts.Alertmanagers) > 0 {
+		cfg["alerting"] = map[string]any{"alertmanagers": []any{map[string]any{
+			"static_configs": []any{map[string]any{"targets": p.opts.Alertmanagers}},
+		}}}
+	}
+	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("render config: %w", err)
 	}

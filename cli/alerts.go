@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmdiag/llmdiag/alerts"
+	"github.com/llmdiag/llmdiag/auth"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/server"
+)
+
+// alertFlagSet are serve's flags for the Alertmanager receiver. The
+// webhook URLs are secrets (their token is in the path), so they are read
+// from files, never given on the command line where ps shows them.
+type alertFlagSet struct {
+	slackFile, jsonFile, textFile, textFormat *string
+	dedupWindow                               *time.Duration
+	queue                                     *int
+	// runbook, when set, links a verdict's root cause to its runbook in
+	// notifications (see alerts.Options.Runbook).
+	runbook func(llmdiagv1.Cause) string
+}
+
+func alertFlags(fs *flag.FlagSet) *alertFlagSet {
+	return &alertFlagSet{
+		slackFile:   fs.String("alert-slack-webhook-file", "", "file holding a Slack incoming-webhook URL: alerts posted to "+auth.AlertmanagerPath+" go there with their node's verdict (Block Kit)"),
+		jsonFile:    fs.String("alert-json-webhook-file", "", "file holding a webhook URL that gets each alert with its node's verdict as JSON (the alert and llmdiag.v1.Diagnosis in protojson)"),
+		textFile:    fs.String("alert-text-webhook-file", "", "file holding a Feishu, DingTalk or WeCom robot webhook URL that gets each alert with its node's verdict as plain text in Chinese"),
+		textFormat:  fs.String("alert-text-format", "feishu", "body of --alert-text-webhook-file: feishu, dingtalk or wecom"),
+		dedupWindow: fs.Duration("alert-dedup-window", alerts.DefaultDedupWindow, "an alert with the same fingerprint and status within this window is forwarded once"),
+		queue:       fs.Int("alert-queue", alerts.DefaultSinkQueue, "notifications each sink may have waiting; when full the oldest is dropped (llmdiag_alert_sink_dropped_total)"),
+	}
+}
+
+// route is the Alertmanager receiver's route, its workers running until
+// ctx is done. Without a sink the route answers 404 saying so: an
+// Alertmanager pointed at it then logs why nothing is forwarded.
+func (a *alertFlagSet) route(ctx context.Context, svc alerts.Service, log *slog.Logger, reg prometheus.Registerer, nodeLabel string) (server.Route, error) {
+	var sinks []alerts.Sink
+	for _, s := range []struct {
+		flag string
+		path string
+		sink func(url string) (alerts.Sink, error)
+	}{
+		{"alert-slack-webhook-file", *a.slackFile, func(u string) (alerts.Sink, error) { return alerts.SlackSink(u), nil }},
+		{"alert-json-webhook-file", *a.jsonFile, func(u string) (alerts.Sink, error) { return alerts.JSONSink(u), nil }},
+		{"alert-text-webhook-file", *a.textFile, func(u string) (alerts.Sink, error) { return alerts.TextSink(u, *a.textFormat) }},
+	} {
+		if s.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(s.path)
+		if err != nil {
+			return server.Route{}, usageError{fmt.Errorf("--%s: %w", s.flag, err)}
+		}
+		u := strings.TrimSpace(string(b))
+		if u == "" {
+			return server.Route{}, usageError{fmt.Errorf("--%s: %s is empty", s.flag, s.path)}
+		}
+		sink, err := s.sink(u)
+		if err != nil {
+			return server.Route{}, usageError{fmt.Errorf("--%s: %w", s.flag, err)}
+		}
+		sinks = append(sinks, sink)
+	}
+	if len(sinks) == 0 {
+		return server.Route{Pattern: auth.AlertmanagerPath, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "llmdiag forwards no alerts: serve has no sink (--alert-slack-webhook-file, --alert-json-webhook-file or --alert-text-webhook-file)", http.StatusNotFound)
+		})}, nil
+	}
+	if *a.dedupWindow <= 0 || *a.queue <= 0 {
+		return server.Route{}, usageError{errors.New("--alert-dedup-window and --alert-queue must be positive")}
+	}
+	labels := []string{"instance", "node"}
+	if nodeLabel != "" && nodeLabel != "instance" {
+		labels = []string{nodeLabel, "instance", "node"}
+	}
+	// Sinks are outside: the environment's proxy applies; each attempt has
+	// its own deadline (alerts.Options.AttemptTimeout).
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	r, err := alerts.New(svc, sinks, log, reg, client, alerts.Options{
+		NodeLabels: labels, Runbook: a.runbook, DedupWindow: *a.dedupWindow, SinkQueue: *a.queue,
+	})
+	if err != nil {
+		return server.Route{}, usageError{err}
+	}
+	names := make([]string, len(sinks))
+	for i, s := range sinks {
+		names[i] = s.Name
+	}
+	log.Info("forwarding Alertmanager alerts with verdicts", "path", auth.AlertmanagerPath, "sinks", strings.Join(names, ","))
+	go r.Run(ctx)
+	return server.Route{Pattern: auth.AlertmanagerPath, Handler: r}, nil
+}
