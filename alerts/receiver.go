@@ -211,7 +211,7 @@ func New(svc Service, sinks []Sink, log *slog.Logger, reg prometheus.Registerer,
 	}
 	names := map[string]bool{}
 	for _, s := range sinks {
-		if err := s.check(); err != nil {
+		if err := s.Check(); err != nil {
 			return nil, err
 		}
 		if names[s.Name] {

@@ -31,7 +31,9 @@ type Sink struct {
 	Render func(*Notification) ([]byte, error)
 }
 
-func (s Sink) check() error {
+// Check reports whether the sink is usable; the error never quotes the
+// URL.
+func (s Sink) Check() error {
 	if s.Name == "" || s.Render == nil {
 		return errors.New("alerts: a sink needs a name and a renderer")
 	}

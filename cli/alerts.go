@@ -29,6 +29,8 @@ type alertFlagSet struct {
 	// runbook, when set, links a verdict's root cause to its runbook in
 	// notifications (see alerts.Options.Runbook).
 	runbook func(llmdiagv1.Cause) string
+	// sinks are read by load.
+	sinks []alerts.Sink
 }
 
 func alertFlags(fs *flag.FlagSet) *alertFlagSet {
@@ -42,11 +44,11 @@ func alertFlags(fs *flag.FlagSet) *alertFlagSet {
 	}
 }
 
-// route is the Alertmanager receiver's route, its workers running until
-// ctx is done. Without a sink the route answers 404 saying so: an
-// Alertmanager pointed at it then logs why nothing is forwarded.
-func (a *alertFlagSet) route(ctx context.Context, svc alerts.Service, log *slog.Logger, reg prometheus.Registerer, nodeLabel string) (server.Route, error) {
-	var sinks []alerts.Sink
+// load reads the sinks' webhook files: called by serve's configure, so
+// that a bad one is a usage error before anything is opened. Errors name
+// the flag and the file, never what it holds.
+func (a *alertFlagSet) load() error {
+	a.sinks = nil
 	for _, s := range []struct {
 		flag string
 		path string
@@ -61,25 +63,36 @@ func (a *alertFlagSet) route(ctx context.Context, svc alerts.Service, log *slog.
 		}
 		b, err := os.ReadFile(s.path)
 		if err != nil {
-			return server.Route{}, usageError{fmt.Errorf("--%s: %w", s.flag, err)}
+			return usageError{fmt.Errorf("--%s: %w", s.flag, err)}
 		}
 		u := strings.TrimSpace(string(b))
 		if u == "" {
-			return server.Route{}, usageError{fmt.Errorf("--%s: %s is empty", s.flag, s.path)}
+			return usageError{fmt.Errorf("--%s: %s is empty", s.flag, s.path)}
 		}
 		sink, err := s.sink(u)
-		if err != nil {
-			return server.Route{}, usageError{fmt.Errorf("--%s: %w", s.flag, err)}
+		if err == nil {
+			err = sink.Check()
 		}
-		sinks = append(sinks, sink)
+		if err != nil {
+			return usageError{fmt.Errorf("--%s: %w", s.flag, err)}
+		}
+		a.sinks = append(a.sinks, sink)
 	}
+	if len(a.sinks) > 0 && (*a.dedupWindow <= 0 || *a.queue <= 0) {
+		return usageError{errors.New("--alert-dedup-window and --alert-queue must be positive")}
+	}
+	return nil
+}
+
+// route is the Alertmanager receiver's route, its workers running until
+// ctx is done. Without a sink the route answers 404 saying so: an
+// Alertmanager pointed at it then logs why nothing is forwarded.
+func (a *alertFlagSet) route(ctx context.Context, svc alerts.Service, log *slog.Logger, reg prometheus.Registerer, nodeLabel string) (server.Route, error) {
+	sinks := a.sinks
 	if len(sinks) == 0 {
 		return server.Route{Pattern: auth.AlertmanagerPath, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, "llmdiag forwards no alerts: serve has no sink (--alert-slack-webhook-file, --alert-json-webhook-file or --alert-text-webhook-file)", http.StatusNotFound)
 		})}, nil
-	}
-	if *a.dedupWindow <= 0 || *a.queue <= 0 {
-		return server.Route{}, usageError{errors.New("--alert-dedup-window and --alert-queue must be positive")}
 	}
 	labels := []string{"instance", "node"}
 	if nodeLabel != "" && nodeLabel != "instance" {
@@ -92,7 +105,7 @@ func (a *alertFlagSet) route(ctx context.Context, svc alerts.Service, log *slog.
 		NodeLabels: labels, Runbook: a.runbook, DedupWindow: *a.dedupWindow, SinkQueue: *a.queue,
 	})
 	if err != nil {
-		return server.Route{}, usageError{err}
+		return server.Route{}, err
 	}
 	names := make([]string, len(sinks))
 	for i, s := range sinks {

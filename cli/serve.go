@@ -295,6 +295,9 @@ func (c *serveFlags) configure() (diagnose.Thresholds, *fleet.File, error) {
 	if err := c.lim.check(); err != nil {
 		return th, nil, usageError{err}
 	}
+	if err := c.alerts.load(); err != nil {
+		return th, nil, err
+	}
 	if *c.maxNodes <= 0 {
 		return th, nil, usageError{fmt.Errorf("--max-nodes %d must be positive", *c.maxNodes)}
 	}

@@ -2,10 +2,10 @@
 # Installs what `make test` needs and a fresh machine lacks: Go modules (and
 # the pinned code generators) through the module proxy, grpcurl (go install,
 # for the TLS test that calls `llmdiag serve` with it), and Debian's
-# prometheus, redis-server (with redis-cli) and curl for the integration
-# tests that start a real Prometheus and real Redis servers and call the
-# service with curl. Installs only what is missing, so a prepared machine
-# pays nothing.
+# prometheus, prometheus-alertmanager, redis-server (with redis-cli) and
+# curl for the integration tests that start a real Prometheus, a real
+# Alertmanager and real Redis servers and call the service with curl.
+# Installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then
   echo "deps: Go is not on PATH; install Go 1.26 (expected at /usr/local/go/bin)" >&2
@@ -26,6 +26,11 @@ fi
 
 missing=()
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# Debian's binary is prometheus-alertmanager (internal/amtest also takes
+# alertmanager from PATH, or ALERTMANAGER_BIN).
+if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
+  missing+=(prometheus-alertmanager)
+fi
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
   missing+=(redis-server) # Debian's redis-server depends on redis-tools (redis-cli)
 fi
@@ -39,7 +44,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   # Debian starts the packaged service; tests start their own instances.
-  for svc in prometheus redis-server; do
+  for svc in prometheus prometheus-alertmanager redis-server; do
     systemctl disable --now "$svc" >/dev/null 2>&1 || true
     service "$svc" stop >/dev/null 2>&1 || true # no systemd (containers)
   done
