@@ -281,6 +281,26 @@ func TestValidation(t *testing.T) {
 	}
 }
 
+func TestDedupKey(t *testing.T) {
+	a := alert(map[string]string{"alertname": "A", "instance": "127.0.0.1:9101"})
+	resent := a
+	resent.Annotations = template.KV{"summary": "changed"}
+	resolved := a
+	resolved.Status, resolved.EndsAt = "resolved", t0.Add(time.Minute)
+	refired := a
+	refired.StartsAt = t0.Add(2 * time.Minute)
+	noFP := a
+	noFP.Fingerprint = ""
+	if dedupKey(a) != dedupKey(resent) {
+		t.Error("a resend of the same alert must be a duplicate")
+	}
+	for name, b := range map[string]template.Alert{"resolved": resolved, "fired again": refired, "without fingerprint": noFP} {
+		if dedupKey(a) == dedupKey(b) {
+			t.Errorf("%s: same key as the first firing", name)
+		}
+	}
+}
+
 func TestIntakeQueueFullRefusesAndForgets(t *testing.T) {
 	r, _, _, logs := newTestReceiver(t, []Sink{JSONSink("http://127.0.0.1:1/hook")}, Options{IntakeQueue: 1})
 	a := alert(map[string]string{"alertname": "A", "instance": "127.0.0.1:9101"})

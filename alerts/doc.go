@@ -11,9 +11,11 @@
 // Options.MaxBodyBytes of body and Options.MaxAlerts alerts, each alert
 // firing or resolved with labels) and answers 400 naming the field that is
 // wrong, 413 when the body is too large, or 202 at once: the work is done
-// by Run's workers. An alert whose fingerprint and status were accepted
-// within Options.DedupWindow is a duplicate and dropped (Alertmanager
-// sends the whole group again whenever one alert of it changes). When the
+// by Run's workers. An alert whose fingerprint, status and start were
+// accepted within Options.DedupWindow is a duplicate and dropped
+// (Alertmanager sends the whole group again whenever one alert of it
+// changes); one that resolved and fires again has a new start and goes
+// out. When the
 // intake queue (Options.IntakeQueue messages) is full the answer is 503,
 // and Alertmanager retries.
 //

@@ -236,7 +236,9 @@ func containsLang(ls []llmdiagv1.Language, l llmdiagv1.Language) bool {
 }
 
 // Run processes accepted messages and delivers notifications until ctx is
-// done; what is still queued then is dropped (and counted).
+// done; notifications still queued then are dropped (and counted as
+// llmdiag_alert_sink_dropped_total{limit="shutdown"}), messages not yet
+// processed are logged.
 func (r *Receiver) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, s := range r.senders {
@@ -255,6 +257,9 @@ func (r *Receiver) Run(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	if n := len(r.intake); n > 0 {
+		r.log.Warn("alerts: shutting down; dropped messages not yet processed", "count", n)
+	}
 }
 
 // ServeHTTP accepts one webhook message: 202 with what was accepted, 400
@@ -319,8 +324,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	fmt.Fprintf(w, "{\"accepted\":%d,\"duplicates\":%d}\n", len(fresh), dups)
 }
 
-// dedupKey is an alert's fingerprint (or, without one, its labels) and
-// status.
+// dedupKey is an alert's fingerprint (or, without one, its labels), status
+// and start: Alertmanager's resends of a group repeat all three, while an
+// alert that resolved and fires again starts anew and is forwarded.
 func dedupKey(a template.Alert) string {
 	fp := a.Fingerprint
 	if fp == "" {
@@ -330,7 +336,7 @@ func dedupKey(a template.Alert) string {
 		}
 		fp = b.String()
 	}
-	return fp + "\x00" + a.Status
+	return fp + "\x00" + a.Status + "\x00" + a.StartsAt.UTC().Format(time.RFC3339Nano)
 }
 
 // verdict is one node's diagnosis in one language, or why there is none.

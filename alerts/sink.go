@@ -83,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_alertmanager_messages_total",
 			Help: "Alertmanager webhook messages received at /alertmanager, by outcome: accepted, invalid (400), too_large (413), queue_full (503)."}, []string{"outcome"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_alerts_received_total",
-			Help: "Alerts in accepted messages, by outcome: accepted, or duplicate (same fingerprint and status within the de-duplication window)."}, []string{"outcome"}),
+			Help: "Alerts in accepted messages, by outcome: accepted, or duplicate (same fingerprint, status and start within the de-duplication window)."}, []string{"outcome"}),
 		unmatched: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmdiag_alerts_unmatched_total",
 			Help: "Alerts that named no node llmdiag knows (forwarded without a verdict)."}),
 		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_alert_sink_delivered_total",

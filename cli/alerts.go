@@ -39,7 +39,7 @@ func alertFlags(fs *flag.FlagSet) *alertFlagSet {
 		jsonFile:    fs.String("alert-json-webhook-file", "", "file holding a webhook URL that gets each alert with its node's verdict as JSON (the alert and llmdiag.v1.Diagnosis in protojson)"),
 		textFile:    fs.String("alert-text-webhook-file", "", "file holding a Feishu, DingTalk or WeCom robot webhook URL that gets each alert with its node's verdict as plain text in Chinese"),
 		textFormat:  fs.String("alert-text-format", "feishu", "body of --alert-text-webhook-file: feishu, dingtalk or wecom"),
-		dedupWindow: fs.Duration("alert-dedup-window", alerts.DefaultDedupWindow, "an alert with the same fingerprint and status within this window is forwarded once"),
+		dedupWindow: fs.Duration("alert-dedup-window", alerts.DefaultDedupWindow, "an alert with the same fingerprint, status and start within this window is forwarded once (Alertmanager resends whole groups)"),
 		queue:       fs.Int("alert-queue", alerts.DefaultSinkQueue, "notifications each sink may have waiting; when full the oldest is dropped (llmdiag_alert_sink_dropped_total)"),
 	}
 }
