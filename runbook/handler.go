@@ -116,7 +116,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // render renders every page into h.pages.
 func (h *handler) render() {
-	md := goldmark.New(goldmark.WithExtensions(extension.Table))
+	md := goldmark.New(goldmark.WithExtensions(extension.Table, extension.NewCJK(extension.WithEastAsianLineBreaks())))
 	pages := make(map[string][]byte)
 	for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
 		dir := langDir(lang)

@@ -1,9 +1,13 @@
 package runbook_test
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"html"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -73,5 +77,88 @@ func TestSlug(t *testing.T) {
 		if got := runbook.Slug(c); got != want {
 			t.Errorf("Slug(%v) = %q, want %q", c, got, want)
 		}
+	}
+}
+
+// TestHandlerEveryRunbook checks that every runbook renders in both
+// languages, links to its other language and the index, and that the
+// Content-Security-Policy admits the page's style and nothing else.
+func TestHandlerEveryRunbook(t *testing.T) {
+	srv := httptest.NewServer(runbook.Handler())
+	defer srv.Close()
+	get := func(t *testing.T, method, path string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, string(b)
+	}
+	styleRe := regexp.MustCompile(`(?s)<style>(.*?)</style>`)
+	checkPage := func(t *testing.T, res *http.Response, body string) {
+		t.Helper()
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("status %d: %s", res.StatusCode, body)
+		}
+		if ct := res.Header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+			t.Errorf("Content-Type %q", ct)
+		}
+		if res.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Error("no X-Content-Type-Options: nosniff")
+		}
+		m := styleRe.FindStringSubmatch(body)
+		if m == nil {
+			t.Fatal("no <style> in the page")
+		}
+		sum := sha256.Sum256([]byte(m[1]))
+		want := "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) +
+			"'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+		if got := res.Header.Get("Content-Security-Policy"); got != want {
+			t.Errorf("Content-Security-Policy\n got %q\nwant %q (the hash of the page's style)", got, want)
+		}
+		if strings.Contains(strings.ToLower(body), "<script") {
+			t.Error("the page holds a script")
+		}
+	}
+	_, index := get(t, http.MethodGet, auth.RunbooksPrefix)
+	_, indexZH := get(t, http.MethodGet, auth.RunbooksPrefix+"?lang=zh")
+	for _, c := range runbook.Causes() {
+		slug := runbook.Slug(c)
+		t.Run(slug, func(t *testing.T) {
+			for _, tc := range []struct {
+				query, other string
+				lang         llmdiagv1.Language
+				index        string
+			}{
+				{"", `href="` + slug + `?lang=zh"`, llmdiagv1.Language_LANGUAGE_EN, index},
+				{"?lang=zh", `href="` + slug + `"`, llmdiagv1.Language_LANGUAGE_ZH, indexZH},
+			} {
+				res, body := get(t, http.MethodGet, auth.RunbooksPrefix+slug+tc.query)
+				checkPage(t, res, body)
+				title := runbook.Title(c, tc.lang)
+				if !strings.Contains(body, "<h1>"+html.EscapeString(title)+"</h1>") {
+					t.Errorf("%s: no <h1>%s</h1>", tc.query, title)
+				}
+				if !strings.Contains(body, tc.other) {
+					t.Errorf("%s: no link to the other language (%s)", tc.query, tc.other)
+				}
+				if !strings.Contains(tc.index, `>`+html.EscapeString(title)+`</a>`) {
+					t.Errorf("the %v index does not list %q", tc.lang, title)
+				}
+				head, headBody := get(t, http.MethodHead, auth.RunbooksPrefix+slug+tc.query)
+				if head.StatusCode != http.StatusOK || headBody != "" {
+					t.Errorf("HEAD: status %d, body %d bytes", head.StatusCode, len(headBody))
+				}
+			}
+		})
 	}
 }
