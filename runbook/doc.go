@@ -5,7 +5,8 @@
 // The runbooks are Markdown files in this package, en/<slug>.md and
 // zh/<slug>.md, embedded in the binary: edit them there. Each says what the
 // cause means, how to confirm it (the metrics, PromQL and llmdiag commands)
-// and what to do. What to do quotes every recommendation the cause's
+// and what to do; they link to one another by file name (kv-exhausted.md),
+// which the handler serves as the page in the same language. What to do quotes every recommendation the cause's
 // verdict can give (diagnose/messages.go, chosen in diagnose/cause_*.go);
 // runbook_test.go checks that against the catalog's source, so a changed
 // recommendation fails the test until its runbook follows.

@@ -6,11 +6,16 @@ import (
 	"encoding/base64"
 	"html/template"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/parser"
+	gmtext "github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 
 	"github.com/llmdiag/llmdiag/auth"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -116,10 +121,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // render renders every page into h.pages.
 func (h *handler) render() {
-	md := goldmark.New(goldmark.WithExtensions(extension.Table, extension.NewCJK(extension.WithEastAsianLineBreaks())))
 	pages := make(map[string][]byte)
 	for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
 		dir := langDir(lang)
+		md := goldmark.New(
+			goldmark.WithExtensions(extension.Table, extension.NewCJK(extension.WithEastAsianLineBreaks())),
+			goldmark.WithParserOptions(parser.WithASTTransformers(util.Prioritized(runbookLinks{lang}, 100))),
+		)
 		var index strings.Builder
 		index.WriteString("<h1>" + template.HTMLEscapeString(text(lang, "llmdiag runbooks", "llmdiag 运行手册")) + "</h1>\n<ul>\n")
 		for _, c := range Causes() {
@@ -170,6 +178,25 @@ func (h *handler) page(lang llmdiagv1.Language, title, slug string, body templat
 		Body: body,
 	})
 	return b.Bytes(), err
+}
+
+// runbookLinks turns the runbooks' links to one another, <slug>.md (the
+// file beside them, so that they work in the repository too), into the
+// served page in the same language.
+type runbookLinks struct{ lang llmdiagv1.Language }
+
+// linkFile matches a link to another runbook's file.
+var linkFile = regexp.MustCompile(`^([a-z][a-z-]*)\.md$`)
+
+func (r runbookLinks) Transform(doc *ast.Document, _ gmtext.Reader, _ parser.Context) {
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if l, ok := n.(*ast.Link); ok && entering {
+			if m := linkFile.FindSubmatch(l.Destination); m != nil {
+				l.Destination = []byte(link(string(m[1]), r.lang))
+			}
+		}
+		return ast.WalkContinue, nil
+	})
 }
 
 // link is the relative address of slug ("./" for the index) in lang, from

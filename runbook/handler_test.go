@@ -28,6 +28,8 @@ func TestHandlerStatus(t *testing.T) {
 		{"overloaded", http.MethodGet, auth.RunbooksPrefix + "overloaded", http.StatusOK, "<h1>Overloaded</h1>"},
 		{"overloaded en", http.MethodGet, auth.RunbooksPrefix + "overloaded?lang=en", http.StatusOK, "<h1>Overloaded</h1>"},
 		{"overloaded zh", http.MethodGet, auth.RunbooksPrefix + "overloaded?lang=zh", http.StatusOK, "<h1>过载</h1>"},
+		{"links en", http.MethodGet, auth.RunbooksPrefix + "overloaded", http.StatusOK, `<a href="kv-exhausted">`},
+		{"links zh", http.MethodGet, auth.RunbooksPrefix + "overloaded?lang=zh", http.StatusOK, `<a href="kv-exhausted?lang=zh">`},
 		{"head", http.MethodHead, auth.RunbooksPrefix + "overloaded", http.StatusOK, ""},
 		{"unknown slug", http.MethodGet, auth.RunbooksPrefix + "no-such-cause", http.StatusNotFound, "no runbook"},
 		{"unspecified", http.MethodGet, auth.RunbooksPrefix + "unspecified", http.StatusNotFound, "no runbook"},
