@@ -51,10 +51,11 @@ func (s *sinkRecorder) all() []received {
 
 // genericMessage is what the JSON sink gets (alerts.RenderJSON).
 type genericMessage struct {
-	Alert     template.Alert  `json:"alert"`
-	Node      string          `json:"node"`
-	Note      string          `json:"note"`
-	Diagnosis json.RawMessage `json:"diagnosis"`
+	Alert      template.Alert  `json:"alert"`
+	Node       string          `json:"node"`
+	Note       string          `json:"note"`
+	RunbookURL string          `json:"runbookURL"`
+	Diagnosis  json.RawMessage `json:"diagnosis"`
 }
 
 // TestAlertmanagerEndToEnd is issue 15's acceptance "Real Alertmanager end
@@ -97,6 +98,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	serveLog := background(t, vars, "serve", "--listen", addr, "--fleet", simFleet, "--interval", "1s", "--auth-tokens", tokens,
 		"--alert-slack-webhook-file", write("slack-url", sinkSrv.URL+"/services/T0/B0/secret\n"),
 		"--alert-json-webhook-file", write("json-url", sinkSrv.URL+"/generic"),
+		"--alert-runbook-base-url", "http://"+addr,
 		"--log-level", "info")
 
 	// llmdiag reads glm-4.6-0 OVERLOADED before Prometheus starts, so that
@@ -117,7 +119,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 		t.Fatalf("POST /alertmanager without a token: %v %v, want 401", resp, err)
 	}
 
-	rules, _, err := run(t, nil, "rules")
+	rules, _, err := run(t, nil, "rules", "--runbook-base-url", "http://"+addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,6 +178,11 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	if d.GetRootCause() != llmdiagv1.Cause_CAUSE_OVERLOADED || len(d.GetEvidence()) == 0 {
 		t.Errorf("verdict %v with %d evidence lines, want OVERLOADED with evidence: %s", d.GetRootCause(), len(d.GetEvidence()), overload.Diagnosis)
 	}
+	// The verdict's runbook, and the alert's own (from the rules), which
+	// llmdiag serves.
+	if want := "http://" + addr + "/runbooks/overloaded"; overload.RunbookURL != want || overload.Alert.Annotations["runbook_url"] != want {
+		t.Errorf("runbook links: verdict %q, alert %q; want both %q", overload.RunbookURL, overload.Alert.Annotations["runbook_url"], want)
+	}
 	latency := at.Sub(overload.Alert.StartsAt)
 	t.Logf("alert fired (startsAt %s) → enriched message received: %v (bound %v)", overload.Alert.StartsAt.Format(time.RFC3339Nano), latency.Round(time.Millisecond), bound)
 	if latency > bound {
@@ -231,9 +238,14 @@ func TestServeAlertmanagerSinkFlags(t *testing.T) {
 		{"empty", "--alert-json-webhook-file", "\n", "is empty"},
 		{"not a URL", "--alert-slack-webhook-file", "hooks.example/services/s3cr3t", "not an http(s) URL"},
 		{"unknown text format", "--alert-text-webhook-file", "https://open.feishu.example/hook/s3cr3t", "text format"},
+		{"bad runbook base URL", "--alert-runbook-base-url", "", "--alert-runbook-base-url: want an http(s) URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := run(t, nil, "serve", "--listen", freeAddr(t), "--target", target, tc.flag, write(tc.name, tc.content), "--alert-text-format", "telegram")
+			arg := write(tc.name, tc.content)
+			if tc.flag == "--alert-runbook-base-url" {
+				arg = "ftp://llmdiag.example"
+			}
+			_, _, err := run(t, nil, "serve", "--listen", freeAddr(t), "--target", target, tc.flag, arg, "--alert-text-format", "telegram")
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {
 				t.Errorf("err %v, want one saying %q without the URL", err, tc.want)
 			}

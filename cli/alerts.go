@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/alerts"
 	"github.com/llmdiag/llmdiag/auth"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/server"
 )
 
@@ -24,10 +26,11 @@ import (
 // from files, never given on the command line where ps shows them.
 type alertFlagSet struct {
 	slackFile, jsonFile, textFile, textFormat *string
+	runbookBase                               *string
 	dedupWindow                               *time.Duration
 	queue                                     *int
-	// runbook, when set, links a verdict's root cause to its runbook in
-	// notifications (see alerts.Options.Runbook).
+	// runbook, set by load from --alert-runbook-base-url, links a
+	// verdict's root cause to its runbook (alerts.Options.Runbook).
 	runbook func(llmdiagv1.Cause) string
 	// sinks are read by load.
 	sinks []alerts.Sink
@@ -40,6 +43,7 @@ func alertFlags(fs *flag.FlagSet) *alertFlagSet {
 		textFile:    fs.String("alert-text-webhook-file", "", "file holding a Feishu, DingTalk or WeCom robot webhook URL that gets each alert with its node's verdict as plain text in Chinese"),
 		textFormat:  fs.String("alert-text-format", "feishu", "body of --alert-text-webhook-file: feishu, dingtalk or wecom"),
 		dedupWindow: fs.Duration("alert-dedup-window", alerts.DefaultDedupWindow, "an alert with the same fingerprint, status and start within this window is forwarded once (Alertmanager resends whole groups)"),
+		runbookBase: fs.String("alert-runbook-base-url", "", "llmdiag's external URL, as people reach it: notifications link the verdict's root cause to <this>/runbooks/<cause> (as `llmdiag rules --runbook-base-url` links alerts); empty: no such link (an alert's own runbook_url is passed on)"),
 		queue:       fs.Int("alert-queue", alerts.DefaultSinkQueue, "notifications each sink may have waiting; when full the oldest is dropped (llmdiag_alert_sink_dropped_total)"),
 	}
 }
@@ -77,6 +81,23 @@ func (a *alertFlagSet) load() error {
 			return usageError{fmt.Errorf("--%s: %w", s.flag, err)}
 		}
 		a.sinks = append(a.sinks, sink)
+	}
+	a.runbook = nil
+	if base := strings.TrimSuffix(*a.runbookBase, "/"); base != "" {
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return usageError{errors.New("--alert-runbook-base-url: want an http(s) URL without query, fragment or user, e.g. https://llmdiag.example.com")}
+		}
+		has := map[llmdiagv1.Cause]bool{}
+		for _, c := range runbook.Causes() {
+			has[c] = true
+		}
+		a.runbook = func(c llmdiagv1.Cause) string {
+			if !has[c] {
+				return ""
+			}
+			return base + auth.RunbooksPrefix + runbook.Slug(c)
+		}
 	}
 	if len(a.sinks) > 0 && (*a.dedupWindow <= 0 || *a.queue <= 0) {
 		return usageError{errors.New("--alert-dedup-window and --alert-queue must be positive")}

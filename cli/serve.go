@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmdiag/llmdiag/auth"
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
@@ -26,6 +27,7 @@ import (
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/source/combine"
@@ -219,6 +221,9 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Runbooks: public, static documentation, one page per cause (runbook/);
+	// `llmdiag rules --runbook-base-url` links every alert to them.
+	surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.RunbooksPrefix, Handler: runbook.Handler()})
 	// Alertmanager receiver (issue 15): POST /alertmanager enriches alerts
 	// with verdicts and forwards them to the --alert-*-webhook-file sinks
 	// (cli/alerts.go); without a sink it answers 404 saying so.
