@@ -19,16 +19,16 @@ import (
 
 // NodeOut is one node of a listing.
 type NodeOut struct {
-	ID                string            `json:"id"`
-	Model             string            `json:"model"`
-	Engine            string            `json:"engine"`
-	Status            string            `json:"status" jsonschema:"OK, WARN, CRIT, UNKNOWN or DOWN"`
-	RootCause         string            `json:"root_cause"`
-	Routable          bool              `json:"routable" jsonschema:"whether a router may send it traffic"`
-	LoadScore         float64           `json:"load_score" jsonschema:"highest pressure: 0 idle, 1 at a saturation point"`
-	StalenessSeconds  float64           `json:"staleness_seconds" jsonschema:"age of the data its status rests on"`
-	Labels            map[string]string `json:"labels,omitempty"`
-	Role              string            `json:"role,omitempty"`
+	ID               string            `json:"id"`
+	Model            string            `json:"model"`
+	Engine           string            `json:"engine"`
+	Status           string            `json:"status" jsonschema:"OK, WARN, CRIT, UNKNOWN or DOWN"`
+	RootCause        string            `json:"root_cause"`
+	Routable         bool              `json:"routable" jsonschema:"whether a router may send it traffic"`
+	LoadScore        float64           `json:"load_score" jsonschema:"highest pressure: 0 idle, 1 at a saturation point"`
+	StalenessSeconds float64           `json:"staleness_seconds" jsonschema:"age of the data its status rests on"`
+	Labels           map[string]string `json:"labels,omitempty"`
+	Role             string            `json:"role,omitempty"`
 }
 
 // NodesOut is a listing.
