@@ -19,11 +19,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmdiag/llmdiag/auth"
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/lease"
+	"github.com/llmdiag/llmdiag/mcpserver"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
@@ -95,6 +97,7 @@ type serveFlags struct {
 	redisURL, redisPasswordFile, redisPrefix, replicaID   *string
 	leaseTTL, syncEvery, fullSyncEvery, offsetStep        *time.Duration
 	requestQueries                                        *int
+	mcp                                                   *bool
 	sec                                                   securityFlagSet
 	lim                                                   limitFlagSet
 	prom                                                  promFlagSet
@@ -129,6 +132,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.fullSyncEvery = fs.Duration("redis-full-sync", replica.DefaultFullEvery, "with --redis: how often this replica reads the whole shared state; the syncs between read only the nodes written since the last one (and the ids of those listed), so this bounds how long a drift could last")
 	c.offsetStep = fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	c.requestQueries = fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
+	c.mcp = fs.Bool("mcp", true, "serve the MCP server (tools and runbooks for AI agents) over streamable HTTP at /mcp, behind the same authentication; --mcp=false turns it off")
 	c.lim = limitFlags(fs)
 	c.prom = promFlags(fs)
 	c.tls = tlsServeFlags(fs)
@@ -216,6 +220,13 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	surfaces, authorize, err := c.sec.setup(ctx, log, *c.listen, reg, *c.grace)
 	if err != nil {
 		return err
+	}
+	if *c.mcp {
+		// The MCP server calls svc in process: its calls are bounded by
+		// mcpserver's deadline and in-flight slots, not by the limiter's
+		// Connect interceptor (its HTTP part still bounds /mcp's bodies).
+		surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.MCPPath,
+			Handler: mcpserver.HTTPHandler(mcpServer(svc, &th, mcpserver.Options{Log: log}), log)})
 	}
 	// Limits inside authorization: they count by the principal it names.
 	lim := server.NewLimiter(c.lim.limits())

@@ -87,7 +87,8 @@ type Options struct {
 	// MaxInFlight is the most tool calls served at once; one more is
 	// refused (default DefaultMaxInFlight).
 	MaxInFlight int
-	// Log receives the SDK's log (default: discarded).
+	// Log receives the SDK's warnings and errors (default: discarded); its
+	// info lines (one per session, so one per HTTP request) are dropped.
 	Log *slog.Logger
 }
 
@@ -98,9 +99,7 @@ func (o Options) withDefaults() Options {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = DefaultMaxInFlight
 	}
-	if o.Log == nil {
-		o.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	o.Log = warnings(o.Log)
 	if o.Version == "" {
 		o.Version = "dev"
 	}
@@ -142,12 +141,9 @@ for what a root cause means and what to do.`
 // DNS-rebinding protection on and cross-origin browser requests refused.
 // Mount it at auth.MCPPath, behind the port's authentication.
 func HTTPHandler(s *mcp.Server, log *slog.Logger) http.Handler {
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
-		Logger:                       log,
+		Logger:                       warnings(log),
 		MaxRequestBodyBytes:          MaxRequestBodyBytes,
 		PropagateRequestCancellation: true,
 	})
@@ -162,4 +158,30 @@ func (t *tools) acquire() (func(), error) {
 	default:
 		return nil, fmt.Errorf("busy: %d tool calls in flight, at most %d; try again shortly", len(t.sem), cap(t.sem))
 	}
+}
+
+// warnings is log at warn level and above; nil logs nothing.
+func warnings(log *slog.Logger) *slog.Logger {
+	if log == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(minLevel{log.Handler(), slog.LevelWarn})
+}
+
+// minLevel is a handler that drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }
