@@ -34,7 +34,7 @@ func run(t *testing.T, vars map[string]string, args ...string) (string, string, 
 }
 
 // background starts a long-running command and stops it at cleanup.
-func background(t *testing.T, vars map[string]string, args ...string) *testkit.SyncBuffer {
+func background(t testing.TB, vars map[string]string, args ...string) *testkit.SyncBuffer {
 	t.Helper()
 	var out, errw testkit.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,7 +54,7 @@ func background(t *testing.T, vars map[string]string, args ...string) *testkit.S
 	return &errw
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,7 +66,7 @@ func freeAddr(t *testing.T) string {
 
 // waitFor waits for ok, polling every 100ms (ok runs a command), and
 // logs the last answer when it times out.
-func waitFor(t *testing.T, what string, d time.Duration, ok func() bool, last ...*string) {
+func waitFor(t testing.TB, what string, d time.Duration, ok func() bool, last ...*string) {
 	t.Helper()
 	w := testkit.Wait{For: d, Every: 100 * time.Millisecond}
 	if len(last) > 0 {

@@ -136,13 +136,18 @@ compare latency across nodes, models or engines, and explain_cause (or the llmdi
 for what a root cause means and what to do.`
 
 // HTTPHandler serves s over streamable HTTP, stateless (every POST is a
-// whole exchange: nothing to keep between requests, so nothing to bound or
-// expire), with request bodies capped at MaxRequestBodyBytes, the SDK's
-// DNS-rebinding protection on and cross-origin browser requests refused.
-// Mount it at auth.MCPPath, behind the port's authentication.
+// whole exchange: no session to keep, bound or expire; GET and DELETE
+// answer 405) and answering application/json rather than an SSE stream (the
+// tools send no notifications mid-call, and a plain answer is cheaper and
+// meets no write deadline half-way), with request bodies capped at
+// MaxRequestBodyBytes, the SDK's DNS-rebinding protection on and
+// cross-origin browser requests refused. A tool call's deadline is
+// Options.CallTimeout, and an abandoned request cancels its call. Mount it
+// at auth.MCPPath, behind the port's authentication.
 func HTTPHandler(s *mcp.Server, log *slog.Logger) http.Handler {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{
 		Stateless:                    true,
+		JSONResponse:                 true,
 		Logger:                       warnings(log),
 		MaxRequestBodyBytes:          MaxRequestBodyBytes,
 		PropagateRequestCancellation: true,
