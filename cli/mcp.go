@@ -14,14 +14,15 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/mcpserver"
+	"github.com/llmdiag/llmdiag/runbook"
 )
 
 // mcpRunbooks are the runbooks the MCP server offers (explain_cause and the
-// llmdiag://runbooks/ resources), in serve and in `llmdiag mcp`; nil until
-// package runbook is wired here: mcpserver.RunbookFuncs{AllCauses:
-// runbook.Causes, CauseSlug: runbook.Slug, CauseTitle: runbook.Title,
-// CauseMarkdown: runbook.Markdown}.
-func mcpRunbooks() mcpserver.Runbooks { return nil }
+// llmdiag://runbooks/ resources), in serve and in `llmdiag mcp`: those
+// built into this binary (runbook/).
+func mcpRunbooks() mcpserver.Runbooks {
+	return mcpserver.RunbookFuncs{AllCauses: runbook.Causes, CauseSlug: runbook.Slug, CauseTitle: runbook.Title, CauseMarkdown: runbook.Markdown}
+}
 
 // buildVersion is the main module's version, "dev" when built from a tree.
 func buildVersion() string {

@@ -153,6 +153,15 @@ func TestMCPEndToEnd(t *testing.T) {
 		if err != nil || !slices.ContainsFunc(res.Resources, func(r *mcp.Resource) bool { return r.URI == "llmdiag://thresholds" }) {
 			t.Errorf("resources: %v, %v", res, err)
 		}
+		// The runbooks built in (runbook/), as resources and explain_cause.
+		rb, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "llmdiag://runbooks/zh/decode-bound"})
+		if err != nil || len(rb.Contents) != 1 || !strings.Contains(rb.Contents[0].Text, "CAUSE_DECODE_BOUND") || rb.Contents[0].MIMEType != "text/markdown" {
+			t.Errorf("runbook resource: %v, %v", rb, err)
+		}
+		ex, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "explain_cause", Arguments: map[string]any{"cause": "decode bound"}})
+		if err != nil || ex.IsError || !strings.HasPrefix(ex.Content[0].(*mcp.TextContent).Text, "# Decode-bound") {
+			t.Errorf("explain_cause: %v, %+v", err, ex)
+		}
 	})
 
 	t.Run("stdio", func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/llmdiag/llmdiag/mcpserver"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/source/combine"
@@ -221,6 +222,9 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Runbooks: public, static documentation, one page per cause (runbook/);
+	// `llmdiag rules --runbook-base-url` links every alert to them.
+	surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.RunbooksPrefix, Handler: runbook.Handler()})
 	if *c.mcp {
 		// The MCP server calls svc in process: its calls are bounded by
 		// mcpserver's deadline and in-flight slots, not by the limiter's
