@@ -99,6 +99,7 @@ type serveFlags struct {
 	lim                                                   limitFlagSet
 	prom                                                  promFlagSet
 	tls                                                   serveTLSFlags
+	slack                                                 slackFlagSet
 	newLog                                                func(io.Writer) (*slog.Logger, error)
 }
 
@@ -132,6 +133,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.lim = limitFlags(fs)
 	c.prom = promFlags(fs)
 	c.tls = tlsServeFlags(fs)
+	c.slack = slackFlags(fs)
 	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -216,6 +218,12 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	surfaces, authorize, err := c.sec.setup(ctx, log, *c.listen, reg, *c.grace)
 	if err != nil {
 		return err
+	}
+	if route, closeSlack, err := c.slack.route(svc, log); err != nil {
+		return err
+	} else if route != nil {
+		defer closeSlack()
+		surfaces.Routes = append(surfaces.Routes, *route)
 	}
 	// Limits inside authorization: they count by the principal it names.
 	lim := server.NewLimiter(c.lim.limits())
