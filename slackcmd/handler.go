@@ -174,7 +174,8 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // Close cancels the commands and deliveries still running and waits for
-// them to end.
+// them to end. Call it once the server sends no more requests (serve: after
+// its graceful shutdown).
 func (h *Handler) Close() {
 	h.stop()
 	h.wg.Wait()

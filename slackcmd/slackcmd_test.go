@@ -212,9 +212,17 @@ func TestSignatures(t *testing.T) {
 		code       int
 		reason     string
 		secondCode int // when set, the same request is sent again
+		// again changes the request sent again.
+		again func(*http.Request)
 	}{
 		{name: "valid", req: func(r *rig) *http.Request { return r.signed(body) }, code: 200},
 		{name: "replayed", req: func(r *rig) *http.Request { return r.signed(body) }, code: 200, secondCode: 401, reason: "replayed request"},
+		{name: "replayed a minute later", req: func(r *rig) *http.Request { return r.signed(body) }, code: 200, secondCode: 401, reason: "replayed request",
+			again: func(req *http.Request) {}},
+		{name: "replayed with the signature in capitals", req: func(r *rig) *http.Request { return r.signed(body) }, code: 200, secondCode: 401, reason: "replayed request",
+			again: func(req *http.Request) {
+				req.Header.Set("X-Slack-Signature", "v0="+strings.ToUpper(strings.TrimPrefix(req.Header.Get("X-Slack-Signature"), "v0=")))
+			}},
 		{name: "wrong secret", code: 401, reason: "invalid signature", req: func(r *rig) *http.Request {
 			req := r.signed(body)
 			req.Header.Set("X-Slack-Signature", sign("another secret", req.Header.Get("X-Slack-Request-Timestamp"), body))
@@ -288,6 +296,10 @@ func TestSignatures(t *testing.T) {
 				}
 				again := req.Clone(context.Background())
 				again.Body = io.NopCloser(bytes.NewReader(first))
+				if tc.again != nil {
+					r.clock.Add(time.Minute)
+					tc.again(again)
+				}
 				w = r.do(again)
 				tc.code = tc.secondCode
 			}
