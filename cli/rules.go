@@ -108,11 +108,12 @@ func rulesCommand(env Env) *ffcli.Command {
 	modelLabels := fs.String("model-label", "model_name,model,name", "labels that may carry the served model, in order of preference, as serve --model-label")
 	history := fs.Duration("history", 10*time.Minute, "span over which sustained queueing is measured (serve keeps --history 120 refreshes at --interval 5s: 10m)")
 	lookback := fs.Duration("lookback", 10*time.Minute, "how long a node that stopped reporting counts as down (llmdiag's lookback)")
+	runbookBase := fs.String("runbook-base-url", promrules.DefaultRunbookBaseURL, "llmdiag's external URL, as people reach it: each alert's runbook_url is <this>/runbooks/<cause> (the default is serve's default --listen, good on that machine only)")
 	var engines enginesFlag
 	fs.Var(&engines, "engine", "engine to write rules for: vllm, sglang, trtllm, triton, tgi or dynamo; repeatable or comma-separated (default all)")
 	return &ffcli.Command{
 		Name:       "rules",
-		ShortUsage: "llmdiag rules [--thresholds FILE] [--window 5m] [--node-label instance] [--engine NAME ...] > llmdiag-rules.yaml",
+		ShortUsage: "llmdiag rules [--thresholds FILE] [--window 5m] [--node-label instance] [--engine NAME ...] [--runbook-base-url URL] > llmdiag-rules.yaml",
 		ShortHelp:  "write llmdiag's indicators and thresholds as Prometheus recording and alerting rules",
 		LongHelp: strings.TrimSpace(`
 Write a Prometheus rule file to stdout: recording rules computing llmdiag's
@@ -126,6 +127,10 @@ thresholds, so that an alert fires exactly when a verdict turns WARN
 the indicator (llmdiag_indicator) and threshold keys (llmdiag_threshold) it
 mirrors. Use the same --thresholds, --window and --node-label as serve.
 
+Each alert's runbook_url annotation links to the runbook llmdiag serves at
+<--runbook-base-url>/runbooks/<cause>: the alert's llmdiag_cause, else the
+cause its indicator leads to (the rule file's header lists the mapping).
+
 When the thresholds file lists SLOs (slos:, see docs/slo.md), it also
 writes, per SLO, the bucket rates of its latency histogram and its burn
 rate over 5m, 30m, 1h and 6h (llmdiag:slo_ttft_seconds_bucket:rate1h,
@@ -135,7 +140,8 @@ LLMDiagSLOBurn (warning: 6h and 30m), labelled llmdiag_slo; they fire
 exactly when the SLO finding is CRIT or WARN. Without SLOs none is written.
 
   llmdiag rules > llmdiag-rules.yaml && promtool check rules llmdiag-rules.yaml
-  llmdiag rules --thresholds t.yaml > llmdiag-rules.yaml   # with t.yaml's SLOs`),
+  llmdiag rules --thresholds t.yaml > llmdiag-rules.yaml   # with t.yaml's SLOs
+  llmdiag rules --runbook-base-url https://llmdiag.example.com > llmdiag-rules.yaml`),
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(_ context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -156,7 +162,7 @@ exactly when the SLO finding is CRIT or WARN. Without SLOs none is written.
 			}
 			err = promrules.Write(env.Stdout, promrules.Config{
 				Thresholds: th, Engines: engines, NodeLabel: *nodeLabel, ModelLabels: models,
-				Window: *window, History: *history, Lookback: *lookback,
+				Window: *window, History: *history, Lookback: *lookback, RunbookBaseURL: *runbookBase,
 			})
 			if err != nil {
 				return usageError{err}

@@ -53,8 +53,8 @@ func TestRulesCommand(t *testing.T) {
 		vars map[string]string
 		args []string
 	}{
-		{"flag", nil, []string{"rules", "--thresholds", path, "--engine", "vllm", "--engine", "sglang", "--node-label", "pod", "--window", "1m"}},
-		{"env", map[string]string{"LLMDIAG_THRESHOLDS": path, "LLMDIAG_ENGINE": "vllm,sglang", "LLMDIAG_NODE_LABEL": "pod", "LLMDIAG_WINDOW": "1m"}, []string{"rules"}},
+		{"flag", nil, []string{"rules", "--thresholds", path, "--engine", "vllm", "--engine", "sglang", "--node-label", "pod", "--window", "1m", "--runbook-base-url", "https://llmdiag.example.com/"}},
+		{"env", map[string]string{"LLMDIAG_THRESHOLDS": path, "LLMDIAG_ENGINE": "vllm,sglang", "LLMDIAG_NODE_LABEL": "pod", "LLMDIAG_WINDOW": "1m", "LLMDIAG_RUNBOOK_BASE_URL": "https://llmdiag.example.com"}, []string{"rules"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, stderr, err := run(t, tc.vars, tc.args...)
@@ -65,6 +65,8 @@ func TestRulesCommand(t *testing.T) {
 				"expr: llmdiag:kv_pressure >= 0.97\n", "expr: llmdiag:queue > 80\n",
 				"record: llmdiag:preemptions:rate1m\n", "sum by (pod) (vllm:num_requests_waiting)",
 				"engine: sglang\n",
+				"runbook_url: https://llmdiag.example.com/runbooks/kv-exhausted\n",
+				"runbook_url: https://llmdiag.example.com/runbooks/target-down\n",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("rules lack %q", want)
@@ -102,6 +104,7 @@ func TestThresholdsUsageErrors(t *testing.T) {
 		{"rules unknown engine", nil, []string{"rules", "--engine", "foo"}, `unknown engine "foo"`},
 		{"rules bad node label", nil, []string{"rules", "--node-label", "not-a-label"}, "not-a-label"},
 		{"rules bad window", nil, []string{"rules", "--window", "0s"}, "--window"},
+		{"rules bad runbook base URL", nil, []string{"rules", "--runbook-base-url", "llmdiag.example.com"}, "runbook base URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, err := run(t, tc.vars, tc.args...)

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmdiag/llmdiag/auth"
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
@@ -26,6 +27,7 @@ import (
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/source/combine"
@@ -219,6 +221,9 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Runbooks: public, static documentation, one page per cause (runbook/);
+	// `llmdiag rules --runbook-base-url` links every alert to them.
+	surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.RunbooksPrefix, Handler: runbook.Handler()})
 	if route, closeSlack, err := c.slack.route(svc, log); err != nil {
 		return err
 	} else if route != nil {

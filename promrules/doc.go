@@ -25,7 +25,11 @@
 //     DOWN node), warning a WARN one; the severity of an indicator is the
 //     highest of its alerts that fire, as a warning alert keeps firing
 //     beside the critical one of the same indicator (inhibit it in
-//     Alertmanager if you want one notification).
+//     Alertmanager if you want one notification). Each alert's runbook_url
+//     annotation is Config.RunbookBaseURL + /runbooks/<slug> (package
+//     runbook): its cause's runbook, or for an alert without a cause the
+//     runbook of the cause its indicator leads to (listed in the file's
+//     header, written by Write; LatencyRunbook for the latencies).
 //
 // What PromQL cannot reproduce exactly is said in the rule file's header
 // (prom.RuleExprs.Notes): ranks of one SGLang replica are collapsed

@@ -3,6 +3,7 @@ package promrules
 import (
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -10,10 +11,13 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/llmdiag/llmdiag/auth"
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/redact"
+	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/source/prom"
 )
 
@@ -43,7 +47,17 @@ type Config struct {
 	Lookback time.Duration
 	// GroupName is the rule group's name (default "llmdiag").
 	GroupName string
+	// RunbookBaseURL is llmdiag's external URL, which every alert's
+	// runbook_url annotation starts with: <base>/runbooks/<slug> (default
+	// DefaultRunbookBaseURL). An absolute http or https URL, which may have a
+	// path (behind a proxy), but no query or fragment.
+	RunbookBaseURL string
 }
+
+// DefaultRunbookBaseURL is Config.RunbookBaseURL's default: serve's default
+// --listen address, right for a look on the machine llmdiag runs on and
+// for nothing else; pass the URL people reach llmdiag at.
+const DefaultRunbookBaseURL = "http://127.0.0.1:8080"
 
 // The recording rules. Per-engine records carry the label engine.
 const (
@@ -105,6 +119,37 @@ func (c *Config) defaults() {
 	if c.GroupName == "" {
 		c.GroupName = "llmdiag"
 	}
+	if c.RunbookBaseURL == "" {
+		c.RunbookBaseURL = DefaultRunbookBaseURL
+	}
+}
+
+// runbookBase checks raw as Config.RunbookBaseURL and returns it without a
+// trailing slash. Errors show raw redacted: a base URL has no business
+// carrying a password, but one given by mistake stays out of logs.
+func runbookBase(raw string) (string, error) {
+	shown := strconv.Quote(redact.URL(raw))
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("runbook base URL %s: not a URL", shown)
+	case u.User != nil:
+		return "", fmt.Errorf("runbook base URL %s: no user information allowed (alerts are shown to everyone who sees them)", shown)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("runbook base URL %s: want an http:// or https:// URL", shown)
+	case u.Host == "":
+		return "", fmt.Errorf("runbook base URL %s: no host", shown)
+	case u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(raw, "?#"):
+		return "", fmt.Errorf("runbook base URL %s: no query or fragment allowed (the runbook path follows it)", shown)
+	case strings.ContainsAny(raw, "{}\"' \t\r\n"):
+		return "", fmt.Errorf("runbook base URL %s: braces, quotes and white space are not allowed (Prometheus expands annotations as templates)", shown)
+	}
+	return strings.TrimRight(raw, "/"), nil
+}
+
+// runbookURL is the runbook_url annotation of an alert that leads to cause c.
+func runbookURL(base string, c llmdiagv1.Cause) string {
+	return base + strings.TrimSuffix(auth.RunbooksPrefix, "/") + "/" + runbook.Slug(c)
 }
 
 // Build returns the rule file of cfg and the notes on where its PromQL
@@ -115,6 +160,11 @@ func Build(cfg Config) (*File, []string, error) {
 	if err := t.Validate(); err != nil {
 		return nil, nil, err
 	}
+	base, err := runbookBase(cfg.RunbookBaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.RunbookBaseURL = base
 	g := Group{Name: cfg.GroupName}
 	var notes []string
 	node := cfg.NodeLabel
@@ -187,12 +237,29 @@ func Build(cfg Config) (*File, []string, error) {
 
 // alert is one alerting rule and what it mirrors.
 type alert struct {
-	name, expr, forDur   string
-	severity             string
-	indicator            string // the llmdiag indicator (proto enum name, lower case)
-	thresholds           []string
-	cause                string // llmdiag root cause, or ""
+	name, expr, forDur string
+	severity           string
+	indicator          string // the llmdiag indicator (proto enum name, lower case)
+	thresholds         []string
+	cause              string // llmdiag root cause, or ""
+	// runbook is the cause whose runbook an alert without a cause links to:
+	// the cause its indicator leads to (see Write); an alert with a cause
+	// links to the cause's.
+	runbook              llmdiagv1.Cause
 	summary, description string
+}
+
+// LatencyRunbook is the cause whose runbook a latency alert links to, for
+// the P99 alerts and the SLO burn alerts alike: TTFT leads to
+// PREFILL_BOUND (rule 5 reads TTFT P99), E2E and inter-token latency to
+// DECODE_BOUND (rules 6 and 6′ read them). The queue and KV causes explain
+// every latency too, but they have alerts of their own, which fire with
+// the latency's.
+func LatencyRunbook(m diagnose.SLOMetric) llmdiagv1.Cause {
+	if m == diagnose.SLOTTFT {
+		return llmdiagv1.Cause_CAUSE_PREFILL_BOUND
+	}
+	return llmdiagv1.Cause_CAUSE_DECODE_BOUND
 }
 
 // alerts are the alerting rules, each mirroring a finding of diagnose.
@@ -209,7 +276,7 @@ func alerts(cfg Config) []Rule {
 			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_crit (" + percent(t.KVCrit) + "): new requests wait for room or preempt running ones. llmdiag's KV finding is CRIT.",
 		},
 		{
-			name: "LLMDiagKVPressureHigh", expr: RecordKVPressure + " >= " + num(t.KVWarn), severity: "warning",
+			name: "LLMDiagKVPressureHigh", expr: RecordKVPressure + " >= " + num(t.KVWarn), severity: "warning", runbook: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
 			indicator: "kv_pressure", thresholds: []string{"kv_warn"},
 			summary:     "KV cache pressure high on " + who,
 			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_warn (" + percent(t.KVWarn) + "). llmdiag's KV finding is WARN (CRIT from kv_crit).",
@@ -221,25 +288,26 @@ func alerts(cfg Config) []Rule {
 			description: "{{ $value | humanize }} preemptions/s over " + model.Duration(cfg.Window).String() + ", above preemptions_per_second (" + num(t.PreemptionsPerSecond) + "): the KV cache is exhausted. llmdiag's preemption finding is CRIT.",
 		},
 		{
-			name: "LLMDiagPreemptions", expr: pre + " > 0", severity: "warning",
+			name: "LLMDiagPreemptions", expr: pre + " > 0", severity: "warning", runbook: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
 			indicator: "preemptions", thresholds: []string{"preemptions_per_second"},
 			summary:     "Some requests preempted on " + who,
 			description: "{{ $value | humanize }} preemptions/s over " + model.Duration(cfg.Window).String() + ": every preemption recomputes work. llmdiag's preemption finding is WARN (CRIT above preemptions_per_second, " + num(t.PreemptionsPerSecond) + ").",
 		},
 		{
-			name: "LLMDiagQueueHigh", expr: RecordQueue + " > " + num(t.QueueCrit), forDur: model.Duration(t.QueueCritFor).String(), severity: "critical",
+			name: "LLMDiagQueueHigh", expr: RecordQueue + " > " + num(t.QueueCrit), forDur: model.Duration(t.QueueCritFor).String(), severity: "critical", runbook: llmdiagv1.Cause_CAUSE_OVERLOADED,
 			indicator: "queue", thresholds: []string{"queue_crit", "queue_crit_for"},
 			summary:     "Long queue on " + who,
 			description: "{{ $value | humanize }} requests waiting, above queue_crit (" + num(t.QueueCrit) + ") for queue_crit_for (" + diagnose.ShortDuration(t.QueueCritFor) + "). llmdiag's queue finding is CRIT.",
 		},
 		{
-			name: "LLMDiagQueueing", expr: RecordQueue + " > " + num(t.QueueSaturated), severity: "warning",
+			name: "LLMDiagQueueing", expr: RecordQueue + " > " + num(t.QueueSaturated), severity: "warning", runbook: llmdiagv1.Cause_CAUSE_BURST,
 			indicator: "queue", thresholds: []string{"queue_saturated"},
 			summary:     "Requests queueing on " + who,
 			description: "{{ $value | humanize }} requests waiting, above queue_saturated (" + num(t.QueueSaturated) + "). llmdiag's queue finding is WARN.",
 		},
 		{
 			name:     "LLMDiagOverloaded",
+			runbook:  llmdiagv1.Cause_CAUSE_OVERLOADED,
 			expr:     RecordQueueing + " == 1 and avg_over_time(" + RecordQueueing + "[" + model.Duration(cfg.History).String() + "]) >= " + num(t.SustainedFraction),
 			severity: "critical", indicator: "queue_running_ratio",
 			thresholds: []string{"queue_running_ratio_crit", "queue_saturated", "sustained_fraction"},
@@ -250,6 +318,7 @@ func alerts(cfg Config) []Rule {
 		},
 		{
 			name:     "LLMDiagQueueRunningRatioHigh",
+			runbook:  llmdiagv1.Cause_CAUSE_BURST,
 			expr:     RecordRatio + " >= " + num(t.QueueRunningRatioWarn) + " or (" + RecordRatio + " and " + RecordQueueing + " == 1)",
 			severity: "warning", indicator: "queue_running_ratio",
 			thresholds:  []string{"queue_running_ratio_warn", "queue_running_ratio_crit", "queue_saturated"},
@@ -267,10 +336,11 @@ func alerts(cfg Config) []Rule {
 	for _, l := range []struct {
 		name, record, indicator, key, what, finding string
 		warn, crit                                  time.Duration
+		runbook                                     llmdiagv1.Cause
 	}{
-		{"TTFTP99", RecordTTFTP99, "ttft_p99", "ttft_p99", "Time to first token P99", "TTFT", t.TTFTP99Warn, t.TTFTP99Crit},
-		{"E2EP99", RecordE2EP99, "e2e_p99", "e2e_p99", "End-to-end latency P99", "E2E", t.E2EP99Warn, t.E2EP99Crit},
-		{"InterTokenP99", RecordITLP99, "inter_token", "itl_p99", "Inter-token latency P99", "inter-token", t.ITLP99Warn, t.ITLP99Crit},
+		{"TTFTP99", RecordTTFTP99, "ttft_p99", "ttft_p99", "Time to first token P99", "TTFT", t.TTFTP99Warn, t.TTFTP99Crit, LatencyRunbook(diagnose.SLOTTFT)},
+		{"E2EP99", RecordE2EP99, "e2e_p99", "e2e_p99", "End-to-end latency P99", "E2E", t.E2EP99Warn, t.E2EP99Crit, LatencyRunbook(diagnose.SLOE2E)},
+		{"InterTokenP99", RecordITLP99, "inter_token", "itl_p99", "Inter-token latency P99", "inter-token", t.ITLP99Warn, t.ITLP99Crit, LatencyRunbook(diagnose.SLOInterToken)},
 	} {
 		for _, g := range []struct {
 			suffix, severity, key, level, grade string
@@ -280,7 +350,7 @@ func alerts(cfg Config) []Rule {
 			{"High", "warning", l.key + "_warn", "high", "WARN", l.warn},
 		} {
 			as = append(as, alert{
-				name: "LLMDiag" + l.name + g.suffix, expr: l.record + " >= " + secs(g.at), severity: g.severity,
+				name: "LLMDiag" + l.name + g.suffix, expr: l.record + " >= " + secs(g.at), severity: g.severity, runbook: l.runbook,
 				indicator: l.indicator, thresholds: []string{g.key},
 				summary:     l.what + " " + g.level + " on " + who,
 				description: l.what + " is {{ $value | humanizeDuration }}, at or above " + g.key + " (" + diagnose.ShortDuration(g.at) + "). llmdiag's " + l.finding + " finding is " + g.grade + ".",
@@ -293,12 +363,14 @@ func alerts(cfg Config) []Rule {
 		if len(a.thresholds) > 0 {
 			labels["llmdiag_threshold"] = strings.Join(a.thresholds, ",")
 		}
+		rb := a.runbook
 		if a.cause != "" {
 			labels["llmdiag_cause"] = a.cause
+			rb = llmdiagv1.Cause(llmdiagv1.Cause_value["CAUSE_"+a.cause])
 		}
 		out[i] = Rule{
 			Alert: a.name, Expr: a.expr, For: a.forDur, Labels: labels,
-			Annotations: map[string]string{"summary": a.summary, "description": a.description},
+			Annotations: map[string]string{"summary": a.summary, "description": a.description, "runbook_url": runbookURL(cfg.RunbookBaseURL, rb)},
 		}
 	}
 	return out
@@ -315,7 +387,14 @@ func Write(w io.Writer, cfg Config) error {
 	b.WriteString("# Prometheus rules generated by `llmdiag rules`: llmdiag's per-node indicators\n" +
 		"# (recording rules, the PromQL llmdiag itself runs) and its thresholds as alerts,\n" +
 		"# so that alerts and verdicts agree. Regenerate rather than edit.\n" +
-		"# Window " + model.Duration(cfg.Window).String() + ", node label " + cfg.NodeLabel + ".\n")
+		"# Window " + model.Duration(cfg.Window).String() + ", node label " + cfg.NodeLabel + ".\n" +
+		"# Every alert's runbook_url is the runbook llmdiag serves at " + strings.TrimRight(cfg.RunbookBaseURL, "/") + auth.RunbooksPrefix + "<cause>\n" +
+		"# (--runbook-base-url): the cause in llmdiag_cause where the alert carries one, else\n" +
+		"# the cause its indicator leads to: KV pressure and preemptions kv-exhausted,\n" +
+		"# queueing and queue/running burst (a saturated queue is a burst until it lasts\n" +
+		"# overloaded_after), a long queue and sustained queueing overloaded, TTFT P99 and\n" +
+		"# TTFT SLO burn prefill-bound, E2E and inter-token P99 and their SLO burn\n" +
+		"# decode-bound. When llmdiag's verdict names another cause, follow its runbook.\n")
 	if len(notes) > 0 {
 		b.WriteString("# Where the PromQL approximates what llmdiag computes in Go:\n")
 		for _, n := range notes {

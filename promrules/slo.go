@@ -175,6 +175,7 @@ func sloRules(cfg Config) []Rule {
 				Annotations: map[string]string{
 					"summary":     "Error budget of SLO " + s.Name + " burning fast on " + who,
 					"description": "The " + what + " has its " + desc(fast) + ". Burn rate over " + model.Duration(fast.Long).String() + ": {{ $value | humanize }}. llmdiag's SLO finding is CRIT.",
+					"runbook_url": runbookURL(cfg.RunbookBaseURL, LatencyRunbook(s.Metric)),
 				},
 			},
 			Rule{
@@ -182,6 +183,7 @@ func sloRules(cfg Config) []Rule {
 				Annotations: map[string]string{
 					"summary":     "Error budget of SLO " + s.Name + " burning on " + who,
 					"description": "The " + what + " has its " + desc(slow) + ", or burns fast. llmdiag's SLO finding is WARN (CRIT when it burns fast).",
+					"runbook_url": runbookURL(cfg.RunbookBaseURL, LatencyRunbook(s.Metric)),
 				},
 			},
 		)
