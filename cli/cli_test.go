@@ -225,6 +225,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-nodes", "0"}, nil, 2, "--max-nodes"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--rate-burst", "0"}, nil, 2, "--rate-burst"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-streams", "-1"}, nil, 2, "--max-streams"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--slack-signing-secret-file", "/nonexistent"}, nil, 2, "--slack-signing-secret-file: open /nonexistent"},
 		// Global flags: the client flags only, and only before a client command.
 		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, diagnose, compare, watch, bench, mcp), which serve does not take"},
 		{[]string{"--lang", "zh", "diagnose", "x"}, nil, 2, "--lang is a flag of diagnose, bench, to give after the command name"},

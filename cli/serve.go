@@ -103,6 +103,7 @@ type serveFlags struct {
 	lim                                                   limitFlagSet
 	prom                                                  promFlagSet
 	tls                                                   serveTLSFlags
+	slack                                                 slackFlagSet
 	newLog                                                func(io.Writer) (*slog.Logger, error)
 }
 
@@ -137,6 +138,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.lim = limitFlags(fs)
 	c.prom = promFlags(fs)
 	c.tls = tlsServeFlags(fs)
+	c.slack = slackFlags(fs)
 	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -231,6 +233,12 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		// Connect interceptor (its HTTP part still bounds /mcp's bodies).
 		surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.MCPPath,
 			Handler: mcpserver.HTTPHandler(mcpServer(svc, &th, mcpserver.Options{Log: log}), log)})
+	}
+	if route, closeSlack, err := c.slack.route(svc, log); err != nil {
+		return err
+	} else if route != nil {
+		defer closeSlack()
+		surfaces.Routes = append(surfaces.Routes, *route)
 	}
 	// Limits inside authorization: they count by the principal it names.
 	lim := server.NewLimiter(c.lim.limits())
