@@ -9,12 +9,10 @@
 // Tools, each with a JSON schema inferred from its input struct:
 //
 //   - list_nodes: the fleet, filtered by model, engine, status and labels.
-//   - unhealthy_nodes: the nodes that are not OK, worst first (see
-//     severityRank): CRIT, then WARN, then DOWN, then UNKNOWN, and within
-//     one status the highest load score first. CRIT and WARN are measured
-//     harm to users; DOWN (the endpoint does not answer) and UNKNOWN (no
-//     fresh data) are absence of evidence that routers already keep traffic
-//     away from, DOWN first as the definite fault.
+//   - unhealthy_nodes: the nodes that are not OK, worst first
+//     (report.Unhealthy, the order Slack's command lists them in too):
+//     CRIT, DOWN, WARN, then UNKNOWN, and within one status the highest
+//     load score first.
 //   - diagnose_node: one node's verdict, in English or Chinese, Markdown or
 //     text.
 //   - get_node_metrics: one node's indicators over a window.

@@ -245,7 +245,7 @@ func TestTools(t *testing.T) {
 		{name: "list by status", tool: "list_nodes", args: map[string]any{"status": "warn"}, want: []string{"| c-warn-low |", "| f-warn-high |", "2 nodes."}},
 		{name: "list bad status", tool: "list_nodes", args: map[string]any{"status": "bad"}, isError: true, want: []string{"status"}},
 		{name: "list bad engine", tool: "list_nodes", args: map[string]any{"engine": "ollama"}, isError: true, want: []string{"engine"}},
-		{name: "unhealthy worst first", tool: "unhealthy_nodes", want: []string{"| e-crit |", "| f-warn-high |", "| c-warn-low |", "| d-down |", "| b-unknown |", "5 nodes."}},
+		{name: "unhealthy worst first", tool: "unhealthy_nodes", want: []string{"| e-crit |", "| d-down |", "| f-warn-high |", "| c-warn-low |", "| b-unknown |", "5 nodes."}},
 		{name: "unhealthy of a label", tool: "unhealthy_nodes", args: map[string]any{"labels": map[string]string{"team": "y"}}, want: []string{"| f-warn-high |", "1 nodes."}},
 		{name: "diagnose", tool: "diagnose_node", args: map[string]any{"node": "c-warn-low", "language": "zh", "format": "text"},
 			want: []string{"## c-warn-low — REPORT_FORMAT_TEXT LANGUAGE_ZH", "Runbook: llmdiag://runbooks/zh/decode-bound"},

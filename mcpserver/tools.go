@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/report"
 )
 
 // Bounds of a fleet listing.
@@ -110,7 +110,7 @@ func (t *tools) register(s *mcp.Server) {
 		Description: "List the inference nodes llmdiag watches, sorted by id, with each node's model, engine, status (OK, WARN, CRIT, UNKNOWN, DOWN), root cause, whether a router may send it traffic, load score (1 = at a saturation point) and data age. Filters are optional."},
 		guard(t, t.listNodes))
 	mcp.AddTool(s, &mcp.Tool{Name: "unhealthy_nodes", Title: "Unhealthy nodes, worst first", Annotations: ro, InputSchema: inputSchema[UnhealthyIn](),
-		Description: "List the nodes that are not OK, worst first: CRIT (users hurt now), then WARN, then DOWN (metrics endpoint not answering), then UNKNOWN (no fresh data); within one status the highest load score first. Follow up with diagnose_node."},
+		Description: "List the nodes that are not OK, worst first: CRIT (users hurt now), then DOWN (metrics endpoint not answering), then WARN, then UNKNOWN (no fresh data); within one status the highest load score first. Follow up with diagnose_node."},
 		guard(t, t.unhealthyNodes))
 	mcp.AddTool(s, &mcp.Tool{Name: "diagnose_node", Title: "Diagnose one node", Annotations: ro, InputSchema: inputSchema[DiagnoseIn]("node"),
 		Description: "Diagnose one node: its status, root cause (e.g. KV_EXHAUSTED, OVERLOADED, PREFILL_BOUND, DECODE_BOUND, NODE_OUTLIER) with evidence, what was ruled out, recommendations, and one finding per indicator. The text is the rendered report; explain_cause gives the runbook of the root cause."},
@@ -283,22 +283,6 @@ func (t *tools) listNodes(ctx context.Context, in ListNodesIn) (*mcp.CallToolRes
 	return text(renderNodes("Nodes", out)), out, nil
 }
 
-// severityRank orders statuses worst first for unhealthy_nodes (doc.go
-// says why); OK and unspecified sort last.
-func severityRank(s llmdiagv1.Status) int {
-	switch s {
-	case llmdiagv1.Status_STATUS_CRIT:
-		return 0
-	case llmdiagv1.Status_STATUS_WARN:
-		return 1
-	case llmdiagv1.Status_STATUS_DOWN:
-		return 2
-	case llmdiagv1.Status_STATUS_UNKNOWN:
-		return 3
-	}
-	return 4
-}
-
 func (t *tools) unhealthyNodes(ctx context.Context, in UnhealthyIn) (*mcp.CallToolResult, NodesOut, error) {
 	limit, err := limitOf(in.Limit)
 	if err != nil {
@@ -308,13 +292,7 @@ func (t *tools) unhealthyNodes(ctx context.Context, in UnhealthyIn) (*mcp.CallTo
 	if err != nil {
 		return nil, NodesOut{}, err
 	}
-	nodes = slices.DeleteFunc(nodes, func(n *llmdiagv1.Node) bool {
-		return severityRank(n.GetStatus()) > 3 || !hasLabels(n, in.Labels)
-	})
-	slices.SortStableFunc(nodes, func(a, b *llmdiagv1.Node) int {
-		return cmp.Or(cmp.Compare(severityRank(a.GetStatus()), severityRank(b.GetStatus())),
-			cmp.Compare(b.GetLoadScore(), a.GetLoadScore()), strings.Compare(a.GetId(), b.GetId()))
-	})
+	nodes = slices.DeleteFunc(report.Unhealthy(nodes), func(n *llmdiagv1.Node) bool { return !hasLabels(n, in.Labels) })
 	out := nodesOut(nodes, limit, degraded)
 	title := "Unhealthy nodes, worst first"
 	if out.Total == 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/report"
 )
 
 // Slack's limits on a message (Block Kit reference).
@@ -327,7 +328,7 @@ func counts(ns []*llmdiagv1.Node) string {
 		by[n.GetStatus()]++
 	}
 	var parts []string
-	for _, s := range []llmdiagv1.Status{llmdiagv1.Status_STATUS_CRIT, llmdiagv1.Status_STATUS_DOWN, llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Status_STATUS_WARN, llmdiagv1.Status_STATUS_OK} {
+	for _, s := range []llmdiagv1.Status{llmdiagv1.Status_STATUS_CRIT, llmdiagv1.Status_STATUS_DOWN, llmdiagv1.Status_STATUS_WARN, llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Status_STATUS_OK} {
 		if by[s] > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", by[s], english.status[s]))
 		}
@@ -370,27 +371,10 @@ func nodesMessage(r *llmdiagv1.ListNodesResponse) *Message {
 	return m.done()
 }
 
-// severity orders statuses worst first: the ones that take no traffic or
-// hurt users (CRIT, DOWN, UNKNOWN), then WARN.
-var severity = map[llmdiagv1.Status]int{
-	llmdiagv1.Status_STATUS_CRIT: 0, llmdiagv1.Status_STATUS_DOWN: 1, llmdiagv1.Status_STATUS_UNKNOWN: 2,
-	llmdiagv1.Status_STATUS_UNSPECIFIED: 2, llmdiagv1.Status_STATUS_WARN: 3,
-}
-
-// unhealthyMessage renders the nodes not OK, worst status first, then the
-// highest load score, then by id.
+// unhealthyMessage renders the nodes not OK, worst first (report.Unhealthy).
 func unhealthyMessage(r *llmdiagv1.ListNodesResponse) *Message {
 	all := r.GetNodes()
-	var bad []*llmdiagv1.Node
-	for _, n := range all {
-		if n.GetStatus() != llmdiagv1.Status_STATUS_OK {
-			bad = append(bad, n)
-		}
-	}
-	slices.SortStableFunc(bad, func(a, b *llmdiagv1.Node) int {
-		return cmp.Or(cmp.Compare(severity[a.GetStatus()], severity[b.GetStatus()]),
-			cmp.Compare(b.GetLoadScore(), a.GetLoadScore()), strings.Compare(a.GetId(), b.GetId()))
-	})
+	bad := report.Unhealthy(all)
 	m := &message{}
 	if len(bad) == 0 {
 		m.text = fmt.Sprintf("llmdiag: no unhealthy nodes (%s, all OK)", plural(len(all), "node", "nodes"))
