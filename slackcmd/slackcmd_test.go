@@ -441,7 +441,7 @@ func TestAnswers(t *testing.T) {
 			"deepseek-v4-0 · 警告 · Decode 瓶颈", "不是显存不够", "*KV Cache 压力* · 正常（~30%） · 显存不是瓶颈", "*证据*", "*建议*"}},
 		{"diagnose.unknown.json", "diagnose nosuch-0", nil, []string{"`diagnose nosuch-0`: node \\\"nosuch-0\\\": not found"}},
 		{"nodes.json", "nodes", fleet(), []string{"Fleet: 6 nodes", "`&lt;!channel&gt;` · x&amp;y", "`kimi-k2.6-0` · kimi-k2.6 · vllm · load 1.60 · Overloaded · _not routable_"}},
-		{"unhealthy.json", "unhealthy", fleet(), []string{"Unhealthy: 5 of 6", "1 CRIT, 1 DOWN, 1 UNKNOWN, 2 WARN, worst first\\n:red_circle: `kimi-k2.6-0`"}},
+		{"unhealthy.json", "unhealthy", fleet(), []string{"Unhealthy: 5 of 6", "1 CRIT, 1 DOWN, 2 WARN, 1 UNKNOWN, worst first\\n:red_circle: `kimi-k2.6-0`"}},
 		{"unhealthy.none.json", "UNHEALTHY", []*llmdiagv1.Node{ok}, []string{"no unhealthy nodes (1 node, all OK)"}},
 		{"compare.json", "compare ttft by model", nil, []string{"TTFT by model · 5m window", "*#1* `glm-4.6` · P50 82ms (80ms–100ms)", "≈", ":red_circle: *outlier*", "_no requests in the window_"}},
 		{"compare.error.json", "compare e2e by label team", nil, []string{"`compare e2e by label team` failed (invalid_argument)"}},
