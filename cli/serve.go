@@ -224,24 +224,26 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Limits inside authorization: they count by the principal it names.
+	lim := server.NewLimiter(c.lim.limits())
+	// The surfaces that call svc in process spend their caller's rate limit
+	// as RPCs do.
+	reads := lim.LimitReads(svc)
 	// Runbooks: public, static documentation, one page per cause (runbook/);
 	// `llmdiag rules --runbook-base-url` links every alert to them.
 	surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.RunbooksPrefix, Handler: runbook.Handler()})
 	if *c.mcp {
-		// The MCP server calls svc in process: its calls are bounded by
-		// mcpserver's deadline and in-flight slots, not by the limiter's
-		// Connect interceptor (its HTTP part still bounds /mcp's bodies).
+		// Tool calls are bounded by mcpserver's deadline and in-flight
+		// slots, and each read by the caller's rate limit.
 		surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.MCPPath,
-			Handler: mcpserver.HTTPHandler(mcpServer(svc, &th, mcpserver.Options{Log: log}), log)})
+			Handler: mcpserver.HTTPHandler(mcpServer(reads, &th, mcpserver.Options{Log: log}), log)})
 	}
-	if route, closeSlack, err := c.slack.route(svc, log); err != nil {
+	if route, closeSlack, err := c.slack.route(reads, log); err != nil {
 		return err
 	} else if route != nil {
 		defer closeSlack()
 		surfaces.Routes = append(surfaces.Routes, *route)
 	}
-	// Limits inside authorization: they count by the principal it names.
-	lim := server.NewLimiter(c.lim.limits())
 	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
 
 	ln, err := net.Listen("tcp", *c.listen)
