@@ -47,10 +47,22 @@ func TestLimitReads(t *testing.T) {
 	svc := &countingReads{}
 	reads := lim.LimitReads(svc)
 	calls := []func(ctx context.Context) error{
-		func(ctx context.Context) error { _, err := reads.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{})); return err },
-		func(ctx context.Context) error { _, err := reads.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{})); return err },
-		func(ctx context.Context) error { _, err := reads.ComparePercentiles(ctx, connect.NewRequest(&llmdiagv1.ComparePercentilesRequest{})); return err },
-		func(ctx context.Context) error { _, err := reads.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{})); return err },
+		func(ctx context.Context) error {
+			_, err := reads.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{}))
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := reads.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{}))
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := reads.ComparePercentiles(ctx, connect.NewRequest(&llmdiagv1.ComparePercentilesRequest{}))
+			return err
+		},
+		func(ctx context.Context) error {
+			_, err := reads.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{}))
+			return err
+		},
 	}
 	// call makes the i-th read inside a request from principal, through
 	// the limiter's HTTP part, as the surfaces' handlers do.
