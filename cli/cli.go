@@ -15,6 +15,9 @@ import (
 // Env is what the commands take from the process.
 type Env struct {
 	Getenv func(string) string
+	// Stdin is what `llmdiag mcp` reads the protocol from; nil: the
+	// process's standard input.
+	Stdin  io.Reader
 	Stdout io.Writer
 	Stderr io.Writer
 }
@@ -60,7 +63,7 @@ Then ask it:
 
 The flags below (--addr, --protocol, --token, --timeout, --ca, --cert,
 --key) are those of the client commands (nodes, metrics, diagnose, compare,
-watch, bench), and may come before or after the command name:
+watch, bench, mcp), and may come before or after the command name:
   llmdiag --addr http://llmdiag.example:8080 diagnose deepseek-v4-0
   llmdiag diagnose deepseek-v4-0 --addr http://llmdiag.example:8080
   llmdiag --addr https://llmdiag.example:8443 --ca ca.pem nodes
@@ -78,6 +81,7 @@ command line wins over the environment.`),
 			compareCommand(env, cf),
 			watchCommand(env, cf),
 			benchCommand(env, cf),
+			mcpCommand(env, cf),
 			thresholdsCommand(env),
 			rulesCommand(env),
 		},

@@ -34,7 +34,7 @@ func run(t *testing.T, vars map[string]string, args ...string) (string, string, 
 }
 
 // background starts a long-running command and stops it at cleanup.
-func background(t *testing.T, vars map[string]string, args ...string) *testkit.SyncBuffer {
+func background(t testing.TB, vars map[string]string, args ...string) *testkit.SyncBuffer {
 	t.Helper()
 	var out, errw testkit.SyncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -54,7 +54,7 @@ func background(t *testing.T, vars map[string]string, args ...string) *testkit.S
 	return &errw
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -66,7 +66,7 @@ func freeAddr(t *testing.T) string {
 
 // waitFor waits for ok, polling every 100ms (ok runs a command), and
 // logs the last answer when it times out.
-func waitFor(t *testing.T, what string, d time.Duration, ok func() bool, last ...*string) {
+func waitFor(t testing.TB, what string, d time.Duration, ok func() bool, last ...*string) {
 	t.Helper()
 	w := testkit.Wait{For: d, Every: 100 * time.Millisecond}
 	if len(last) > 0 {
@@ -225,8 +225,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-nodes", "0"}, nil, 2, "--max-nodes"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--rate-burst", "0"}, nil, 2, "--rate-burst"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-streams", "-1"}, nil, 2, "--max-streams"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--slack-signing-secret-file", "/nonexistent"}, nil, 2, "--slack-signing-secret-file: open /nonexistent"},
 		// Global flags: the client flags only, and only before a client command.
-		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, diagnose, compare, watch, bench), which serve does not take"},
+		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, diagnose, compare, watch, bench, mcp), which serve does not take"},
 		{[]string{"--lang", "zh", "diagnose", "x"}, nil, 2, "--lang is a flag of diagnose, bench, to give after the command name"},
 		{[]string{"--format", "json", "nodes"}, nil, 2, "--format is a flag of nodes, metrics, diagnose, compare, bench, to give after the command name"},
 		{[]string{"--bogus", "nodes"}, nil, 2, "flag provided but not defined: -bogus (the flags before a command are --addr, --ca, --cert, --key, --protocol, --timeout, --token"},

@@ -102,7 +102,7 @@ func clientCommand(env Env, cf *clientFlags, name, usage, short, long string, se
 			if err != nil {
 				return err
 			}
-			if name != "watch" {
+			if name != "watch" && name != "mcp" { // long-running: mcp bounds each call
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, cf.timeout)
 				defer cancel()

@@ -27,7 +27,7 @@ const (
 )
 
 // authPost sends a Connect JSON call (what curl does) and returns the status.
-func authPost(t *testing.T, url, token string) int {
+func authPost(t testing.TB, url, token string) int {
 	t.Helper()
 	req, err := http.NewRequest("POST", url, strings.NewReader("{}"))
 	if err != nil {
@@ -52,7 +52,7 @@ func authGet(t *testing.T, url, token string) int {
 	return authDo(t, req)
 }
 
-func authDo(t *testing.T, req *http.Request) int {
+func authDo(t testing.TB, req *http.Request) int {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {

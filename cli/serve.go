@@ -25,6 +25,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/lease"
+	"github.com/llmdiag/llmdiag/mcpserver"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/runbook"
@@ -97,11 +98,13 @@ type serveFlags struct {
 	redisURL, redisPasswordFile, redisPrefix, replicaID   *string
 	leaseTTL, syncEvery, fullSyncEvery, offsetStep        *time.Duration
 	requestQueries                                        *int
+	mcp                                                   *bool
 	sec                                                   securityFlagSet
 	lim                                                   limitFlagSet
 	prom                                                  promFlagSet
 	tls                                                   serveTLSFlags
 	alerts                                                *alertFlagSet
+	slack                                                 slackFlagSet
 	newLog                                                func(io.Writer) (*slog.Logger, error)
 }
 
@@ -132,10 +135,12 @@ func serveCommand(env Env) *ffcli.Command {
 	c.fullSyncEvery = fs.Duration("redis-full-sync", replica.DefaultFullEvery, "with --redis: how often this replica reads the whole shared state; the syncs between read only the nodes written since the last one (and the ids of those listed), so this bounds how long a drift could last")
 	c.offsetStep = fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	c.requestQueries = fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
+	c.mcp = fs.Bool("mcp", true, "serve the MCP server (tools and runbooks for AI agents) over streamable HTTP at /mcp, behind the same authentication; --mcp=false turns it off")
 	c.lim = limitFlags(fs)
 	c.prom = promFlags(fs)
 	c.tls = tlsServeFlags(fs)
 	c.alerts = alertFlags(fs) // the Alertmanager receiver, cli/alerts.go
+	c.slack = slackFlags(fs)
 	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -221,19 +226,36 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Limits inside authorization: they count by the principal it names.
+	lim := server.NewLimiter(c.lim.limits())
+	// The surfaces that call svc in process spend their caller's rate limit
+	// as RPCs do.
+	reads := lim.LimitReads(svc)
 	// Runbooks: public, static documentation, one page per cause (runbook/);
 	// `llmdiag rules --runbook-base-url` links every alert to them.
 	surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.RunbooksPrefix, Handler: runbook.Handler()})
+	if *c.mcp {
+		// Tool calls are bounded by mcpserver's deadline and in-flight
+		// slots, and each read by the caller's rate limit.
+		surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.MCPPath,
+			Handler: mcpserver.HTTPHandler(mcpServer(reads, &th, mcpserver.Options{Log: log}), log)})
+	}
+	if route, closeSlack, err := c.slack.route(reads, log); err != nil {
+		return err
+	} else if route != nil {
+		defer closeSlack()
+		surfaces.Routes = append(surfaces.Routes, *route)
+	}
 	// Alertmanager receiver (issue 15): POST /alertmanager enriches alerts
 	// with verdicts and forwards them to the --alert-*-webhook-file sinks
-	// (cli/alerts.go); without a sink it answers 404 saying so.
+	// (cli/alerts.go); without a sink it answers 404 saying so. Its reads
+	// run after the answer, with no caller to charge: svc, not reads; they
+	// are bounded by the receiver's queues and per-message limits.
 	amRoute, err := c.alerts.route(ctx, svc, log, reg, *c.prom.nodeLabel)
 	if err != nil {
 		return err
 	}
 	surfaces.Routes = append(surfaces.Routes, amRoute)
-	// Limits inside authorization: they count by the principal it names.
-	lim := server.NewLimiter(c.lim.limits())
 	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
 
 	ln, err := net.Listen("tcp", *c.listen)
