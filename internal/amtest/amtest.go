@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,7 +31,6 @@ const (
 
 	stopTimeout   = 10 * time.Second
 	startAttempts = 3
-	maxLog        = 256 << 10
 	pollInterval  = 100 * time.Millisecond
 )
 
@@ -61,7 +59,7 @@ type Options struct {
 type Alertmanager struct {
 	bin, dir, configPath, addr string
 	opts                       Options
-	logs                       *logBuffer
+	logs                       *childproc.LogTail
 
 	mu   sync.Mutex
 	proc *childproc.Proc
@@ -106,7 +104,7 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 		t.Fatalf("amtest: negative duration in options")
 	}
 	dir := t.TempDir()
-	a := &Alertmanager{bin: bin, dir: dir, configPath: filepath.Join(dir, "alertmanager.yml"), opts: opts, logs: &logBuffer{}}
+	a := &Alertmanager{bin: bin, dir: dir, configPath: filepath.Join(dir, "alertmanager.yml"), opts: opts, logs: &childproc.LogTail{}}
 	cfg, err := a.config()
 	if err != nil {
 		t.Fatalf("amtest: %v", err)
@@ -122,17 +120,17 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 	})
 	var lastErr error
 	for range startAttempts {
-		port, err := freePort()
+		port, err := childproc.FreePort()
 		if err != nil {
 			t.Fatalf("amtest: %v", err)
 		}
 		a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		mark := a.logs.len()
+		mark := a.logs.Len()
 		if lastErr = a.run(); lastErr == nil {
 			return a
 		}
 		a.Stop()
-		if !a.logs.containsSince(mark, "address already in use") {
+		if !a.logs.ContainsSince(mark, "address already in use") {
 			break
 		}
 	}
@@ -248,52 +246,3 @@ func (a *Alertmanager) Addr() string { return a.addr }
 
 // Output is the tail of Alertmanager's output.
 func (a *Alertmanager) Output() string { return a.logs.String() }
-
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// logBuffer keeps the tail of a process's output; safe for concurrent use.
-type logBuffer struct {
-	mu      sync.Mutex
-	b       []byte
-	dropped int
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	if over := len(l.b) - maxLog; over > 0 {
-		l.b = append(l.b[:0:0], l.b[over:]...)
-		l.dropped += over
-	}
-	return len(p), nil
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.dropped > 0 {
-		return fmt.Sprintf("[%d earlier bytes dropped]\n%s", l.dropped, l.b)
-	}
-	return string(l.b)
-}
-
-func (l *logBuffer) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropped + len(l.b)
-}
-
-func (l *logBuffer) containsSince(mark int, s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	from := min(max(mark-l.dropped, 0), len(l.b))
-	return strings.Contains(string(l.b[from:]), s)
-}

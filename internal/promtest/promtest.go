@@ -44,8 +44,6 @@ const (
 	// startAttempts is how often Start tries a new free port when the one
 	// it picked was taken before Prometheus could bind it.
 	startAttempts = 3
-	// maxLog bounds the captured Prometheus output (the tail is kept).
-	maxLog = 256 << 10
 	// pollInterval paces the readiness and sample waits.
 	pollInterval = 100 * time.Millisecond
 )
@@ -98,7 +96,7 @@ type Prometheus struct {
 	job        string
 	targets    []string
 	opts       Options
-	logs       *logBuffer
+	logs       *childproc.LogTail
 	httpc      *http.Client
 	api        v1.API
 
@@ -152,7 +150,7 @@ func Start(t testing.TB, opts Options) *Prometheus {
 		job:        cmp.Or(opts.Job, DefaultJob),
 		targets:    append([]string(nil), opts.Targets...),
 		opts:       opts,
-		logs:       &logBuffer{},
+		logs:       &childproc.LogTail{},
 		// Loopback only: no proxy from the environment, short timeouts.
 		httpc: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}},
 	}
@@ -172,18 +170,18 @@ func Start(t testing.TB, opts Options) *Prometheus {
 
 	var lastErr error
 	for range startAttempts {
-		port, err := freePort()
+		port, err := childproc.FreePort()
 		if err != nil {
 			t.Fatalf("promtest: %v", err)
 		}
 		p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		p.api = v1.NewAPI(mustClient(p))
-		mark := p.logs.len()
+		mark := p.logs.Len()
 		if lastErr = p.run(); lastErr == nil {
 			return p
 		}
 		p.Stop()
-		if !p.logs.containsSince(mark, "address already in use") {
+		if !p.logs.ContainsSince(mark, "address already in use") {
 			break
 		}
 	}
@@ -535,58 +533,4 @@ func withDefaultTimeout(ctx context.Context, d time.Duration) (context.Context, 
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, d)
-}
-
-// freePort asks the kernel for a free loopback TCP port. Another process
-// may take it before Prometheus binds it; Start then tries again.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// logBuffer keeps the tail of a process's output; safe for concurrent use.
-type logBuffer struct {
-	mu      sync.Mutex
-	b       []byte
-	dropped int
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b = append(l.b, p...)
-	if over := len(l.b) - maxLog; over > 0 {
-		l.b = append(l.b[:0:0], l.b[over:]...)
-		l.dropped += over
-	}
-	return len(p), nil
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.dropped > 0 {
-		return fmt.Sprintf("[%d earlier bytes dropped]\n%s", l.dropped, l.b)
-	}
-	return string(l.b)
-}
-
-// len is the number of bytes written so far, dropped ones included.
-func (l *logBuffer) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropped + len(l.b)
-}
-
-// containsSince reports whether s was written after the first mark bytes
-// (as far as the kept tail reaches).
-func (l *logBuffer) containsSince(mark int, s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	from := min(max(mark-l.dropped, 0), len(l.b))
-	return strings.Contains(string(l.b[from:]), s)
 }

@@ -26,7 +26,6 @@ const (
 	readyTimeout  = 20 * time.Second
 	stopTimeout   = 10 * time.Second
 	startAttempts = 3
-	maxLog        = 256 << 10
 	pollInterval  = 20 * time.Millisecond
 )
 
@@ -51,7 +50,7 @@ type Server struct {
 	dir  string
 	port int
 	opts Options
-	logs *logBuffer
+	logs *childproc.LogTail
 
 	mu   sync.Mutex
 	proc *childproc.Proc // nil while stopped
@@ -110,7 +109,7 @@ func StartWith(t testing.TB, opts Options) *Server {
 
 func start(t testing.TB, bin, dir string, opts Options) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: bin, dir: dir, opts: opts, logs: &logBuffer{}}
+	s := &Server{t: t, bin: bin, dir: dir, opts: opts, logs: &childproc.LogTail{}}
 	t.Cleanup(func() {
 		s.stop(syscall.SIGTERM)
 		if t.Failed() {
@@ -124,12 +123,12 @@ func start(t testing.TB, bin, dir string, opts Options) *Server {
 			t.Fatalf("redistest: %v", err)
 		}
 		s.port = port
-		mark := s.logs.len()
+		mark := s.logs.Len()
 		if lastErr = s.run(); lastErr == nil {
 			return s
 		}
 		s.stop(syscall.SIGKILL)
-		if !s.logs.containsSince(mark, "already in use") {
+		if !s.logs.ContainsSince(mark, "already in use") {
 			break
 		}
 	}
@@ -262,12 +261,12 @@ func (s *Server) Restart() {
 	s.Stop()
 	var err error
 	for range 50 { // the port may linger briefly after the old process
-		mark := s.logs.len()
+		mark := s.logs.Len()
 		if err = s.run(); err == nil {
 			return
 		}
 		s.stop(syscall.SIGKILL)
-		if !s.logs.containsSince(mark, "already in use") {
+		if !s.logs.ContainsSince(mark, "already in use") {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -409,41 +408,4 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 		}
 	}
 	return c
-}
-
-// logBuffer keeps the tail of a process's output.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-	off int // bytes dropped from the front
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	if over := len(l.buf) - maxLog; over > 0 {
-		l.buf = append([]byte(nil), l.buf[over:]...)
-		l.off += over
-	}
-	return len(p), nil
-}
-
-func (l *logBuffer) len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.off + len(l.buf)
-}
-
-func (l *logBuffer) containsSince(mark int, s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	i := max(mark-l.off, 0)
-	return bytes.Contains(l.buf[i:], []byte(s))
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return string(l.buf)
 }
