@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/llmdiag/llmdiag/client"
+	"github.com/llmdiag/llmdiag/compare"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
@@ -325,16 +326,6 @@ docs/verdict-rules.md of the llmdiag repository.`,
 		})
 }
 
-var metricNames = map[string]llmdiagv1.LatencyMetric{
-	"ttft":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT,
-	"e2e":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_E2E,
-	"inter_token":           llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
-	"itl":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
-	"time_per_output_token": llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
-	"tpot":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
-	"queue_time":            llmdiagv1.LatencyMetric_LATENCY_METRIC_QUEUE_TIME,
-}
-
 func compareCommand(env Env, cf *clientFlags) *ffcli.Command {
 	return clientCommand(env, cf, "compare", "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine|label=KEY] [--nodes a,b] [--quantiles 0.5,0.95,0.99] [--baseline 1h]", "compare a latency metric across nodes, models, engines or labels", `
 Compare one latency metric at chosen percentiles across nodes, or across
@@ -375,8 +366,8 @@ percentile.`,
 					req.BaselineOffset = durationpb.New(*baseline)
 				}
 				var ok bool
-				if req.Metric, ok = metricNames[*metric]; !ok {
-					return usageError{fmt.Errorf("--metric %q: want ttft, e2e, itl, tpot or queue_time", *metric)}
+				if req.Metric, ok = compare.MetricByName(*metric); !ok {
+					return usageError{fmt.Errorf("--metric %q: want %s", *metric, compare.MetricNamesHint)}
 				}
 				if req.GroupBy, req.Label, err = parseBy(*by); err != nil {
 					return err

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/llmdiag/llmdiag/compare"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
@@ -345,22 +346,11 @@ func (t *tools) getNodeMetrics(ctx context.Context, in MetricsIn) (*mcp.CallTool
 	return text(renderMetrics(out)), out, nil
 }
 
-// metricNames are the spellings compare_percentiles takes for a metric.
-var metricNames = map[string]llmdiagv1.LatencyMetric{
-	"ttft":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT,
-	"e2e":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_E2E,
-	"inter_token":           llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
-	"itl":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
-	"time_per_output_token": llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
-	"tpot":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
-	"queue_time":            llmdiagv1.LatencyMetric_LATENCY_METRIC_QUEUE_TIME,
-}
-
 func (t *tools) comparePercentiles(ctx context.Context, in CompareIn) (*mcp.CallToolResult, CompareOut, error) {
 	req := &llmdiagv1.ComparePercentilesRequest{Nodes: in.Nodes, Quantiles: in.Quantiles, Window: in.Window}
 	var ok bool
-	if req.Metric, ok = metricNames[strings.ToLower(strings.TrimSpace(in.Metric))]; !ok {
-		return nil, CompareOut{}, argError("metric", "%q: want ttft, e2e, itl, tpot or queue_time", in.Metric)
+	if req.Metric, ok = compare.MetricByName(in.Metric); !ok {
+		return nil, CompareOut{}, argError("metric", "%q: want %s", in.Metric, compare.MetricNamesHint)
 	}
 	switch strings.ToLower(strings.TrimSpace(in.GroupBy)) {
 	case "", "node":

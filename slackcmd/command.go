@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/llmdiag/llmdiag/compare"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
@@ -62,18 +63,6 @@ func (c command) String() string {
 	return string(c.kind)
 }
 
-// metricNames are the metrics compare takes, as `llmdiag compare --metric`
-// names them.
-var metricNames = map[string]llmdiagv1.LatencyMetric{
-	"ttft":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TTFT,
-	"e2e":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_E2E,
-	"itl":                   llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
-	"inter_token":           llmdiagv1.LatencyMetric_LATENCY_METRIC_INTER_TOKEN,
-	"tpot":                  llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
-	"time_per_output_token": llmdiagv1.LatencyMetric_LATENCY_METRIC_TIME_PER_OUTPUT_TOKEN,
-	"queue_time":            llmdiagv1.LatencyMetric_LATENCY_METRIC_QUEUE_TIME,
-}
-
 // maxNodeID bounds a node id taken from the text.
 const maxNodeID = 256
 
@@ -124,12 +113,12 @@ func parseCompare(f []string) command {
 		return command{kind: kindHelp, problem: fmt.Sprintf(format, a...)}
 	}
 	if len(f) == 0 {
-		return help("`compare` needs a metric: ttft, e2e, itl, tpot or queue_time")
+		return help("`compare` needs a metric: %s", compare.MetricNamesHint)
 	}
 	c := command{kind: kindCompare, metricName: strings.ToLower(f[0]), group: llmdiagv1.GroupBy_GROUP_BY_NODE}
 	var ok bool
-	if c.metric, ok = metricNames[c.metricName]; !ok {
-		return help("unknown metric `%s`: want ttft, e2e, itl, tpot or queue_time", truncate(f[0], 40))
+	if c.metric, ok = compare.MetricByName(c.metricName); !ok {
+		return help("unknown metric `%s`: want %s", truncate(f[0], 40), compare.MetricNamesHint)
 	}
 	f = f[1:]
 	if len(f) == 0 {
