@@ -242,6 +242,7 @@ func TestAllowed(t *testing.T) {
 		"/grpc.health.v1.Health/": false, "/grpc.health.v1.Health/Check/": false, list: false, prom: false,
 		auth.SlackCommandPath: true, "/slack/command/": false, "/runbooks/overloaded": true, "/runbooks": false,
 		auth.MCPPath: false, auth.AlertmanagerPath: false,
+		"/": true, "/console/app.js": true, "/console": false, "/index.html": false,
 	} {
 		if got := auth.Public(p); got != want {
 			t.Errorf("Public(%q) = %v, want %v", p, got, want)

@@ -26,6 +26,12 @@ const (
 	// in the repository, no fleet data, linked from alerts a person opens
 	// in a browser; public.
 	RunbooksPrefix = "/runbooks/"
+	// ConsolePath is the web console's page, and ConsolePrefix its
+	// embedded assets: the same files for everyone, holding no fleet data,
+	// so public; the data the console shows comes from the procedures,
+	// with the token the person enters.
+	ConsolePath   = "/"
+	ConsolePrefix = "/console/"
 )
 
 // reader reports whether procedure is one of RoleReader's: the unary reads.
@@ -42,14 +48,15 @@ func reader(procedure string) bool {
 }
 
 // Public reports whether the request path procedure answers without
-// credentials: grpc.health.v1, Slack's command (verified by its signature)
-// and the runbooks. Paths are compared exactly, as the server's mux routes
-// them.
+// credentials: grpc.health.v1, Slack's command (verified by its signature),
+// the runbooks and the web console's page and assets. Paths are compared
+// exactly, as the server's mux routes them.
 func Public(procedure string) bool {
 	// Health probes come from load balancers and orchestrators that hold
 	// no credentials.
 	return procedure == healthPrefix+"Check" || procedure == healthPrefix+"Watch" ||
-		procedure == SlackCommandPath || strings.HasPrefix(procedure, RunbooksPrefix)
+		procedure == SlackCommandPath || strings.HasPrefix(procedure, RunbooksPrefix) ||
+		procedure == ConsolePath || strings.HasPrefix(procedure, ConsolePrefix)
 }
 
 // Allowed reports whether role may call procedure, a request path such as
