@@ -410,7 +410,10 @@ func TestAuthPlainHTTP(t *testing.T) {
 		{"GET", "/metrics", adminToken, "", http.StatusOK},
 		{"GET", "/debug/pprof/", readerToken, "", http.StatusForbidden},
 		{"GET", "/debug/pprof/", adminToken, "", http.StatusNotFound},
-		{"GET", "/", "", "", http.StatusUnauthorized},
+		{"GET", "/nothing-here", "", "", http.StatusUnauthorized},
+		// The console's page is public (its data is not); this server
+		// mounts no console, so the path is simply not found.
+		{"GET", "/", "", "", http.StatusNotFound},
 		{"POST", llmdiagv1connect.DiagnosisServiceListNodesProcedure, "", "{}", http.StatusUnauthorized},
 		{"POST", llmdiagv1connect.DiagnosisServiceListNodesProcedure, unknownToken, "{}", http.StatusUnauthorized},
 		{"POST", llmdiagv1connect.DiagnosisServiceListNodesProcedure, readerToken, "{}", http.StatusOK},
