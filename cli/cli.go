@@ -62,8 +62,8 @@ Then ask it:
   llmdiag diagnose deepseek-v4-0 --lang zh
 
 The flags below (--addr, --protocol, --token, --timeout, --ca, --cert,
---key) are those of the client commands (nodes, metrics, diagnose, compare,
-watch, bench, mcp), and may come before or after the command name:
+--key) are those of the client commands (nodes, metrics, history, diagnose,
+compare, watch, bench, mcp), and may come before or after the command name:
   llmdiag --addr http://llmdiag.example:8080 diagnose deepseek-v4-0
   llmdiag diagnose deepseek-v4-0 --addr http://llmdiag.example:8080
   llmdiag --addr https://llmdiag.example:8443 --ca ca.pem nodes
@@ -77,6 +77,7 @@ command line wins over the environment.`),
 			simCommand(env),
 			nodesCommand(env, cf),
 			metricsCommand(env, cf),
+			historyCommand(env, cf),
 			diagnoseCommand(env, cf),
 			compareCommand(env, cf),
 			watchCommand(env, cf),

@@ -227,9 +227,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--max-streams", "-1"}, nil, 2, "--max-streams"},
 		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--slack-signing-secret-file", "/nonexistent"}, nil, 2, "--slack-signing-secret-file: open /nonexistent"},
 		// Global flags: the client flags only, and only before a client command.
-		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, diagnose, compare, watch, bench, mcp), which serve does not take"},
+		{[]string{"--addr", "http://127.0.0.1:1", "serve"}, nil, 2, "--addr: a flag of the client commands (nodes, metrics, history, diagnose, compare, watch, bench, mcp), which serve does not take"},
 		{[]string{"--lang", "zh", "diagnose", "x"}, nil, 2, "--lang is a flag of diagnose, bench, to give after the command name"},
-		{[]string{"--format", "json", "nodes"}, nil, 2, "--format is a flag of nodes, metrics, diagnose, compare, bench, to give after the command name"},
+		{[]string{"--format", "json", "nodes"}, nil, 2, "--format is a flag of nodes, metrics, history, diagnose, compare, bench, to give after the command name"},
 		{[]string{"--bogus", "nodes"}, nil, 2, "flag provided but not defined: -bogus (the flags before a command are --addr, --ca, --cert, --key, --protocol, --timeout, --token"},
 		{[]string{"--protocol", "smoke-signals", "nodes"}, nil, 2, "--protocol"},
 		{[]string{"nodes"}, map[string]string{"LLMDIAG_ADDR": "::not a url"}, 2, "--addr"},

@@ -285,6 +285,59 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 	return nil
 }
 
+func historyCommand(env Env, cf *clientFlags) *ffcli.Command {
+	return clientCommand(env, cf, "history", "llmdiag history NODE [--limit N] [--format text|json]", "show one node's history: a row per refresh", `
+Show one node's history as the service keeps it (serve --history): a row per
+refresh, oldest first, with queue, running, KV pressure, the window's mean
+and P99 E2E, generation rate and the status given then. "-" is a figure the
+refresh could not read (or, for window figures, a window not yet covered):
+unknown, not zero.`,
+		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+			limit := fs.Int("limit", 20, "the newest refreshes to show (0: every one kept)")
+			format := formatFlag(fs, "text", "text", "json")
+			return func(ctx context.Context, cl *client.Client, args []string) error {
+				f, err := format()
+				if err != nil {
+					return err
+				}
+				node, err := oneArg(args, "NODE")
+				if err != nil {
+					return err
+				}
+				if *limit < 0 || *limit > math.MaxInt32 {
+					return usageError{fmt.Errorf("--limit %d: want 0 or more", *limit)}
+				}
+				resp, err := cl.GetNodeHistory(ctx, connect.NewRequest(&llmdiagv1.GetNodeHistoryRequest{Node: node, Limit: int32(*limit)}))
+				if err != nil {
+					return err
+				}
+				if f == "json" {
+					return printJSON(env.Stdout, resp.Msg)
+				}
+				return printHistory(env.Stdout, resp.Msg.GetPoints())
+			}
+		})
+}
+
+func printHistory(w io.Writer, points []*llmdiagv1.HistoryPoint) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tUP\tSTATUS\tQUEUE\tRUNNING\tKV\tE2E MEAN\tE2E P99\tGEN TOK/S")
+	fig := func(v *float64, f func(float64) string) string {
+		if v == nil {
+			return "-"
+		}
+		return f(*v)
+	}
+	num := func(v float64) string { return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64) }
+	pct := func(v float64) string { return fmt.Sprintf("%.1f%%", v*100) }
+	for _, p := range points {
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.GetAt().AsTime().Local().Format("15:04:05.000"), p.GetUp(),
+			enumWord(p.GetStatus().String(), "STATUS_"), fig(p.Queue, num), fig(p.Running, num), fig(p.KvPressure, pct),
+			fig(p.E2EMeanSeconds, seconds), fig(p.E2EP99Seconds, seconds), fig(p.GenerationTokensPerSecond, num))
+	}
+	return tw.Flush()
+}
+
 func diagnoseCommand(env Env, cf *clientFlags) *ffcli.Command {
 	return clientCommand(env, cf, "diagnose", "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", "diagnose one node: findings, root cause, recommendations", `
 Diagnose one node: one finding per indicator (value, status, conclusion),

@@ -256,6 +256,8 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		return err
 	}
 	surfaces.Routes = append(surfaces.Routes, amRoute)
+	// A GET of a read may be kept by the caller's cache for one refresh.
+	surfaces.GetMaxAge = *c.interval
 	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
 
 	ln, err := net.Listen("tcp", *c.listen)

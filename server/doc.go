@@ -11,6 +11,8 @@
 //   - service.go: the Service, its configuration and shared error helpers;
 //   - nodes.go and pages.go: ListNodes; node.go: GetNodeMetrics and
 //     DiagnoseNode; compare.go: ComparePercentiles; stream.go: StreamHealth;
+//     history.go: GetNodeHistory;
+//   - cache.go: Cache-Control on the reads' plain GET answers;
 //   - answers.go: GetNodeMetrics' and DiagnoseNode's default-window answers
 //     prepared once per store generation and served by copying their bytes;
 //   - auth.go: authentication and per-procedure roles in front of every path

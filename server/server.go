@@ -41,6 +41,9 @@ type Surfaces struct {
 	// Alertmanager receiver, Slack's command, the runbooks), each under
 	// its ServeMux pattern. What may call them is auth/policy.go's.
 	Routes []Route
+	// GetMaxAge is the max-age of the Cache-Control a successful GET of a
+	// read carries (cache.go); serve sets --interval. Under a second: no-cache.
+	GetMaxAge time.Duration
 }
 
 // Route is an HTTP surface of the port: a net/http ServeMux pattern and its
@@ -67,8 +70,15 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	co := newCoalescer()
 	path, h := llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...)
 	mux.Handle(path, h)
-	for _, p := range unaryProcedures(llmdiagv1.File_llmdiag_v1_diagnosis_proto.Services().ByName("DiagnosisService")) {
-		mux.Handle(p, co.wrap(h))
+	// GETs of the reads say how they may be cached (cache.go).
+	sd := llmdiagv1.File_llmdiag_v1_diagnosis_proto.Services().ByName("DiagnosisService")
+	reads := readProcedures(sd)
+	for _, p := range unaryProcedures(sd) {
+		var ph http.Handler = co.wrap(h)
+		if reads[p] {
+			ph = cacheGets(s.GetMaxAge, ph)
+		}
+		mux.Handle(p, ph)
 	}
 	path, h = grpchealth.NewHandler(health, opts...)
 	mux.Handle(path, h)

@@ -22,8 +22,8 @@ var _ store.Store = (*Store)(nil)
 
 // DefaultHistoryLen is the history kept per node unless told otherwise: ten
 // minutes at a 5 s refresh, enough to tell a spike from a sustained load and
-// to read a trend, in about 2.3 KiB a node (a node, record included, takes
-// about 3.7 KiB: BenchmarkStoreMemoryPerNode).
+// to read a trend, in about 2.9 KiB a node (a node, record included, takes
+// about 4.9 KiB: BenchmarkStoreMemoryPerNode).
 const DefaultHistoryLen = 120
 
 // Options bound what the store keeps.
@@ -46,7 +46,7 @@ type Options struct {
 // It keeps each node compactly (see package compact): the record as
 // protobuf less what can be rebuilt (ids, repeated fields, bucket bounds,
 // percentiles, the diagnosis's catalog phrases), the history as
-// delta/XOR-encoded chunks: about 3.7 KiB per node with the default history,
+// delta/XOR-encoded chunks: about 4.9 KiB per node with the default history,
 // where plain copies took 24 KiB (BenchmarkStoreMemoryPerNode). Get, List and
 // History rebuild exactly what Put was given, as fresh values the caller
 // owns; history times lose only a monotonic clock reading.

@@ -37,10 +37,12 @@ import (
 //     the history's part.
 //
 // Medians of -benchtime 1x -count 3 (AMD EPYC, 2 cores, Go 1.26), 120
-// points: heap 3723 B/node (history 2404), 6.18× less than plain; encoded
-// 3228 B (record 893, history 2335: 19.5 B a point). With 360 points the
-// history alone is 6536 B encoded: a longer --history costs about 20 B a
-// point and refresh.
+// points each with an E2E P99: heap 4992 B/node (history 3082), 5.73× less
+// than plain; encoded 4257 B (record 1379, history 2878: 24 B a point).
+// Before points kept the P99, in the same conditions: heap 4314 (history
+// 2404), encoded 3714 (history 2335: 19.5 B a point); the P99, a new
+// full-precision value each refresh, costs 4.5 B a point. A longer
+// --history costs about 24 B a point and refresh.
 func BenchmarkStoreMemoryPerNode(b *testing.B) {
 	const nodes = 10_000
 	const historyLen = memory.DefaultHistoryLen
@@ -157,7 +159,7 @@ func plainHistorySize(h []diagnose.Point) int {
 	n := 0
 	for _, p := range h {
 		n += 10
-		for _, v := range []*float64{p.Queue, p.Running, p.KVPressure, p.E2EMean, p.GenerationRate} {
+		for _, v := range []*float64{p.Queue, p.Running, p.KVPressure, p.E2EMean, p.GenerationRate, p.E2EP99} {
 			if v != nil {
 				n += 8
 			}
