@@ -13,8 +13,9 @@
 const SVG = 'http://www.w3.org/2000/svg';
 
 /**
- * ensureStyles links charts.css (the charts' and the node and compare
- * pages' styles) once: a stylesheet from this origin, as the CSP allows.
+ * ensureStyles adds, once, <link rel="stylesheet" href="/console/charts.css">
+ * (the charts' and the node and compare pages' styles): a stylesheet from
+ * this origin, as the CSP allows.
  */
 export function ensureStyles() {
   if (document.getElementById('charts-css')) return;
@@ -62,6 +63,12 @@ export function fmtNumber(v) {
 export function fmtPercent(v) {
   if (!Number.isFinite(v)) return '–';
   return trim(v * 100) + '%';
+}
+
+// fmtTick labels an axis tick: seconds from 1 s up, so decades read 1 s,
+// 10 s, 100 s, 1000 s.
+function fmtTick(s) {
+  return s >= 1 ? trim(s) + ' s' : fmtSeconds(s);
 }
 
 function trim(v) {
@@ -131,7 +138,7 @@ function logTicks(lo, hi) {
   const ticks = [];
   const d0 = Math.round(Math.log10(lo));
   const d1 = Math.round(Math.log10(hi));
-  const fine = d1 - d0 <= 2;
+  const fine = d1 - d0 <= 1;
   for (let d = d0; d <= d1; d++) {
     for (const m of fine ? [1, 2, 5] : [1]) {
       const v = m * 10 ** d;
@@ -184,14 +191,14 @@ export function percentileChart(name, label, dist) {
   let hi = 10 ** Math.ceil(Math.log10(Math.max(...fig)));
   if (hi <= lo) hi = lo * 10;
   const x0 = 34;
-  const x1 = W - 150;
+  const x1 = W - 172;
   const x = logScale(lo, hi, x0, x1);
   const axisY = top + ps.length * rowH + 4;
   // Grid and ticks.
   for (const t of logTicks(lo, hi)) {
     const tx = x(t);
     svg.append(el('line', { x1: r(tx), x2: r(tx), y1: top - 4, y2: axisY, class: 'chart-grid', stroke: '#ccd', 'stroke-width': 0.5 }));
-    svg.append(text(tx, axisY + 13, fmtSeconds(t), { 'text-anchor': 'middle', class: 'chart-tick', 'font-size': 10, fill: '#555' }));
+    svg.append(text(tx, axisY + 13, fmtTick(t), { 'text-anchor': 'middle', class: 'chart-tick', 'font-size': 10, fill: '#555' }));
   }
   svg.append(el('line', { x1: x0, x2: x1, y1: axisY, y2: axisY, class: 'chart-axis', stroke: '#666' }));
   ps.forEach((p, i) => {
@@ -220,7 +227,7 @@ export function percentileChart(name, label, dist) {
     dot.append(el('title', {}, `${qn} ${fmtSeconds(p.v)}`));
     svg.append(dot);
     svg.append(text(x1 + 10, cy + 4, `${fmtSeconds(p.v)}`, { class: 'chart-value', 'font-weight': 600 }));
-    svg.append(text(x1 + 62, cy + 4, `${fmtSeconds(p.lo)}–${fmtSeconds(p.hi)}`, { class: 'chart-bounds', 'font-size': 10, fill: '#555' }));
+    svg.append(text(x1 + 72, cy + 4, `${fmtSeconds(p.lo)}–${fmtSeconds(p.hi)}`, { class: 'chart-bounds', 'font-size': 10, fill: '#555' }));
   });
   return setPoints(svg, drawn.length);
 }
@@ -343,7 +350,7 @@ export function sparkline(name, label, values, fmt = fmtNumber) {
  * no bar and shows the note. approx marks a value within bucket resolution
  * of the median (≈); outlier marks a markedly slower subject (!).
  */
-export function rangeBars(name, label, rows, fmt = fmtSeconds) {
+export function rangeBars(name, label, rows, fmt = fmtSeconds, { heading = true } = {}) {
   const W = 460;
   const rowH = 24;
   const top = 22;
@@ -354,7 +361,7 @@ export function rangeBars(name, label, rows, fmt = fmtSeconds) {
       ? `#${x.rank} ${x.label} ${fmt(x.value)} (bucket ${fmt(x.lo)}–${fmt(x.hi)})${x.approx ? ' ≈ within resolution' : ''}${x.outlier ? ' outlier' : ''}`
       : `${x.label}: ${x.note || 'no value'}`);
   const svg = frame(name, label, W, H, lines.join(', '), lines);
-  svg.append(text(0, 13, label, { class: 'chart-title', 'font-weight': 600 }));
+  if (heading) svg.append(text(0, 13, label, { class: 'chart-title', 'font-weight': 600 }));
   if (!drawn.length) {
     svg.append(text(W / 2, top + 16, 'no values', { 'text-anchor': 'middle', class: 'chart-empty' }));
     return setPoints(svg, 0);
@@ -379,9 +386,12 @@ export function rangeBars(name, label, rows, fmt = fmtSeconds) {
     x = logScale(lo, amax, x0, x1);
     ticks = logTicks(lo, amax);
   } else {
-    amax = niceCeil(Math.min(Math.max(vmax, ...finHi), vmax * 2) || 1);
+    const want = Math.min(Math.max(vmax, ...finHi), vmax * 2) || 1;
+    const step = nice125(want / 4);
+    amax = step * Math.ceil(want / step - 1e-9);
     x = (v) => x0 + (Math.min(Math.max(v, 0), amax) / amax) * (x1 - x0);
-    ticks = [0, 1, 2, 3, 4].map((i) => (amax * i) / 4);
+    ticks = [];
+    for (let t = 0; t <= amax + step / 2; t += step) ticks.push(t);
   }
   svg.setAttribute('data-scale', log ? 'log' : 'linear');
   const axisY = top + rows.length * rowH + 2;
@@ -421,8 +431,9 @@ export function rangeBars(name, label, rows, fmt = fmtSeconds) {
   return setPoints(svg, drawn.length);
 }
 
-function niceCeil(v) {
+// nice125 rounds v up to 1, 2 or 5 times a power of ten.
+function nice125(v) {
   const p = 10 ** Math.floor(Math.log10(v));
-  for (const m of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) if (m * p >= v) return m * p;
+  for (const m of [1, 2, 5, 10]) if (m * p >= v * (1 - 1e-9)) return m * p;
   return 10 * p;
 }

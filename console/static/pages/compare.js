@@ -160,7 +160,7 @@ export function render(root, params, ctx) {
     const title = `${metricName} ${qname(s.q)} by ${s.by === 'label' ? 'label ' + s.label : s.by}`;
     status.textContent = `${rows.length} ${rows.length === 1 ? 'subject' : 'subjects'} · window ${res.window || s.window}` +
       (res.degraded ? ' · from a replica\'s own copy' : '');
-    const svg = rangeBars('compare', title, rows);
+    const svg = rangeBars('compare', title, rows, fmtSeconds, { heading: false });
     chart.replaceChildren(h('h2', { text: title }), svg,
       h('p', { class: 'muted chart-note', text: 'Bars run to the value; the whisker is the histogram bucket it lies in. #n is the rank (1 fastest; equal values in one bucket share a rank). ≈: within bucket resolution of the median, the histograms cannot tell it apart. !: an outlier, markedly slower than the median.' }));
     const head = h('tr', {}, h('th', { scope: 'col', text: 'Subject' }),

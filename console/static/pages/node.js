@@ -163,8 +163,8 @@ export function render(root, params, ctx) {
   document.title = id + ' · llmdiag';
   const toggle = h('button', {
     id: 'lang-toggle', type: 'button', class: 'secondary',
-    'aria-pressed': lang === 'zh' ? 'true' : 'false', 'aria-label': T.en.langLabel + ' (中文)',
-  }, '中文');
+    'aria-pressed': lang === 'zh' ? 'true' : 'false', 
+  }, '中文 (Chinese)');
   const refresh = h('button', { type: 'button', class: 'linkish', text: 'Refresh' });
   const head = h('div', { class: 'node-head' },
     h('p', { class: 'crumbs' }, h('a', { href: nav.href('/'), text: '← Fleet' })),
@@ -186,7 +186,8 @@ export function render(root, params, ctx) {
       body.replaceChildren(h('div', { class: 'banner error', id: 'no-such-node', role: 'alert' },
         h('span', {}, 'No such node: ', h('code', { text: id }), '. ',
           h('a', { href: nav.href('/'), text: 'See the fleet' }), ' for the nodes llmdiag knows.')));
-      toggle.disabled = true;
+      toggle.hidden = true;
+      refresh.hidden = true;
       return;
     }
     const msg = (err && (err.code ? err.code + ': ' : '') + err.message) || String(err);
@@ -228,7 +229,7 @@ export function render(root, params, ctx) {
         h('th', { scope: 'col', text: t.status }), h('th', { scope: 'col', text: t.conclusion }))),
       h('tbody', {}, rows));
     const cause = d.rootCause || 'CAUSE_UNSPECIFIED';
-    report.replaceChildren(
+    report.replaceChildren(...[
       degraded ? h('div', { class: 'banner warn', text: 'From a replica\'s own copy: ' + (degraded.reason || '') }) : null,
       h('h2', { text: t.verdict }),
       h('div', { class: 'table-wrap' }, table),
@@ -240,7 +241,7 @@ export function render(root, params, ctx) {
         h('section', {}, h('h3', { text: t.evidence }), list(d.evidence)),
         h('section', {}, h('h3', { text: t.ruledOut }), list(d.ruledOut)),
         h('section', {}, h('h3', { text: t.recommendations }), list(d.recommendations, 'recs'))),
-    );
+    ].filter(Boolean));
     toggle.setAttribute('aria-pressed', lang === 'zh' ? 'true' : 'false');
     toggle.disabled = false;
     renderCommands();
