@@ -1,0 +1,277 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/chromedp/chromedp"
+
+	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/client"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/browsertest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/sim"
+)
+
+// deepseek is the seed's section-8 node: decode-bound.
+const deepseek = "deepseek-v4-0"
+
+// UpdateScreenshotsEnv set to 1 makes the tests write the README's
+// pictures into docs/.
+const UpdateScreenshotsEnv = "LLMDIAG_UPDATE_SCREENSHOTS"
+
+// seedService runs the seed scenario's simulator and `llmdiag serve` on it,
+// in this process, on a free loopback port, and returns the service's URL
+// once DiagnoseNode gives the DeepSeek node its verdict. Both stop at t's
+// cleanup.
+func seedService(t *testing.T) string {
+	t.Helper()
+	cfg, err := sim.Scenario("seed", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Warmup = 10 * time.Minute
+	fl, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fl.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() {
+		if err := fl.Start(ctx); err != nil {
+			t.Errorf("sim: %v", err)
+		}
+	})
+	fleetPath := filepath.Join(t.TempDir(), "fleet.yaml")
+	data, err := fl.FleetFile().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fleetPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var serveErr testkit.SyncBuffer
+	wg.Go(func() {
+		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &testkit.SyncBuffer{}, Stderr: &serveErr}
+		err := cli.Run(ctx, []string{"serve", "--fleet", fleetPath, "--listen", addr,
+			"--rate-limit", "0", "--log-level", "warn"}, env)
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("serve: %v\n%s", err, serveErr.String())
+		}
+	})
+	base := "http://" + addr
+	c, err := client.New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 60*time.Second, deepseek+"'s decode-bound verdict from the service", func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer rcancel()
+		res, err := c.DiagnoseNode(rctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: deepseek}))
+		return err == nil && res.Msg.GetDiagnosis().GetRootCause() == llmdiagv1.Cause_CAUSE_DECODE_BOUND
+	})
+	return base
+}
+
+// step runs actions within d, failing t with what was awaited.
+func step(t *testing.T, ctx context.Context, d time.Duration, what string, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Do(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// until polls a JavaScript predicate in the page until it holds, within d.
+func until(t *testing.T, ctx context.Context, d time.Duration, what, predicate string) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, d+5*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(sctx, chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(d))); err != nil {
+		t.Fatalf("waiting %v for %s (%s): %v", d, what, predicate, err)
+	}
+}
+
+// eval evaluates a JavaScript expression in the page (awaiting a promise)
+// within 10 s.
+func eval[T any](t *testing.T, ctx context.Context, expr string) T {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
+
+// points reads data-points of the chart named name.
+func points(t *testing.T, ctx context.Context, name string) int {
+	t.Helper()
+	return eval[int](t, ctx, fmt.Sprintf(`(() => { const s = document.querySelector('svg[data-chart=%q]'); return s ? Number(s.dataset.points) : -1; })()`, name))
+}
+
+// noProblems fails t when the page raised errors (exceptions, CSP
+// violations, failed loads) other than those containing one of expected.
+func noProblems(t *testing.T, ctx context.Context, expected ...string) {
+	t.Helper()
+	var p []string
+	for _, msg := range browsertest.Problems(ctx) {
+		if !slices.ContainsFunc(expected, func(e string) bool { return strings.Contains(msg, e) }) {
+			p = append(p, msg)
+		}
+	}
+	if len(p) > 0 {
+		t.Errorf("the page raised %d errors:\n%s", len(p), strings.Join(p, "\n"))
+	}
+}
+
+// TestNodeAndComparePages drives the node and compare pages against the
+// simulated seed fleet: the DeepSeek node's decode-bound verdict, the
+// section-8 table, non-empty charts, the Chinese report; an unknown node;
+// the comparison by model.
+func TestNodeAndComparePages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser end to end: about 20 s")
+	}
+	base := seedService(t)
+
+	t.Run("deepseek", func(t *testing.T) {
+		ctx := browsertest.New(t)
+		step(t, ctx, 30*time.Second, "the decode-bound verdict on the node page",
+			chromedp.Navigate(base+"/#/node/"+deepseek),
+			chromedp.WaitVisible(chromedp.CSS(`#root-cause[data-cause="CAUSE_DECODE_BOUND"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`svg[data-chart="histogram-e2e"]`)))
+		// The seed's section-8 rows.
+		for _, ind := range []string{"KV_PRESSURE", "QUEUE", "QUEUE_RUNNING_RATIO", "PROMPT_TOKEN_RATE",
+			"GENERATION_TOKEN_RATE", "E2E_P99"} {
+			sel := fmt.Sprintf(`#findings tr[data-indicator="INDICATOR_%s"]`, ind)
+			if n := eval[int](t, ctx, fmt.Sprintf(`document.querySelectorAll(%q).length`, sel)); n != 1 {
+				t.Errorf("%s: %d rows, want 1", sel, n)
+			}
+		}
+		if got := eval[string](t, ctx, `document.querySelector('#root-cause h2').textContent`); !strings.Contains(got, "Root cause") || !strings.Contains(got, "Decode-bound") {
+			t.Errorf("root cause heading %q, want the English one naming decode-bound", got)
+		}
+		for _, m := range []string{"ttft", "e2e", "itl"} {
+			if n := points(t, ctx, "percentiles-"+m); n != 3 {
+				t.Errorf("percentiles-%s draws %d points, want P50, P95 and P99", m, n)
+			}
+			if n := points(t, ctx, "histogram-"+m); n < 1 {
+				t.Errorf("histogram-%s draws %d bars, want some", m, n)
+			}
+		}
+		// Bucket bounds are drawn as ranges: one band per drawn point.
+		if n := eval[int](t, ctx, `document.querySelectorAll('svg[data-chart="percentiles-e2e"] rect.chart-range').length`); n != 3 {
+			t.Errorf("percentiles-e2e has %d bucket bands, want 3", n)
+		}
+		var allowed []string
+		history := eval[bool](t, ctx, `!document.querySelector('#history-na')`)
+		if history {
+			step(t, ctx, 10*time.Second, "the sparklines", chromedp.WaitVisible(chromedp.CSS(`svg[data-chart="spark-e2e-p99"]`)))
+			for _, s := range []string{"spark-queue", "spark-running", "spark-kv", "spark-e2e-p99"} {
+				if n := points(t, ctx, s); n < 1 {
+					t.Errorf("%s draws %d points, want some", s, n)
+				}
+			}
+		} else {
+			t.Log("this service has no GetNodeHistory: the page says history is not available")
+			allowed = append(allowed, "404 (Not Found) "+base+"/llmdiag.v1.DiagnosisService/GetNodeHistory")
+		}
+		// The commands name this service and no token.
+		cmds := eval[string](t, ctx, `document.querySelector('.node-cmds').textContent`)
+		host := strings.TrimPrefix(base, "http://")
+		for _, want := range []string{"grpcurl -plaintext", "llmdiag.v1.DiagnosisService/DiagnoseNode", host, base + "/llmdiag.v1.DiagnosisService/GetNodeMetrics", `"node":"` + deepseek + `"`} {
+			if !strings.Contains(cmds, want) {
+				t.Errorf("the commands lack %q:\n%s", want, cmds)
+			}
+		}
+		if os.Getenv(UpdateScreenshotsEnv) == "1" {
+			browsertest.Screenshot(t, ctx, filepath.Join("..", "docs", "console-node.png"))
+			t.Log("wrote docs/console-node.png")
+		}
+
+		// Chinese: the report comes back localized, the table re-rendered.
+		step(t, ctx, 20*time.Second, "the Chinese report",
+			chromedp.Click(chromedp.CSS(`#lang-toggle`)),
+			chromedp.WaitVisible(chromedp.CSS(`#lang-toggle[aria-pressed="true"]`)))
+		until(t, ctx, 15*time.Second, "the Chinese root cause", `document.querySelector('#root-cause h2').textContent.includes('根本原因')`)
+		kv := eval[string](t, ctx, `document.querySelector('#findings tr[data-indicator="INDICATOR_KV_PRESSURE"] th').textContent`)
+		if !strings.Contains(kv, "压力") {
+			t.Errorf("KV pressure row in Chinese reads %q, want the Chinese name (…压力)", kv)
+		}
+		if got := eval[string](t, ctx, `location.hash`); !strings.Contains(got, "lang=zh") {
+			t.Errorf("location.hash %q does not keep the language", got)
+		}
+		if n := eval[int](t, ctx, `document.querySelectorAll('#root-cause[data-cause="CAUSE_DECODE_BOUND"]').length`); n != 1 {
+			t.Error("the Chinese report lost the decode-bound root cause")
+		}
+		step(t, ctx, 20*time.Second, "back to English",
+			chromedp.Click(chromedp.CSS(`#lang-toggle`)),
+			chromedp.WaitVisible(chromedp.CSS(`#lang-toggle[aria-pressed="false"]`)))
+		until(t, ctx, 15*time.Second, "the English root cause again", `document.querySelector('#root-cause h2').textContent.includes('Root cause')`)
+		noProblems(t, ctx, allowed...)
+	})
+
+	t.Run("unknown node", func(t *testing.T) {
+		ctx := browsertest.New(t)
+		step(t, ctx, 20*time.Second, "the no-such-node message",
+			chromedp.Navigate(base+"/#/node/no-such-node-here"),
+			chromedp.WaitVisible(chromedp.CSS(`#no-such-node`)))
+		if got := eval[string](t, ctx, `document.querySelector('#no-such-node').textContent`); !strings.Contains(got, "No such node") || !strings.Contains(got, "no-such-node-here") {
+			t.Errorf("message %q, want it to say no such node and name it", got)
+		}
+	})
+
+	t.Run("compare by model", func(t *testing.T) {
+		ctx := browsertest.New(t)
+		step(t, ctx, 20*time.Second, "the comparison by model",
+			chromedp.Navigate(base+"/#/compare?by=model&metric=ttft&q=0.99"),
+			chromedp.WaitVisible(chromedp.CSS(`svg[data-chart="compare"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#compare-table`)))
+		// The seed serves three models.
+		if n := points(t, ctx, "compare"); n != 3 {
+			t.Errorf("compare draws %d bars, want 3 (one per model)", n)
+		}
+		subjects := eval[[]string](t, ctx, `[...document.querySelectorAll('#compare-table tbody tr')].map(r => r.dataset.subject)`)
+		if len(subjects) != 3 {
+			t.Fatalf("table rows %v, want 3 models", subjects)
+		}
+		// Ranked: the first row has rank 1 at P99, and deepseek (its
+		// 12k-token prompts) is the slowest TTFT.
+		ranks := eval[[]string](t, ctx, `[...document.querySelectorAll('#compare-table tbody tr')].map(r => r.querySelector('td:nth-of-type(3)').dataset.rank || '')`)
+		if ranks[0] != "1" {
+			t.Errorf("P99 ranks by row %v, want the table sorted with #1 first", ranks)
+		}
+		if subjects[len(subjects)-1] != "deepseek-v4" {
+			t.Errorf("rows %v, want deepseek-v4 slowest at TTFT P99", subjects)
+		}
+		// Changing the metric re-asks and keeps the state in the URL.
+		step(t, ctx, 20*time.Second, "the E2E comparison",
+			chromedp.SetValue(chromedp.CSS(`#cmp-metric`), "e2e"))
+		eval[bool](t, ctx, `document.querySelector('#cmp-metric').dispatchEvent(new Event('change'))`)
+		until(t, ctx, 15*time.Second, "the E2E chart", `location.hash.includes('metric=e2e') && document.querySelector('svg[data-chart="compare"]').getAttribute('aria-label').startsWith('E2E')`)
+		noProblems(t, ctx)
+	})
+}
