@@ -210,6 +210,7 @@ func TestAllowed(t *testing.T) {
 		metrics = llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure
 		cmp     = llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure
 		diag    = llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure
+		hist    = llmdiagv1connect.DiagnosisServiceGetNodeHistoryProcedure
 		stream  = llmdiagv1connect.DiagnosisServiceStreamHealthProcedure
 		reflect = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 		prom    = "/metrics"
@@ -217,10 +218,10 @@ func TestAllowed(t *testing.T) {
 		mcp     = auth.MCPPath
 		am      = auth.AlertmanagerPath
 	)
-	all := []string{list, metrics, cmp, diag, stream, reflect, prom, future, mcp, am, "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
+	all := []string{list, metrics, cmp, diag, hist, stream, reflect, prom, future, mcp, am, "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
 	want := map[string][]string{
-		auth.RoleReader:       {list, metrics, cmp, diag, mcp},
-		auth.RoleRouter:       {list, metrics, cmp, diag, stream, mcp},
+		auth.RoleReader:       {list, metrics, cmp, diag, hist, mcp},
+		auth.RoleRouter:       {list, metrics, cmp, diag, hist, stream, mcp},
 		auth.RoleAlertmanager: {am},
 		auth.RoleAdmin:        all,
 		"":                    nil,

@@ -41,6 +41,7 @@ func reader(procedure string) bool {
 		llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure,
 		llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure,
 		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure,
+		llmdiagv1connect.DiagnosisServiceGetNodeHistoryProcedure,
 		MCPPath:
 		return true
 	}

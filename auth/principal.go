@@ -4,8 +4,8 @@ import "context"
 
 // Roles a principal may have.
 const (
-	// RoleReader may call ListNodes, GetNodeMetrics, ComparePercentiles and
-	// DiagnoseNode.
+	// RoleReader may call ListNodes, GetNodeMetrics, ComparePercentiles,
+	// DiagnoseNode and GetNodeHistory.
 	RoleReader = "reader"
 	// RoleRouter may call what a reader may, and StreamHealth.
 	RoleRouter = "router"

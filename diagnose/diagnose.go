@@ -24,6 +24,9 @@ type Point struct {
 	KVPressure     *float64
 	E2EMean        *float64 // seconds
 	GenerationRate *float64 // tok/s
+	// E2EP99 is the window's P99 end-to-end latency, in seconds: for the
+	// history's readers (GetNodeHistory's sparklines); no rule reads it.
+	E2EP99 *float64
 	// Status is the verdict given at that refresh.
 	Status llmdiagv1.Status
 }

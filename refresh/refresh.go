@@ -449,9 +449,9 @@ func Profile(o source.Observation) *llmdiagv1.Profile {
 }
 
 // PointOf is the history point a refresh's metrics make. Gauges are taken
-// as they are; window averages (mean E2E, generation rate) only when the
-// window is covered, since means over a lifetime or over the first seconds
-// of a window are not comparable with later ones.
+// as they are; window figures (mean and P99 E2E, generation rate) only when
+// the window is covered, since figures over a lifetime or over the first
+// seconds of a window are not comparable with later ones.
 //
 // A point keeps its time to the millisecond and its values to float32's
 // seven significant digits: far finer than any threshold or trend reads,
@@ -468,9 +468,24 @@ func PointOf(m *llmdiagv1.NodeMetrics) diagnose.Point {
 		p.GenerationRate = round32(m.GenerationTokensPerSecond)
 		if e2e := m.GetE2E(); e2e != nil {
 			p.E2EMean = round32(e2e.Mean)
+			p.E2EP99 = round32(p99(e2e))
 		}
 	}
 	return p
+}
+
+// p99 returns d's P99, or nil when d does not carry it or the window had no
+// observations (NaN).
+func p99(d *llmdiagv1.Distribution) *float64 {
+	for _, p := range d.GetPercentiles() {
+		if math.Abs(p.GetQuantile()-0.99) < 1e-9 {
+			if v := p.GetValue(); !math.IsNaN(v) && !math.IsInf(v, 0) {
+				return &v
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // round32 returns v rounded to the nearest float32, or v itself when

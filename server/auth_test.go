@@ -75,6 +75,10 @@ func (stubService) DiagnoseNode(ctx context.Context, _ *connect.Request[llmdiagv
 	return stubAnswer[llmdiagv1.DiagnoseNodeResponse](ctx)
 }
 
+func (stubService) GetNodeHistory(ctx context.Context, _ *connect.Request[llmdiagv1.GetNodeHistoryRequest]) (*connect.Response[llmdiagv1.GetNodeHistoryResponse], error) {
+	return stubAnswer[llmdiagv1.GetNodeHistoryResponse](ctx)
+}
+
 func (stubService) StreamHealth(ctx context.Context, _ *connect.Request[llmdiagv1.StreamHealthRequest], s *connect.ServerStream[llmdiagv1.StreamHealthResponse]) error {
 	s.ResponseHeader().Set("x-principal", seenPrincipal(ctx))
 	return s.Send(&llmdiagv1.StreamHealthResponse{})
@@ -265,6 +269,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"GetNodeMetrics", unary[llmdiagv1.GetNodeMetricsRequest, llmdiagv1.GetNodeMetricsResponse](llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure), []string{"reader", "router", "admin"}, true},
 		{"ComparePercentiles", unary[llmdiagv1.ComparePercentilesRequest, llmdiagv1.ComparePercentilesResponse](llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure), []string{"reader", "router", "admin"}, true},
 		{"DiagnoseNode", unary[llmdiagv1.DiagnoseNodeRequest, llmdiagv1.DiagnoseNodeResponse](llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure), []string{"reader", "router", "admin"}, true},
+		{"GetNodeHistory", unary[llmdiagv1.GetNodeHistoryRequest, llmdiagv1.GetNodeHistoryResponse](llmdiagv1connect.DiagnosisServiceGetNodeHistoryProcedure), []string{"reader", "router", "admin"}, true},
 		{"StreamHealth", streamHealth, []string{"router", "admin"}, true},
 		{"Reflection", reflectionList, []string{"admin"}, false},
 		{"Health", unary[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse]("/grpc.health.v1.Health/Check"), []string{"*"}, false},

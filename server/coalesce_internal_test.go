@@ -114,6 +114,7 @@ func TestUnaryProcedures(t *testing.T) {
 		llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure,
 		llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure,
 		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure,
+		llmdiagv1connect.DiagnosisServiceGetNodeHistoryProcedure,
 	}
 	slices.Sort(got)
 	slices.Sort(want)

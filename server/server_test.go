@@ -172,6 +172,7 @@ type api interface {
 	getNodeMetrics(ctx context.Context, r *llmdiagv1.GetNodeMetricsRequest) (*llmdiagv1.GetNodeMetricsResponse, error)
 	compare(ctx context.Context, r *llmdiagv1.ComparePercentilesRequest) (*llmdiagv1.ComparePercentilesResponse, error)
 	diagnose(ctx context.Context, r *llmdiagv1.DiagnoseNodeRequest) (*llmdiagv1.DiagnoseNodeResponse, error)
+	history(ctx context.Context, r *llmdiagv1.GetNodeHistoryRequest) (*llmdiagv1.GetNodeHistoryResponse, error)
 	// stream returns a receive function for StreamHealth.
 	stream(ctx context.Context, r *llmdiagv1.StreamHealthRequest) (func() (*llmdiagv1.StreamHealthResponse, error), error)
 }
@@ -195,6 +196,11 @@ func (a connectAPI) compare(ctx context.Context, r *llmdiagv1.ComparePercentiles
 
 func (a connectAPI) diagnose(ctx context.Context, r *llmdiagv1.DiagnoseNodeRequest) (*llmdiagv1.DiagnoseNodeResponse, error) {
 	resp, err := a.c.DiagnoseNode(ctx, connect.NewRequest(r))
+	return msg(resp, err)
+}
+
+func (a connectAPI) history(ctx context.Context, r *llmdiagv1.GetNodeHistoryRequest) (*llmdiagv1.GetNodeHistoryResponse, error) {
+	resp, err := a.c.GetNodeHistory(ctx, connect.NewRequest(r))
 	return msg(resp, err)
 }
 
@@ -239,6 +245,10 @@ func (a grpcAPI) compare(ctx context.Context, r *llmdiagv1.ComparePercentilesReq
 
 func (a grpcAPI) diagnose(ctx context.Context, r *llmdiagv1.DiagnoseNodeRequest) (*llmdiagv1.DiagnoseNodeResponse, error) {
 	return a.c.DiagnoseNode(ctx, r)
+}
+
+func (a grpcAPI) history(ctx context.Context, r *llmdiagv1.GetNodeHistoryRequest) (*llmdiagv1.GetNodeHistoryResponse, error) {
+	return a.c.GetNodeHistory(ctx, r)
 }
 
 func (a grpcAPI) stream(ctx context.Context, r *llmdiagv1.StreamHealthRequest) (func() (*llmdiagv1.StreamHealthResponse, error), error) {
@@ -466,6 +476,26 @@ func TestBadInput(t *testing.T) {
 			_, err := a.diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: "glm-0", Language: 42})
 			return err
 		}, "invalid_argument", "language"},
+		{"unknown node in history", func(ctx context.Context, a api) error {
+			_, err := a.history(ctx, &llmdiagv1.GetNodeHistoryRequest{Node: "no-such-node"})
+			return err
+		}, "not_found", "no-such-node"},
+		{"empty node id in history", func(ctx context.Context, a api) error {
+			_, err := a.history(ctx, &llmdiagv1.GetNodeHistoryRequest{})
+			return err
+		}, "invalid_argument", "node"},
+		{"invalid node id in history", func(ctx context.Context, a api) error {
+			_, err := a.history(ctx, &llmdiagv1.GetNodeHistoryRequest{Node: "a b"})
+			return err
+		}, "invalid_argument", "node"},
+		{"negative history limit", func(ctx context.Context, a api) error {
+			_, err := a.history(ctx, &llmdiagv1.GetNodeHistoryRequest{Node: "glm-0", Limit: -1})
+			return err
+		}, "invalid_argument", "limit"},
+		{"history limit over the maximum", func(ctx context.Context, a api) error {
+			_, err := a.history(ctx, &llmdiagv1.GetNodeHistoryRequest{Node: "glm-0", Limit: server.MaxHistoryPoints + 1})
+			return err
+		}, "invalid_argument", "limit"},
 		{"heartbeat too short", func(ctx context.Context, a api) error {
 			recv, err := a.stream(ctx, &llmdiagv1.StreamHealthRequest{HeartbeatInterval: durationpb.New(time.Millisecond)})
 			if err != nil {

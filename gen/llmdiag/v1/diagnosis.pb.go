@@ -3542,6 +3542,239 @@ func (x *StreamHealthResponse) GetResumeToken() string {
 	return ""
 }
 
+// GetNodeHistoryRequest names one node.
+type GetNodeHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The newest points to return, at most 10000; 0 means every point kept
+	// (serve --history, itself capped at 10000 in an answer).
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeHistoryRequest) Reset() {
+	*x = GetNodeHistoryRequest{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeHistoryRequest) ProtoMessage() {}
+
+func (x *GetNodeHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *GetNodeHistoryRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GetNodeHistoryRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// HistoryPoint is one refresh of a node, as its history keeps it: times to
+// the millisecond, values to float32's precision. A figure the refresh could
+// not read (the engine does not expose it, the node was down, or a window
+// average over a window not yet covered) is absent: never 0.
+type HistoryPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the refresh's data was read.
+	At *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// Whether that refresh reached the node.
+	Up bool `protobuf:"varint,2,opt,name=up,proto3" json:"up,omitempty"`
+	// Requests waiting.
+	Queue *float64 `protobuf:"fixed64,3,opt,name=queue,proto3,oneof" json:"queue,omitempty"`
+	// Requests running.
+	Running *float64 `protobuf:"fixed64,4,opt,name=running,proto3,oneof" json:"running,omitempty"`
+	// KV-cache usage, 0..1.
+	KvPressure *float64 `protobuf:"fixed64,5,opt,name=kv_pressure,json=kvPressure,proto3,oneof" json:"kv_pressure,omitempty"`
+	// Mean end-to-end latency over the refresh's window, in seconds.
+	E2EMeanSeconds *float64 `protobuf:"fixed64,6,opt,name=e2e_mean_seconds,json=e2eMeanSeconds,proto3,oneof" json:"e2e_mean_seconds,omitempty"`
+	// P99 end-to-end latency over the refresh's window, in seconds (absent in
+	// points kept before the service recorded it).
+	E2EP99Seconds *float64 `protobuf:"fixed64,7,opt,name=e2e_p99_seconds,json=e2eP99Seconds,proto3,oneof" json:"e2e_p99_seconds,omitempty"`
+	// Output tokens generated per second over the refresh's window.
+	GenerationTokensPerSecond *float64 `protobuf:"fixed64,8,opt,name=generation_tokens_per_second,json=generationTokensPerSecond,proto3,oneof" json:"generation_tokens_per_second,omitempty"`
+	// The verdict given at that refresh.
+	Status        Status `protobuf:"varint,9,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryPoint) Reset() {
+	*x = HistoryPoint{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryPoint) ProtoMessage() {}
+
+func (x *HistoryPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryPoint.ProtoReflect.Descriptor instead.
+func (*HistoryPoint) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *HistoryPoint) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *HistoryPoint) GetUp() bool {
+	if x != nil {
+		return x.Up
+	}
+	return false
+}
+
+func (x *HistoryPoint) GetQueue() float64 {
+	if x != nil && x.Queue != nil {
+		return *x.Queue
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetRunning() float64 {
+	if x != nil && x.Running != nil {
+		return *x.Running
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetKvPressure() float64 {
+	if x != nil && x.KvPressure != nil {
+		return *x.KvPressure
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetE2EMeanSeconds() float64 {
+	if x != nil && x.E2EMeanSeconds != nil {
+		return *x.E2EMeanSeconds
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetE2EP99Seconds() float64 {
+	if x != nil && x.E2EP99Seconds != nil {
+		return *x.E2EP99Seconds
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetGenerationTokensPerSecond() float64 {
+	if x != nil && x.GenerationTokensPerSecond != nil {
+		return *x.GenerationTokensPerSecond
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetStatus() Status {
+	if x != nil {
+		return x.Status
+	}
+	return Status_STATUS_UNSPECIFIED
+}
+
+// GetNodeHistoryResponse carries the node's history.
+type GetNodeHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Oldest first.
+	Points []*HistoryPoint `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	// Set when the answer comes from this replica's copy.
+	Degraded      *Degraded `protobuf:"bytes,2,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeHistoryResponse) Reset() {
+	*x = GetNodeHistoryResponse{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeHistoryResponse) ProtoMessage() {}
+
+func (x *GetNodeHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetNodeHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetNodeHistoryResponse) GetPoints() []*HistoryPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+func (x *GetNodeHistoryResponse) GetDegraded() *Degraded {
+	if x != nil {
+		return x.Degraded
+	}
+	return nil
+}
+
 var File_llmdiag_v1_diagnosis_proto protoreflect.FileDescriptor
 
 const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
@@ -3870,7 +4103,31 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.llmdiag.v1.EventKindR\x04kind\x12.\n" +
 	"\x06health\x18\x02 \x01(\v2\x16.llmdiag.v1.NodeHealthR\x06health\x123\n" +
 	"\asent_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12!\n" +
-	"\fresume_token\x18\x04 \x01(\tR\vresumeToken*\x8d\x01\n" +
+	"\fresume_token\x18\x04 \x01(\tR\vresumeToken\"A\n" +
+	"\x15GetNodeHistoryRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\xe8\x03\n" +
+	"\fHistoryPoint\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x0e\n" +
+	"\x02up\x18\x02 \x01(\bR\x02up\x12\x19\n" +
+	"\x05queue\x18\x03 \x01(\x01H\x00R\x05queue\x88\x01\x01\x12\x1d\n" +
+	"\arunning\x18\x04 \x01(\x01H\x01R\arunning\x88\x01\x01\x12$\n" +
+	"\vkv_pressure\x18\x05 \x01(\x01H\x02R\n" +
+	"kvPressure\x88\x01\x01\x12-\n" +
+	"\x10e2e_mean_seconds\x18\x06 \x01(\x01H\x03R\x0ee2eMeanSeconds\x88\x01\x01\x12+\n" +
+	"\x0fe2e_p99_seconds\x18\a \x01(\x01H\x04R\re2eP99Seconds\x88\x01\x01\x12D\n" +
+	"\x1cgeneration_tokens_per_second\x18\b \x01(\x01H\x05R\x19generationTokensPerSecond\x88\x01\x01\x12*\n" +
+	"\x06status\x18\t \x01(\x0e2\x12.llmdiag.v1.StatusR\x06statusB\b\n" +
+	"\x06_queueB\n" +
+	"\n" +
+	"\b_runningB\x0e\n" +
+	"\f_kv_pressureB\x13\n" +
+	"\x11_e2e_mean_secondsB\x12\n" +
+	"\x10_e2e_p99_secondsB\x1f\n" +
+	"\x1d_generation_tokens_per_second\"|\n" +
+	"\x16GetNodeHistoryResponse\x120\n" +
+	"\x06points\x18\x01 \x03(\v2\x18.llmdiag.v1.HistoryPointR\x06points\x120\n" +
+	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded*\x8d\x01\n" +
 	"\x06Engine\x12\x16\n" +
 	"\x12ENGINE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vENGINE_VLLM\x10\x01\x12\x11\n" +
@@ -3967,13 +4224,14 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12EVENT_KIND_INITIAL\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_SYNCED\x10\x02\x12\x15\n" +
 	"\x11EVENT_KIND_CHANGE\x10\x03\x12\x18\n" +
-	"\x14EVENT_KIND_HEARTBEAT\x10\x042\xdb\x03\n" +
+	"\x14EVENT_KIND_HEARTBEAT\x10\x042\xb9\x04\n" +
 	"\x10DiagnosisService\x12M\n" +
 	"\tListNodes\x12\x1c.llmdiag.v1.ListNodesRequest\x1a\x1d.llmdiag.v1.ListNodesResponse\"\x03\x90\x02\x01\x12\\\n" +
 	"\x0eGetNodeMetrics\x12!.llmdiag.v1.GetNodeMetricsRequest\x1a\".llmdiag.v1.GetNodeMetricsResponse\"\x03\x90\x02\x01\x12h\n" +
 	"\x12ComparePercentiles\x12%.llmdiag.v1.ComparePercentilesRequest\x1a&.llmdiag.v1.ComparePercentilesResponse\"\x03\x90\x02\x01\x12V\n" +
 	"\fDiagnoseNode\x12\x1f.llmdiag.v1.DiagnoseNodeRequest\x1a .llmdiag.v1.DiagnoseNodeResponse\"\x03\x90\x02\x01\x12X\n" +
-	"\fStreamHealth\x12\x1f.llmdiag.v1.StreamHealthRequest\x1a .llmdiag.v1.StreamHealthResponse\"\x03\x90\x02\x010\x01B5Z3github.com/llmdiag/llmdiag/gen/llmdiag/v1;llmdiagv1b\x06proto3"
+	"\fStreamHealth\x12\x1f.llmdiag.v1.StreamHealthRequest\x1a .llmdiag.v1.StreamHealthResponse\"\x03\x90\x02\x010\x01\x12\\\n" +
+	"\x0eGetNodeHistory\x12!.llmdiag.v1.GetNodeHistoryRequest\x1a\".llmdiag.v1.GetNodeHistoryResponse\"\x03\x90\x02\x01B5Z3github.com/llmdiag/llmdiag/gen/llmdiag/v1;llmdiagv1b\x06proto3"
 
 var (
 	file_llmdiag_v1_diagnosis_proto_rawDescOnce sync.Once
@@ -3988,7 +4246,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Role)(0),                          // 1: llmdiag.v1.Role
@@ -4025,100 +4283,109 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*StreamHealthRequest)(nil),        // 32: llmdiag.v1.StreamHealthRequest
 	(*NodeHealth)(nil),                 // 33: llmdiag.v1.NodeHealth
 	(*StreamHealthResponse)(nil),       // 34: llmdiag.v1.StreamHealthResponse
-	nil,                                // 35: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 36: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 37: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 38: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 39: google.protobuf.Duration
+	(*GetNodeHistoryRequest)(nil),      // 35: llmdiag.v1.GetNodeHistoryRequest
+	(*HistoryPoint)(nil),               // 36: llmdiag.v1.HistoryPoint
+	(*GetNodeHistoryResponse)(nil),     // 37: llmdiag.v1.GetNodeHistoryResponse
+	nil,                                // 38: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 39: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 40: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 41: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 42: google.protobuf.Duration
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	10, // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	38, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	41, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	2,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	3,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	39, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	35, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	42, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	38, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	1,  // 7: llmdiag.v1.Node.role:type_name -> llmdiag.v1.Role
 	12, // 8: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 9: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	38, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	39, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	39, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	39, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	41, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	42, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	42, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	42, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
 	13, // 14: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	13, // 15: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	13, // 17: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	13, // 18: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	38, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	41, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
 	15, // 20: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
 	1,  // 21: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
 	16, // 22: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
 	4,  // 23: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
 	2,  // 24: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
 	18, // 25: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	39, // 26: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	42, // 26: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
 	19, // 27: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
 	0,  // 28: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
 	2,  // 29: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
 	3,  // 30: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
 	17, // 31: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	38, // 32: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	39, // 33: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	41, // 32: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	42, // 33: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
 	7,  // 34: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
 	1,  // 35: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
 	0,  // 36: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
 	2,  // 37: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
 	11, // 38: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
 	23, // 39: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	39, // 40: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	39, // 41: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	42, // 40: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	42, // 41: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
 	14, // 42: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
 	23, // 43: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
 	5,  // 44: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
 	6,  // 45: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	39, // 46: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	39, // 47: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	42, // 46: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	42, // 47: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
 	12, // 48: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
 	27, // 49: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	39, // 50: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	42, // 50: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
 	5,  // 51: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
 	28, // 52: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	38, // 53: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	39, // 54: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	41, // 53: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	42, // 54: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
 	23, // 55: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	39, // 56: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	39, // 57: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	42, // 56: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	42, // 57: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
 	7,  // 58: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
 	8,  // 59: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
 	20, // 60: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
 	23, // 61: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	39, // 62: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	36, // 63: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	42, // 62: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	39, // 63: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
 	2,  // 64: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
 	3,  // 65: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	39, // 66: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	38, // 67: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	37, // 68: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	42, // 66: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	41, // 67: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	40, // 68: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
 	9,  // 69: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
 	33, // 70: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	38, // 71: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	21, // 72: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	24, // 73: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	26, // 74: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	30, // 75: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	32, // 76: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	22, // 77: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	25, // 78: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	29, // 79: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	31, // 80: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	34, // 81: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	77, // [77:82] is the sub-list for method output_type
-	72, // [72:77] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	41, // 71: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	41, // 72: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
+	2,  // 73: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
+	36, // 74: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
+	23, // 75: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
+	21, // 76: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	24, // 77: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	26, // 78: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	30, // 79: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	32, // 80: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	35, // 81: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
+	22, // 82: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	25, // 83: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	29, // 84: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	31, // 85: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	34, // 86: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	37, // 87: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
+	82, // [82:88] is the sub-list for method output_type
+	76, // [76:82] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -4130,13 +4397,14 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	file_llmdiag_v1_diagnosis_proto_msgTypes[4].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[5].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[9].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   28,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	DiagnosisService_ComparePercentiles_FullMethodName = "/llmdiag.v1.DiagnosisService/ComparePercentiles"
 	DiagnosisService_DiagnoseNode_FullMethodName       = "/llmdiag.v1.DiagnosisService/DiagnoseNode"
 	DiagnosisService_StreamHealth_FullMethodName       = "/llmdiag.v1.DiagnosisService/StreamHealth"
+	DiagnosisService_GetNodeHistory_FullMethodName     = "/llmdiag.v1.DiagnosisService/GetNodeHistory"
 )
 
 // DiagnosisServiceClient is the client API for DiagnosisService service.
@@ -53,6 +54,10 @@ type DiagnosisServiceClient interface {
 	// StreamHealth sends the current health of every selected node, then a
 	// marker, then changes as they happen, with heartbeats in between.
 	StreamHealth(ctx context.Context, in *StreamHealthRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamHealthResponse], error)
+	// GetNodeHistory returns one node's history as the service keeps it: a
+	// point per refresh, oldest first (the points the verdict rules read for
+	// spikes, episodes and trends).
+	GetNodeHistory(ctx context.Context, in *GetNodeHistoryRequest, opts ...grpc.CallOption) (*GetNodeHistoryResponse, error)
 }
 
 type diagnosisServiceClient struct {
@@ -122,6 +127,16 @@ func (c *diagnosisServiceClient) StreamHealth(ctx context.Context, in *StreamHea
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DiagnosisService_StreamHealthClient = grpc.ServerStreamingClient[StreamHealthResponse]
 
+func (c *diagnosisServiceClient) GetNodeHistory(ctx context.Context, in *GetNodeHistoryRequest, opts ...grpc.CallOption) (*GetNodeHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNodeHistoryResponse)
+	err := c.cc.Invoke(ctx, DiagnosisService_GetNodeHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // DiagnosisServiceServer is the server API for DiagnosisService service.
 // All implementations must embed UnimplementedDiagnosisServiceServer
 // for forward compatibility.
@@ -145,6 +160,10 @@ type DiagnosisServiceServer interface {
 	// StreamHealth sends the current health of every selected node, then a
 	// marker, then changes as they happen, with heartbeats in between.
 	StreamHealth(*StreamHealthRequest, grpc.ServerStreamingServer[StreamHealthResponse]) error
+	// GetNodeHistory returns one node's history as the service keeps it: a
+	// point per refresh, oldest first (the points the verdict rules read for
+	// spikes, episodes and trends).
+	GetNodeHistory(context.Context, *GetNodeHistoryRequest) (*GetNodeHistoryResponse, error)
 	mustEmbedUnimplementedDiagnosisServiceServer()
 }
 
@@ -169,6 +188,9 @@ func (UnimplementedDiagnosisServiceServer) DiagnoseNode(context.Context, *Diagno
 }
 func (UnimplementedDiagnosisServiceServer) StreamHealth(*StreamHealthRequest, grpc.ServerStreamingServer[StreamHealthResponse]) error {
 	return status.Error(codes.Unimplemented, "method StreamHealth not implemented")
+}
+func (UnimplementedDiagnosisServiceServer) GetNodeHistory(context.Context, *GetNodeHistoryRequest) (*GetNodeHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNodeHistory not implemented")
 }
 func (UnimplementedDiagnosisServiceServer) mustEmbedUnimplementedDiagnosisServiceServer() {}
 func (UnimplementedDiagnosisServiceServer) testEmbeddedByValue()                          {}
@@ -274,6 +296,24 @@ func _DiagnosisService_StreamHealth_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type DiagnosisService_StreamHealthServer = grpc.ServerStreamingServer[StreamHealthResponse]
 
+func _DiagnosisService_GetNodeHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiagnosisServiceServer).GetNodeHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiagnosisService_GetNodeHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiagnosisServiceServer).GetNodeHistory(ctx, req.(*GetNodeHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // DiagnosisService_ServiceDesc is the grpc.ServiceDesc for DiagnosisService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -296,6 +336,10 @@ var DiagnosisService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DiagnoseNode",
 			Handler:    _DiagnosisService_DiagnoseNode_Handler,
+		},
+		{
+			MethodName: "GetNodeHistory",
+			Handler:    _DiagnosisService_GetNodeHistory_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -51,6 +51,9 @@ const (
 	// DiagnosisServiceStreamHealthProcedure is the fully-qualified name of the DiagnosisService's
 	// StreamHealth RPC.
 	DiagnosisServiceStreamHealthProcedure = "/llmdiag.v1.DiagnosisService/StreamHealth"
+	// DiagnosisServiceGetNodeHistoryProcedure is the fully-qualified name of the DiagnosisService's
+	// GetNodeHistory RPC.
+	DiagnosisServiceGetNodeHistoryProcedure = "/llmdiag.v1.DiagnosisService/GetNodeHistory"
 )
 
 // DiagnosisServiceClient is a client for the llmdiag.v1.DiagnosisService service.
@@ -71,6 +74,10 @@ type DiagnosisServiceClient interface {
 	// StreamHealth sends the current health of every selected node, then a
 	// marker, then changes as they happen, with heartbeats in between.
 	StreamHealth(context.Context, *connect.Request[v1.StreamHealthRequest]) (*connect.ServerStreamForClient[v1.StreamHealthResponse], error)
+	// GetNodeHistory returns one node's history as the service keeps it: a
+	// point per refresh, oldest first (the points the verdict rules read for
+	// spikes, episodes and trends).
+	GetNodeHistory(context.Context, *connect.Request[v1.GetNodeHistoryRequest]) (*connect.Response[v1.GetNodeHistoryResponse], error)
 }
 
 // NewDiagnosisServiceClient constructs a client for the llmdiag.v1.DiagnosisService service. By
@@ -119,6 +126,13 @@ func NewDiagnosisServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getNodeHistory: connect.NewClient[v1.GetNodeHistoryRequest, v1.GetNodeHistoryResponse](
+			httpClient,
+			baseURL+DiagnosisServiceGetNodeHistoryProcedure,
+			connect.WithSchema(diagnosisServiceMethods.ByName("GetNodeHistory")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -129,6 +143,7 @@ type diagnosisServiceClient struct {
 	comparePercentiles *connect.Client[v1.ComparePercentilesRequest, v1.ComparePercentilesResponse]
 	diagnoseNode       *connect.Client[v1.DiagnoseNodeRequest, v1.DiagnoseNodeResponse]
 	streamHealth       *connect.Client[v1.StreamHealthRequest, v1.StreamHealthResponse]
+	getNodeHistory     *connect.Client[v1.GetNodeHistoryRequest, v1.GetNodeHistoryResponse]
 }
 
 // ListNodes calls llmdiag.v1.DiagnosisService.ListNodes.
@@ -156,6 +171,11 @@ func (c *diagnosisServiceClient) StreamHealth(ctx context.Context, req *connect.
 	return c.streamHealth.CallServerStream(ctx, req)
 }
 
+// GetNodeHistory calls llmdiag.v1.DiagnosisService.GetNodeHistory.
+func (c *diagnosisServiceClient) GetNodeHistory(ctx context.Context, req *connect.Request[v1.GetNodeHistoryRequest]) (*connect.Response[v1.GetNodeHistoryResponse], error) {
+	return c.getNodeHistory.CallUnary(ctx, req)
+}
+
 // DiagnosisServiceHandler is an implementation of the llmdiag.v1.DiagnosisService service.
 type DiagnosisServiceHandler interface {
 	// ListNodes returns the fleet: every known node with its model, engine,
@@ -174,6 +194,10 @@ type DiagnosisServiceHandler interface {
 	// StreamHealth sends the current health of every selected node, then a
 	// marker, then changes as they happen, with heartbeats in between.
 	StreamHealth(context.Context, *connect.Request[v1.StreamHealthRequest], *connect.ServerStream[v1.StreamHealthResponse]) error
+	// GetNodeHistory returns one node's history as the service keeps it: a
+	// point per refresh, oldest first (the points the verdict rules read for
+	// spikes, episodes and trends).
+	GetNodeHistory(context.Context, *connect.Request[v1.GetNodeHistoryRequest]) (*connect.Response[v1.GetNodeHistoryResponse], error)
 }
 
 // NewDiagnosisServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -218,6 +242,13 @@ func NewDiagnosisServiceHandler(svc DiagnosisServiceHandler, opts ...connect.Han
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	diagnosisServiceGetNodeHistoryHandler := connect.NewUnaryHandler(
+		DiagnosisServiceGetNodeHistoryProcedure,
+		svc.GetNodeHistory,
+		connect.WithSchema(diagnosisServiceMethods.ByName("GetNodeHistory")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/llmdiag.v1.DiagnosisService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case DiagnosisServiceListNodesProcedure:
@@ -230,6 +261,8 @@ func NewDiagnosisServiceHandler(svc DiagnosisServiceHandler, opts ...connect.Han
 			diagnosisServiceDiagnoseNodeHandler.ServeHTTP(w, r)
 		case DiagnosisServiceStreamHealthProcedure:
 			diagnosisServiceStreamHealthHandler.ServeHTTP(w, r)
+		case DiagnosisServiceGetNodeHistoryProcedure:
+			diagnosisServiceGetNodeHistoryHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -257,4 +290,8 @@ func (UnimplementedDiagnosisServiceHandler) DiagnoseNode(context.Context, *conne
 
 func (UnimplementedDiagnosisServiceHandler) StreamHealth(context.Context, *connect.Request[v1.StreamHealthRequest], *connect.ServerStream[v1.StreamHealthResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("llmdiag.v1.DiagnosisService.StreamHealth is not implemented"))
+}
+
+func (UnimplementedDiagnosisServiceHandler) GetNodeHistory(context.Context, *connect.Request[v1.GetNodeHistoryRequest]) (*connect.Response[v1.GetNodeHistoryResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("llmdiag.v1.DiagnosisService.GetNodeHistory is not implemented"))
 }
