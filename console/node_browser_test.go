@@ -199,6 +199,19 @@ func TestNodeAndComparePages(t *testing.T) {
 			t.Log("this service has no GetNodeHistory: the page says history is not available")
 			allowed = append(allowed, "404 (Not Found) "+base+"/llmdiag.v1.DiagnosisService/GetNodeHistory")
 		}
+		// What the load transferred: every file and every answer.
+		weight := eval[map[string]float64](t, ctx, `(() => {
+			const nav = performance.getEntriesByType('navigation')[0];
+			const res = performance.getEntriesByType('resource');
+			const sum = (xs) => xs.reduce((s, e) => s + e.transferSize, 0);
+			const api = res.filter(e => e.name.includes('/llmdiag.v1.DiagnosisService/'));
+			return {files: nav.transferSize + sum(res.filter(e => !api.includes(e))), api: sum(api), n: res.length + 1};
+		})()`)
+		t.Logf("the node page's load transferred %.1f KB of files and %.1f KB of answers in %.0f requests",
+			weight["files"]/1024, weight["api"]/1024, weight["n"])
+		if total := weight["files"] + weight["api"]; total >= 300<<10 || weight["files"] == 0 {
+			t.Errorf("the node page's load transferred %.0f bytes, want some and under 300 KB", total)
+		}
 		// The commands name this service and no token.
 		cmds := eval[string](t, ctx, `document.querySelector('.node-cmds').textContent`)
 		host := strings.TrimPrefix(base, "http://")
@@ -232,6 +245,34 @@ func TestNodeAndComparePages(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS(`#lang-toggle[aria-pressed="false"]`)))
 		until(t, ctx, 15*time.Second, "the English root cause again", `document.querySelector('#root-cause h2').textContent.includes('Root cause')`)
 		noProblems(t, ctx, allowed...)
+	})
+
+	t.Run("charts", func(t *testing.T) {
+		ctx := browsertest.New(t)
+		step(t, ctx, 20*time.Second, "the console", chromedp.Navigate(base+"/#/compare"), chromedp.WaitVisible(chromedp.CSS(`svg[data-chart="compare"]`)))
+		// The builders on the API's JSON shapes: cumulative counts
+		// differenced (a dip reads 0 and the next bucket counts from the
+		// highest before it), NaN as "no observations", an upper
+		// bound of +Inf drawn open, absent fields read as 0.
+		got := eval[string](t, ctx, `import('/console/charts.js').then(c => JSON.stringify({
+			buckets: c.bucketCounts({bucketBounds: [0.1, 1, 10, "Infinity"], bucketCounts: [2, 5, 4, 9]}).map(b => b.n),
+			hist: c.histogram('h', 'H', {bucketBounds: [0.1, 1, 10, 100, "Infinity"], bucketCounts: [0, 3, 3, 7, 7]}).dataset.points,
+			empty: c.histogram('h', 'H', {bucketBounds: [1, "Infinity"], bucketCounts: [0, 0]}).dataset.points,
+			pct: c.percentileChart('p', 'P', {percentiles: [
+				{quantile: 0.5, value: 0.3, upperBound: 0.5},
+				{quantile: 0.95, value: "NaN", lowerBound: 1, upperBound: 2},
+				{quantile: 0.99, value: 40, lowerBound: 40, upperBound: "Infinity"}]}).dataset.points,
+			open: c.percentileChart('p', 'P', {percentiles: [{quantile: 0.5, value: 0.3, upperBound: 0.5},
+				{quantile: 0.99, value: 40, lowerBound: 40, upperBound: "Infinity"}]}).querySelectorAll('.chart-open').length,
+			desc: c.percentileChart('p', 'P', {percentiles: [{quantile: 0.99, value: 2.5, lowerBound: 1, upperBound: 5}]}).querySelector('desc').textContent,
+			spark: c.sparkline('s', 'S', [{t: 1, v: 1}, {t: 2, v: NaN}, {t: 3, v: 2}]).dataset.points,
+			bars: c.rangeBars('b', 'B', [{label: 'a', value: 1, lo: 0.5, hi: 2, rank: 1}, {label: 'b', value: NaN, rank: 0, note: 'no data'}]).dataset.points,
+			log: c.rangeBars('b', 'B', [{label: 'a', value: 0.05, lo: 0, hi: 0.1, rank: 1}, {label: 'b', value: 5, lo: 2.5, hi: 5, rank: 2}]).dataset.scale,
+		}))`)
+		want := `{"buckets":[2,3,0,4],"hist":"3","empty":"0","pct":"2","open":2,"desc":"P99 2.5 s (bucket 1 s–5 s)","spark":"2","bars":"1","log":"log"}`
+		if got != want {
+			t.Errorf("charts.js on fixtures:\n got %s\nwant %s", got, want)
+		}
 	})
 
 	t.Run("unknown node", func(t *testing.T) {
