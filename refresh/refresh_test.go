@@ -155,14 +155,39 @@ func TestPointOfTakesMeansOnlyFromCoveredWindows(t *testing.T) {
 		{"1m", 55 * time.Second, true},
 	}
 	for _, tc := range tests {
-		m := &llmdiagv1.NodeMetrics{Window: tc.window, Covered: durationpb.New(tc.covered), Queue: sample.F(1), E2E: &llmdiagv1.Distribution{Mean: mean}, GenerationTokensPerSecond: sample.F(5)}
+		e2e := &llmdiagv1.Distribution{Mean: mean, Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.5, Value: 10}, {Quantile: 0.95, Value: 20}, {Quantile: 0.99, Value: 30}}}
+		m := &llmdiagv1.NodeMetrics{Window: tc.window, Covered: durationpb.New(tc.covered), Queue: sample.F(1), E2E: e2e, GenerationTokensPerSecond: sample.F(5)}
 		p := refresh.PointOf(m)
-		if (p.E2EMean != nil) != tc.want || (p.GenerationRate != nil) != tc.want || p.Queue == nil {
-			t.Errorf("%s covered %v: mean %v rate %v queue %v; want means %v", tc.window, tc.covered, p.E2EMean, p.GenerationRate, p.Queue, tc.want)
+		if (p.E2EMean != nil) != tc.want || (p.E2EP99 != nil) != tc.want || (p.GenerationRate != nil) != tc.want || p.Queue == nil {
+			t.Errorf("%s covered %v: mean %v P99 %v rate %v queue %v; want window figures %v", tc.window, tc.covered, p.E2EMean, p.E2EP99, p.GenerationRate, p.Queue, tc.want)
+		}
+		if tc.want && *p.E2EP99 != 30 {
+			t.Errorf("%s covered %v: E2EP99 %v, want the 0.99 percentile, 30", tc.window, tc.covered, *p.E2EP99)
 		}
 	}
 	// No E2E histogram at all (a target serving junk) must not panic.
 	_ = refresh.PointOf(&llmdiagv1.NodeMetrics{Window: "5m", Covered: durationpb.New(5 * time.Minute)})
+}
+
+func TestPointOfE2EP99(t *testing.T) {
+	tests := []struct {
+		name string
+		pcts []*llmdiagv1.Percentile
+		want *float64
+	}{
+		{"no percentiles", nil, nil},
+		{"no P99", []*llmdiagv1.Percentile{{Quantile: 0.5, Value: 1}}, nil},
+		{"no observations (NaN)", []*llmdiagv1.Percentile{{Quantile: 0.99, Value: math.NaN()}}, nil},
+		{"rounded to float32", []*llmdiagv1.Percentile{{Quantile: 0.95, Value: 2}, {Quantile: 0.99, Value: 0.1}}, sample.F(float64(float32(0.1)))},
+		{"in the last bucket: the largest finite bound", []*llmdiagv1.Percentile{{Quantile: 0.99, Value: 7680, UpperBound: math.Inf(1)}}, sample.F(7680)},
+	}
+	for _, tc := range tests {
+		m := &llmdiagv1.NodeMetrics{Window: "5m", Covered: durationpb.New(5 * time.Minute), E2E: &llmdiagv1.Distribution{Percentiles: tc.pcts}}
+		got := refresh.PointOf(m).E2EP99
+		if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+			t.Errorf("%s: E2EP99 = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
 
 func TestPointOfRoundsToMillisecondsAndFloat32(t *testing.T) {

@@ -68,7 +68,7 @@ func TestGetNodeHistory(t *testing.T) {
 			if !last.GetAt().AsTime().Equal(at) || !first.GetAt().AsTime().Before(at) {
 				t.Errorf("points at %v, %v: want oldest first, the last at %v", first.GetAt().AsTime(), last.GetAt().AsTime(), at)
 			}
-			if last.GetQueue() != 3 || last.GetKvPressure() != 0.5 || last.GetE2EMeanSeconds() != 12.5 ||
+			if last.GetQueue() != 3 || last.GetKvPressure() != 0.5 || last.GetE2EMeanSeconds() != 12.5 || last.GetE2EP99Seconds() != 40 ||
 				last.GetGenerationTokensPerSecond() != 121 || last.GetStatus() != llmdiagv1.Status_STATUS_WARN {
 				t.Errorf("last point %v: want the figures stored", last)
 			}

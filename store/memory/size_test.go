@@ -157,7 +157,7 @@ func plainHistorySize(h []diagnose.Point) int {
 	n := 0
 	for _, p := range h {
 		n += 10
-		for _, v := range []*float64{p.Queue, p.Running, p.KVPressure, p.E2EMean, p.GenerationRate} {
+		for _, v := range []*float64{p.Queue, p.Running, p.KVPressure, p.E2EMean, p.GenerationRate, p.E2EP99} {
 			if v != nil {
 				n += 8
 			}

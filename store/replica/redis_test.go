@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -278,4 +279,72 @@ func TestIncrementalSyncOnCluster(t *testing.T) {
 	}
 	o.sync(t, false, 1)
 	o.copyIs(t, map[string]int{"a": 3})
+}
+
+// TestHistoryFromAnEarlierVersion: a history the previous layout wrote
+// (before E2EP99: store/internal/compact/testdata, its .txt golden the
+// points that build decoded) is in Redis when this version starts. The
+// replica's copy reads it whole; the writer appends a point with E2EP99 to
+// it, and the next sync brings that point, E2EP99 and all, to the copy.
+func TestHistoryFromAnEarlierVersion(t *testing.T) {
+	ctx := context.Background()
+	const fixture = "../internal/compact/testdata/history-v1-overloaded"
+	raw, err := os.ReadFile(fixture + ".bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(fixture + ".txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var times []time.Time
+	for line := range strings.Lines(string(golden)) {
+		at, err := time.Parse(time.RFC3339Nano, strings.Fields(line)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		times = append(times, at)
+	}
+	o := newOverRedis(t, "", replica.Options{FullEvery: 24 * time.Hour}, nil)
+	last := times[len(times)-1]
+	if err := o.w.Put(ctx, record("a", last, llmdiagv1.Status_STATUS_WARN), diagnose.Point{At: last, Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	// As the earlier version left it.
+	if err := o.rdb.Set(ctx, "llmdiag:{n:a}:hist", raw, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	o.sync(t, true, 1)
+	check := func(want int) []diagnose.Point {
+		t.Helper()
+		h, err := o.r.History(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != want {
+			t.Fatalf("copy's history of a: %d points, want %d", len(h), want)
+		}
+		for i, at := range times {
+			if !h[i].At.Equal(at) || h[i].E2EP99 != nil || h[i].Running == nil {
+				t.Fatalf("point %d: at %v, E2EP99 %v, running %v; want the earlier version's point at %v, running known, no E2EP99", i, h[i].At, h[i].E2EP99, h[i].Running, at)
+			}
+		}
+		return h
+	}
+	check(len(times))
+
+	at := last.Add(5 * time.Second)
+	p99, mean := 42.5, 11.0
+	if err := o.w.Put(ctx, record("a", at, llmdiagv1.Status_STATUS_CRIT), diagnose.Point{At: at, Up: true, E2EMean: &mean, E2EP99: &p99, Status: llmdiagv1.Status_STATUS_CRIT}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := o.rdb.Get(ctx, "llmdiag:{n:a}:hist").Bytes()
+	if err != nil || len(v) == 0 || v[0] != 2 {
+		t.Fatalf("history with E2EP99 stored as version %v (%v), want 2", v[:min(1, len(v))], err)
+	}
+	o.sync(t, false, 1)
+	h := check(len(times) + 1)
+	if p := h[len(h)-1]; !p.At.Equal(at) || p.E2EP99 == nil || *p.E2EP99 != p99 || p.Queue != nil || *p.E2EMean != mean {
+		t.Fatalf("newest point %+v: want E2EP99 %v and mean %v, queue absent", p, p99, mean)
+	}
 }

@@ -40,6 +40,12 @@ import (
 // their instant and location (UTC, Local or any other *time.Location) but
 // not a monotonic clock reading, as with any store that serialises them.
 //
+// The gauges are Queue, Running, KVPressure, E2EMean, GenerationRate and
+// E2EP99, in that order. E2EP99 came later, in bits the first layout left
+// clear (flag bit 12, header bits 13-14), so chunks written before it
+// decode unchanged, as points without it; a history holding it marshals as
+// version 2, which older binaries refuse rather than misread (marshal.go).
+//
 // The zero History is empty. A History is not safe for concurrent use; a
 // Snapshot may be decoded while the History changes.
 type History struct {
@@ -50,6 +56,9 @@ type History struct {
 	skip   int      // points dropped from the front of the first chunk
 	per    int      // points per chunk
 	locs   []*time.Location
+	// p99 is set once a point with E2EP99 is encoded (or a version 2
+	// history unmarshalled): the bytes may then use its bits.
+	p99 bool
 }
 
 // maxChunk bounds the points of one chunk: a longer chunk costs less per
@@ -68,15 +77,24 @@ type state struct {
 	size   [numGauges]uint8 // 0: no window yet
 }
 
-const numGauges = 5
+const numGauges = 6
 
-// Flags word layout.
+// Flags word layout: bits 0..4 and 12 say which gauges are known (knownBit).
 const (
-	flagUp      = 1 << numGauges // bits 0..4: gauge known
-	flagLocBit  = numGauges + 1  // 2 bits: locUTC, locLocal, locOther
-	flagRawTime = 1 << (numGauges + 3)
-	flagStatBit = numGauges + 4 // 3 bits: status 0..6, 7 = written in 4 bytes
+	flagUp      = 1 << 5
+	flagLocBit  = 6 // 2 bits: locUTC, locLocal, locOther
+	flagRawTime = 1 << 8
+	flagStatBit = 9 // 3 bits: status 0..6, 7 = written in 4 bytes
 	statusEsc   = 7
+	flagP99     = 1 << 12 // E2EP99 known
+)
+
+// knownBit is each gauge's bit in the flags word, codeShift the place of
+// its 2-bit code in the header: the first five as the first layout had
+// them, E2EP99 in bits it left clear.
+var (
+	knownBit  = [numGauges]uint16{1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, flagP99}
+	codeShift = [numGauges]uint{0, 2, 4, 6, 8, 13}
 )
 
 const (
@@ -85,23 +103,23 @@ const (
 	locOther
 )
 
-// Header layout: 2 bits per gauge, then the time's kind, then whether the
-// flags follow.
+// Header layout: 2 bits for each of the first five gauges, then the time's
+// kind, then whether the flags follow, then 2 bits for E2EP99 (codeShift).
 const (
 	gaugeSame   = 0 // unchanged
 	gaugeWindow = 1 // the changed bytes, in the previous window
 	gaugeNew    = 2 // a window byte (lead<<4 | size), then the changed bytes
 
-	hdrTimeBit = 2 * numGauges // 2 bits:
-	timeSame   = 0             // the interval held
-	timeDelta  = 1             // varint zigzag(change/unit)<<2 | unit
-	timeNanos  = 2             // Unix nanoseconds, 8 bytes
-	timeRaw    = 3             // Unix seconds (8 bytes) and nanoseconds (4)
+	hdrTimeBit = 10 // 2 bits:
+	timeSame   = 0  // the interval held
+	timeDelta  = 1  // varint zigzag(change/unit)<<2 | unit
+	timeNanos  = 2  // Unix nanoseconds, 8 bytes
+	timeRaw    = 3  // Unix seconds (8 bytes) and nanoseconds (4)
 	hdrFlags   = 1 << (hdrTimeBit + 2)
 )
 
 func gauges(p *diagnose.Point) [numGauges]**float64 {
-	return [numGauges]**float64{&p.Queue, &p.Running, &p.KVPressure, &p.E2EMean, &p.GenerationRate}
+	return [numGauges]**float64{&p.Queue, &p.Running, &p.KVPressure, &p.E2EMean, &p.GenerationRate, &p.E2EP99}
 }
 
 // Len returns the number of points.
@@ -177,8 +195,11 @@ func (h *History) encode(p diagnose.Point) error {
 	g := gauges(&p)
 	for i, v := range g {
 		if *v != nil {
-			flags |= 1 << i
+			flags |= knownBit[i]
 		}
+	}
+	if flags&flagP99 != 0 {
+		h.p99 = true
 	}
 	if p.Up {
 		flags |= flagUp
@@ -269,10 +290,10 @@ func (h *History) encode(p diagnose.Point) error {
 		lead := uint8(bits.LeadingZeros64(x) / 8)
 		size := 8 - lead - uint8(bits.TrailingZeros64(x)/8)
 		if s := st.size[i]; s != 0 && lead >= st.lead[i] && lead+size <= st.lead[i]+s && s <= size+1 {
-			hdr |= gaugeWindow << (2 * i)
+			hdr |= gaugeWindow << codeShift[i]
 			lead, size = st.lead[i], s
 		} else {
-			hdr |= gaugeNew << (2 * i)
+			hdr |= gaugeNew << codeShift[i]
 			b = append(b, lead<<4|size)
 			st.lead[i], st.size[i] = lead, size
 		}
@@ -432,10 +453,10 @@ func (h *History) decodeChunk(b []byte, n, skip int, out []diagnose.Point, vals 
 
 		ptrs := gauges(p)
 		for g := range numGauges {
-			if flags&(1<<g) == 0 {
+			if flags&knownBit[g] == 0 {
 				continue
 			}
-			switch hdr >> (2 * g) & 3 {
+			switch hdr >> codeShift[g] & 3 {
 			case gaugeSame:
 			case gaugeNew:
 				if len(b) < 1 {

@@ -7,14 +7,21 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-const historyVersion = 1
+// History versions: 2 may use E2EP99's bits (history.go), which version 1
+// readers would misread; a history without E2EP99 is still written as 1,
+// which every reader decodes.
+const (
+	historyVersion1 = 1
+	historyVersion2 = 2
+)
 
 // ErrLocation is returned by MarshalBinary for a history holding a time in a
 // location other than UTC and Local: such a location is a pointer that does
 // not cross processes.
 var ErrLocation = errors.New("compact: history time location other than UTC or Local cannot be marshalled")
 
-// MarshalBinary returns the history as portable bytes: a version byte, the
+// MarshalBinary returns the history as portable bytes: a version byte (2
+// once a point with E2EP99 was appended, else 1), the
 // chunk geometry as varints (points per chunk, points dropped, points in
 // the tail, the number of full chunks and each one's length), then the
 // chunks' bytes as they are. The encoder's state is not written: Unmarshal
@@ -24,7 +31,11 @@ func (h *History) MarshalBinary() ([]byte, error) {
 		return nil, ErrLocation
 	}
 	b := make([]byte, 0, 8+2*len(h.ends)+len(h.closed)+len(h.tail))
-	b = append(b, historyVersion)
+	version := byte(historyVersion1)
+	if h.p99 {
+		version = historyVersion2
+	}
+	b = append(b, version)
 	b = protowire.AppendVarint(b, uint64(h.per))
 	b = protowire.AppendVarint(b, uint64(h.skip))
 	b = protowire.AppendVarint(b, uint64(h.st.n))
@@ -42,9 +53,10 @@ func (h *History) MarshalBinary() ([]byte, error) {
 // wrote it; appending to it continues exactly as appending to the original
 // would have.
 func (h *History) UnmarshalBinary(b []byte) error {
-	if len(b) == 0 || b[0] != historyVersion {
+	if len(b) == 0 || (b[0] != historyVersion1 && b[0] != historyVersion2) {
 		return fmt.Errorf("%w: history version", errCorrupt)
 	}
+	p99 := b[0] == historyVersion2
 	b = b[1:]
 	var vals [4]uint64
 	for i := range vals {
@@ -72,7 +84,7 @@ func (h *History) UnmarshalBinary(b []byte) error {
 		}
 		ends[i] = uint32(end)
 	}
-	out := History{per: int(per), skip: int(skip), ends: ends}
+	out := History{per: int(per), skip: int(skip), ends: ends, p99: p99}
 	if chunks > 0 {
 		out.closed = append([]byte(nil), b[:end]...)
 	} else {

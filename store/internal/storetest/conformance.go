@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,6 +144,39 @@ func testRecordsAndHistory(t *testing.T, h Harness) {
 	if len(hist) != 3 || hist[0].At.Unix() != 2 || hist[2].At.Unix() != 4 {
 		t.Fatalf("History = %v, want the last 3 points (2..4)", hist)
 	}
+	// Every figure of a point comes back, and an absent one stays absent.
+	f := func(v float64) *float64 { return &v }
+	full := diagnose.Point{At: time.Unix(10, 0), Up: true, Queue: f(3), Running: f(40), KVPressure: f(0.5),
+		E2EMean: f(12.5), GenerationRate: f(121), E2EP99: f(40.25), Status: llmdiagv1.Status_STATUS_WARN}
+	sparse := diagnose.Point{At: time.Unix(11, 0), Up: true, Running: f(2), E2EP99: f(0.75), Status: llmdiagv1.Status_STATUS_OK}
+	for _, p := range []diagnose.Point{full, sparse} {
+		if err := s.Put(ctx, rec("c", "m"), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hist, err = s.History(ctx, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	figures := func(p diagnose.Point) string {
+		var b strings.Builder
+		for _, v := range []*float64{p.Queue, p.Running, p.KVPressure, p.E2EMean, p.GenerationRate, p.E2EP99} {
+			if v == nil {
+				b.WriteString(" -")
+			} else {
+				fmt.Fprintf(&b, " %v", *v)
+			}
+		}
+		return fmt.Sprintf("%d %v %v%s", p.At.Unix(), p.Up, p.Status, b.String())
+	}
+	if len(hist) != 2 || figures(hist[0]) != figures(full) || figures(hist[1]) != figures(sparse) {
+		var got []string
+		for _, p := range hist {
+			got = append(got, figures(p))
+		}
+		t.Fatalf("History(c) = %q; want %q then %q", got, figures(full), figures(sparse))
+	}
+
 	// Records are copies: changing one does not change the store.
 	got, err := s.Get(ctx, "a")
 	if err != nil {
