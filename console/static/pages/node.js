@@ -287,9 +287,11 @@ export function render(root, params, ctx) {
       ['spark-kv', 'KV pressure', series((p) => opt(p.kvPressure)), fmtPercent],
       ['spark-e2e-p99', 'E2E P99', series((p) => opt(p.e2eP99Seconds !== undefined ? p.e2eP99Seconds : p.e2eP99)), fmtSeconds],
     ];
+    const noP99 = pts.length > 0 && !items[3][2].some((p) => Number.isFinite(p.v));
     history.replaceChildren(
       h('h2', { id: 'history-h', text: 'History' }),
-      h('p', { class: 'muted', text: spans }),
+      h('p', { class: 'muted', text: spans + (noP99
+        ? '. E2E P99 is kept once the service has watched the node for a whole window.' : '') }),
       h('dl', { class: 'sparks' }, items.map(([name, label, vals, fmt]) => {
         const last = [...vals].reverse().find((p) => Number.isFinite(p.v));
         return h('div', { class: 'spark' },
