@@ -1,122 +1,42 @@
-package console_test
+package cli_test
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/chromedp/chromedp"
 
-	"github.com/llmdiag/llmdiag/cli"
-	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/internal/browsertest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
-	"github.com/llmdiag/llmdiag/sim"
 )
 
 // deepseek is the seed's section-8 node: decode-bound.
 const deepseek = "deepseek-v4-0"
 
-// UpdateScreenshotsEnv set to 1 makes the tests write the README's
-// pictures into docs/.
-const UpdateScreenshotsEnv = "LLMDIAG_UPDATE_SCREENSHOTS"
-
-// seedFleet runs the seed scenario's simulator in this process, as
-// `llmdiag sim --scenario seed` does, and returns its fleet file. It stops
-// at t's cleanup.
-func seedFleet(t *testing.T) string {
-	t.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Warmup = 10 * time.Minute
-	fl, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sim: %v", err)
-		}
-	})
-	fleetPath := filepath.Join(t.TempDir(), "fleet.yaml")
-	data, err := fl.FleetFile().Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(fleetPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return fleetPath
-}
-
-// serveFleet runs `llmdiag serve` on the fleet file in this process, as
-// scripts/run.sh does (default interval, no rate limit) plus extra flags,
-// on a free loopback port, and returns its URL and a client. It stops at
-// t's cleanup.
-func serveFleet(t *testing.T, fleetPath string, extra ...string) (string, *client.Client) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	var serveErr testkit.SyncBuffer
-	args := append([]string{"serve", "--fleet", fleetPath, "--listen", addr, "--rate-limit", "0", "--log-level", "warn"}, extra...)
-	wg.Go(func() {
-		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &testkit.SyncBuffer{}, Stderr: &serveErr}
-		if err := cli.Run(ctx, args, env); err != nil && ctx.Err() == nil {
-			t.Errorf("serve: %v\n%s", err, serveErr.String())
-		}
-	})
-	base := "http://" + addr
-	c, err := client.New(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return base, c
-}
-
 // diagnosed waits until the service gives node the cause.
-func diagnosed(t *testing.T, c *client.Client, node string, cause llmdiagv1.Cause) {
+func diagnosed(t *testing.T, c llmdiagv1connect.DiagnosisServiceClient, node string, cause llmdiagv1.Cause) {
 	t.Helper()
-	testkit.Eventually(t, 60*time.Second, node+"'s "+cause.String()+" verdict from the service", func() bool {
+	var last string
+	waitFor(t, node+"'s "+cause.String()+" verdict from the service", 60*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		res, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node}))
-		return err == nil && res.Msg.GetDiagnosis().GetRootCause() == cause
-	})
-}
-
-// step runs actions within d, failing t with what was awaited.
-func step(t *testing.T, ctx context.Context, d time.Duration, what string, actions ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	sctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	if err := chromedp.Do(sctx, actions...); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		last = res.Msg.GetDiagnosis().GetRootCause().String()
+		return res.Msg.GetDiagnosis().GetRootCause() == cause
+	}, &last)
 }
 
 // until polls a JavaScript predicate in the page until it holds, within d.
@@ -148,9 +68,9 @@ func points(t *testing.T, ctx context.Context, name string) int {
 	return eval[int](t, ctx, fmt.Sprintf(`(() => { const s = document.querySelector('svg[data-chart=%q]'); return s ? Number(s.dataset.points) : -1; })()`, name))
 }
 
-// noProblems fails t when the page raised errors (exceptions, CSP
+// noProblemsBut fails t when the page raised errors (exceptions, CSP
 // violations, failed loads) other than those containing one of expected.
-func noProblems(t *testing.T, ctx context.Context, expected ...string) {
+func noProblemsBut(t *testing.T, ctx context.Context, expected ...string) {
 	t.Helper()
 	var p []string
 	for _, msg := range browsertest.Problems(ctx) {
@@ -163,20 +83,21 @@ func noProblems(t *testing.T, ctx context.Context, expected ...string) {
 	}
 }
 
-// TestNodeAndComparePages drives the node and compare pages against the
+// TestConsoleNodeAndCompare drives the node and compare pages against the
 // simulated seed fleet: the DeepSeek node's decode-bound verdict, the
 // section-8 table, non-empty charts, the Chinese report; an unknown node;
 // the comparison by model.
-func TestNodeAndComparePages(t *testing.T) {
+func TestConsoleNodeAndCompare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("browser end to end: about 20 s")
 	}
-	fleetPath := seedFleet(t)
+	fl, fleetPath := consoleSim(t)
+	nodes := len(fleetIDs(t, fl))
 	// A second service with a 30 s window: the history keeps window figures
 	// (E2E P99) only once the window is covered, which takes 5 min for the
 	// default window. It covers its window while the other subtests run.
-	shortBase, _ := serveFleet(t, fleetPath, "--window", "30s")
-	base, c := serveFleet(t, fleetPath)
+	shortBase, _ := consoleServe(t, fleetPath, nodes, "", "--window", "30s")
+	base, c := consoleServe(t, fleetPath, nodes, "")
 	diagnosed(t, c, deepseek, llmdiagv1.Cause_CAUSE_DECODE_BOUND)
 
 	t.Run("deepseek", func(t *testing.T) {
@@ -264,7 +185,7 @@ func TestNodeAndComparePages(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#lang-toggle`)),
 			chromedp.WaitVisible(chromedp.CSS(`#lang-toggle[aria-pressed="false"]`)))
 		until(t, ctx, 15*time.Second, "the English root cause again", `document.querySelector('#root-cause h2').textContent.includes('Root cause')`)
-		noProblems(t, ctx, allowed...)
+		noProblemsBut(t, ctx, allowed...)
 	})
 
 	t.Run("charts", func(t *testing.T) {
@@ -355,7 +276,7 @@ func TestNodeAndComparePages(t *testing.T) {
 		noProblems(t, ctx)
 	})
 
-	if os.Getenv(UpdateScreenshotsEnv) == "1" {
+	if os.Getenv(updateScreenshotsEnv) == "1" {
 		// The README's picture, once the history has a few refreshes and
 		// the window is the default 5m.
 		t.Run("screenshot", func(t *testing.T) {
