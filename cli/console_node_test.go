@@ -185,6 +185,11 @@ func TestConsoleNodeAndCompare(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#lang-toggle`)),
 			chromedp.WaitVisible(chromedp.CSS(`#lang-toggle[aria-pressed="false"]`)))
 		until(t, ctx, 15*time.Second, "the English root cause again", `document.querySelector('#root-cause h2').textContent.includes('Root cause')`)
+		// A phone's width: nothing wider than the screen.
+		step(t, ctx, 10*time.Second, "a 360 px screen", chromedp.EmulateViewport(360, 740))
+		if wide := eval[int](t, ctx, `document.documentElement.scrollWidth`); wide > 360 {
+			t.Errorf("at 360 px the node page is %d px wide, want no horizontal scrolling", wide)
+		}
 		noProblemsBut(t, ctx, allowed...)
 	})
 
@@ -254,6 +259,10 @@ func TestConsoleNodeAndCompare(t *testing.T) {
 			chromedp.SetValue(chromedp.CSS(`#cmp-metric`), "e2e"))
 		eval[bool](t, ctx, `document.querySelector('#cmp-metric').dispatchEvent(new Event('change'))`)
 		until(t, ctx, 15*time.Second, "the E2E chart", `location.hash.includes('metric=e2e') && document.querySelector('svg[data-chart="compare"]').getAttribute('aria-label').startsWith('E2E')`)
+		step(t, ctx, 10*time.Second, "a 360 px screen", chromedp.EmulateViewport(360, 740))
+		if wide := eval[int](t, ctx, `document.documentElement.scrollWidth`); wide > 360 {
+			t.Errorf("at 360 px the compare page is %d px wide, want no horizontal scrolling", wide)
+		}
 		noProblems(t, ctx)
 	})
 
