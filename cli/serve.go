@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmdiag/llmdiag/auth"
+	"github.com/llmdiag/llmdiag/console"
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
@@ -98,7 +99,7 @@ type serveFlags struct {
 	redisURL, redisPasswordFile, redisPrefix, replicaID   *string
 	leaseTTL, syncEvery, fullSyncEvery, offsetStep        *time.Duration
 	requestQueries                                        *int
-	mcp                                                   *bool
+	mcp, console                                          *bool
 	sec                                                   securityFlagSet
 	lim                                                   limitFlagSet
 	prom                                                  promFlagSet
@@ -136,6 +137,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.offsetStep = fs.Duration("offset-step", 0, "with --prometheus: finest step on-demand offsets are rounded to, so that nearby offsets share one read (0: --interval); a tenth of the window when larger. Direct scrapes read offsets as asked unless this is set")
 	c.requestQueries = fs.Int("max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	c.mcp = fs.Bool("mcp", true, "serve the MCP server (tools and runbooks for AI agents) over streamable HTTP at /mcp, behind the same authentication; --mcp=false turns it off")
+	c.console = fs.Bool("console", true, "serve the web console (the fleet, each node, comparisons; embedded, works offline) at / and its files under /console/; its data comes from the procedures with the token the person enters; --console=false turns it off")
 	c.lim = limitFlags(fs)
 	c.prom = promFlags(fs)
 	c.tls = tlsServeFlags(fs)
@@ -240,6 +242,15 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.MCPPath,
 			Handler: mcpserver.HTTPHandler(mcpServer(reads, &th, mcpserver.Options{Log: log}), log)})
 	}
+	// The web console (issue 16): public static files at / and /console/
+	// (auth/policy.go); the browser calls the procedures with the
+	// person's token, so it reads what that token may read.
+	if *c.console {
+		ch := console.Handler(console.Options{})
+		surfaces.Routes = append(surfaces.Routes,
+			server.Route{Pattern: auth.ConsolePath + "{$}", Handler: ch},
+			server.Route{Pattern: auth.ConsolePrefix, Handler: ch})
+	}
 	if route, closeSlack, err := c.slack.route(reads, log); err != nil {
 		return err
 	} else if route != nil {
@@ -269,6 +280,9 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	defer stopIngest()
 	ingestDone := make(chan struct{})
 	attrs := []any{"addr", scheme(tlsConfig) + "://" + ln.Addr().String(), "source", src.from, "interval", *c.interval, "window", *c.window}
+	if *c.console {
+		attrs = append(attrs, "console", scheme(tlsConfig)+"://"+ln.Addr().String()+auth.ConsolePath)
+	}
 	if st.lease == nil {
 		log.Info("llmdiag serving", attrs...)
 		go func() { defer close(ingestDone); loop.Run(ingestCtx) }()

@@ -4,7 +4,8 @@
 # for the TLS test that calls `llmdiag serve` with it), and Debian's
 # prometheus, prometheus-alertmanager, redis-server (with redis-cli) and
 # curl for the integration tests that start a real Prometheus, a real
-# Alertmanager and real Redis servers and call the service with curl.
+# Alertmanager and real Redis servers and call the service with curl, and
+# chromium for the web console's browser tests (internal/browsertest).
 # Installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then
@@ -35,6 +36,10 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   missing+=(redis-server) # Debian's redis-server depends on redis-tools (redis-cli)
 fi
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# internal/browsertest runs /usr/bin/chromium headless (or LLMDIAG_CHROMIUM).
+if [ -z "${LLMDIAG_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
+  missing+=(chromium)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "deps: missing ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2

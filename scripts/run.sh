@@ -21,7 +21,11 @@ done
 cat <<MSG
 
 llmdiag is starting on http://$listen, watching the simulated fleet in $fleet.
-Verdicts appear after the first refresh (a few seconds). Try, in another terminal:
+Verdicts appear after the first refresh (a few seconds).
+
+  Web console: http://$listen/          (the fleet, live; click a node for its report and charts)
+
+Try, in another terminal:
 
   $bin diagnose deepseek-v4-0                # decode-bound, see docs/verdict-rules.md (--lang zh for Chinese)
   grpcurl -plaintext $listen list            # gRPC with reflection
