@@ -21,8 +21,10 @@ import (
 // calls stalled first): a hung engine's queue grows and its latency
 // climbs, which the load rules would otherwise read as OVERLOADED or a
 // BURST. It is CRIT and never routable (Diagnose): requests sent to it
-// wait without end. Where the engine counts only whole requests (no
-// inter-token histogram), the counters must also stay flat for
+// wait without end. The counters must stay flat for StalledMinFor at
+// least, whatever the refresh interval: a long prefill step emits no token
+// until it ends. Where the engine counts only whole requests (no
+// inter-token histogram), they must also stay flat for
 // StalledRequestCountersFor: one long generation leaves them flat.
 
 // stall is what the refreshes say about the engine's progress.
@@ -76,7 +78,8 @@ func (f *facts) readStall(points []Point) stall {
 		}
 		s.refreshes++
 	}
-	s.on = s.refreshes >= max(t.StalledRefreshes, 2) && (s.perToken || s.flat >= t.StalledRequestCountersFor)
+	s.on = s.refreshes >= max(t.StalledRefreshes, 2) && s.flat >= t.StalledMinFor &&
+		(s.perToken || s.flat >= t.StalledRequestCountersFor)
 	return s
 }
 

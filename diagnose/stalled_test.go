@@ -17,14 +17,19 @@ import (
 // for flat refreshes (the current one included) 5 s apart, with queue and
 // running as given at each.
 func stalledInput(flat int, queue, running float64) diagnose.Input {
+	return stalledInputEvery(5*time.Second, flat, queue, running)
+}
+
+// stalledInputEvery is stalledInput with refreshes interval apart.
+func stalledInputEvery(interval time.Duration, flat int, queue, running float64) diagnose.Input {
 	m := healthyMetrics()
 	m.InterToken = dist(0.02, 0.05)
 	m.Queue, m.Running = f64(queue), f64(running)
 	m.Progress = f64(123456)
-	m.ProgressSince = timestamppb.New(observed.Add(-time.Duration(flat-1) * 5 * time.Second))
+	m.ProgressSince = timestamppb.New(observed.Add(-time.Duration(flat-1) * interval))
 	var h []diagnose.Point
 	for i := 10; i >= 1; i-- {
-		h = append(h, diagnose.Point{At: observed.Add(-time.Duration(i) * 5 * time.Second), Up: true, Queue: f64(queue), Running: f64(running)})
+		h = append(h, diagnose.Point{At: observed.Add(-time.Duration(i) * interval), Up: true, Queue: f64(queue), Running: f64(running)})
 	}
 	return diagnose.Input{Metrics: m, History: h}
 }
@@ -57,6 +62,11 @@ func TestStalled(t *testing.T) {
 			}
 		}, true, false},
 		{"target down", stalledInput(5, 4, 10), func(in *diagnose.Input) { in.Metrics.Up = false }, false, false},
+		// At --interval 1s, three flat refreshes span 2 s: one long
+		// prefill step. The counters must be flat for stalled_min_for.
+		{"1 s refreshes, flat 3 (2 s): a long step, not a hang", stalledInputEvery(time.Second, 3, 4, 10), nil, false, false},
+		{"1 s refreshes, flat 8 (7 s): not yet", stalledInputEvery(time.Second, 8, 4, 10), nil, false, false},
+		{"1 s refreshes, flat 9 (8 s)", stalledInputEvery(time.Second, 9, 4, 10), nil, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := tc.in

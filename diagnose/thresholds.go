@@ -125,6 +125,11 @@ type Thresholds struct {
 	// stay flat where they move only as requests start or end (no
 	// inter-token histogram): a long request alone leaves them flat.
 	StalledRequestCountersFor time.Duration `yaml:"stalled_request_counters_for"`
+	// StalledMinFor is the least time the counters must stay flat for any
+	// engine, whatever the refresh interval: at a short interval,
+	// stalled_refreshes refreshes span less than one long engine step (a
+	// long prefill emits no token until it ends).
+	StalledMinFor time.Duration `yaml:"stalled_min_for"`
 
 	// SLOs are latency objectives whose error-budget burn is a finding
 	// (slo.go); none by default. The file's key is "slos", a list
@@ -177,6 +182,7 @@ func DefaultThresholds() Thresholds {
 
 		StalledRefreshes:          3,
 		StalledRequestCountersFor: 2 * time.Minute,
+		StalledMinFor:             8 * time.Second,
 	}
 }
 
@@ -230,6 +236,7 @@ func (t Thresholds) Validate() error {
 	check(t.MaxRunning >= 0, "max_running", "must not be negative, got %v", t.MaxRunning)
 	check(t.StalledRefreshes >= 2, "stalled_refreshes", "must be at least 2, got %v", t.StalledRefreshes)
 	check(t.StalledRequestCountersFor >= 0, "stalled_request_counters_for", "must not be negative, got %v", t.StalledRequestCountersFor)
+	check(t.StalledMinFor >= 0, "stalled_min_for", "must not be negative, got %v", t.StalledMinFor)
 	errs = append(errs, validateSLOs(t.SLOs.List())...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid thresholds: %w", err)
@@ -313,6 +320,10 @@ var thresholdDocs = []struct{ key, doc string }{
 		"by the third refresh after it; a working engine moves its token counters at every step, many times a second."},
 	{"stalled_request_counters_for", "Where the engine counts only whole requests (no inter-token histogram: TensorRT-LLM, Triton, TGI), how long the counters must also stay flat. " +
 		"Default 2m: llmdiag's choice, longer than most requests take (e2e_p99_warn is 1m), so that one long generation does not read as a hang."},
+	{"stalled_min_for", "The least time the progress counters must stay flat, for any engine and at any refresh interval, for the node to be STALLED. " +
+		"Default 8s: llmdiag's choice, below the 10 s that stalled_refreshes spans at serve's 5 s interval (so the default reading is unchanged) " +
+		"and above the longest step a busy engine takes between tokens (a long prefill batch can hold every token for seconds): " +
+		"at --interval 1s three flat refreshes span 2 s, less than such a step."},
 }
 
 // thresholdFields maps each yaml key of Thresholds to its field index.
