@@ -39,9 +39,7 @@ func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at 
 		return s
 	}
 	x := &extractor{m: m, families: families}
-	s.Queue = x.value(Queue)
-	s.Running = x.value(Running)
-	s.KVUsage, s.KVCapacityTokens = x.kv()
+	s.Queue, s.Running, s.KVUsage, s.KVCapacityTokens = x.routing()
 	s.PromptTokens = x.value(PromptTokens)
 	s.GenerationTokens = x.value(GenerationTokens)
 	s.Preemptions = x.value(Preemptions)
@@ -66,6 +64,16 @@ func Extract(engine llmdiagv1.Engine, families map[string]*dto.MetricFamily, at 
 	x.disagg(s)
 	s.Errors = x.errs
 	return s
+}
+
+// routing reads the concepts a router needs (routingConcepts): queue,
+// running, and KV usage and capacity. ReadRouting calls it too, on the
+// routing families alone, so both paths compute these values one way.
+func (x *extractor) routing() (queue, running, kvUsage, kvCapacity *float64) {
+	queue = x.value(Queue)
+	running = x.value(Running)
+	kvUsage, kvCapacity = x.kv()
+	return queue, running, kvUsage, kvCapacity
 }
 
 // extractor reads the concepts of one mapping from one set of families,

@@ -565,6 +565,13 @@ func (b *builder) finish() (*Exposition, error) {
 		}
 		return nil, ErrEmpty
 	}
+	b.checkHistograms()
+	return &Exposition{Families: b.families, Warnings: b.closeWarnings(), Series: b.series}, nil
+}
+
+// checkHistograms leaves out every histogram family with an invalid
+// series, in family-name order.
+func (b *builder) checkHistograms() {
 	names := make([]string, 0, len(b.families))
 	for name := range b.families {
 		names = append(names, name)
@@ -582,10 +589,14 @@ func (b *builder) finish() (*Exposition, error) {
 			}
 		}
 	}
+}
+
+// closeWarnings returns the warnings, the last counting those dropped.
+func (b *builder) closeWarnings() []string {
 	if b.dropped > 0 {
 		b.warnings = append(b.warnings, fmt.Sprintf("and %d more exposition problems", b.dropped))
 	}
-	return &Exposition{Families: b.families, Warnings: b.warnings, Series: b.series}, nil
+	return b.warnings
 }
 
 // checkHistogram checks one classic histogram series as read by Parse
