@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -379,7 +379,7 @@ func TestReadRoutingCases(t *testing.T) {
 		{
 			// Running is left out; its OpenTelemetry names may follow.
 			name: "TYPE contradicts", e: vllm,
-			body:    replace("# TYPE vllm:num_requests_running gauge\n", "# TYPE vllm:num_requests_running gauge\n# TYPE vllm:num_requests_running counter\n"),
+			body:  replace("# TYPE vllm:num_requests_running gauge\n", "# TYPE vllm:num_requests_running gauge\n# TYPE vllm:num_requests_running counter\n"),
 			queue: f(7), kv: f((0.1*16000 + 0.7*48000) / 64000),
 		},
 		{
