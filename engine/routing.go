@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -54,6 +55,10 @@ type Routing struct {
 // routingBuffer is ReadRouting's read buffer: lines longer than it (up to
 // maxLine) are assembled apart.
 const routingBuffer = 16 << 10
+
+// readers holds ReadRouting's read buffers between reads: a fast lane
+// reads every node several times a second.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, routingBuffer) }}
 
 // lineSuffixes are the suffixes of a histogram's or summary's lines, which
 // Parse files under the family they end (builder.familyOf).
@@ -173,7 +178,12 @@ func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time) (*Ro
 		status: make([]groupStatus, len(p.families)),
 		cur:    -1,
 	}
-	if err := rd.read(bufio.NewReaderSize(r, routingBuffer)); err != nil {
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(r)
+	err := rd.read(br)
+	br.Reset(nil) // drop r
+	readers.Put(br)
+	if err != nil {
 		return nil, err
 	}
 	if !rd.stopped && rd.b.series == 0 {
@@ -354,9 +364,15 @@ func (rd *routingReader) settled() bool {
 // within braces, or up to the first byte that cannot be in a name, as
 // builder.familyOfLine reads it).
 func classify(text []byte) (kind int, key []byte) {
-	s := bytes.TrimLeft(text, " \t")
-	if len(bytes.TrimRight(s, " \t\n")) == 0 {
-		return lineNeutral, nil // Parse drops blank lines (blank)
+	i := 0
+	for i < len(text) && (text[i] == ' ' || text[i] == '\t') {
+		i++
+	}
+	s := text[i:]
+	if len(s) == 0 || s[0] == '\n' {
+		// Only blanks before the newline, the line's only one: Parse
+		// drops it (blank).
+		return lineNeutral, nil
 	}
 	if s[0] == '#' {
 		// As familyOfLine: the second field says HELP or TYPE, whatever
