@@ -30,9 +30,10 @@
 // its family of first preference that has a series has been read whole.
 // It honours Limits with Parse's errors for the lines it reads (rank
 // values are counted on the routing families only), and refuses a body
-// cut short before it stops. On the seed's 170 KB vLLM exposition it costs
-// about a thirtieth of Parse and Extract, mostly building the 32 routing
-// series; skipping the other lines is under a fifth of it.
+// cut short before it stops. On the seed's 170 KB vLLM exposition
+// (BenchmarkRoutingFast, BenchmarkRoutingFull) it costs a twentieth to a
+// fortieth of Parse and Extract, most of it building the 32 routing series;
+// skipping the other 1,900 lines is about a seventh of it.
 //
 // # Engines
 //
