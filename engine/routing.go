@@ -173,10 +173,11 @@ func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time) (*Ro
 	}
 	lim.defaults()
 	rd := &routingReader{
-		plan:   p,
-		b:      newBuilder(lim),
-		status: make([]groupStatus, len(p.families)),
-		cur:    -1,
+		plan:    p,
+		b:       newBuilder(lim),
+		status:  make([]groupStatus, len(p.families)),
+		sampled: make([]bool, len(p.families)),
+		cur:     -1,
 	}
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(r)
@@ -212,9 +213,13 @@ type routingReader struct {
 	plan *routingPlan
 	b    *builder
 	// status is where each routing family's group is; cur is the routing
-	// family whose group is open (-1: none).
-	status []groupStatus
-	cur    int
+	// family whose group is open (-1: none). sampled marks the families a
+	// sample line of was read: a group of HELP and TYPE lines alone may
+	// have its samples elsewhere (the format forbids it, Prometheus's
+	// parser does not), so it settles nothing.
+	status  []groupStatus
+	sampled []bool
+	cur     int
 	// pending holds the lines of the open group not yet parsed; starts and
 	// numbers give each one's offset and line number.
 	pending         []byte
@@ -303,6 +308,9 @@ func (rd *routingReader) take(text []byte) (stop bool, err error) {
 			rd.cur = fam
 			rd.status[fam] = groupOpen
 		}
+		if kind == lineSample {
+			rd.sampled[fam] = true
+		}
 		rd.starts = append(rd.starts, len(rd.pending))
 		rd.numbers = append(rd.numbers, rd.line)
 		rd.pending = append(rd.pending, text...)
@@ -337,8 +345,9 @@ func (rd *routingReader) endGroup() error {
 // settled reports whether every routing concept's value is known: for
 // each, its sources are read in order of preference until one that
 // Extract would read (a series it keeps), and every family of each has
-// been read whole. A histogram family is never settled: Parse may leave
-// it out at the end (checkHistograms), when the next source counts.
+// been read whole, sample lines included. A histogram family is never
+// settled: Parse may leave it out at the end (checkHistograms), when the
+// next source counts.
 func (rd *routingReader) settled() bool {
 	x := &extractor{m: rd.plan.m, families: rd.b.families}
 	for _, c := range routingConcepts {
@@ -346,7 +355,7 @@ func (rd *routingReader) settled() bool {
 		for _, src := range rd.plan.m.sources(c) {
 			for _, name := range src.Families() {
 				fam := rd.plan.index[name]
-				if rd.status[fam] != groupEnded || rd.b.types[name] == dto.MetricType_HISTOGRAM {
+				if rd.status[fam] != groupEnded || !rd.sampled[fam] || rd.b.types[name] == dto.MetricType_HISTOGRAM {
 					return false
 				}
 			}

@@ -232,9 +232,6 @@ func simBodies(t *testing.T) map[string]struct {
 // every schema loaded, cut short and garbled, gives the full path's
 // routing values.
 func TestReadRoutingSimulator(t *testing.T) {
-	if testing.Short() {
-		t.Skip("simulates every scenario")
-	}
 	bodies := simBodies(t)
 	engines := map[llmdiagv1.Engine]bool{}
 	queued := 0
@@ -464,6 +461,14 @@ func TestReadRoutingCases(t *testing.T) {
 			name: "cut short after the stop", e: vllm,
 			body:    vllmRouting[:len(vllmRouting)-5],
 			stopped: true, queue: f(7), kv: f((0.1*16000 + 0.7*48000) / 64000),
+		},
+		{
+			// HELP and TYPE lines apart from their samples: the format
+			// forbids it, Prometheus's parser does not.
+			name: "metadata first", e: llmdiagv1.Engine_ENGINE_TGI,
+			body: "# TYPE tgi_queue_size gauge\n# TYPE tgi_batch_current_size gauge\n# TYPE tgi_x counter\ntgi_x 1\n" +
+				"tgi_queue_size 3\ntgi_batch_current_size 2\n# TYPE tgi_y counter\ntgi_y 1\n",
+			stopped: true, queue: f(3),
 		},
 		{name: "empty", e: vllm, body: "", err: ErrEmpty.Error()},
 		{name: "comments only", e: vllm, body: "# HELP x y\n# TYPE x gauge\n\n", err: ErrEmpty.Error()},
