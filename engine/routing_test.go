@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -731,5 +732,76 @@ func BenchmarkRoutingFastToEnd(b *testing.B) {
 		if err != nil || r.KVCapacityTokens == nil || r.Stopped {
 			b.Fatal(err)
 		}
+	}
+}
+
+// groups splits an exposition into its families' groups of lines: a group
+// starts at a HELP or TYPE line whose name (classify's key, line suffix
+// dropped) differs from the group's.
+func groups(body []byte) [][]byte {
+	var out [][]byte
+	var name string
+	for _, l := range bytes.SplitAfter(body, []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		kind, key := classify(l)
+		for _, s := range lineSuffixes {
+			key = bytes.TrimSuffix(key, s)
+		}
+		if len(out) == 0 || kind == lineMeta && string(key) != name {
+			out = append(out, nil)
+			name = string(key)
+		}
+		out[len(out)-1] = append(out[len(out)-1], l...)
+	}
+	return out
+}
+
+// TestReadRoutingOrders: every fixture and simulated exposition, its
+// families in shuffled orders (so the read stops at other places, or
+// not), reads as the full path does.
+func TestReadRoutingOrders(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string][]byte{}
+	for _, file := range files {
+		body, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[file] = body
+	}
+	for name, b := range simBodies(t) {
+		bodies[name] = b.body
+	}
+	stopped, whole := 0, 0
+	for _, name := range sortedKeys(bodies) {
+		gs := groups(bodies[name])
+		if len(gs) < 2 {
+			continue
+		}
+		rng := rand.New(rand.NewPCG(uint64(len(gs)), 17))
+		t.Run(name, func(t *testing.T) {
+			for range 4 {
+				rng.Shuffle(len(gs), func(i, j int) { gs[i], gs[j] = gs[j], gs[i] })
+				body := bytes.Join(gs, nil)
+				for _, e := range Engines() {
+					if r := checkSame(t, body, e, Limits{}); r != nil && r.Queue != nil {
+						if r.Stopped {
+							stopped++
+						} else {
+							whole++
+						}
+					}
+				}
+			}
+		})
+	}
+	t.Logf("%d reads stopped early, %d read whole", stopped, whole)
+	if stopped < 20 || whole < 20 {
+		t.Errorf("%d reads stopped early, %d read whole: want both common", stopped, whole)
 	}
 }
