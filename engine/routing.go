@@ -148,11 +148,13 @@ func (p *routingPlan) lookup(key []byte) (int, bool) {
 // their first bytes (# HELP and # TYPE, the metric name): a line of
 // another family is counted, if a sample, and skipped without being
 // parsed. The read stops once every routing concept is settled — its
-// family of first preference that has a series has been read, and a line
-// of another family has begun after it — since the text format gives the
-// lines of a family as one group. An exposition that splits a family
-// (which Prometheus's parser, and Parse, accept) may then read otherwise
-// than Parse: only the first group of the family is read.
+// family of first preference that has a series has been read, sample
+// lines included, and a line of another family has begun after it — since
+// the text format gives the lines of a family as one group. An exposition
+// that splits a family's samples (which Prometheus's parser, and Parse,
+// accept) may then read otherwise than Parse: only the groups before the
+// stop are read. The caller closes r; a body not read to its end is not
+// drained (see Routing.Stopped).
 //
 // lim bounds what is read as Parse's Limits do, with the same errors:
 // every sample line read counts against MaxSeries, a line over 1 MiB is
