@@ -2,7 +2,6 @@ package expofarm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -66,8 +65,9 @@ type Result struct {
 	// Due counts the ticks in the span (nodes × span / interval, give or
 	// take the jitter at the span's ends).
 	Due int64 `json:"due"`
-	// Reads counts the reads of ticks in the span that ended; Failed of
-	// them returned an error (FirstError is the first one's).
+	// Reads counts the reads of ticks in the span; Failed of them
+	// returned an error (FirstError is the first one's). Every tick due is
+	// a read, Busy or NoSlot.
 	Reads, Failed int64
 	FirstError    string `json:"first_error,omitempty"`
 	// Busy counts the ticks skipped because the node's previous read was
@@ -123,8 +123,9 @@ func (r Result) Metrics() map[string]float64 {
 // then cfg.Span, and returns what it measured over the span. A node's
 // tick that comes while its previous read runs is skipped (Busy), as is
 // one that finds cfg.MaxInFlight reads running (NoSlot): nothing queues.
-// Drive returns when every read it started has ended; it fails on a bad
-// config or when ctx ends first.
+// Drive returns when every read it started has ended (those in flight at
+// the span's end are counted, not cancelled); it fails on a bad config or
+// when ctx ends first, cancelling the reads.
 func Drive(ctx context.Context, cfg DriveConfig, rd Reader) (Result, error) {
 	if err := cfg.defaults(); err != nil {
 		return Result{}, err
@@ -167,7 +168,11 @@ func Drive(ctx context.Context, cfg DriveConfig, rd Reader) (Result, error) {
 		err = at(end)
 		res.CPU, res.Wall = cfg.CPU()-cpu0, time.Since(w0)
 	}
-	cancel()
+	if err != nil {
+		cancel()
+	}
+	// The nodes stop at the span's end; reads in flight end by their
+	// deadline.
 	wg.Wait()
 	if err != nil {
 		return Result{}, fmt.Errorf("drive: %w", err)
@@ -278,7 +283,7 @@ func (n *driven) run(ctx context.Context) {
 		err := n.rd.Read(rctx, n.url)
 		cancel()
 		<-n.slots
-		if measured && !errors.Is(ctx.Err(), context.Canceled) {
+		if measured {
 			n.c.reads.Add(1)
 			if err != nil {
 				n.c.failed.Add(1)

@@ -51,7 +51,7 @@ func TestDriveCadence(t *testing.T) {
 	if len(reads) != nodes {
 		t.Errorf("%d nodes read, want %d", len(reads), nodes)
 	}
-	if res.Wall < 400*time.Millisecond || res.CPU <= 0 {
+	if res.Wall < 350*time.Millisecond || res.CPU <= 0 { // the span timed from when its start fired
 		t.Errorf("wall %v, cpu %v", res.Wall, res.CPU)
 	}
 }
