@@ -25,7 +25,7 @@ const (
 
 // seedBody is the simulator's seed DeepSeek node (sim.Scenario("seed", 1),
 // deepseek-v4-0 after sim.SeedWarmup): vLLM V1, 8 engine cores, 1,944
-// lines.
+// lines. TestUpdateSeedFixture writes it afresh.
 //
 //go:embed testdata/vllm-seed.prom
 var seedBody []byte

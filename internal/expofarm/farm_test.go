@@ -17,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/sample"
+	"github.com/llmdiag/llmdiag/sim"
 )
 
 // TestExpofarmChild is the farm of StartChild's tests, in the child
@@ -133,6 +134,36 @@ func TestSeedFixture(t *testing.T) {
 	}
 	if n := len(f.tpl.prefix) + len(f.tpl.suffix); n < len(seedBody)-4<<10 {
 		t.Errorf("static parts of %d bytes of %d: the rendered region is over 4 KB", n, len(seedBody))
+	}
+}
+
+// updateSeedEnv set to 1 makes TestUpdateSeedFixture write
+// testdata/vllm-seed.prom afresh from the simulator.
+const updateSeedEnv = "LLMDIAG_UPDATE_EXPOFARM_SEED"
+
+// TestUpdateSeedFixture writes the seed body as the simulator serves it
+// now (go test ./internal/expofarm -run UpdateSeed with
+// LLMDIAG_UPDATE_EXPOFARM_SEED=1); otherwise it skips.
+func TestUpdateSeedFixture(t *testing.T) {
+	if os.Getenv(updateSeedEnv) != "1" {
+		t.Skip("set " + updateSeedEnv + "=1 to write testdata/vllm-seed.prom from the simulator")
+	}
+	cfg, err := sim.Scenario("seed", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Warmup = sim.SeedWarmup
+	f, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Step(sim.SeedWarmup)
+	body, err := f.Metrics("deepseek-v4-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("testdata/vllm-seed.prom", body, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
