@@ -28,6 +28,7 @@ benches=(
   "./server         ^BenchmarkStreamHealthServerMemory$  1x"
   "./server         ^BenchmarkStreamFloorServerMemory$   1x"
   "./source/prom    ^BenchmarkRefresh10kNodes$           1x"
+  "./source/scrape  ^BenchmarkFleetFullParse$            1x"
   "./store/memory   ^BenchmarkStoreRefreshCycle$         1s"
   "./engine         ^BenchmarkParseVLLM$                 1s"
   "./client         ^Benchmark(Routable|Pick)$           1s"
