@@ -98,6 +98,8 @@ type serveFlags struct {
 	maxSeries, maxRanks, maxNodes, historyLen             *int
 	redisURL, redisPasswordFile, redisPrefix, replicaID   *string
 	leaseTTL, syncEvery, fullSyncEvery, offsetStep        *time.Duration
+	fastInterval                                          *time.Duration
+	fastConcurrency                                       *int
 	requestQueries                                        *int
 	mcp, console                                          *bool
 	sec                                                   securityFlagSet
@@ -116,6 +118,8 @@ func serveCommand(env Env) *ffcli.Command {
 	c.fleetPath = fs.String("fleet", "", "fleet file (YAML): nodes with id, url, model, engine and profile")
 	fs.Var(&c.targets, "target", "a node to scrape, as id=url[,model=NAME][,engine=vllm|sglang][,follow_redirects=true]; repeatable, adds to --fleet")
 	c.interval = fs.Duration("interval", 5*time.Second, "time between refreshes of the whole fleet")
+	c.fastInterval = fs.Duration("fast-interval", 0, "the fast lane for routers: read queue, running and KV usage of every node with a url this often (e.g. 250ms), between refreshes, and update routability and load score at once (README, The fast lane); 0, the default, leaves it off: it reads each node's /metrics this often, a cost the model servers pay")
+	c.fastConcurrency = fs.Int("fast-concurrency", 64, "most fast-lane reads in flight; a node's tick finding none free is skipped, never queued")
 	c.window = fs.String("window", "5m", "default window verdicts are computed for")
 	c.staleAfter = fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
 	c.scrapeTimeout = fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
@@ -204,7 +208,15 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		return err
 	}
 
-	loop := refresh.New(src.src, st.st, tm, log, time.Now, refresh.Config{Interval: *c.interval, Window: *c.window, Thresholds: th, Fleet: src.fleet, Retention: *c.retention, MaxNodes: *c.maxNodes})
+	loop := refresh.New(src.src, st.st, tm, log, time.Now, refresh.Config{Interval: *c.interval, Window: *c.window, Thresholds: th, Fleet: src.fleet, Retention: *c.retention, MaxNodes: *c.maxNodes,
+		Fast: refresh.FastConfig{Interval: *c.fastInterval, Concurrency: *c.fastConcurrency, Registerer: reg,
+			Limits: engine.Limits{MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks}}})
+	if *c.fastInterval > 0 {
+		// Nodes known only through Prometheus (no url in the fleet file,
+		// or found by discovery) are not read by the fast lane.
+		log.Info("fast lane on: nodes with a url in the fleet file are read for routing between refreshes; any other node's routability is as fresh as the refresh, and from Prometheus as Prometheus's scrape",
+			"fast_interval", *c.fastInterval, "fast_nodes", loop.FastNodes(), "fleet_nodes", len(src.fleet))
+	}
 	if src.scraped > 0 {
 		if *c.scrapeTimeout >= loop.Timeout() {
 			return usageError{fmt.Errorf("--scrape-timeout %s must be below a refresh's deadline (%s, twice --interval and at least 10s)", *c.scrapeTimeout, loop.Timeout())}
@@ -322,6 +334,12 @@ func (c *serveFlags) configure() (diagnose.Thresholds, *fleet.File, error) {
 	}
 	if *c.interval <= 0 || *c.staleAfter <= 0 || *c.scrapeTimeout <= 0 || *c.maxSeries <= 0 || *c.maxRanks <= 0 {
 		return th, nil, usageError{errors.New("--interval, --stale-after, --scrape-timeout, --scrape-max-series and --scrape-max-ranks must be positive")}
+	}
+	if *c.fastInterval < 0 || *c.fastConcurrency <= 0 {
+		return th, nil, usageError{errors.New("--fast-interval must not be negative and --fast-concurrency must be positive")}
+	}
+	if *c.fastInterval > 0 && *c.fastInterval >= *c.interval {
+		return th, nil, usageError{fmt.Errorf("--fast-interval %s must be below --interval %s (0 turns the fast lane off)", *c.fastInterval, *c.interval)}
 	}
 	if *c.offsetStep < 0 || *c.requestQueries <= 0 {
 		return th, nil, usageError{errors.New("--offset-step must not be negative and --max-request-queries must be positive")}

@@ -131,9 +131,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	}
 	d.RuledOut = v.ruledOut
 	d.Recommendations = v.recs
-	d.Routable = v.status != llmdiagv1.Status_STATUS_UNKNOWN && v.status != llmdiagv1.Status_STATUS_DOWN && !saturated &&
-		v.cause != llmdiagv1.Cause_CAUSE_STALLED && // requests sent to a hung engine wait without end
-		len(m.GetGpu().GetXidErrors()) == 0 // a GPU fault: the node is to be drained (gpu.go)
+	d.Routable = !saturated && routableApart(v.status, v.cause, m)
 	if m != nil && !d.Routable && !saturated {
 		// Stale, down, unreadable, stalled or a GPU fault: the gauges say nothing about
 		// what the node can take, so the score does not claim saturation.

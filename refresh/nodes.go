@@ -129,6 +129,7 @@ func (l *Loop) sweep(ctx context.Context) ([]string, error) {
 		delete(l.nodes.seen, id)
 		delete(l.nodes.quiet, id)
 		delete(l.wrote, id)
+		l.fast.forget(false, id)
 		ids = append(ids, id)
 		if _, err := l.st.Publish(ctx, Removed(r, now)); err != nil {
 			return ids, fmt.Errorf("publish the removal of %s: %w", id, err)

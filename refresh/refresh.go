@@ -58,6 +58,9 @@ type Config struct {
 	// nodes are refused, logged and counted once per refresh, while known
 	// ones keep refreshing.
 	MaxNodes int
+	// Fast is the fast lane (fast.go), for the Fleet's nodes with an
+	// endpoint url; off when its Interval is 0.
+	Fast FastConfig
 }
 
 // Loop is the ingest loop.
@@ -83,6 +86,8 @@ type Loop struct {
 	hist store.HistoryBuf
 	// slo holds the nodes' SLO windows (slowindows.go); nil without SLOs.
 	slo *sloWindows
+	// fast is the fast lane; nil when off.
+	fast *fastLane
 }
 
 // wrote is what update compares a node's new record with: its health and
@@ -115,8 +120,22 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.MaxNodes <= 0 {
 		cfg.MaxNodes = DefaultMaxNodes
 	}
-	return &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
+	l := &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
 		slo: newSLOWindows(cfg.Thresholds, cfg.Window, cfg.Interval)}
+	if cfg.Fast.Interval > 0 {
+		l.fast = newFastLane(cfg.Fast, cfg.Thresholds, cfg.MinScoreChange, st, log, now, cfg.Fleet)
+	}
+	return l
+}
+
+// FastNodes is how many nodes the fast lane reads (0 when it is off): the
+// Fleet's nodes with an endpoint url. The others' routability is as fresh
+// as the refresh (and, from Prometheus, as Prometheus's scrape).
+func (l *Loop) FastNodes() int {
+	if l.fast == nil {
+		return 0
+	}
+	return len(l.fast.nodes)
 }
 
 // Ready is closed after the first completed refresh: the source answered
@@ -137,7 +156,16 @@ func (l *Loop) Run(ctx context.Context) {
 	l.mu.Lock()
 	l.nodes.seeded = false // a new term: another leader may have written since
 	clear(l.wrote)
+	l.fast.forget(true)
 	l.mu.Unlock()
+	if l.fast != nil {
+		// The fast lane runs with the refreshes, in the same term (and
+		// with its fence), and ends with them.
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); l.fast.run(fctx) }()
+		defer func() { stop(); <-done }()
+	}
 	for {
 		complete, err := l.cycle(ctx)
 		switch {
@@ -304,6 +332,13 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		}
 	}
 	m := o.Metrics
+	fn := l.fast.node(o.Node.ID)
+	if fn != nil {
+		// Between the fast lane's reads of the node: see fastNode.refreshed.
+		fn.mu.Lock()
+		defer fn.mu.Unlock()
+		fn.overlay(m)
+	}
 	prev, known := l.wrote[o.Node.ID]
 	if !known {
 		rec, err := l.st.Get(ctx, o.Node.ID)
@@ -313,6 +348,9 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		if rec != nil {
 			prev, known = wrote{Health(rec.Node, rec.Metrics.GetObservedAt()), rec.Node.GetLastSeen(), rec.Metrics.Progress, rec.Metrics.GetProgressSince()}, true
 		}
+	}
+	if fn != nil && fn.health != nil {
+		prev.health, known = fn.health, true // a fast read's, when newer
 	}
 	m.ProgressSince = ProgressSince(prev.progress, prev.progressSince, m)
 	var hist []diagnose.Point
@@ -357,12 +395,18 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 	if !m.GetUp() && known {
 		node.LastSeen = prev.lastSeen
 	}
+	if fn != nil {
+		fn.refreshed(m, d, node, profile, point, l.cfg.Thresholds)
+	}
 	if err := l.st.Put(ctx, &store.Record{Node: node, Metrics: m, Diagnosis: d}, point); err != nil {
 		delete(l.wrote, o.Node.ID) // what the store holds now is its to say
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
 	h := Health(node, m.GetObservedAt())
 	l.wrote[o.Node.ID] = wrote{h, node.LastSeen, m.Progress, m.GetProgressSince()}
+	if fn != nil {
+		fn.health = h
+	}
 	// A node the feed was told went quiet is news again, whatever it reads.
 	back := l.nodes.quiet[o.Node.ID]
 	if !known || back || Changed(prev.health, h, l.cfg.MinScoreChange) {

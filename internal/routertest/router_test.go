@@ -24,9 +24,8 @@ func waitedUntil(t *testing.T, what string, d time.Duration, ok func() bool) tim
 }
 
 const (
-	hot      = "glm-4.6-0" // driven into overload and back
-	peer     = "glm-4.6-1"
-	interval = 500 * time.Millisecond
+	hot  = "glm-4.6-0" // driven into overload and back
+	peer = "glm-4.6-1"
 )
 
 // TestRouterSteersAroundOverload: the overloaded scenario's two GLM nodes,
@@ -36,6 +35,23 @@ const (
 // saturation point (a scrape, a refresh, the health event, the stream),
 // and pick it again once it has drained.
 func TestRouterSteersAroundOverload(t *testing.T) {
+	const interval = 500 * time.Millisecond
+	steer(t, []string{"--interval", interval.String()}, 2*interval+time.Second, time.Second)
+}
+
+// TestRouterSteersAroundOverloadFastLane is TestRouterSteersAroundOverload
+// with the refresh at its default 5 s and the fast lane reading every
+// 250 ms (serve --fast-interval): the router must stop picking the node
+// within 1 s of its queue passing saturation, and stay away over a whole
+// refresh (the refresh does not undo what the fast reads held).
+func TestRouterSteersAroundOverloadFastLane(t *testing.T) {
+	steer(t, []string{"--fast-interval", "250ms"}, time.Second, 6*time.Second)
+}
+
+// steer runs the router against serve with args: the router must stop
+// picking the overloaded node within bound, and not pick it again for
+// away.
+func steer(t *testing.T, args []string, bound, away time.Duration) {
 	if testing.Short() {
 		t.Skip("end to end: about 20 s")
 	}
@@ -81,7 +97,7 @@ func TestRouterSteersAroundOverload(t *testing.T) {
 	var serveOut, serveErr testkit.SyncBuffer
 	wg.Go(func() {
 		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &serveOut, Stderr: &serveErr}
-		if err := cli.Run(ctx, []string{"serve", "--fleet", fleetPath, "--listen", addr, "--interval", interval.String(), "--log-level", "warn"}, env); err != nil {
+		if err := cli.Run(ctx, append([]string{"serve", "--fleet", fleetPath, "--listen", addr, "--log-level", "warn"}, args...), env); err != nil {
 			t.Errorf("serve: %v\n%s", err, serveErr.String())
 		}
 	})
@@ -122,13 +138,12 @@ func TestRouterSteersAroundOverload(t *testing.T) {
 	})
 	stopped := waitedUntil(t, "the router to stop picking "+hot, 30*time.Second, func() bool { return picks(50) == 0 })
 	logState("overloaded")
-	bound := 2*interval + time.Second
 	t.Logf("router stopped picking %s %v after its queue passed saturation (bound %v)", hot, stopped.Sub(overloaded).Round(time.Millisecond), bound)
 	if d := stopped.Sub(overloaded); d > bound {
 		t.Errorf("router kept picking %s for %v after it became overloaded, want ≤ %v", hot, d, bound)
 	}
 	// It stays away while the node is overloaded.
-	for range 10 {
+	for range int(away / (100 * time.Millisecond)) {
 		time.Sleep(100 * time.Millisecond)
 		if k := picks(50); k != 0 {
 			logState("relapse")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,12 +52,15 @@ const (
 // accepted per request (Go's default transport keeps 100 idle connections
 // in all: at 1,000 nodes most reads dial anew).
 //
-// A faster reader plugs in as one more expofarm.Reader here, measured in
-// the same run: it should keep up (read-% near 100), so its cores are what
-// it costs, to compare with the full path's demand-cores (its cores are
-// capped by the machine).
+// reader=fast is the fast lane's read (refresh/fast.go, fetch): the same
+// GET on a transport of its own with an idle connection per node, then
+// engine.ReadRouting, which stops after the routing families, and a
+// drain of the rest of the body (up to 1 MiB) so the connection is
+// reused. It keeps up (read-% near 100), so its cores are what it costs,
+// to compare with the full path's demand-cores (whose cores are capped by
+// the machine).
 func BenchmarkFleetFullParse(b *testing.B) {
-	for _, name := range []string{"scraper", "parse"} {
+	for _, name := range []string{"scraper", "parse", "fast"} {
 		b.Run("nodes=1000/reader="+name, func(b *testing.B) {
 			child := expofarm.StartChild(b, "TestExpofarmChild", expofarm.Spec{Nodes: fleetNodes})
 			tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -68,6 +72,12 @@ func BenchmarkFleetFullParse(b *testing.B) {
 				rd = scraperReader(child.URLs, client)
 			case "parse":
 				rd = parseReader(client)
+			case "fast":
+				// As the fast lane's own transport: an idle connection to
+				// every node (they share one host here) and every read in
+				// flight.
+				tr.MaxIdleConns, tr.MaxIdleConnsPerHost = fleetNodes+64, fleetNodes+64
+				rd = fastReader(client)
 			}
 			for b.Loop() {
 				st0, err := child.Stats(b.Context())
@@ -144,6 +154,37 @@ func parseReader(client *http.Client) expofarm.Reader {
 		}
 		smp := engine.Extract(llmdiagv1.Engine_ENGINE_VLLM, exp.Families, time.Now())
 		if smp.Queue == nil || smp.Running == nil || smp.KVUsage == nil {
+			return errors.New("no routing gauges")
+		}
+		return nil
+	})
+}
+
+// fastReader reads a node as the fast lane does (refresh/fast.go, fetch).
+func fastReader(client *http.Client) expofarm.Reader {
+	return expofarm.ReaderFunc(func(ctx context.Context, u string) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept", "text/plain;version=0.0.4")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
+			return fmt.Errorf("HTTP %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		lr := &io.LimitedReader{R: resp.Body, N: 16<<20 + 1}
+		r, err := engine.ReadRouting(lr, llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now())
+		if err != nil {
+			return err
+		}
+		if r.Stopped {
+			_, _ = io.Copy(io.Discard, io.LimitReader(lr, 1<<20))
+		}
+		if r.Queue == nil || r.Running == nil || r.KVUsage == nil {
 			return errors.New("no routing gauges")
 		}
 		return nil

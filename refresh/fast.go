@@ -1,0 +1,539 @@
+package refresh
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"mime"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/engine"
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/redact"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+// FastConfig configures the fast lane: between two refreshes it reads only
+// what routing needs (queue, running, KV usage and capacity:
+// engine.ReadRouting) from every fleet node with an endpoint url, each on
+// its own schedule, and re-reads routability and the load score from them
+// with the refresh's own saturation rules (diagnose.Routing). Interval 0
+// leaves it off.
+type FastConfig struct {
+	// Interval between two fast reads of a node; 0 turns the lane off.
+	Interval time.Duration
+	// Jitter is the most a read is moved after its slot (default a tenth of
+	// Interval): nodes' reads spread over the interval and do not move in
+	// step.
+	Jitter time.Duration
+	// Concurrency bounds the reads in flight (default 64): a tick finding
+	// every slot taken is skipped, never queued.
+	Concurrency int
+	// Timeout bounds one read (default Interval).
+	Timeout time.Duration
+	// MaxBodyBytes bounds the exposition read (default 16 MiB, as a scrape).
+	MaxBodyBytes int64
+	// DrainBytes bounds what is read past the routing families so that the
+	// connection is reused (default 1 MiB); a longer remainder closes it.
+	DrainBytes int64
+	// Limits are the exposition's limits (serve --scrape-max-series and
+	// --scrape-max-ranks).
+	Limits engine.Limits
+	// Client reads the endpoints (default: a client of its own whose
+	// transport keeps an idle connection to every node).
+	Client *http.Client
+	// Registerer takes the lane's metrics (llmdiag_fast_*); nil registers
+	// none.
+	Registerer prometheus.Registerer
+	// Rand returns a random duration in [0, n) (default math/rand/v2).
+	Rand func(n time.Duration) time.Duration
+}
+
+// fastHistory bounds the points a node's fast state keeps for the
+// hysteresis: 16 s at 250 ms, and at least the last refresh's.
+const fastHistory = 64
+
+// fastLane is the fast lane of a Loop.
+type fastLane struct {
+	cfg   FastConfig
+	th    diagnose.Thresholds
+	st    store.Store
+	log   *slog.Logger
+	now   func() time.Time
+	min   float64 // MinScoreChange
+	stale time.Duration
+	slots chan struct{}
+	nodes map[string]*fastNode // fixed at start: the fleet file's nodes with a url
+	sched fastSchedule
+	met   fastMetrics
+	// noFollow reads the nodes that do not follow redirects.
+	client, noFollow *http.Client
+}
+
+// fastNode is one node of the fast lane.
+type fastNode struct {
+	id, url string
+	follow  bool
+	engine  llmdiagv1.Engine // the fleet file's; unspecified: the last refresh's
+	busy    atomic.Bool      // a read is in flight
+
+	// slot and next are the scheduler's (fastSchedule); index its heap's.
+	slot, next time.Time
+	index      int
+
+	mu sync.Mutex // guards what follows; held by a fast read's apply and by the refresh's update of the node
+	// base is the last refresh's record of the node: what a fast read
+	// copies and overwrites the routing gauges of. Nil until the first
+	// refresh of the node.
+	base *fastBase
+	// points are the recent history the hysteresis reads: the refreshes'
+	// points and the fast reads', oldest first, at most fastHistory.
+	points []diagnose.Point
+	// fast counts the fast reads in points.
+	fast int
+	// last is the newest read applied (a refresh's or a fast read's): an
+	// older one changes nothing. lastFast is the newest fast read's metrics
+	// when it is newer than the refresh's (the refresh takes its gauges).
+	last     time.Time
+	lastFast *llmdiagv1.NodeMetrics
+	// health is what was last stored and published of the node by either
+	// the refresh or a fast read; nil when not known (a new term).
+	health *llmdiagv1.NodeHealth
+}
+
+// fastBase is a refresh's record of a node.
+type fastBase struct {
+	metrics *llmdiagv1.NodeMetrics
+	diag    *llmdiagv1.Diagnosis
+	node    *llmdiagv1.Node
+	profile *llmdiagv1.Profile
+}
+
+func newFastLane(cfg FastConfig, th diagnose.Thresholds, minScore float64, st store.Store, log *slog.Logger, now func() time.Time, nodes map[string]fleet.Node) *fastLane {
+	if cfg.Jitter <= 0 {
+		cfg.Jitter = cfg.Interval / 10
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 64
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cfg.Interval
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 16 << 20
+	}
+	if cfg.DrainBytes <= 0 {
+		cfg.DrainBytes = 1 << 20
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = func(n time.Duration) time.Duration { return rand.N(n) }
+	}
+	f := &fastLane{cfg: cfg, th: th, st: st, log: log, now: now, min: minScore, stale: th.StaleAfter,
+		slots: make(chan struct{}, cfg.Concurrency), nodes: map[string]*fastNode{}, met: newFastMetrics(cfg.Registerer)}
+	for id, n := range nodes {
+		if n.URL == "" {
+			continue
+		}
+		eng, _ := fleet.ParseEngine(n.Engine) // validated with the fleet file
+		f.nodes[id] = &fastNode{id: id, url: n.URL, follow: n.FollowRedirects, engine: eng}
+	}
+	f.client = cfg.Client
+	if f.client == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		// An idle connection to every node, and to every read in flight
+		// when nodes share a host: at 1,000 nodes the default 100 in all
+		// would dial anew on most reads.
+		tr.MaxIdleConns = len(f.nodes) + cfg.Concurrency
+		tr.MaxIdleConnsPerHost = cfg.Concurrency
+		f.client = &http.Client{Transport: tr}
+	}
+	nf := *f.client
+	nf.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	f.noFollow = &nf
+	f.met.nodes.Set(float64(len(f.nodes)))
+	return f
+}
+
+// node returns the fast state of a node, nil when the lane does not read it.
+func (f *fastLane) node(id string) *fastNode {
+	if f == nil {
+		return nil
+	}
+	return f.nodes[id]
+}
+
+// forget drops what the lane knows of nodes: a new term (their health is
+// read from the store again) or nodes swept.
+func (f *fastLane) forget(all bool, ids ...string) {
+	if f == nil {
+		return
+	}
+	drop := func(n *fastNode) {
+		n.mu.Lock()
+		n.health = nil
+		if !all {
+			n.base, n.points, n.fast, n.lastFast = nil, nil, 0, nil
+		}
+		n.mu.Unlock()
+	}
+	if all {
+		for _, n := range f.nodes {
+			drop(n)
+		}
+		return
+	}
+	for _, id := range ids {
+		if n := f.nodes[id]; n != nil {
+			drop(n)
+		}
+	}
+}
+
+// run reads the nodes on their schedules until ctx is done, then waits
+// for the reads in flight.
+func (f *fastLane) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	f.sched.start(f.now(), f.cfg.Interval, f.cfg.Jitter, f.cfg.Rand, f.nodes)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		wake := f.sched.due(f.now(), func(n *fastNode) { f.dispatch(ctx, &wg, n) })
+		// Reads due within a millisecond go together: one wake-up for them.
+		timer.Reset(max(wake.Sub(f.now()), time.Millisecond))
+	}
+}
+
+// dispatch starts a read of n unless its previous read is still in flight
+// or every slot is taken: then this tick of n is skipped, never queued.
+func (f *fastLane) dispatch(ctx context.Context, wg *sync.WaitGroup, n *fastNode) bool {
+	if !n.busy.CompareAndSwap(false, true) {
+		f.met.skipped.WithLabelValues("busy").Inc()
+		return false
+	}
+	select {
+	case f.slots <- struct{}{}:
+	default:
+		n.busy.Store(false)
+		f.met.skipped.WithLabelValues("concurrency").Inc()
+		return false
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() { <-f.slots; n.busy.Store(false) }()
+		f.read(ctx, n)
+	}()
+	return true
+}
+
+// read reads n once and applies what it read.
+func (f *fastLane) read(ctx context.Context, n *fastNode) {
+	eng := n.engine
+	if eng == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
+		n.mu.Lock()
+		if n.base != nil {
+			eng = n.base.metrics.GetEngine()
+		}
+		n.mu.Unlock()
+	}
+	if eng == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
+		// Neither the fleet file nor a refresh has told the engine yet.
+		f.met.reads.WithLabelValues("no_refresh").Inc()
+		return
+	}
+	start := f.now()
+	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	r, up, err := f.fetch(rctx, n, eng)
+	cancel()
+	at := f.now()
+	f.met.latency.Observe(at.Sub(start).Seconds())
+	if ctx.Err() != nil {
+		return // shutting down
+	}
+	f.apply(ctx, n, r, up, err, at)
+}
+
+// fetch GETs n's exposition as a scrape does (source/scrape: the Accept
+// header, status and content-type checks, the body limit) and reads its
+// routing families (engine.ReadRouting). up reports an answer that is an
+// exposition, even one that could not be read.
+func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine) (r *engine.Routing, up bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("build request: %w", err)
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	client := f.noFollow
+	if n.follow {
+		client = f.client
+	}
+	resp, err := client.Do(req)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, false, fmt.Errorf("no answer within %s (the fast lane's deadline)", f.cfg.Timeout)
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, false, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	if ct := mediaType(resp.Header); ct != "none" && ct != "text/plain" && ct != "application/openmetrics-text" {
+		return nil, false, fmt.Errorf("HTTP 200 with content type %s, not a Prometheus text exposition", ct)
+	}
+	lr := &io.LimitedReader{R: resp.Body, N: f.cfg.MaxBodyBytes + 1}
+	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, f.now())
+	if lr.N <= 0 {
+		return nil, true, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes)
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	if r.Stopped {
+		// The rest of the body is not wanted, but read up to DrainBytes of
+		// it so that the connection is reused; a longer one is closed.
+		_, _ = io.Copy(io.Discard, io.LimitReader(lr, f.cfg.DrainBytes))
+	}
+	return r, true, nil
+}
+
+// mediaType is the media type of h's Content-Type: "none" when absent.
+func mediaType(h http.Header) string {
+	ct := h.Get("Content-Type")
+	if ct == "" {
+		return "none"
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "invalid"
+	}
+	return mt
+}
+
+// apply makes a fast read n's routing state: the last refresh's metrics
+// with the read's gauges, a history point, routability and load score by
+// diagnose.Routing; what changed as the publisher's rules say (Changed) is
+// stored and published at once. A read no newer than the newest applied
+// (a refresh's or a fast read's) changes nothing.
+func (f *fastLane) apply(ctx context.Context, n *fastNode, r *engine.Routing, up bool, rerr error, at time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case n.base == nil:
+		f.met.reads.WithLabelValues("no_refresh").Inc()
+		return
+	case !at.After(n.last):
+		f.met.reads.WithLabelValues("stale").Inc()
+		return
+	}
+	b := n.base
+	m := proto.Clone(b.metrics).(*llmdiagv1.NodeMetrics)
+	m.ObservedAt, m.Staleness, m.Stale, m.Up = timestamppb.New(at), durationpb.New(0), false, up
+	m.Queue, m.Running, m.QueueRunningRatio, m.KvPressure, m.KvCapacityTokens = nil, nil, nil, nil, nil
+	switch {
+	case rerr != nil:
+		f.met.reads.WithLabelValues("error").Inc()
+		m.Errors = append(m.Errors, fmt.Sprintf("fast read %s: %v", redact.URL(n.url), rerr))
+		f.log.Debug("fast read failed", "node", n.id, "err", rerr)
+	default:
+		f.met.reads.WithLabelValues("ok").Inc()
+		m.Queue, m.Running, m.KvPressure, m.KvCapacityTokens = r.Queue, r.Running, r.KVUsage, r.KVCapacityTokens
+		m.QueueRunningRatio = metrics.QueueRunningRatio(r.Queue, r.Running)
+		for _, e := range r.Errors {
+			if !slices.Contains(m.Errors, e) {
+				m.Errors = append(m.Errors, e)
+			}
+		}
+	}
+	point := diagnose.Point{At: at.Truncate(time.Millisecond), Up: m.Up, Queue: round32(m.Queue), Running: round32(m.Running), KVPressure: round32(m.KvPressure), Status: b.diag.GetStatus()}
+	routable, score := diagnose.Routing(diagnose.Input{Metrics: m, History: n.points, Profile: b.profile}, b.diag, f.th)
+	n.push(point)
+	n.fast++
+	n.last, n.lastFast = at, m
+
+	node := proto.Clone(b.node).(*llmdiagv1.Node)
+	node.Routable, node.LoadScore, node.Staleness = routable, score, m.Staleness
+	if m.Up {
+		node.LastSeen = m.ObservedAt
+	}
+	h := Health(node, m.ObservedAt)
+	if n.health != nil && !Changed(n.health, h, f.min) {
+		return
+	}
+	d := proto.Clone(b.diag).(*llmdiagv1.Diagnosis)
+	d.Routable, d.LoadScore, d.ObservedAt, d.Staleness, d.Stale = routable, score, m.ObservedAt, m.Staleness, false
+	if err := f.st.Put(ctx, &store.Record{Node: node, Metrics: m, Diagnosis: d}, point); err != nil {
+		f.met.writes.WithLabelValues("error").Inc()
+		f.log.Debug("fast read not stored", "node", n.id, "err", err)
+		return
+	}
+	if _, err := f.st.Publish(ctx, h); err != nil {
+		f.met.writes.WithLabelValues("error").Inc()
+		f.log.Debug("fast read not published", "node", n.id, "err", err)
+		return
+	}
+	f.met.writes.WithLabelValues("ok").Inc()
+	if n.health == nil || n.health.GetRoutable() != h.GetRoutable() {
+		f.log.Debug("node routability changed by a fast read", "node", n.id, "routable", routable, "score", round2(score))
+	}
+	n.health = h
+}
+
+// push appends p to n's points, dropping the oldest beyond fastHistory.
+func (n *fastNode) push(p diagnose.Point) {
+	if len(n.points) >= fastHistory {
+		if n.points[0].At.After(n.points[len(n.points)-1].At) {
+			return
+		}
+		n.points = append(n.points[:0], n.points[1:]...)
+	}
+	n.points = append(n.points, p)
+}
+
+// refreshed is the refresh's part in the fast lane, called by update with
+// n.mu held between the diagnosis and the store: m becomes the node's base
+// (with the gauges, up and observed_at of a fast read newer than it, which
+// update does before diagnosing: overlay), and when fast reads are among
+// the recent points the refresh's routability and load score are re-read
+// over them, so that a refresh does not undo what the fast reads held
+// (its own history has only the refreshes).
+func (n *fastNode) refreshed(m *llmdiagv1.NodeMetrics, d *llmdiagv1.Diagnosis, node *llmdiagv1.Node, profile *llmdiagv1.Profile, point diagnose.Point, th diagnose.Thresholds) {
+	if n.fast > 0 {
+		routable, score := diagnose.Routing(diagnose.Input{Metrics: m, History: n.points, Profile: profile}, d, th)
+		d.Routable, d.LoadScore = routable, score
+		node.Routable, node.LoadScore = routable, score
+	}
+	at := m.GetObservedAt().AsTime()
+	if len(n.points) == 0 || point.At.After(n.points[len(n.points)-1].At) {
+		n.push(point)
+	}
+	if at.After(n.last) {
+		n.last = at
+	}
+	n.lastFast = nil
+	n.base = &fastBase{metrics: m, diag: d, node: node, profile: profile}
+}
+
+// overlay gives m the gauges, up and observed_at of the newest fast read
+// when it is newer than m: a refresh's scrape that began before it does
+// not take the node back in time (nor, in a shared store, write a record
+// older than the stored one).
+func (n *fastNode) overlay(m *llmdiagv1.NodeMetrics) {
+	fm := n.lastFast
+	if fm == nil || !fm.GetObservedAt().AsTime().After(m.GetObservedAt().AsTime()) {
+		return
+	}
+	m.ObservedAt, m.Staleness, m.Stale, m.Up = fm.ObservedAt, fm.Staleness, fm.Stale, fm.Up
+	m.Queue, m.Running, m.QueueRunningRatio, m.KvPressure, m.KvCapacityTokens = fm.Queue, fm.Running, fm.QueueRunningRatio, fm.KvPressure, fm.KvCapacityTokens
+	if !fm.Up && len(fm.Errors) > 0 {
+		m.Errors = append(m.Errors, fm.Errors[len(fm.Errors)-1])
+	}
+}
+
+// fastSchedule gives every node its own slot in the interval (a random
+// phase) and each read a random delay of up to the jitter after its slot;
+// a node whose slot passed by more than an interval (a stall) takes the
+// next slot ahead, so that a late lane never bursts to catch up.
+type fastSchedule struct {
+	interval, jitter time.Duration
+	rnd              func(time.Duration) time.Duration
+	heap             fastHeap
+}
+
+func (s *fastSchedule) start(now time.Time, interval, jitter time.Duration, rnd func(time.Duration) time.Duration, nodes map[string]*fastNode) {
+	s.interval, s.jitter, s.rnd = interval, jitter, rnd
+	s.heap = s.heap[:0]
+	for _, n := range nodes {
+		n.slot = now.Add(rnd(interval))
+		n.next = n.slot.Add(rnd(jitter))
+		s.heap = append(s.heap, n)
+	}
+	heap.Init(&s.heap)
+}
+
+// due calls read with every node due at now, schedules its next read, and
+// returns when the next read is due (now plus an interval when there are no
+// nodes).
+func (s *fastSchedule) due(now time.Time, read func(*fastNode)) time.Time {
+	for len(s.heap) > 0 && !s.heap[0].next.After(now) {
+		n := s.heap[0]
+		read(n)
+		n.slot = n.slot.Add(s.interval)
+		if behind := now.Sub(n.slot); behind >= 0 {
+			n.slot = n.slot.Add((behind/s.interval + 1) * s.interval)
+		}
+		n.next = n.slot.Add(s.rnd(s.jitter))
+		heap.Fix(&s.heap, 0)
+	}
+	if len(s.heap) == 0 {
+		return now.Add(s.interval)
+	}
+	return s.heap[0].next
+}
+
+// fastHeap orders nodes by their next read.
+type fastHeap []*fastNode
+
+func (h fastHeap) Len() int           { return len(h) }
+func (h fastHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h fastHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *fastHeap) Push(x any) { n := x.(*fastNode); n.index = len(*h); *h = append(*h, n) }
+func (h *fastHeap) Pop() any {
+	old := *h
+	n := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return n
+}
+
+// fastMetrics are the lane's own metrics.
+type fastMetrics struct {
+	reads   *prometheus.CounterVec
+	skipped *prometheus.CounterVec
+	writes  *prometheus.CounterVec
+	latency prometheus.Histogram
+	nodes   prometheus.Gauge
+}
+
+func newFastMetrics(reg prometheus.Registerer) fastMetrics {
+	m := fastMetrics{
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_fast_reads_total",
+			Help: "Fast-lane reads by result: ok, error (the node is read as down or unreadable), stale (older than the newest read applied), no_refresh (no refresh of the node yet)."}, []string{"result"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_fast_skipped_total",
+			Help: "Fast-lane ticks skipped, never queued: busy (the node's previous read still in flight), concurrency (every read slot taken)."}, []string{"reason"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_fast_writes_total",
+			Help: "Fast-lane store writes and StreamHealth publications (a routability, status or load-score change) by result."}, []string{"result"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmdiag_fast_read_duration_seconds",
+			Help: "Time of one fast-lane read: the GET and the routing families' read.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		nodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmdiag_fast_nodes",
+			Help: "Nodes the fast lane reads: the fleet file's nodes with an endpoint url."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.reads, m.skipped, m.writes, m.latency, m.nodes)
+	}
+	return m
+}
