@@ -45,7 +45,9 @@ type FastConfig struct {
 	// Concurrency bounds the reads in flight (default 64): a tick finding
 	// every slot taken is skipped, never queued.
 	Concurrency int
-	// Timeout bounds one read (default Interval).
+	// Timeout bounds one read (default Interval); a read that runs out of
+	// it is skipped (llmdiag_fast_skipped_total{reason="slow"}), not
+	// applied.
 	Timeout time.Duration
 	// MaxBodyBytes bounds the exposition read (default 16 MiB, as a scrape).
 	MaxBodyBytes int64
@@ -127,7 +129,7 @@ type fastBase struct {
 
 func newFastLane(cfg FastConfig, th diagnose.Thresholds, minScore float64, st store.Store, log *slog.Logger, now func() time.Time, nodes map[string]fleet.Node) *fastLane {
 	if cfg.Jitter <= 0 {
-		cfg.Jitter = cfg.Interval / 10
+		cfg.Jitter = max(cfg.Interval/10, 1)
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
@@ -269,11 +271,21 @@ func (f *fastLane) read(ctx context.Context, n *fastNode) {
 	cancel()
 	at := f.now()
 	f.met.latency.Observe(at.Sub(start).Seconds())
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return // shutting down
+	case errors.Is(err, errSlow):
+		// Slower than the deadline: this tick is skipped. A slow read says
+		// nothing of the node's load; a node that does not answer at all
+		// is found down by the refresh's scrape.
+		f.met.skipped.WithLabelValues("slow").Inc()
+		return
 	}
 	f.apply(ctx, n, r, up, err, at)
 }
+
+// errSlow is a read that ran out of the fast lane's deadline.
+var errSlow = errors.New("no answer within the fast lane's deadline")
 
 // fetch GETs n's exposition as a scrape does (source/scrape: the Accept
 // header, status and content-type checks, the body limit) and reads its
@@ -291,7 +303,7 @@ func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine)
 	}
 	resp, err := client.Do(req)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, false, fmt.Errorf("no answer within %s (the fast lane's deadline)", f.cfg.Timeout)
+		return nil, false, errSlow
 	}
 	if err != nil {
 		return nil, false, err
@@ -307,6 +319,9 @@ func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine)
 	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, f.now())
 	if lr.N <= 0 {
 		return nil, true, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, true, errSlow
 	}
 	if err != nil {
 		return nil, true, err
@@ -369,6 +384,12 @@ func (f *fastLane) apply(ctx context.Context, n *fastNode, r *engine.Routing, up
 	}
 	point := diagnose.Point{At: at.Truncate(time.Millisecond), Up: m.Up, Queue: round32(m.Queue), Running: round32(m.Running), KVPressure: round32(m.KvPressure), Status: b.diag.GetStatus()}
 	routable, score := diagnose.Routing(diagnose.Input{Metrics: m, History: n.points, Profile: b.profile}, b.diag, f.th)
+	if rerr != nil {
+		// An answer that could not be read says nothing of the node's
+		// load: not routable, as a refresh reading nothing makes it
+		// UNKNOWN.
+		routable = false
+	}
 	n.push(point)
 	n.fast++
 	n.last, n.lastFast = at, m
@@ -384,7 +405,16 @@ func (f *fastLane) apply(ctx context.Context, n *fastNode, r *engine.Routing, up
 	}
 	d := proto.Clone(b.diag).(*llmdiagv1.Diagnosis)
 	d.Routable, d.LoadScore, d.ObservedAt, d.Staleness, d.Stale = routable, score, m.ObservedAt, m.Staleness, false
-	if err := f.st.Put(ctx, &store.Record{Node: node, Metrics: m, Diagnosis: d}, point); err != nil {
+	rec := &store.Record{Node: node, Metrics: m, Diagnosis: d}
+	var err error
+	if rw, ok := f.st.(store.RecordWriter); ok {
+		// The point stays in the lane's own history (n.points): in the
+		// store's, the refreshes' readers would count it as a refresh.
+		err = rw.PutRecord(ctx, rec)
+	} else {
+		err = f.st.Put(ctx, rec, point)
+	}
+	if err != nil {
 		f.met.writes.WithLabelValues("error").Inc()
 		f.log.Debug("fast read not stored", "node", n.id, "err", err)
 		return
@@ -524,7 +554,7 @@ func newFastMetrics(reg prometheus.Registerer) fastMetrics {
 		reads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_fast_reads_total",
 			Help: "Fast-lane reads by result: ok, error (the node is read as down or unreadable), stale (older than the newest read applied), no_refresh (no refresh of the node yet)."}, []string{"result"}),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_fast_skipped_total",
-			Help: "Fast-lane ticks skipped, never queued: busy (the node's previous read still in flight), concurrency (every read slot taken)."}, []string{"reason"}),
+			Help: "Fast-lane ticks skipped, never queued: busy (the node's previous read still in flight), concurrency (every read slot taken), slow (the read ran out of its deadline, the fast interval)."}, []string{"reason"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_fast_writes_total",
 			Help: "Fast-lane store writes and StreamHealth publications (a routability, status or load-score change) by result."}, []string{"result"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmdiag_fast_read_duration_seconds",

@@ -299,6 +299,15 @@ func TestFastHysteresis(t *testing.T) {
 	if evs := fx.events(); len(evs) == 0 || !evs[len(evs)-1] {
 		t.Fatalf("events %v, want the last routable", evs)
 	}
+	// The store's history holds the two refreshes only: its other readers
+	// (spikes, the STALLED rule) count points as refreshes.
+	hist, err := fx.st.History(context.Background(), "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(hist) != 2 {
+		t.Fatalf("the store's history has %d points after 2 refreshes and 7 fast reads, want 2", len(hist))
+	}
 }
 
 // TestFastRefreshReadsTheFastPoints: a refresh's routability is read over
@@ -372,13 +381,33 @@ func TestFastReadDown(t *testing.T) {
 	}
 }
 
+// TestFastReadUnreadable: an answer that is an exposition but could not be
+// read holds the node out of routing, as a refresh reading nothing would.
+func TestFastReadUnreadable(t *testing.T) {
+	fx := newFastFixture(t)
+	fx.now = fx.now.Add(250 * time.Millisecond)
+	fx.loop.fast.apply(context.Background(), fx.n, nil, true, errors.New("parse: bad line"), fx.now)
+	if ok, _ := fx.routable(); ok {
+		t.Fatal("an unreadable answer left the node routable")
+	}
+}
+
 // TestFastFetch reads an exposition of the repository through fetch: the
 // values are ReadRouting's (and so the full parser's: engine's tests), the
 // rest of the body is drained so the next read reuses the connection.
 func TestFastFetch(t *testing.T) {
 	body := expofarm.SeedBody() // the simulator's vLLM node, 172 KB
 	var conns atomic.Int32
+	var mode atomic.Int32 // 0 serve, 1 hang, 2 not found
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch mode.Load() {
+		case 1:
+			<-r.Context().Done()
+			return
+		case 2:
+			http.NotFound(w, r)
+			return
+		}
 		if r.Header.Get("Accept") == "" {
 			http.Error(w, "no Accept", http.StatusBadRequest)
 			return
@@ -414,9 +443,18 @@ func TestFastFetch(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Errorf("3 reads opened %d connections, want 1 (the body drained)", n)
 	}
+	// Slower than the deadline: skipped, not applied.
+	f.cfg.Timeout = 50 * time.Millisecond
+	mode.Store(1)
+	f.read(context.Background(), f.nodes["n"])
+	if got := counter(f.met.skipped.WithLabelValues("slow")); got != 1 {
+		t.Errorf("a read past its deadline: %v slow skips, want 1", got)
+	}
+	if got := counter(f.met.reads.WithLabelValues("error")) + counter(f.met.reads.WithLabelValues("no_refresh")); got != 0 {
+		t.Errorf("a read past its deadline was applied (%v)", got)
+	}
 	// Not an exposition: an error, the node down.
-	f.nodes["n"].url = srv.URL + "/x"
-	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
+	mode.Store(2)
 	if _, up, err := f.fetch(context.Background(), f.nodes["n"], llmdiagv1.Engine_ENGINE_VLLM); err == nil || up {
 		t.Fatalf("a 404: up %v, err %v", up, err)
 	}

@@ -7,7 +7,7 @@
 # 1,000-node one's) are the figures to compare across machines; absolute
 # times depend on the machine and what else runs on it.
 #
-#   make bench              # everything, about 15 minutes on 2 cores
+#   make bench              # everything, about 30 minutes on 2 cores
 #   COUNT=3 make bench      # fewer runs
 #   ONLY=Unary make bench   # the benchmarks whose name matches
 #
@@ -29,6 +29,7 @@ benches=(
   "./server         ^BenchmarkStreamFloorServerMemory$   1x"
   "./source/prom    ^BenchmarkRefresh10kNodes$           1x"
   "./source/scrape  ^BenchmarkFleetFullParse$            1x"
+  "./internal/routertest ^BenchmarkFastLaneToView$       1x"
   "./store/memory   ^BenchmarkStoreRefreshCycle$         1s"
   "./engine         ^BenchmarkParseVLLM$                 1s"
   "./client         ^Benchmark(Routable|Pick)$           1s"

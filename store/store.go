@@ -77,6 +77,17 @@ type HistoryBuf struct {
 	Vals   []float64
 }
 
+// RecordWriter is a Store that replaces a node's latest record without
+// appending to its history: the fast lane's writes (refresh/fast.go), whose
+// points serve the routing hysteresis only and must not read as refreshes
+// to the history's other readers (spikes, the STALLED rule). A store
+// without it takes those writes with Put.
+type RecordWriter interface {
+	// PutRecord replaces the latest record of a node Put has written
+	// (ErrNotFound otherwise), as Put does but for the history.
+	PutRecord(ctx context.Context, rec *Record) error
+}
+
 // Store is llmdiag's state. Implementations are safe for concurrent use.
 type Store interface {
 	// Put replaces a node's latest record and appends p to its history,

@@ -141,6 +141,33 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	return nil
 }
 
+// PutRecord implements store.RecordWriter: Put without a history point,
+// for a node Put wrote (ErrNotFound otherwise).
+func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	id := rec.Node.GetId()
+	var raw *store.Record
+	b, err := s.codec.Encode(id, rec)
+	if err != nil {
+		raw = cloneRecord(rec)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.nodes[id]
+	if n == nil {
+		return fmt.Errorf("%q: %w", id, store.ErrNotFound)
+	}
+	s.puts++
+	s.gen.Add(1)
+	n.rec, n.raw, n.written = b, raw, s.opts.Now()
+	n.observed, n.put = rec.Metrics.GetObservedAt().AsTime(), s.puts
+	return nil
+}
+
+var _ store.RecordWriter = (*Store)(nil)
+
 // entry is one node's encoded record, copied out from under the lock to be
 // decoded after it.
 type entry struct {
