@@ -134,21 +134,8 @@ func scraperReader(urls []string, client *http.Client) expofarm.Reader {
 // parseReader reads a node as Scraper's fetch and scrape do, without the
 // ring and the window.
 func parseReader(client *http.Client) expofarm.Reader {
-	return expofarm.ReaderFunc(func(ctx context.Context, u string) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Accept", "text/plain;version=0.0.4")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
-			return fmt.Errorf("HTTP %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-		}
-		exp, err := engine.Parse(resp.Body, engine.Limits{})
+	return exposition(client, func(body io.Reader) error {
+		exp, err := engine.Parse(body, engine.Limits{})
 		if err != nil {
 			return err
 		}
@@ -162,6 +149,26 @@ func parseReader(client *http.Client) expofarm.Reader {
 
 // fastReader reads a node as the fast lane does (refresh/fast.go, fetch).
 func fastReader(client *http.Client) expofarm.Reader {
+	return exposition(client, func(body io.Reader) error {
+		lr := &io.LimitedReader{R: body, N: 16<<20 + 1}
+		r, err := engine.ReadRouting(lr, llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now())
+		if err != nil {
+			return err
+		}
+		if r.Stopped {
+			_, _ = io.Copy(io.Discard, io.LimitReader(lr, 1<<20))
+		}
+		if r.Queue == nil || r.Running == nil || r.KVUsage == nil {
+			return errors.New("no routing gauges")
+		}
+		return nil
+	})
+}
+
+// exposition is a Reader that GETs a node's exposition as Scraper's fetch
+// does (Accept header, 200 and text/plain checks) and hands the body to
+// read.
+func exposition(client *http.Client, read func(body io.Reader) error) expofarm.Reader {
 	return expofarm.ReaderFunc(func(ctx context.Context, u string) error {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
@@ -176,17 +183,6 @@ func fastReader(client *http.Client) expofarm.Reader {
 		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain") {
 			return fmt.Errorf("HTTP %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
-		lr := &io.LimitedReader{R: resp.Body, N: 16<<20 + 1}
-		r, err := engine.ReadRouting(lr, llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now())
-		if err != nil {
-			return err
-		}
-		if r.Stopped {
-			_, _ = io.Copy(io.Discard, io.LimitReader(lr, 1<<20))
-		}
-		if r.Queue == nil || r.Running == nil || r.KVUsage == nil {
-			return errors.New("no routing gauges")
-		}
-		return nil
+		return read(resp.Body)
 	})
 }
