@@ -76,7 +76,7 @@ func (s securityFlagSet) setup(ctx context.Context, log *slog.Logger, listen str
 		}
 		log.Info("serving /metrics", "addr", "http://"+ln.Addr().String()+"/metrics")
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true})) // exemplars: server/server.go
 		go func() {
 			if err := server.Serve(ctx, ln, mux, log, grace); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("--metrics-listen stopped", "err", err)

@@ -40,6 +40,7 @@ import (
 	"github.com/llmdiag/llmdiag/store/redisstore"
 	"github.com/llmdiag/llmdiag/store/replica"
 	"github.com/llmdiag/llmdiag/telemetry"
+	"github.com/llmdiag/llmdiag/tracing"
 )
 
 // targetsFlag collects repeated --target id=url[,model=…,engine=…,follow_redirects=true]
@@ -108,6 +109,7 @@ type serveFlags struct {
 	tls                                                   serveTLSFlags
 	alerts                                                *alertFlagSet
 	slack                                                 slackFlagSet
+	trace                                                 traceFlagSet
 	newLog                                                func(io.Writer) (*slog.Logger, error)
 }
 
@@ -147,6 +149,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.tls = tlsServeFlags(fs)
 	c.alerts = alertFlags(fs) // the Alertmanager receiver, cli/alerts.go
 	c.slack = slackFlags(fs)
+	c.trace = traceFlags(fs) // OpenTelemetry, cli/tracing.go
 	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -190,13 +193,20 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	// Tracing (issue 18): OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set,
+	// else off at no cost (package tracing); spans flushed on exit.
+	tr, stopTracing, err := c.trace.setup(ctx, env.Getenv, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	tm, err := telemetry.New(reg, time.Now)
 	if err != nil {
 		return err
 	}
-	st, err := c.openStore(ctx, log, reg)
+	st, err := c.openStore(ctx, log, reg, tr)
 	if err != nil {
 		return err
 	}
@@ -210,7 +220,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 
 	loop := refresh.New(src.src, st.st, tm, log, time.Now, refresh.Config{Interval: *c.interval, Window: *c.window, Thresholds: th, Fleet: src.fleet, Retention: *c.retention, MaxNodes: *c.maxNodes,
 		Fast: refresh.FastConfig{Interval: *c.fastInterval, Concurrency: *c.fastConcurrency, Registerer: reg,
-			Limits: engine.Limits{MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks}}})
+			Limits: engine.Limits{MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks}}, TracerProvider: tr.Provider})
 	if *c.fastInterval > 0 {
 		// Nodes known only through Prometheus (no url in the fleet file,
 		// or found by discovery) are not read by the fast lane.
@@ -281,7 +291,14 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	surfaces.Routes = append(surfaces.Routes, amRoute)
 	// A GET of a read may be kept by the caller's cache for one refresh.
 	surfaces.GetMaxAge = *c.interval
-	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
+	// The tracing interceptor (none when off) goes first: telemetry's
+	// exemplars read the span it starts.
+	interceptors, err := tr.Interceptors()
+	if err != nil {
+		return err
+	}
+	interceptors = append(interceptors, tm.Interceptor(), lim.Interceptor())
+	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(interceptors...))))
 
 	ln, err := net.Listen("tcp", *c.listen)
 	if err != nil {
@@ -401,7 +418,7 @@ type openedStore struct {
 
 // openStore opens the memory store, or with --redis a replica of the
 // shared state (its sync running until ctx is done) and the ingest lease.
-func (c *serveFlags) openStore(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) (openedStore, error) {
+func (c *serveFlags) openStore(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, tr *tracing.Tracing) (openedStore, error) {
 	if *c.redisURL == "" {
 		return openedStore{st: memory.New(memory.Options{HistoryLen: *c.historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))}, nil
 	}
@@ -413,6 +430,10 @@ func (c *serveFlags) openStore(ctx context.Context, log *slog.Logger, reg promet
 	// debug level, since the replica and the lease already log a Redis
 	// outage once, with what it means.
 	redis.SetLogger(redisLogger{log})
+	if tr.On() {
+		// Commands under a traced refresh or RPC become spans (names only).
+		rdb.AddHook(tracing.RedisHook())
+	}
 	shared := redisstore.New(rdb, redisstore.Options{Prefix: *c.redisPrefix, HistoryLen: *c.historyLen, NodeTTL: *c.retention})
 	local := memory.New(memory.Options{HistoryLen: *c.historyLen}, strconv.FormatInt(time.Now().UnixNano(), 36))
 	rep := replica.New(shared, local, replica.Options{SyncEvery: *c.syncEvery, FullEvery: *c.fullSyncEvery, Log: log})

@@ -10,6 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,6 +24,7 @@ import (
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
+	"github.com/llmdiag/llmdiag/tracing"
 )
 
 // Recorder receives the loop's own telemetry.
@@ -61,6 +65,11 @@ type Config struct {
 	// Fast is the fast lane (fast.go), for the Fleet's nodes with an
 	// endpoint url; off when its Interval is 0.
 	Fast FastConfig
+	// TracerProvider makes each refresh a trace: a "refresh.cycle" span,
+	// with the source's read ("source.refresh", and under it the source's
+	// own spans: scrapes, Prometheus queries) and each node's store write
+	// under it (package tracing). Nil: none.
+	TracerProvider trace.TracerProvider
 }
 
 // Loop is the ingest loop.
@@ -88,6 +97,8 @@ type Loop struct {
 	slo *sloWindows
 	// fast is the fast lane; nil when off.
 	fast *fastLane
+	// tracer makes the cycle spans.
+	tracer trace.Tracer
 }
 
 // wrote is what update compares a node's new record with: its health and
@@ -122,6 +133,10 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	}
 	l := &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
 		slo: newSLOWindows(cfg.Thresholds, cfg.Window, cfg.Interval)}
+	l.tracer = noop.NewTracerProvider().Tracer("")
+	if cfg.TracerProvider != nil {
+		l.tracer = cfg.TracerProvider.Tracer(tracing.Scope)
+	}
 	if cfg.Fast.Interval > 0 {
 		l.fast = newFastLane(cfg.Fast, cfg.Thresholds, cfg.MinScoreChange, st, log, now, cfg.Fleet)
 	}
@@ -207,10 +222,14 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	defer l.mu.Unlock()
 	start := l.now()
 	defer func() { l.rec.ObserveRefresh(l.now().Sub(start), err) }()
+	ctx, span := l.tracer.Start(ctx, "refresh.cycle", trace.WithNewRoot())
+	defer func() { tracing.End(span, err) }()
 
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	obs, err := l.src.Refresh(ctx, l.cfg.Window)
+	sctx, sspan := tracing.Child(ctx, "source.refresh")
+	obs, err := l.src.Refresh(sctx, l.cfg.Window)
+	tracing.End(sspan, err)
 	if err != nil {
 		return false, fmt.Errorf("read source: %w", err)
 	}
@@ -218,6 +237,10 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	defer func() {
 		nodeSet.Kept = len(l.nodes.seen)
 		l.rec.ObserveNodeSet(nodeSet)
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("llmdiag.nodes", len(obs)), attribute.Int("llmdiag.nodes.kept", nodeSet.Kept),
+				attribute.Int("llmdiag.nodes.refused", nodeSet.Refused), attribute.Int("llmdiag.nodes.removed", len(nodeSet.Removed)))
+		}
 	}()
 	if l.slo != nil {
 		// The SLO windows may take half the refresh's time at most: the
@@ -279,6 +302,9 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 		counts[status]++
 	}
 	l.rec.SetNodeStatuses(counts)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("llmdiag.nodes.stored", stored), attribute.Int("llmdiag.nodes.errors", len(errs)))
+	}
 	removed, serr := l.sweep(ctx)
 	nodeSet.Removed = removed
 	if serr == nil {
@@ -398,7 +424,10 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 	if fn != nil {
 		fn.refreshed(m, d, node, profile, point, l.cfg.Thresholds)
 	}
-	if err := l.st.Put(ctx, &store.Record{Node: node, Metrics: m, Diagnosis: d}, point); err != nil {
+	pctx, span := tracing.Child(ctx, "store.put", trace.WithAttributes(attribute.String("llmdiag.node", o.Node.ID)))
+	err = l.st.Put(pctx, &store.Record{Node: node, Metrics: m, Diagnosis: d}, point)
+	tracing.End(span, err)
+	if err != nil {
 		delete(l.wrote, o.Node.ID) // what the store holds now is its to say
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
@@ -410,7 +439,10 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 	// A node the feed was told went quiet is news again, whatever it reads.
 	back := l.nodes.quiet[o.Node.ID]
 	if !known || back || Changed(prev.health, h, l.cfg.MinScoreChange) {
-		if _, err := l.st.Publish(ctx, h); err != nil {
+		pctx, span := tracing.Child(ctx, "store.publish", trace.WithAttributes(attribute.String("llmdiag.node", o.Node.ID)))
+		_, err := l.st.Publish(pctx, h)
+		tracing.End(span, err)
+		if err != nil {
 			return 0, fmt.Errorf("publish %s: %w", o.Node.ID, err)
 		}
 		delete(l.nodes.quiet, o.Node.ID)

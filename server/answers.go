@@ -246,7 +246,7 @@ type peer struct {
 // listPeers lists the store's nodes' metrics by model, their staleness
 // measured at now.
 func (s *Service) listPeers(ctx context.Context, now time.Time) (map[string][]peer, error) {
-	recs, err := s.st.List(ctx)
+	recs, err := s.list(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func (s *Service) ComparePercentiles(ctx context.Context, req *connect.Request[l
 	}
 	ids := msg.GetNodes()
 	if len(ids) == 0 {
-		recs, err := s.st.List(ctx)
+		recs, err := s.list(ctx)
 		if err != nil {
 			return nil, storeErr(err)
 		}

@@ -38,7 +38,7 @@ func (s *Service) GetNodeHistory(ctx context.Context, req *connect.Request[llmdi
 	if n == 0 {
 		n = MaxHistoryPoints
 	}
-	points, err := s.st.History(ctx, node)
+	points, err := s.history(ctx, node)
 	if err != nil {
 		return nil, storeErr(err)
 	}

@@ -127,7 +127,7 @@ func (s *Service) isDefault(node, window string, offset *durationpb.Duration) bo
 // prepareMetrics prepares GetNodeMetrics' answer from the store's record,
 // or none when its data is stale.
 func (s *Service) prepareMetrics(ctx context.Context, node string) (*prepared, error) {
-	rec, err := s.st.Get(ctx, node)
+	rec, err := s.get(ctx, node)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -144,7 +144,7 @@ func (s *Service) prepareMetrics(ctx context.Context, node string) (*prepared, e
 // data is stale.
 func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdiagv1.Language, format llmdiagv1.ReportFormat) (*prepared, error) {
 	now := s.now()
-	rec, err := s.st.Get(ctx, node)
+	rec, err := s.get(ctx, node)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -293,7 +293,7 @@ func (s *Service) metricsFor(ctx context.Context, node, window string, offsetpb 
 // fleet-wide (Prometheus: one query set per window and offset, whatever
 // the nodes asked about).
 func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiagv1.NodeMetrics, *store.Record, error) {
-	rec, err := s.st.Get(ctx, node)
+	rec, err := s.get(ctx, node)
 	if err != nil {
 		return nil, nil, storeErr(err)
 	}
@@ -354,7 +354,7 @@ func windowErr(sp span, node string, err error) error {
 // profile and peers, and slo's SLO windows (slo.go).
 func (s *Service) rediagnose(ctx context.Context, rec *store.Record, m *llmdiagv1.NodeMetrics, lang llmdiagv1.Language, now time.Time, slo sloInput) *llmdiagv1.Diagnosis {
 	m = refresh.Restale(m, now, s.cfg.StaleAfter)
-	hist, err := s.st.History(ctx, rec.Node.GetId())
+	hist, err := s.history(ctx, rec.Node.GetId())
 	if err != nil {
 		s.log.Warn("history unavailable", "node", rec.Node.GetId(), "err", err)
 	}

@@ -29,7 +29,7 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 	if err != nil {
 		return nil, err
 	}
-	recs, err := s.st.List(ctx)
+	recs, err := s.list(ctx)
 	if err != nil {
 		return nil, storeErr(err)
 	}

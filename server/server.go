@@ -89,7 +89,9 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 		mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
 	}
 	if s.Metrics != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{}))
+		// OpenMetrics when the scraper asks for it: the only format that
+		// carries the RPC latency exemplars (telemetry).
+		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	}
 	for _, r := range s.Routes {
 		mux.Handle(r.Pattern, r.Handler)

@@ -236,7 +236,7 @@ func (s *Service) syncStream(ctx context.Context, hub *fanout.Hub, opts fanout.S
 	if err != nil {
 		return nil, err
 	}
-	recs, err := s.st.List(ctx)
+	recs, err := s.list(ctx)
 	if err != nil {
 		sub.Close()
 		return nil, err
@@ -301,7 +301,7 @@ func (s *Service) restale(h *llmdiagv1.NodeHealth, now time.Time) *llmdiagv1.Nod
 // currentHealth is the health of every node in the store, for the hub to
 // resynchronise subscribers with.
 func (s *Service) currentHealth(ctx context.Context) ([]*llmdiagv1.NodeHealth, error) {
-	recs, err := s.st.List(ctx)
+	recs, err := s.list(ctx)
 	if err != nil {
 		return nil, err
 	}

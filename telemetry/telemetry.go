@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/refresh"
@@ -106,7 +107,8 @@ func (m *Metrics) ObserveNodeSet(ns refresh.NodeSet) {
 	m.nodesRemoved.Add(float64(len(ns.Removed)))
 }
 
-// Interceptor counts and times every RPC.
+// Interceptor counts and times every RPC, with exemplars linking to traces
+// when it runs inside the tracing interceptor (tracing.Tracing.Interceptors).
 func (m *Metrics) Interceptor() connect.Interceptor { return interceptor{m} }
 
 type interceptor struct{ m *Metrics }
@@ -115,7 +117,7 @@ func (i interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		start := i.m.now()
 		resp, err := next(ctx, req)
-		i.m.observe(req.Spec().Procedure, start, err)
+		i.m.observe(ctx, req.Spec().Procedure, start, err)
 		return resp, err
 	}
 }
@@ -128,12 +130,16 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		start := i.m.now()
 		err := next(ctx, conn)
-		i.m.observe(conn.Spec().Procedure, start, err)
+		i.m.observe(ctx, conn.Spec().Procedure, start, err)
 		return err
 	}
 }
 
-func (m *Metrics) observe(procedure string, start time.Time, err error) {
+// observe counts and times one RPC. When ctx carries a sampled span (the
+// tracing interceptor ran before this one) the latency is observed with an
+// exemplar naming the trace and span, so a slow bucket on a dashboard links
+// to a trace of a call that fell in it (served with /metrics in OpenMetrics).
+func (m *Metrics) observe(ctx context.Context, procedure string, start time.Time, err error) {
 	code := "ok"
 	if err != nil {
 		code = connect.CodeOf(err).String()
@@ -142,5 +148,11 @@ func (m *Metrics) observe(procedure string, start time.Time, err error) {
 		}
 	}
 	m.rpcs.WithLabelValues(procedure, code).Inc()
-	m.rpcLatency.WithLabelValues(procedure).Observe(m.now().Sub(start).Seconds())
+	h := m.rpcLatency.WithLabelValues(procedure)
+	d := m.now().Sub(start).Seconds()
+	if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+		h.(prometheus.ExemplarObserver).ObserveWithExemplar(d, prometheus.Labels{"trace_id": sc.TraceID().String(), "span_id": sc.SpanID().String()})
+		return
+	}
+	h.Observe(d)
 }

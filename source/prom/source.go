@@ -22,12 +22,15 @@ import (
 	"github.com/prometheus/client_golang/api"
 	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/tracing"
 )
 
 // ErrNoData is returned when not one query of a refresh succeeded
@@ -416,6 +419,28 @@ func newWorker() any { return &worker{intern: map[string]string{}} }
 // nodes — a million bucket series per refresh — is over ten seconds of CPU,
 // and buffers each body anew.
 func (s *Source) query(ctx context.Context, w *worker, q query, t time.Time) (v1.Warnings, error) {
+	// A span under the refresh's or the RPC's, when that is traced.
+	ctx, span := tracing.Child(ctx, "prometheus.query", trace.WithSpanKind(trace.SpanKindClient))
+	if !span.IsRecording() {
+		return s.send(ctx, w, q, t)
+	}
+	expr := q.expr
+	if len(expr) > maxSpanExpr {
+		expr = expr[:maxSpanExpr] + "…"
+	}
+	span.SetAttributes(attribute.String("db.system.name", "prometheus"), attribute.String("llmdiag.query", q.what()),
+		attribute.String("db.query.text", expr))
+	warnings, err := s.send(ctx, w, q, t)
+	span.SetAttributes(attribute.Int("llmdiag.response.bytes", w.buf.Len()), attribute.Int("llmdiag.warnings", len(warnings)))
+	tracing.End(span, err)
+	return warnings, err
+}
+
+// maxSpanExpr bounds the PromQL a query's span quotes.
+const maxSpanExpr = 2048
+
+// send is query's request and answer.
+func (s *Source) send(ctx context.Context, w *worker, q query, t time.Time) (v1.Warnings, error) {
 	release, err := s.slots.acquire(ctx)
 	if err != nil {
 		return nil, err

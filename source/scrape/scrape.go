@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/llmdiag/llmdiag/engine"
@@ -23,6 +26,7 @@ import (
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/tracing"
 )
 
 // Options configure a Scraper. Zero values take the defaults shown.
@@ -232,12 +236,15 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 		// The DCGM exporter is read alongside, within the same deadline.
 		var gpu gpuRead
 		var wg sync.WaitGroup
+		// Under the refresh's span when it is traced (package tracing).
+		ctx, span := tracing.Child(ctx, "scrape", trace.WithSpanKind(trace.SpanKindClient))
 		if t.DCGM != "" {
 			wg.Go(func() { gpu = s.scrapeDCGM(ctx, t) })
 		}
 		smp := s.scrape(ctx, t)
 		wg.Wait()
 		gpu.into(smp)
+		endScrape(span, t, smp)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.recordLocked(t.ID, smp)
@@ -249,6 +256,20 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 		st.flight, st.starved = nil, false
 	}()
 	return f
+}
+
+// endScrape ends a scrape's span with what it found: the node, its engine,
+// whether it was up, and its first error (errors name no secret: URLs in
+// them are redacted).
+func endScrape(span trace.Span, t fleet.Node, smp *sample.Sample) {
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("llmdiag.node", t.ID), attribute.String("llmdiag.engine", smp.Engine.String()),
+			attribute.Bool("llmdiag.up", smp.Up), attribute.Int("llmdiag.scrape.errors", len(smp.Errors)))
+		if len(smp.Errors) > 0 {
+			span.SetStatus(codes.Error, smp.Errors[0])
+		}
+	}
+	span.End()
 }
 
 // observe is t's Observation from what has been recorded, at now.
@@ -488,6 +509,10 @@ func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool) (exp *
 		return nil, at, nil, err
 	}
 	defer resp.Body.Close()
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+	}
 	// What an answer says is never quoted: errors reach every API caller,
 	// and the body (or the reason phrase) of a page that is not an
 	// exposition can be anything.
@@ -506,6 +531,9 @@ func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool) (exp *
 	// costs what the limit allows, not what the body holds.
 	exp, perr := engine.Parse(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues})
 	at = s.now()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int64("llmdiag.scrape.bytes", lr.n))
+	}
 	if lr.n > s.opts.MaxBodyBytes {
 		perr = fmt.Errorf("body exceeds %d bytes", s.opts.MaxBodyBytes)
 	}
