@@ -20,6 +20,7 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/redistest"
 	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
@@ -27,6 +28,7 @@ import (
 	"github.com/llmdiag/llmdiag/sim"
 	"github.com/llmdiag/llmdiag/source/scrape"
 	"github.com/llmdiag/llmdiag/store/memory"
+	"github.com/llmdiag/llmdiag/store/redisstore"
 	"github.com/llmdiag/llmdiag/telemetry"
 	"github.com/llmdiag/llmdiag/tracing"
 )
@@ -223,5 +225,66 @@ func TestDiagnoseNodeSpans(t *testing.T) {
 	}
 	if !strings.Contains(line, want) {
 		t.Errorf("no DiagnoseNode latency bucket with an exemplar %s in /metrics (content type %s); exemplar line: %q", want, resp.Header.Get("Content-Type"), line)
+	}
+}
+
+// TestRefreshRedisSpans: with the Redis store (a real redis-server), each
+// store write of a traced refresh has the Redis commands it sent under it,
+// named by command, with no key in any attribute.
+func TestRefreshRedisSpans(t *testing.T) {
+	f := simFleet(t)
+	rs := redistest.Start(t)
+	rdb, err := redisstore.NewClient(rs.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	rdb.AddHook(tracing.RedisHook())
+	tp, exp := recorder(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	tm, err := telemetry.New(prometheus.NewRegistry(), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Untraced work (here: a write with no span) makes no Redis span.
+	st := redisstore.New(rdb, redisstore.Options{Prefix: "tracetest:"})
+	if _, err := st.List(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Fatalf("%d spans from an untraced call", n)
+	}
+	scraper := scrape.New(f.FleetFile().Nodes, nil, log, time.Now, scrape.Options{Timeout: 5 * time.Second})
+	loop := refresh.New(scraper, st, tm, log, time.Now, refresh.Config{Thresholds: diagnose.DefaultThresholds(), TracerProvider: tp})
+	if err := loop.Once(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	for _, s := range spans {
+		byID[s.SpanContext.SpanID()] = s
+	}
+	underPut := map[string]int{} // node → Redis spans under its store.put
+	for _, s := range spans {
+		for _, a := range s.Attributes {
+			if strings.Contains(a.Value.Emit(), "tracetest:") {
+				t.Errorf("span %s attribute %s quotes a key: %s", s.Name, a.Key, a.Value.Emit())
+			}
+		}
+		if !strings.HasPrefix(s.Name, "redis ") {
+			continue
+		}
+		if s.SpanKind != trace.SpanKindClient {
+			t.Errorf("%s: kind %v, want client", s.Name, s.SpanKind)
+		}
+		if p, ok := byID[s.Parent.SpanID()]; ok && p.Name == "store.put" {
+			node, _ := attr(p, "llmdiag.node")
+			underPut[node]++
+		}
+	}
+	for _, n := range f.FleetFile().Nodes {
+		if underPut[n.ID] == 0 {
+			t.Errorf("no Redis span under %s's store.put; spans:\n%s", n.ID, tree(spans, "llmdiag.node"))
+		}
 	}
 }
