@@ -134,7 +134,8 @@ func BenchmarkUnary(b *testing.B) {
 // `make run` would have after two minutes (24 refreshes, 5 s apart, on a
 // clock the benchmark moves), serves st as serve would, and returns the
 // URL and the node ids. The clock then stands still: answers stay fresh.
-func unaryService(b *testing.B, st store.Store) (string, []string) {
+// Interceptors ics go before telemetry's (the tracing one, as serve puts it).
+func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (string, []string) {
 	b.Helper()
 	cfg, err := sim.Scenario("seed", 1)
 	if err != nil {
@@ -182,7 +183,7 @@ func unaryService(b *testing.B, st store.Store) (string, []string) {
 	}
 	srv := servertest.Start(b, servertest.Options{Store: st, Source: scraper, Log: log, Registry: reg, Now: clock.Now,
 		Config:         server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th},
-		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(tm.Interceptor())},
+		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(append(ics, tm.Interceptor())...)},
 		Limits:         &server.Limits{RateLimit: 1e9},
 	})
 	var nodes []string

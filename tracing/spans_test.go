@@ -20,12 +20,14 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/promfake"
 	"github.com/llmdiag/llmdiag/internal/redistest"
 	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
+	"github.com/llmdiag/llmdiag/source/prom"
 	"github.com/llmdiag/llmdiag/source/scrape"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/store/redisstore"
@@ -286,5 +288,35 @@ func TestRefreshRedisSpans(t *testing.T) {
 		if underPut[n.ID] == 0 {
 			t.Errorf("no Redis span under %s's store.put; spans:\n%s", n.ID, tree(spans, "llmdiag.node"))
 		}
+	}
+}
+
+// TestPrometheusQuerySpans: a refresh read from Prometheus (a fake API on
+// loopback) has one client span per query sent, each with its kind and
+// PromQL, under the span of the caller.
+func TestPrometheusQuerySpans(t *testing.T) {
+	fake := promfake.New(t, nil)
+	src, err := prom.New(prom.Config{URL: fake.URL}, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, exp := recorder(t)
+	ctx, root := tp.Tracer("t").Start(context.Background(), "root")
+	_, _ = src.Refresh(ctx, "5m") // no series: what matters is the queries
+	root.End()
+	queries := 0
+	for _, s := range exp.GetSpans() {
+		if s.Name != "prometheus.query" {
+			continue
+		}
+		queries++
+		what, _ := attr(s, "llmdiag.query")
+		expr, _ := attr(s, "db.query.text")
+		if s.Parent.SpanID() != root.SpanContext().SpanID() || s.SpanKind != trace.SpanKindClient || what == "" || expr == "" {
+			t.Errorf("query span %s (%s, %q, %q) not a client span under the caller's with its kind and PromQL", s.Name, s.SpanKind, what, expr)
+		}
+	}
+	if sent := int(fake.Queries.Load()); queries == 0 || queries != sent {
+		t.Errorf("%d query spans for %d queries sent", queries, sent)
 	}
 }

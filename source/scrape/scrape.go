@@ -239,7 +239,15 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 		// Under the refresh's span when it is traced (package tracing).
 		ctx, span := tracing.Child(ctx, "scrape", trace.WithSpanKind(trace.SpanKindClient))
 		if t.DCGM != "" {
-			wg.Go(func() { gpu = s.scrapeDCGM(ctx, t) })
+			wg.Go(func() {
+				// A span of its own: fetch notes status and bytes on ctx's.
+				dctx, dspan := tracing.Child(ctx, "scrape.dcgm", trace.WithSpanKind(trace.SpanKindClient))
+				gpu = s.scrapeDCGM(dctx, t)
+				if dspan.IsRecording() {
+					dspan.SetAttributes(attribute.String("llmdiag.node", t.ID), attribute.Int("llmdiag.scrape.warnings", len(gpu.warnings)))
+				}
+				dspan.End()
+			})
 		}
 		smp := s.scrape(ctx, t)
 		wg.Wait()
@@ -509,6 +517,7 @@ func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool) (exp *
 		return nil, at, nil, err
 	}
 	defer resp.Body.Close()
+	// The caller's scrape span (start), when traced.
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
