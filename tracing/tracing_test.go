@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -275,6 +276,28 @@ func TestRedisHook(t *testing.T) {
 		called := false
 		if err := hook.ProcessHook(func(context.Context, redis.Cmder) error { called = true; return nil })(context.Background(), redis.NewStringCmd(context.Background(), "get", "k")); err != nil || !called {
 			t.Fatalf("untraced command: called %v, err %v", called, err)
+		}
+	})
+}
+
+// BenchmarkChild is what a store read or a scrape pays for its span: nothing
+// when its caller is not traced (tracing off), a span when it is.
+func BenchmarkChild(b *testing.B) {
+	b.Run("untraced", func(b *testing.B) {
+		ctx := context.Background()
+		for b.Loop() {
+			_, s := tracing.Child(ctx, "x")
+			tracing.End(s, nil)
+		}
+	})
+	b.Run("traced", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		ctx, root := tp.Tracer("b").Start(context.Background(), "root")
+		defer root.End()
+		for b.Loop() {
+			_, s := tracing.Child(ctx, "x")
+			tracing.End(s, nil)
 		}
 	})
 }
