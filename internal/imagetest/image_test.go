@@ -240,7 +240,7 @@ func checkFiles(t *testing.T, img Image) {
 // own configuration, and a working container made from the archive.
 type storage struct {
 	bah, dir, ctr string
-	env          []string
+	env           []string
 }
 
 func newStorage(t *testing.T, bah, archive string) *storage {
