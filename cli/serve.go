@@ -108,6 +108,7 @@ type serveFlags struct {
 	tls                                                   serveTLSFlags
 	alerts                                                *alertFlagSet
 	slack                                                 slackFlagSet
+	health                                                healthListenFlag
 	newLog                                                func(io.Writer) (*slog.Logger, error)
 }
 
@@ -147,6 +148,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.tls = tlsServeFlags(fs)
 	c.alerts = alertFlags(fs) // the Alertmanager receiver, cli/alerts.go
 	c.slack = slackFlags(fs)
+	c.health = healthListenFlags(fs) // grpc.health.v1 in plaintext for probes, cli/healthlisten.go
 	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -281,7 +283,11 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	surfaces.Routes = append(surfaces.Routes, amRoute)
 	// A GET of a read may be kept by the caller's cache for one refresh.
 	surfaces.GetMaxAge = *c.interval
-	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
+	health := server.NewHealth(ready, deps...)
+	if err := c.health.start(ctx, log, health, *c.grace); err != nil {
+		return err
+	}
+	h := authorize(lim.Wrap(server.NewHandler(svc, health, surfaces, connect.WithInterceptors(tm.Interceptor(), lim.Interceptor()))))
 
 	ln, err := net.Listen("tcp", *c.listen)
 	if err != nil {
