@@ -95,6 +95,7 @@ type serveFlags struct {
 	listen, fleetPath, window, thresholdsFile             *string
 	targets                                               targetsFlag
 	interval, staleAfter, scrapeTimeout, retention, grace *time.Duration
+	scrapeSpread                                          *time.Duration
 	maxSeries, maxRanks, maxNodes, historyLen             *int
 	redisURL, redisPasswordFile, redisPrefix, replicaID   *string
 	leaseTTL, syncEvery, fullSyncEvery, offsetStep        *time.Duration
@@ -124,6 +125,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.window = fs.String("window", "5m", "default window verdicts are computed for")
 	c.staleAfter = fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
 	c.scrapeTimeout = fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
+	c.scrapeSpread = fs.Duration("scrape-spread", 0, "start a refresh's scrapes over this span instead of all at once (each node keeps its place in it), so that a large fleet's parsing does not take every core in one burst; 0, the default, starts them at once, except with --fast-interval: then half of --interval (at most half of --stale-after), so that the fast reads never wait for CPU; set it to change that")
 	c.maxSeries = fs.Int("scrape-max-series", engine.DefaultMaxSeries, "refuse a scraped exposition with more series than this (every histogram bucket counts, as in Prometheus); the parse stops there and the node reads UNKNOWN with the limit named")
 	c.maxRanks = fs.Int("scrape-max-ranks", engine.DefaultMaxRankValues, "refuse a scraped exposition with more distinct values than this of one rank label (vLLM's engine, SGLang's dp_rank, tp_rank, pp_rank, moe_ep_rank, pid)")
 	c.retention = fs.Duration("retention", refresh.DefaultRetention, "how long llmdiag remembers: samples kept for on-demand windows, and a node its source has not presented for this long is forgotten (store, streams, --redis keys)")
@@ -217,7 +219,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		// Nodes known only through Prometheus (no url in the fleet file,
 		// or found by discovery) are not read by the fast lane.
 		log.Info("fast lane on: nodes with a url in the fleet file are read for routing between refreshes; any other node's routability is as fresh as the refresh, and from Prometheus as Prometheus's scrape",
-			"fast_interval", *c.fastInterval, "fast_nodes", loop.FastNodes(), "fleet_nodes", len(src.fleet))
+			"fast_interval", *c.fastInterval, "fast_nodes", loop.FastNodes(), "fleet_nodes", len(src.fleet), "scrape_spread", c.spread())
 	}
 	if src.scraped > 0 {
 		if *c.scrapeTimeout >= loop.Timeout() {
@@ -347,6 +349,9 @@ func (c *serveFlags) configure() (diagnose.Thresholds, *fleet.File, error) {
 	if *c.fastInterval > 0 && *c.fastInterval >= *c.interval {
 		return th, nil, usageError{fmt.Errorf("--fast-interval %s must be below --interval %s (0 turns the fast lane off)", *c.fastInterval, *c.interval)}
 	}
+	if *c.scrapeSpread < 0 {
+		return th, nil, usageError{errors.New("--scrape-spread must not be negative")}
+	}
 	if *c.offsetStep < 0 || *c.requestQueries <= 0 {
 		return th, nil, usageError{errors.New("--offset-step must not be negative and --max-request-queries must be positive")}
 	}
@@ -444,6 +449,24 @@ type openedSource struct {
 // --prometheus Prometheus, combined with the direct scrape of any node
 // that has a url. A direct scrape alone keeps samples sloRetention back
 // (one a minute beyond --retention) for the SLO windows; with Prometheus
+// spread is the span a refresh's scrapes start over (defaultSpread).
+func (c *serveFlags) spread() time.Duration {
+	set := false
+	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == "scrape-spread" })
+	return defaultSpread(set, *c.scrapeSpread, *c.fastInterval, *c.interval, *c.staleAfter)
+}
+
+// defaultSpread is --scrape-spread when set; otherwise none, or with the
+// fast lane half the interval, and at most half of --stale-after, so that
+// the first nodes' samples are never stale by the time the refresh
+// diagnoses them.
+func defaultSpread(set bool, spread, fast, interval, staleAfter time.Duration) time.Duration {
+	if set || fast <= 0 {
+		return spread
+	}
+	return min(interval, staleAfter) / 2
+}
+
 // these are Prometheus's.
 func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger, sloRetention time.Duration) (openedSource, error) {
 	var scraped []fleet.Node
@@ -456,7 +479,7 @@ func (c *serveFlags) openSource(f *fleet.File, log *slog.Logger, sloRetention ti
 	for _, n := range f.Nodes {
 		o.fleet[n.ID] = n
 	}
-	opts := scrape.Options{Timeout: *c.scrapeTimeout, Retention: *c.retention, StaleAfter: *c.staleAfter, MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks}
+	opts := scrape.Options{Timeout: *c.scrapeTimeout, Retention: *c.retention, StaleAfter: *c.staleAfter, MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks, Spread: c.spread()}
 	if *c.prom.url == "" {
 		opts.LongRetention = sloRetention
 	}

@@ -28,17 +28,19 @@ const goodBody = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_runn
 type fakeNet struct {
 	mu                      sync.Mutex
 	calls                   map[string]int
+	times                   map[string][]time.Time // when each call came
 	reading, stalling       int
 	peakReading, peakStalls int
 	ended                   int // hanging round trips that have returned
 }
 
-func newFakeNet() *fakeNet { return &fakeNet{calls: map[string]int{}} }
+func newFakeNet() *fakeNet { return &fakeNet{calls: map[string]int{}, times: map[string][]time.Time{}} }
 
 func (f *fakeNet) RoundTrip(r *http.Request) (*http.Response, error) {
 	host := r.URL.Hostname()
 	f.mu.Lock()
 	f.calls[host]++
+	f.times[host] = append(f.times[host], time.Now())
 	f.mu.Unlock()
 	answer := func(code int, body io.ReadCloser) *http.Response {
 		return &http.Response{StatusCode: code, Status: fmt.Sprint(code, " ", http.StatusText(code)), Body: body, Header: http.Header{}, Request: r}
@@ -117,6 +119,13 @@ func (f *fakeNet) snapshot() (calls map[string]int, peakReading, peakStalls, end
 		c[k] = v
 	}
 	return c, f.peakReading, f.peakStalls, f.ended
+}
+
+// callTimes returns when host was called.
+func (f *fakeNet) callTimes(host string) []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.times[host]...)
 }
 
 func (f *fakeNet) resetPeaks() {

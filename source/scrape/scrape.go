@@ -54,6 +54,16 @@ type Options struct {
 	Concurrency int
 	// StaleAfter marks metrics stale when older (default 30s).
 	StaleAfter time.Duration
+	// Spread starts a refresh's scrapes over this span instead of all at
+	// once: the i-th of n targets (by id) starts i·Spread/n after the
+	// refresh begins, so that a large fleet's parsing comes as a steady
+	// trickle rather than one burst that takes every core (serve sets it
+	// with the fast lane on, whose reads must not wait for CPU). Each
+	// target keeps its place, so it is still scraped once an interval.
+	// Refresh then returns within Spread + Timeout; a context deadline
+	// sooner than that shortens the spread, never leaves a target out.
+	// Default 0: all at once.
+	Spread time.Duration
 	// Quantiles reported in distributions (default 0.5, 0.95, 0.99).
 	Quantiles []float64
 	// MaxSeries refuses an exposition with more series (sample lines;
@@ -165,10 +175,11 @@ func New(targets []fleet.Node, client *http.Client, log *slog.Logger, now func()
 // Targets returns the scrape targets, sorted by id.
 func (s *Scraper) Targets() []fleet.Node { return append([]fleet.Node(nil), s.targets...) }
 
-// Refresh scrapes every target whose previous scrape has ended, waits for
-// them until they are all back, Options.Timeout has passed or ctx's deadline
-// comes, whichever is first, and returns one Observation per target with its
-// indicators over window (a metrics.ParseWindow string).
+// Refresh scrapes every target whose previous scrape has ended (spread
+// over Options.Spread when set), waits for them until they are all back,
+// Options.Timeout has passed since the last one started or ctx's deadline
+// comes, whichever is first, and returns one Observation per target with
+// its indicators over window (a metrics.ParseWindow string).
 //
 // A scrape not back by then goes on to its own deadline and is recorded
 // when it ends; meanwhile its target is reported from its last sample, with
@@ -180,13 +191,40 @@ func (s *Scraper) Refresh(ctx context.Context, window string) ([]source.Observat
 	if err != nil {
 		return nil, err
 	}
-	wait, stop := context.WithTimeout(ctx, s.opts.Timeout)
+	spread := s.opts.Spread
+	if d, ok := ctx.Deadline(); ok {
+		spread = min(spread, max(0, time.Until(d)-s.opts.Timeout))
+	}
+	wait, stop := context.WithTimeout(ctx, spread+s.opts.Timeout)
 	defer stop()
 	// Scrapes outlive this call, up to their own deadline: what a slow target
 	// answers is kept for the next refresh.
 	base := context.WithoutCancel(ctx)
 	var started []*flight
-	for _, t := range s.targets {
+	begin := time.Now()
+	var pause *time.Timer
+starting:
+	for i, t := range s.targets {
+		if spread > 0 {
+			// Starts due within a millisecond go together.
+			if d := time.Until(begin.Add(spread * time.Duration(i) / time.Duration(len(s.targets)))); d > time.Millisecond {
+				if pause == nil {
+					pause = time.NewTimer(d)
+					defer pause.Stop()
+				} else {
+					pause.Reset(d)
+				}
+				select {
+				case <-pause.C:
+				case <-ctx.Done():
+					if errors.Is(ctx.Err(), context.Canceled) {
+						break starting // the ones started are stopped below
+					}
+					// Past its deadline (the spread was cut to fit it):
+					// the rest start at once.
+				}
+			}
+		}
 		if f := s.start(base, t); f != nil {
 			started = append(started, f)
 		}

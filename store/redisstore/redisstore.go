@@ -198,6 +198,41 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	return fmt.Errorf("write %q: %d attempts raced other writes of the node", id, maxPutAttempts)
 }
 
+// PutRecord implements store.RecordWriter: Put without a history point,
+// for a node Put wrote (store.ErrNotFound otherwise), fenced and ordered
+// as Put is, and logged as a write so that replicas' syncs read it.
+func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
+	id := rec.Node.GetId()
+	epoch, _ := store.Fence(ctx)
+	b, err := s.codec.Encode(id, &store.Record{Node: rec.Node, Metrics: rec.Metrics})
+	if err != nil {
+		return fmt.Errorf("encode %q: %w", id, err)
+	}
+	obs := rec.Metrics.GetObservedAt()
+	sec, nanos := obs.GetSeconds(), obs.GetNanos()
+	if obs == nil {
+		sec, nanos = 0, 0
+	}
+	res, err := putRecordScript.Run(ctx, s.rdb, []string{s.recKey(id), s.histKey(id)},
+		strconv.FormatUint(epoch, 10), sec, nanos, s.keyTTL().Milliseconds(), b).Text()
+	if err != nil {
+		return fmt.Errorf("write %q: %w", id, err)
+	}
+	switch res {
+	case "ok":
+		return s.index(ctx, id)
+	case "missing":
+		return fmt.Errorf("%q: %w", id, store.ErrNotFound)
+	case "fenced":
+		return fmt.Errorf("write %q with fence %d: %w", id, epoch, store.ErrFenced)
+	case "old":
+		return fmt.Errorf("write %q observed at %v: %w", id, obs.AsTime(), store.ErrOutOfOrder)
+	}
+	return fmt.Errorf("write %q: unexpected reply %q", id, res)
+}
+
+var _ store.RecordWriter = (*Store)(nil)
+
 // index counts the write of id in the write log and records id as seen
 // now in the index, in that order (Changes relies on it), and at most every
 // NodeTTL/10 prunes the index of nodes whose keys have expired (Sweep, run

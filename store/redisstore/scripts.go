@@ -29,6 +29,27 @@ redis.call('SET', KEYS[2], ARGV[7], 'PX', ARGV[5])
 return 'ok'
 `)
 
+// putRecordScript replaces a node's record, leaving its history, if the
+// writer may: the fast lane's writes (store.RecordWriter).
+//
+// KEYS: rec, hist. ARGV: writer epoch, observed seconds, observed nanos,
+// TTL in ms, record bytes. Returns "ok", "missing" (no record: Put writes
+// a node first), "fenced" or "old" as putScript. The seq goes up, so that
+// a Put that read before it reads again ("conflict").
+var putRecordScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 'missing' end
+local e, s, n, q = string.match(cur, '^(%d+) (%-?%d+) (%d+) (%d+)\n')
+if not e then return 'missing' end
+if tonumber(ARGV[1]) < tonumber(e) then return 'fenced' end
+local ws, ns = tonumber(ARGV[2]), tonumber(s)
+if ws < ns or (ws == ns and tonumber(ARGV[3]) < tonumber(n)) then return 'old' end
+local hdr = ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. string.format('%d', tonumber(q) + 1) .. '\n'
+redis.call('SET', KEYS[1], hdr .. ARGV[5], 'PX', ARGV[4])
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return 'ok'
+`)
+
 // publishScript appends a health event to the feed if the writer may.
 //
 // KEYS: events, feed id, fence. ARGV: writer epoch, MAXLEN, a new feed id

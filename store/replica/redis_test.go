@@ -348,3 +348,37 @@ func TestHistoryFromAnEarlierVersion(t *testing.T) {
 		t.Fatalf("newest point %+v: want E2EP99 %v and mean %v, queue absent", p, p99, mean)
 	}
 }
+
+// TestFastWritesReachReplicas: a leader's PutRecord (the fast lane's
+// writes) goes through its own copy to Redis, and another replica's
+// incremental sync reads the new record and the history as Put left it.
+func TestFastWritesReachReplicas(t *testing.T) {
+	o := newOverRedis(t, "", replica.Options{FullEvery: 24 * time.Hour}, nil)
+	leader := replica.New(o.w, memory.New(memory.Options{}, "leader"), replica.Options{Now: o.wclock.Now})
+	ctx := context.Background()
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	if err := leader.Put(ctx, record("a", at(1), llmdiagv1.Status_STATUS_OK), diagnose.Point{At: at(1), Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	o.sync(t, true, 1)
+	fast := record("a", at(2), llmdiagv1.Status_STATUS_OK)
+	fast.Node.Routable = true
+	if err := leader.PutRecord(ctx, fast); err != nil {
+		t.Fatal(err)
+	}
+	o.sync(t, false, 1)
+	o.copyIs(t, map[string]int{"a": 2})
+	if got, err := o.r.Get(ctx, "a"); err != nil || !got.Node.GetRoutable() {
+		t.Fatalf("replica's copy of a = %v, %v; want the fast write (routable)", got, err)
+	}
+	if hist, err := o.r.History(ctx, "a"); err != nil || len(hist) != 1 || !hist[0].At.Equal(at(1)) {
+		t.Fatalf("replica's history of a = %v, %v; want Put's one point", hist, err)
+	}
+	// Redis refuses a record older than its own, and a node never Put.
+	if err := leader.PutRecord(ctx, record("a", at(1), llmdiagv1.Status_STATUS_OK)); !errors.Is(err, store.ErrOutOfOrder) {
+		t.Fatalf("older PutRecord: err = %v, want ErrOutOfOrder", err)
+	}
+	if err := o.w.PutRecord(ctx, record("b", at(3), llmdiagv1.Status_STATUS_OK)); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PutRecord of a node never Put: err = %v, want ErrNotFound", err)
+	}
+}

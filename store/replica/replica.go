@@ -415,6 +415,32 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	return nil
 }
 
+// PutRecord implements store.RecordWriter as Put does: the copy first,
+// then the shared store when it is a RecordWriter (a shared store without
+// it gets the record with the next refresh's Put).
+func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
+	s.writes.RLock()
+	defer s.writes.RUnlock()
+	if err := s.local.PutRecord(ctx, rec); err != nil {
+		return err
+	}
+	rw, ok := s.shared.(store.RecordWriter)
+	if !ok || s.skipping() {
+		return nil
+	}
+	err := rw.PutRecord(ctx, rec)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrOutOfOrder), errors.Is(err, store.ErrNotFound), ctx.Err() != nil:
+		return err
+	}
+	_ = s.unreachable(err)
+	return nil
+}
+
+var _ store.RecordWriter = (*Store)(nil)
+
 // Sweep removes old nodes from the shared store, then the same nodes from
 // the copy. When the shared store is unreachable it removes nothing (the
 // next sweep will) and is not an error, as Put.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/store"
@@ -41,6 +43,54 @@ func Conformance(t *testing.T, h Harness) {
 	t.Run("CachedCoalescesConcurrentLoads", func(t *testing.T) { testCachedCoalesces(t, h) })
 	t.Run("CachedExpiryAndErrors", func(t *testing.T) { testCachedExpiry(t, h) })
 	t.Run("SweepForgetsUnwrittenNodes", func(t *testing.T) { testSweep(t, h) })
+	t.Run("PutRecordLeavesHistory", func(t *testing.T) { testPutRecord(t, h) })
+}
+
+// testPutRecord: a RecordWriter (every store here is one) replaces a
+// node's record and leaves its history; a node never Put is not found.
+func testPutRecord(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.New(t, Options{HistoryLen: 8, FeedLen: 16})
+	rw, ok := s.(store.RecordWriter)
+	if !ok {
+		t.Fatalf("%T is no store.RecordWriter", s)
+	}
+	first := rec("a", "m")
+	first.Metrics.ObservedAt = timestamppb.New(time.Unix(1, 0))
+	if err := s.Put(ctx, first, diagnose.Point{At: time.Unix(1, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	fast := rec("a", "m")
+	fast.Node.Routable = true
+	fast.Metrics.ObservedAt = timestamppb.New(time.Unix(2, 0))
+	if err := rw.PutRecord(ctx, fast); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Node.GetRoutable() || got.Metrics.GetObservedAt().AsTime().Unix() != 2 {
+		t.Fatalf("Get after PutRecord = %v, want the record PutRecord wrote", got)
+	}
+	if hist, err := s.History(ctx, "a"); err != nil || len(hist) != 1 || hist[0].At.Unix() != 1 {
+		t.Fatalf("History after PutRecord = %v, %v; want Put's one point", hist, err)
+	}
+	// Put goes on after it, appending to the history.
+	next := rec("a", "m")
+	next.Metrics.ObservedAt = timestamppb.New(time.Unix(3, 0))
+	if err := s.Put(ctx, next, diagnose.Point{At: time.Unix(3, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	if hist, err := s.History(ctx, "a"); err != nil || len(hist) != 2 || hist[1].At.Unix() != 3 {
+		t.Fatalf("History after Put = %v, %v; want points 1 and 3", hist, err)
+	}
+	if err := rw.PutRecord(ctx, rec("nope", "m")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PutRecord of a node never Put: err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.Get(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("PutRecord of an unknown node made it: Get err = %v", err)
+	}
 }
 
 func testSweep(t *testing.T, h Harness) {

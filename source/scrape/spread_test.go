@@ -1,0 +1,95 @@
+package scrape_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/source/scrape"
+)
+
+// TestRefreshSpreadsScrapes: with Options.Spread the i-th of n targets (by
+// id) is scraped i·Spread/n after the refresh begins, each in the same
+// place on every refresh; a context deadline too near for the spread
+// shortens it so that every target is still scraped in time; a cancelled
+// refresh starts no more.
+func TestRefreshSpreadsScrapes(t *testing.T) {
+	const timeout = 2 * time.Second
+	targets := func(n int) []fleet.Node {
+		var ts []fleet.Node
+		for i := range n {
+			ts = append(ts, fleet.Node{ID: fmt.Sprintf("n%d", i), URL: fmt.Sprintf("http://good%d/metrics", i), Engine: "vllm"})
+		}
+		return ts
+	}
+	tests := []struct {
+		name     string
+		spread   time.Duration
+		deadline time.Duration // the refresh's context deadline; 0: none
+		want     []time.Duration
+	}{
+		{"no spread", 0, 0, []time.Duration{0, 0, 0, 0}},
+		{"spread", 4 * time.Second, 0, []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second}},
+		{"spread cut to the deadline", 4 * time.Second, 3 * time.Second, []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}},
+		{"deadline too near for any", 4 * time.Second, time.Second, []time.Duration{0, 0, 0, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fn := newFakeNet()
+				s := scrape.New(targets(4), &http.Client{Transport: fn}, discard(), time.Now, scrape.Options{Timeout: timeout, Spread: tc.spread})
+				for round := range 2 {
+					ctx, cancel := context.Background(), context.CancelFunc(func() {})
+					if tc.deadline > 0 {
+						ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					}
+					start := time.Now()
+					obs, err := s.Refresh(ctx, "5m")
+					took := time.Since(start)
+					cancel()
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, o := range obs {
+						if !o.Metrics.GetUp() || len(o.Metrics.GetErrors()) != 0 {
+							t.Fatalf("round %d: %s: %v", round, o.Node.ID, o.Metrics)
+						}
+						calls := fn.callTimes(fmt.Sprintf("good%d", i))
+						if len(calls) != round+1 {
+							t.Fatalf("round %d: %s called %d times", round, o.Node.ID, len(calls))
+						}
+						if got := calls[round].Sub(start); got != tc.want[i] {
+							t.Errorf("round %d: %s scraped %v after the refresh began, want %v", round, o.Node.ID, got, tc.want[i])
+						}
+					}
+					// The answers come at once: the refresh ends with the last start.
+					if last := tc.want[len(tc.want)-1]; took != last {
+						t.Errorf("round %d: refresh took %v, want %v", round, took, last)
+					}
+				}
+			})
+		})
+	}
+
+	t.Run("cancelled", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			fn := newFakeNet()
+			s := scrape.New(targets(4), &http.Client{Transport: fn}, discard(), time.Now, scrape.Options{Timeout: timeout, Spread: 4 * time.Second})
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(1500*time.Millisecond, cancel)
+			_, err := s.Refresh(ctx, "5m")
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("err %v, want cancelled", err)
+			}
+			calls, _, _, _ := fn.snapshot()
+			if calls["good0"] != 1 || calls["good1"] != 1 || calls["good2"] != 0 || calls["good3"] != 0 {
+				t.Fatalf("calls %v: want the two due before the cancel, and no more", calls)
+			}
+		})
+	})
+}
