@@ -6,7 +6,7 @@ BIN     := bin/llmdiag
 # the test cache cannot see, so every run runs them.
 TESTFLAGS ?= -race -count=1 -timeout 9m
 
-.PHONY: all build run test vet lint generate checkgenerate deps bench clean
+.PHONY: all build run test vet lint generate checkgenerate deps bench image clean
 
 all: build
 
@@ -62,6 +62,13 @@ manifests:
 ## table of medians (COUNT=3, ONLY=Unary to narrow it; raw output in bin/bench.txt)
 bench: deps
 	./scripts/bench.sh
+
+## image: the container image llmdiag:VERSION (FROM scratch, user 65532,
+## this machine's CA bundle) as an OCI archive, built offline with buildah:
+## bin/llmdiag-image.oci.tar (VERSION=… OUT=… GOARCH=… to choose; README,
+## Container image). Needs buildah (make deps installs it); offline.
+image:
+	./scripts/image.sh
 
 clean:
 	rm -rf bin

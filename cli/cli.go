@@ -85,6 +85,7 @@ command line wins over the environment.`),
 			mcpCommand(env, cf),
 			thresholdsCommand(env),
 			rulesCommand(env),
+			dashboardCommand(env),
 		},
 		Exec: func(_ context.Context, args []string) error {
 			if len(args) > 0 {

@@ -24,8 +24,17 @@ func mcpRunbooks() mcpserver.Runbooks {
 	return mcpserver.RunbookFuncs{AllCauses: runbook.Causes, CauseSlug: runbook.Slug, CauseTitle: runbook.Title, CauseMarkdown: runbook.Markdown}
 }
 
-// buildVersion is the main module's version, "dev" when built from a tree.
+// linkVersion is the version a release build sets at link time
+// (scripts/image.sh: -ldflags "-X github.com/llmdiag/llmdiag/cli.linkVersion=…",
+// from git describe); empty in a plain go build.
+var linkVersion string
+
+// buildVersion is linkVersion when set, else the main module's version,
+// "dev" when built from a tree.
 func buildVersion() string {
+	if linkVersion != "" {
+		return linkVersion
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}

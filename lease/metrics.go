@@ -2,6 +2,15 @@ package lease
 
 import "github.com/prometheus/client_golang/prometheus"
 
+// The names of the lease's metrics (the dashboard package reads them).
+const (
+	MetricIsLeader     = "llmdiag_lease_is_leader"          // gauge, 1 on the holder
+	MetricEpoch        = "llmdiag_lease_epoch"              // gauge
+	MetricAcquisitions = "llmdiag_lease_acquisitions_total" // counter
+	MetricLosses       = "llmdiag_lease_losses_total"       // counter by reason
+	MetricRedisErrors  = "llmdiag_lease_redis_errors_total" // counter
+)
+
 type leaseMetrics struct {
 	isLeader     prometheus.Gauge
 	epoch        prometheus.Gauge
@@ -13,23 +22,23 @@ type leaseMetrics struct {
 func newMetrics(reg prometheus.Registerer) (*leaseMetrics, error) {
 	m := &leaseMetrics{
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "llmdiag_lease_is_leader",
+			Name: MetricIsLeader,
 			Help: "1 while this replica holds the ingest lease and refreshes, else 0.",
 		}),
 		epoch: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "llmdiag_lease_epoch",
+			Name: MetricEpoch,
 			Help: "Fencing epoch of the ingest lease's holder as this replica last saw it.",
 		}),
 		acquisitions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llmdiag_lease_acquisitions_total",
+			Name: MetricAcquisitions,
 			Help: "Times this replica acquired the ingest lease.",
 		}),
 		losses: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llmdiag_lease_losses_total",
+			Name: MetricLosses,
 			Help: "Times this replica lost the ingest lease: taken (another term holds it) or expired (not renewed in time).",
 		}, []string{"reason"}),
 		errors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llmdiag_lease_redis_errors_total",
+			Name: MetricRedisErrors,
 			Help: "Acquire and renew calls to Redis that failed.",
 		}),
 	}

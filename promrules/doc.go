@@ -10,9 +10,13 @@
 //     llmdiag:node_model_info (one series per node carrying its model),
 //     llmdiag:queue, llmdiag:running, llmdiag:kv_pressure,
 //     llmdiag:preemptions:rate<window>, llmdiag:ttft_seconds:p99,
-//     llmdiag:e2e_seconds:p99, llmdiag:inter_token_seconds:p99 (each keyed
-//     by the node label, model and engine) and llmdiag:node_down (the nodes
-//     a refresh reports down);
+//     llmdiag:e2e_seconds:p99, llmdiag:inter_token_seconds:p99, the token
+//     rates llmdiag:prompt_tokens:rate<window> and
+//     llmdiag:generation_tokens:rate<window>, and the latency bucket rates
+//     the P99s are read from, for any other percentile
+//     (llmdiag:ttft_seconds_bucket:rate<window>, e2e and inter_token alike;
+//     each keyed by the node label, model and engine), and
+//     llmdiag:node_down (the nodes a refresh reports down);
 //   - engine-independent recording rules: llmdiag:queue_running_ratio
 //     (queue ÷ running, 0 with nothing waiting, +Inf with nothing running, as
 //     diagnose reads it) and llmdiag:queueing (1 when the node counts as

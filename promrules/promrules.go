@@ -79,6 +79,48 @@ func RecordPreemptions(window time.Duration) string {
 	return recordPreemptsBase + model.Duration(window).String()
 }
 
+// RecordPromptTokens is the name of the prompt-token rate record (tokens
+// per second) over window, e.g. llmdiag:prompt_tokens:rate5m.
+func RecordPromptTokens(window time.Duration) string {
+	return "llmdiag:prompt_tokens:rate" + model.Duration(window).String()
+}
+
+// RecordGenerationTokens is the name of the generation-token rate record
+// (tokens per second) over window, e.g. llmdiag:generation_tokens:rate5m.
+func RecordGenerationTokens(window time.Duration) string {
+	return "llmdiag:generation_tokens:rate" + model.Duration(window).String()
+}
+
+// RecordLatencyBuckets is the name of the bucket-rate record (per node,
+// model and le) of a latency histogram over window, the argument of
+// histogram_quantile for any percentile: the P99 records are
+// histogram_quantile(0.99, …) of the same buckets. E.g.
+// llmdiag:ttft_seconds_bucket:rate5m.
+func RecordLatencyBuckets(metric diagnose.SLOMetric, window time.Duration) string {
+	return "llmdiag:" + string(metric) + "_seconds_bucket:rate" + model.Duration(window).String()
+}
+
+// Labels and label values the rules write.
+const (
+	// LabelEngine is the engine label of every per-engine record.
+	LabelEngine = "engine"
+	// LabelModel is the model label the records carry
+	// (prom.RuleExprs.Model).
+	LabelModel = "model"
+	// LabelSeverity is every alert's severity label: SeverityCritical or
+	// SeverityWarning.
+	LabelSeverity = "severity"
+	// LabelIndicator is every alert's llmdiag indicator label.
+	LabelIndicator = "llmdiag_indicator"
+	// LabelThreshold lists the threshold keys an alert reads.
+	LabelThreshold = "llmdiag_threshold"
+	// LabelCause is the root cause an alert names, where it names one.
+	LabelCause = "llmdiag_cause"
+
+	SeverityCritical = "critical" // a CRIT finding or a DOWN node
+	SeverityWarning  = "warning"  // a WARN finding
+)
+
 // File is a Prometheus rule file.
 type File struct {
 	Groups []Group `yaml:"groups"`
@@ -182,16 +224,16 @@ func Build(cfg Config) (*File, []string, error) {
 		for _, n := range x.Notes {
 			notes = append(notes, name+": "+n)
 		}
-		labels := map[string]string{"engine": name}
+		labels := map[string]string{LabelEngine: name}
 		g.Rules = append(g.Rules, Rule{Record: RecordModelInfo, Expr: x.Model, Labels: labels})
-		info := RecordModelInfo + `{engine="` + name + `"}`
+		info := RecordModelInfo + `{` + LabelEngine + `="` + name + `"}`
 		withModel := func(record, expr string) {
 			if expr == "" {
 				return
 			}
 			g.Rules = append(g.Rules, Rule{
 				Record: record,
-				Expr:   "(" + expr + ") * on (" + node + ") group_left (model) " + info,
+				Expr:   "(" + expr + ") * on (" + node + ") group_left (" + LabelModel + ") " + info,
 				Labels: labels,
 			})
 		}
@@ -208,6 +250,11 @@ func Build(cfg Config) (*File, []string, error) {
 		withModel(RecordTTFTP99, p99(x.TTFTBuckets))
 		withModel(RecordE2EP99, p99(x.E2EBuckets))
 		withModel(RecordITLP99, p99(x.ITLBuckets))
+		withModel(RecordPromptTokens(cfg.Window), x.PromptTokens)
+		withModel(RecordGenerationTokens(cfg.Window), x.GenerationTokens)
+		withModel(RecordLatencyBuckets(diagnose.SLOTTFT, cfg.Window), x.TTFTBuckets)
+		withModel(RecordLatencyBuckets(diagnose.SLOE2E, cfg.Window), x.E2EBuckets)
+		withModel(RecordLatencyBuckets(diagnose.SLOInterToken, cfg.Window), x.ITLBuckets)
 		if x.Vanished != "" {
 			g.Rules = append(g.Rules, Rule{Record: RecordNodeDown, Expr: x.Vanished, Labels: labels})
 		}
@@ -270,37 +317,37 @@ func alerts(cfg Config) []Rule {
 	pre := RecordPreemptions(cfg.Window)
 	as := []alert{
 		{
-			name: "LLMDiagKVExhausted", expr: RecordKVPressure + " >= " + num(t.KVCrit), severity: "critical",
+			name: "LLMDiagKVExhausted", expr: RecordKVPressure + " >= " + num(t.KVCrit), severity: SeverityCritical,
 			indicator: "kv_pressure", thresholds: []string{"kv_crit"}, cause: "KV_EXHAUSTED",
 			summary:     "KV cache nearly full on " + who,
 			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_crit (" + percent(t.KVCrit) + "): new requests wait for room or preempt running ones. llmdiag's KV finding is CRIT.",
 		},
 		{
-			name: "LLMDiagKVPressureHigh", expr: RecordKVPressure + " >= " + num(t.KVWarn), severity: "warning", runbook: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
+			name: "LLMDiagKVPressureHigh", expr: RecordKVPressure + " >= " + num(t.KVWarn), severity: SeverityWarning, runbook: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
 			indicator: "kv_pressure", thresholds: []string{"kv_warn"},
 			summary:     "KV cache pressure high on " + who,
 			description: "KV pressure is {{ $value | humanizePercentage }}, at or above kv_warn (" + percent(t.KVWarn) + "). llmdiag's KV finding is WARN (CRIT from kv_crit).",
 		},
 		{
-			name: "LLMDiagPreemptionsHigh", expr: pre + " > " + num(t.PreemptionsPerSecond), severity: "critical",
+			name: "LLMDiagPreemptionsHigh", expr: pre + " > " + num(t.PreemptionsPerSecond), severity: SeverityCritical,
 			indicator: "preemptions", thresholds: []string{"preemptions_per_second"}, cause: "KV_EXHAUSTED",
 			summary:     "Requests preempted on " + who,
 			description: "{{ $value | humanize }} preemptions/s over " + model.Duration(cfg.Window).String() + ", above preemptions_per_second (" + num(t.PreemptionsPerSecond) + "): the KV cache is exhausted. llmdiag's preemption finding is CRIT.",
 		},
 		{
-			name: "LLMDiagPreemptions", expr: pre + " > 0", severity: "warning", runbook: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
+			name: "LLMDiagPreemptions", expr: pre + " > 0", severity: SeverityWarning, runbook: llmdiagv1.Cause_CAUSE_KV_EXHAUSTED,
 			indicator: "preemptions", thresholds: []string{"preemptions_per_second"},
 			summary:     "Some requests preempted on " + who,
 			description: "{{ $value | humanize }} preemptions/s over " + model.Duration(cfg.Window).String() + ": every preemption recomputes work. llmdiag's preemption finding is WARN (CRIT above preemptions_per_second, " + num(t.PreemptionsPerSecond) + ").",
 		},
 		{
-			name: "LLMDiagQueueHigh", expr: RecordQueue + " > " + num(t.QueueCrit), forDur: model.Duration(t.QueueCritFor).String(), severity: "critical", runbook: llmdiagv1.Cause_CAUSE_OVERLOADED,
+			name: "LLMDiagQueueHigh", expr: RecordQueue + " > " + num(t.QueueCrit), forDur: model.Duration(t.QueueCritFor).String(), severity: SeverityCritical, runbook: llmdiagv1.Cause_CAUSE_OVERLOADED,
 			indicator: "queue", thresholds: []string{"queue_crit", "queue_crit_for"},
 			summary:     "Long queue on " + who,
 			description: "{{ $value | humanize }} requests waiting, above queue_crit (" + num(t.QueueCrit) + ") for queue_crit_for (" + diagnose.ShortDuration(t.QueueCritFor) + "). llmdiag's queue finding is CRIT.",
 		},
 		{
-			name: "LLMDiagQueueing", expr: RecordQueue + " > " + num(t.QueueSaturated), severity: "warning", runbook: llmdiagv1.Cause_CAUSE_BURST,
+			name: "LLMDiagQueueing", expr: RecordQueue + " > " + num(t.QueueSaturated), severity: SeverityWarning, runbook: llmdiagv1.Cause_CAUSE_BURST,
 			indicator: "queue", thresholds: []string{"queue_saturated"},
 			summary:     "Requests queueing on " + who,
 			description: "{{ $value | humanize }} requests waiting, above queue_saturated (" + num(t.QueueSaturated) + "). llmdiag's queue finding is WARN.",
@@ -309,7 +356,7 @@ func alerts(cfg Config) []Rule {
 			name:     "LLMDiagOverloaded",
 			runbook:  llmdiagv1.Cause_CAUSE_OVERLOADED,
 			expr:     RecordQueueing + " == 1 and avg_over_time(" + RecordQueueing + "[" + model.Duration(cfg.History).String() + "]) >= " + num(t.SustainedFraction),
-			severity: "critical", indicator: "queue_running_ratio",
+			severity: SeverityCritical, indicator: "queue_running_ratio",
 			thresholds: []string{"queue_running_ratio_crit", "queue_saturated", "sustained_fraction"},
 			summary:    "Sustained queueing on " + who,
 			description: "The node is queueing (queue above queue_saturated, " + num(t.QueueSaturated) + ", or queue/running at or above queue_running_ratio_crit, " +
@@ -320,13 +367,13 @@ func alerts(cfg Config) []Rule {
 			name:     "LLMDiagQueueRunningRatioHigh",
 			runbook:  llmdiagv1.Cause_CAUSE_BURST,
 			expr:     RecordRatio + " >= " + num(t.QueueRunningRatioWarn) + " or (" + RecordRatio + " and " + RecordQueueing + " == 1)",
-			severity: "warning", indicator: "queue_running_ratio",
+			severity: SeverityWarning, indicator: "queue_running_ratio",
 			thresholds:  []string{"queue_running_ratio_warn", "queue_running_ratio_crit", "queue_saturated"},
 			summary:     "Queue/running ratio high on " + who,
 			description: "Queue/running is {{ $value | humanize }}, at or above queue_running_ratio_warn (" + num(t.QueueRunningRatioWarn) + "), or the node is queueing. llmdiag's queue/running finding is WARN (a burst until it is sustained).",
 		},
 		{
-			name: "LLMDiagTargetDown", expr: RecordNodeDown, severity: "critical",
+			name: "LLMDiagTargetDown", expr: RecordNodeDown, severity: SeverityCritical,
 			indicator: "scrape", cause: "TARGET_DOWN",
 			summary:     "Inference node {{ $labels." + node + " }} ({{ $labels.engine }}) is down",
 			description: "The node exported " + "{{ $labels.engine }} metrics within the last " + model.Duration(cfg.Lookback).String() + " and exports none now: target down (up == 0) or no longer exporting. llmdiag's verdict is DOWN. After " + model.Duration(cfg.Lookback).String() + " llmdiag forgets the node; keep a generic up == 0 alert for longer outages.",
@@ -346,8 +393,8 @@ func alerts(cfg Config) []Rule {
 			suffix, severity, key, level, grade string
 			at                                  time.Duration
 		}{
-			{"Critical", "critical", l.key + "_crit", "critical", "CRIT", l.crit},
-			{"High", "warning", l.key + "_warn", "high", "WARN", l.warn},
+			{"Critical", SeverityCritical, l.key + "_crit", "critical", "CRIT", l.crit},
+			{"High", SeverityWarning, l.key + "_warn", "high", "WARN", l.warn},
 		} {
 			as = append(as, alert{
 				name: "LLMDiag" + l.name + g.suffix, expr: l.record + " >= " + secs(g.at), severity: g.severity, runbook: l.runbook,
@@ -359,13 +406,13 @@ func alerts(cfg Config) []Rule {
 	}
 	out := make([]Rule, len(as))
 	for i, a := range as {
-		labels := map[string]string{"severity": a.severity, "llmdiag_indicator": a.indicator}
+		labels := map[string]string{LabelSeverity: a.severity, LabelIndicator: a.indicator}
 		if len(a.thresholds) > 0 {
-			labels["llmdiag_threshold"] = strings.Join(a.thresholds, ",")
+			labels[LabelThreshold] = strings.Join(a.thresholds, ",")
 		}
 		rb := a.runbook
 		if a.cause != "" {
-			labels["llmdiag_cause"] = a.cause
+			labels[LabelCause] = a.cause
 			rb = llmdiagv1.Cause(llmdiagv1.Cause_value["CAUSE_"+a.cause])
 		}
 		out[i] = Rule{

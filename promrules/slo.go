@@ -165,13 +165,13 @@ func sloRules(cfg Config) []Rule {
 		}
 		labels := func(sev string) map[string]string {
 			return map[string]string{
-				"severity": sev, "llmdiag_indicator": "slo_" + string(s.Metric),
-				"llmdiag_threshold": "slos", "llmdiag_slo": s.Name,
+				LabelSeverity: sev, LabelIndicator: "slo_" + string(s.Metric),
+				LabelThreshold: "slos", "llmdiag_slo": s.Name,
 			}
 		}
 		out = append(out,
 			Rule{
-				Alert: "LLMDiagSLOBurnFast", Expr: pair(fast), Labels: labels("critical"),
+				Alert: "LLMDiagSLOBurnFast", Expr: pair(fast), Labels: labels(SeverityCritical),
 				Annotations: map[string]string{
 					"summary":     "Error budget of SLO " + s.Name + " burning fast on " + who,
 					"description": "The " + what + " has its " + desc(fast) + ". Burn rate over " + model.Duration(fast.Long).String() + ": {{ $value | humanize }}. llmdiag's SLO finding is CRIT.",
@@ -179,7 +179,7 @@ func sloRules(cfg Config) []Rule {
 				},
 			},
 			Rule{
-				Alert: "LLMDiagSLOBurn", Expr: pair(slow) + " or " + pair(fast), Labels: labels("warning"),
+				Alert: "LLMDiagSLOBurn", Expr: pair(slow) + " or " + pair(fast), Labels: labels(SeverityWarning),
 				Annotations: map[string]string{
 					"summary":     "Error budget of SLO " + s.Name + " burning on " + who,
 					"description": "The " + what + " has its " + desc(slow) + ", or burns fast. llmdiag's SLO finding is WARN (CRIT when it burns fast).",

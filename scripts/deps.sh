@@ -5,7 +5,8 @@
 # prometheus, prometheus-alertmanager, redis-server (with redis-cli) and
 # curl for the integration tests that start a real Prometheus, a real
 # Alertmanager and real Redis servers and call the service with curl, and
-# chromium for the web console's browser tests (internal/browsertest).
+# chromium for the web console's browser tests (internal/browsertest), and
+# buildah for the container image (make image, internal/imagetest).
 # Installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then
@@ -40,6 +41,8 @@ command -v curl >/dev/null 2>&1 || missing+=(curl)
 if [ -z "${LLMDIAG_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
   missing+=(chromium)
 fi
+# make image and internal/imagetest build and run the container image with buildah.
+command -v buildah >/dev/null 2>&1 || missing+=(buildah)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "deps: missing ${missing[*]}; run as root or: sudo apt-get install -y ${missing[*]}" >&2

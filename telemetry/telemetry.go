@@ -12,6 +12,27 @@ import (
 	"github.com/llmdiag/llmdiag/refresh"
 )
 
+// The names of llmdiag's own metrics (the dashboard package reads them).
+const (
+	MetricRPCRequests     = "llmdiag_rpc_requests_total"       // counter by procedure, code
+	MetricRPCDuration     = "llmdiag_rpc_duration_seconds"     // histogram by procedure
+	MetricRefreshDuration = "llmdiag_refresh_duration_seconds" // histogram
+	MetricRefreshErrors   = "llmdiag_refresh_errors_total"     // counter
+	MetricNodes           = "llmdiag_nodes"                    // gauge by status
+	MetricNodesKept       = "llmdiag_nodes_kept"               // gauge
+	MetricNodesRefused    = "llmdiag_nodes_refused_total"      // counter
+	MetricNodesInvalidID  = "llmdiag_nodes_invalid_id_total"   // counter
+	MetricNodesRemoved    = "llmdiag_nodes_removed_total"      // counter
+)
+
+// Labels of llmdiag's own metrics.
+const (
+	LabelProcedure = "procedure" // the RPC's Connect procedure, /pkg.Service/Method
+	LabelCode      = "code"      // the Connect code, CodeOK for success
+	LabelStatus    = "status"    // a node status's proto enum name
+	CodeOK         = "ok"
+)
+
 // Metrics are llmdiag's own metrics.
 type Metrics struct {
 	rpcs           *prometheus.CounterVec
@@ -30,41 +51,41 @@ type Metrics struct {
 func New(reg prometheus.Registerer, now func() time.Time) (*Metrics, error) {
 	m := &Metrics{
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llmdiag_rpc_requests_total",
+			Name: MetricRPCRequests,
 			Help: "RPCs handled, by procedure and Connect code (ok for success).",
-		}, []string{"procedure", "code"}),
+		}, []string{LabelProcedure, LabelCode}),
 		rpcLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "llmdiag_rpc_duration_seconds",
+			Name:    MetricRPCDuration,
 			Help:    "Time to handle an RPC (for streams: the stream's lifetime), by procedure.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 60, 600},
-		}, []string{"procedure"}),
+		}, []string{LabelProcedure}),
 		refreshSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "llmdiag_refresh_duration_seconds",
+			Name:    MetricRefreshDuration,
 			Help:    "Time one refresh of the whole fleet took.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 		}),
 		refreshErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llmdiag_refresh_errors_total",
+			Name: MetricRefreshErrors,
 			Help: "Refreshes that failed as a whole (per-node scrape errors show in verdicts instead).",
 		}),
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "llmdiag_nodes",
+			Name: MetricNodes,
 			Help: "Nodes by status after the last refresh.",
-		}, []string{"status"}),
+		}, []string{LabelStatus}),
 		nodesKept: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "llmdiag_nodes_kept",
+			Name: MetricNodesKept,
 			Help: "Nodes the refresh loop keeps after the last refresh (at most --max-nodes).",
 		}),
 		nodesRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llmdiag_nodes_refused_total",
+			Name: MetricNodesRefused,
 			Help: "New nodes refused because --max-nodes nodes were kept, counted once per refresh that refused them.",
 		}),
 		nodesInvalid: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llmdiag_nodes_invalid_id_total",
+			Name: MetricNodesInvalidID,
 			Help: "Observations skipped because their node id is not a valid id, counted once per refresh.",
 		}),
 		nodesRemoved: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "llmdiag_nodes_removed_total",
+			Name: MetricNodesRemoved,
 			Help: "Nodes forgotten because their source had not presented them for --retention.",
 		}),
 		now: now,
@@ -134,7 +155,7 @@ func (i interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 }
 
 func (m *Metrics) observe(procedure string, start time.Time, err error) {
-	code := "ok"
+	code := CodeOK
 	if err != nil {
 		code = connect.CodeOf(err).String()
 		if errors.Is(err, context.Canceled) {

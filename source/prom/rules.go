@@ -42,6 +42,10 @@ type RuleExprs struct {
 	// Queue, Running, KVPressure (0..1) and Preemptions (per second over
 	// the window) have one series per node, labelled with the node label.
 	Queue, Running, KVPressure, Preemptions string
+	// PromptTokens and GenerationTokens are token rates per node (per
+	// second over the window), labelled with the node label, as a refresh
+	// reads them.
+	PromptTokens, GenerationTokens string
 	// TTFTBuckets, E2EBuckets and ITLBuckets are bucket rates per node and
 	// le, the argument of histogram_quantile.
 	TTFTBuckets, E2EBuckets, ITLBuckets string
@@ -132,6 +136,12 @@ func RuleExpressions(e llmdiagv1.Engine, cfg RuleConfig) (RuleExprs, error) {
 		return r, err
 	}
 	if r.Preemptions, err = scalar(engine.Preemptions); err != nil {
+		return r, err
+	}
+	if r.PromptTokens, err = scalar(engine.PromptTokens); err != nil {
+		return r, err
+	}
+	if r.GenerationTokens, err = scalar(engine.GenerationTokens); err != nil {
 		return r, err
 	}
 	if r.KVPressure, err = b.ruleKV(m, byConcept, note); err != nil {

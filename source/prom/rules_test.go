@@ -26,7 +26,7 @@ func TestRuleExpressionsParse(t *testing.T) {
 		for name, expr := range map[string]string{
 			"model": x.Model, "queue": x.Queue, "running": x.Running, "kv": x.KVPressure,
 			"preemptions": x.Preemptions, "ttft": x.TTFTBuckets, "e2e": x.E2EBuckets, "itl": x.ITLBuckets,
-			"vanished": x.Vanished,
+			"vanished": x.Vanished, "prompt": x.PromptTokens, "generation": x.GenerationTokens,
 		} {
 			if expr == "" {
 				continue
@@ -44,12 +44,13 @@ func TestRuleExpressionsParse(t *testing.T) {
 		}{
 			{engine.Queue, x.Queue}, {engine.Running, x.Running}, {engine.Preemptions, x.Preemptions},
 			{engine.TTFT, x.TTFTBuckets}, {engine.E2E, x.E2EBuckets}, {engine.ITL, x.ITLBuckets},
+			{engine.PromptTokens, x.PromptTokens}, {engine.GenerationTokens, x.GenerationTokens},
 		} {
 			if _, ok := m.Concepts[c.concept]; ok != (c.expr != "") {
 				t.Errorf("%s %s: in the table %v, expression %q", e, c.concept, ok, c.expr)
 			}
 		}
-		if strings.Contains(x.Preemptions+x.TTFTBuckets, "[5m]") {
+		if strings.Contains(x.Preemptions+x.TTFTBuckets+x.GenerationTokens, "[5m]") {
 			t.Errorf("%s: window 90s not used", e)
 		}
 		if x.Model == "" || x.Vanished == "" {
