@@ -52,6 +52,12 @@ checkgenerate:
 	if diff -r gen "$$tmp/gen"; then echo "gen/ is up to date"; \
 	else echo "gen/ drifted from proto/: run make generate and commit" >&2; exit 1; fi
 
+## manifests: regenerate deploy/base/prometheusrule.yaml from `llmdiag rules` with
+## the flags in deploy/rules.args; the deploy tests fail while it is stale
+.PHONY: manifests
+manifests:
+	$(GO) test -count=1 -run '^TestPrometheusRule$$' ./deploy -update
+
 ## bench: the benchmarks behind README's Benchmarks, 5 runs each, as one
 ## table of medians (COUNT=3, ONLY=Unary to narrow it; raw output in bin/bench.txt)
 bench: deps

@@ -111,6 +111,7 @@ type serveFlags struct {
 	alerts                                                *alertFlagSet
 	slack                                                 slackFlagSet
 	trace                                                 traceFlagSet
+	health                                                healthListenFlag
 	newLog                                                func(io.Writer) (*slog.Logger, error)
 }
 
@@ -151,7 +152,8 @@ func serveCommand(env Env) *ffcli.Command {
 	c.tls = tlsServeFlags(fs)
 	c.alerts = alertFlags(fs) // the Alertmanager receiver, cli/alerts.go
 	c.slack = slackFlags(fs)
-	c.trace = traceFlags(fs) // OpenTelemetry, cli/tracing.go
+	c.trace = traceFlags(fs)         // OpenTelemetry, cli/tracing.go
+	c.health = healthListenFlags(fs) // grpc.health.v1 in plaintext for probes, cli/healthlisten.go
 	c.newLog = logFlags(fs)
 	return &ffcli.Command{
 		Name:       "serve",
@@ -293,6 +295,10 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	surfaces.Routes = append(surfaces.Routes, amRoute)
 	// A GET of a read may be kept by the caller's cache for one refresh.
 	surfaces.GetMaxAge = *c.interval
+	health := server.NewHealth(ready, deps...)
+	if err := c.health.start(ctx, log, health, *c.grace); err != nil {
+		return err
+	}
 	// The tracing interceptor (none when off) goes first: telemetry's
 	// exemplars read the span it starts.
 	interceptors, err := tr.Interceptors()
@@ -300,7 +306,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		return err
 	}
 	interceptors = append(interceptors, tm.Interceptor(), lim.Interceptor())
-	h := authorize(lim.Wrap(server.NewHandler(svc, server.NewHealth(ready, deps...), surfaces, connect.WithInterceptors(interceptors...))))
+	h := authorize(lim.Wrap(server.NewHandler(svc, health, surfaces, connect.WithInterceptors(interceptors...))))
 
 	ln, err := net.Listen("tcp", *c.listen)
 	if err != nil {

@@ -1,0 +1,89 @@
+package cli_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	grpchealthv1 "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/internal/certtest"
+)
+
+// TestServeHealthListen serves --listen over TLS with authentication and
+// --health-listen beside it: a plaintext gRPC health client, as the
+// kubelet's grpc probe is, reads SERVING on the health port and is refused
+// on the TLS one, and the health port serves nothing but health.
+func TestServeHealthListen(t *testing.T) {
+	dir := t.TempDir()
+	ca := certtest.NewCA(t, "server CA")
+	certFile, keyFile := ca.Server(t).WriteFiles(t, dir, "server")
+	tokens := filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+cliReaderToken+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr, healthAddr := freeAddr(t), freeAddr(t)
+	target := "node-under-test=http://" + freeAddr(t) + "/metrics" // nothing listens
+	background(t, nil, "serve", "--listen", addr, "--health-listen", healthAddr, "--target", target,
+		"--tls-cert", certFile, "--tls-key", keyFile, "--auth-tokens", tokens, "--interval", "1s", "--log-level", "warn")
+
+	check := func(a string) (grpchealthv1.HealthCheckResponse_ServingStatus, error) {
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		r, err := grpchealthv1.NewHealthClient(conn).Check(ctx, &grpchealthv1.HealthCheckRequest{})
+		return r.GetStatus(), err
+	}
+	var last string
+	waitFor(t, "SERVING on --health-listen", 30*time.Second, func() bool {
+		st, err := check(healthAddr)
+		last = st.String()
+		if err != nil {
+			last = err.Error()
+		}
+		return st == grpchealthv1.HealthCheckResponse_SERVING
+	}, &last)
+	if st, err := check(addr); err == nil {
+		t.Errorf("plaintext gRPC health on the TLS --listen answered %v; want the connection refused", st)
+	}
+	for _, path := range []string{"/llmdiag.v1.DiagnosisService/ListNodes", "/metrics", "/runbooks/"} {
+		resp, err := http.Post("http://"+healthAddr+path, "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("POST %s on --health-listen: HTTP %d, want 404 (health only)", path, resp.StatusCode)
+		}
+	}
+}
+
+// TestServeFlagSet: the exported flag set is serve's, unparsed, with its
+// defaults.
+func TestServeFlagSet(t *testing.T) {
+	fs := cli.ServeFlagSet()
+	for name, want := range map[string]string{"listen": "127.0.0.1:8080", "health-listen": "", "metrics-listen": "", "tls-cert": "", "redis": ""} {
+		f := fs.Lookup(name)
+		if f == nil {
+			t.Errorf("--%s: not in serve's flag set", name)
+			continue
+		}
+		if f.DefValue != want {
+			t.Errorf("--%s default %q, want %q", name, f.DefValue, want)
+		}
+	}
+	if fs.Lookup("addr") != nil || fs.Parsed() {
+		t.Errorf("serve's flag set has the client's --addr (%v) or is parsed (%v)", fs.Lookup("addr") != nil, fs.Parsed())
+	}
+}
