@@ -17,8 +17,10 @@
 // With Config.Fast.Interval set (serve --fast-interval), Run also runs a
 // fast lane (fast.go) for the fleet file's nodes with an endpoint url,
 // scraped directly or, with Prometheus, combined (source/combine). Each
-// node has its own slot in the interval and each read up to a tenth of it
-// of jitter; a node whose previous read is still in flight, or a tick that
+// node has its own slot in the interval (the slots evenly spaced, so that
+// no cluster of them overruns the read slots on every interval) and each
+// read up to a tenth of it of jitter; a node is read once the refresh has
+// read it (its record is what a read updates); a node whose previous read is still in flight, or a tick that
 // finds every read slot taken (FastConfig.Concurrency), is skipped and
 // counted, never queued. A read is the scrape's GET (its Accept header,
 // status, content type and body limit) on a transport of the lane's own

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,15 +254,15 @@ func (f *fastLane) dispatch(ctx context.Context, wg *sync.WaitGroup, n *fastNode
 // read reads n once and applies what it read.
 func (f *fastLane) read(ctx context.Context, n *fastNode) {
 	eng := n.engine
-	if eng == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
-		n.mu.Lock()
-		if n.base != nil {
-			eng = n.base.metrics.GetEngine()
-		}
-		n.mu.Unlock()
+	n.mu.Lock()
+	refreshed := n.base != nil
+	if refreshed && eng == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
+		eng = n.base.metrics.GetEngine()
 	}
-	if eng == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
-		// Neither the fleet file nor a refresh has told the engine yet.
+	n.mu.Unlock()
+	if !refreshed || eng == llmdiagv1.Engine_ENGINE_UNSPECIFIED {
+		// A read needs the refresh's record to apply to (and the engine,
+		// when the fleet file does not say it): none is made before.
 		f.met.reads.WithLabelValues("no_refresh").Inc()
 		return
 	}
@@ -283,6 +284,15 @@ func (f *fastLane) read(ctx context.Context, n *fastNode) {
 	}
 	f.apply(ctx, n, r, up, err, at)
 }
+
+// drainBufs are the buffers reads drain the rest of a body into.
+var drainBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// drainSink is io.Discard without its ReadFrom, so that io.CopyBuffer reads
+// into the buffer it is given.
+type drainSink struct{}
+
+func (drainSink) Write(p []byte) (int, error) { return len(p), nil }
 
 // errSlow is a read that ran out of the fast lane's deadline.
 var errSlow = errors.New("no answer within the fast lane's deadline")
@@ -329,7 +339,10 @@ func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine)
 	if r.Stopped {
 		// The rest of the body is not wanted, but read up to DrainBytes of
 		// it so that the connection is reused; a longer one is closed.
-		_, _ = io.Copy(io.Discard, io.LimitReader(lr, f.cfg.DrainBytes))
+		// Into a buffer of 64 KiB: io.Discard's own reads 8 KiB at a time.
+		buf := drainBufs.Get().(*[]byte)
+		_, _ = io.CopyBuffer(drainSink{}, io.LimitReader(lr, f.cfg.DrainBytes), *buf)
+		drainBufs.Put(buf)
 	}
 	return r, true, nil
 }
@@ -482,8 +495,9 @@ func (n *fastNode) overlay(m *llmdiagv1.NodeMetrics) {
 	}
 }
 
-// fastSchedule gives every node its own slot in the interval (a random
-// phase) and each read a random delay of up to the jitter after its slot;
+// fastSchedule gives every node its own slot in the interval (evenly
+// spaced, by id, from a random phase) and each read a random delay of up
+// to the jitter after its slot;
 // a node whose slot passed by more than an interval (a stall) takes the
 // next slot ahead, so that a late lane never bursts to catch up.
 type fastSchedule struct {
@@ -496,9 +510,16 @@ func (s *fastSchedule) start(now time.Time, interval, jitter time.Duration, rnd 
 	s.interval, s.jitter, s.rnd = interval, jitter, rnd
 	s.heap = s.heap[:0]
 	for _, n := range nodes {
-		n.slot = now.Add(rnd(interval))
-		n.next = n.slot.Add(rnd(jitter))
 		s.heap = append(s.heap, n)
+	}
+	// The slots are evenly spaced, from a random phase: random slots would
+	// cluster by chance, and a cluster that finds every read slot taken
+	// would skip the same nodes on every interval.
+	slices.SortFunc(s.heap, func(a, b *fastNode) int { return strings.Compare(a.id, b.id) })
+	phase := rnd(interval)
+	for i, n := range s.heap {
+		n.slot = now.Add((phase + interval*time.Duration(i)/time.Duration(len(s.heap))) % interval)
+		n.next = n.slot.Add(rnd(jitter))
 	}
 	heap.Init(&s.heap)
 }

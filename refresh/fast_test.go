@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,6 +56,17 @@ func TestFastSchedule(t *testing.T) {
 	var s fastSchedule
 	start := time.Unix(1000, 0)
 	s.start(start, interval, jitter, seqRand(), nodes)
+	// The slots are evenly spaced: no cluster of them.
+	var slots []time.Time
+	for _, n := range nodes {
+		slots = append(slots, n.slot)
+	}
+	slices.SortFunc(slots, time.Time.Compare)
+	for i := 1; i < len(slots); i++ {
+		if gap := slots[i].Sub(slots[i-1]); gap != interval/50 {
+			t.Fatalf("slots %d and %d are %v apart, want %v (evenly spaced)", i-1, i, gap, interval/50)
+		}
+	}
 	reads := map[string][]time.Time{}
 	now := start
 	read := func(n *fastNode) { reads[n.id] = append(reads[n.id], now) }
@@ -443,7 +455,9 @@ func TestFastFetch(t *testing.T) {
 	if n := conns.Load(); n != 1 {
 		t.Errorf("3 reads opened %d connections, want 1 (the body drained)", n)
 	}
-	// Slower than the deadline: skipped, not applied.
+	// Slower than the deadline: skipped, not applied (the node has been
+	// refreshed: a node never refreshed is not read at all).
+	f.nodes["n"].base = &fastBase{metrics: &llmdiagv1.NodeMetrics{Node: "n", Engine: llmdiagv1.Engine_ENGINE_VLLM}}
 	f.cfg.Timeout = 50 * time.Millisecond
 	mode.Store(1)
 	f.read(context.Background(), f.nodes["n"])

@@ -3,10 +3,14 @@ package routertest
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,10 +27,17 @@ import (
 // the child process expofarm.StartChild runs; elsewhere it skips.
 func TestExpofarmChild(t *testing.T) { expofarm.ServeChild(t) }
 
-const (
-	benchNodes = 1000
-	benchViews = 100
-)
+const benchNodes = 1000
+
+// benchViews is the number of views: 100, or FL_VIEWS (to see what the
+// views themselves cost: they share the 2 cores with serve).
+var benchViews = 100
+
+func init() {
+	if v, err := strconv.Atoi(os.Getenv("FL_VIEWS")); err == nil && v > 0 {
+		benchViews = v
+	}
+}
 
 // BenchmarkFastLaneToView measures how long a router waits for a gauge
 // change: 1,000 vLLM endpoints of 172 KB (internal/expofarm, in a child
@@ -35,7 +46,8 @@ const (
 // changes a second in all, 50,000 deliveries to the views, a stress far
 // beyond a real fleet's) or 10 s (period=20s: 100 changes a second). They
 // are read by `llmdiag serve` in this process with the fast lane every
-// 250 ms and the refresh every 5 s (serve's default) or 30 s, and 100
+// 250 ms and the refresh every 5 s (serve's default) or 30 s (its scrapes
+// spread over half of it, serve's default with the fast lane), and 100
 // client.Views are subscribed to the whole fleet (each its own client and
 // connection, as 100 routers). A flip is a view's routability of a node
 // changing; its latency runs from the endpoint's gauge change
@@ -43,12 +55,16 @@ const (
 // event hook). The hysteresis holds a change for two fast reads, so the
 // floor is one to two fast intervals.
 //
-// Run it with -benchtime 1x. Reported: p50-ms, p99-ms and max-ms of the
-// flips over a span after 10 s of warm-up (12 s, or the interval and 5 s,
-// so that it takes in a refresh), flips/view, nodes-% (nodes that flipped
-// in every view), unknown-flips-% (flips to UNKNOWN or DOWN: the
-// refresh's, not the gauges'), and cores (this process's CPU: serve's
-// refresh, fast lane, store and streams, and the 100 views).
+// Run it with -benchtime 1x (and -v for the fast lane's counters).
+// Reported: p50-ms, p99-ms and max-ms of the flips over a span that
+// begins 10 s after the first refresh (and lasts 12 s, or the interval
+// and 5 s, so that it takes in a refresh), flips/view, nodes-% (nodes
+// that flipped in every view), unknown-flips-% (flips to UNKNOWN or DOWN:
+// the refresh's, not the gauges'), behind-flips-% (flips that disagree
+// with the gauges: late for the change before), cores (this process's
+// CPU: serve's refresh, fast lane, store and streams, and the views) and
+// farm-cores (the farm's). FL_VIEWS=10 runs 10 views instead of 100: the
+// views share the 2 cores with serve, as routers would not.
 func BenchmarkFastLaneToView(b *testing.B) {
 	for _, interval := range []time.Duration{5 * time.Second, 30 * time.Second} {
 		for _, period := range []time.Duration{4 * time.Second, 20 * time.Second} {
@@ -116,6 +132,9 @@ func fastToView(b *testing.B, interval time.Duration, steps expofarm.Steps) {
 		// unknown counts the flips to a status that is no reading
 		// (UNKNOWN, DOWN): the refresh's, not the gauges'.
 		unknown int
+		// behind counts the flips that disagree with the gauges now:
+		// flips of the change before this one.
+		behind int
 	}
 	var mu sync.Mutex // guards from across the recorders
 	var from time.Time
@@ -157,6 +176,7 @@ func fastToView(b *testing.B, interval time.Duration, steps expofarm.Steps) {
 			// routable) unless the flip is of the change before.
 			if saturated := steps.Gauges(i, now) == steps.High; saturated == ok {
 				changed = changed.Add(-steps.Period / 2)
+				r.behind++
 			}
 			if st := h.GetStatus(); st == llmdiagv1.Status_STATUS_UNKNOWN || st == llmdiagv1.Status_STATUS_DOWN {
 				r.unknown++
@@ -172,6 +192,14 @@ func fastToView(b *testing.B, interval time.Duration, steps expofarm.Steps) {
 			b.Fatalf("a view did not sync within a minute: %+v\n%s", v.Status(), serveErr.String())
 		}
 	}
+	// The fast lane reads a node once the refresh has: the span begins
+	// after the first refresh.
+	for deadline := time.Now().Add(2 * time.Minute); !refreshed(addr); {
+		if time.Now().After(deadline) {
+			b.Fatalf("no refresh within 2 minutes\n%s", serveErr.String())
+		}
+		time.Sleep(100 * time.Millisecond) // polling serve's /metrics, not synchronising
+	}
 	for b.Loop() {
 		warm := time.NewTimer(10 * time.Second)
 		<-warm.C
@@ -179,20 +207,30 @@ func fastToView(b *testing.B, interval time.Duration, steps expofarm.Steps) {
 		from = time.Now()
 		mu.Unlock()
 		cpu0 := expofarm.CPUTime()
+		farm0, err := child.Stats(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
 		// The span takes in at least one refresh.
 		span := time.NewTimer(max(12*time.Second, interval+5*time.Second))
 		<-span.C
 		cpu := expofarm.CPUTime() - cpu0
 		wall := time.Since(from)
+		farm1, err := child.Stats(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		fastMetrics(b, addr)
 		cancel() // the views stop: their recorders are read below
 		for _, v := range views {
 			<-v.Done()
 		}
 		var all []time.Duration
 		everywhere := map[string]int{}
-		unknown := 0
+		unknown, behind := 0, 0
 		for _, r := range recs {
 			unknown += r.unknown
+			behind += r.behind
 			all = append(all, r.lat...)
 			for id := range r.nodes {
 				everywhere[id]++
@@ -209,15 +247,54 @@ func fastToView(b *testing.B, interval time.Duration, steps expofarm.Steps) {
 				flipped++
 			}
 		}
+		b.Logf("flips' latency: p75 %.0f ms, p90 %.0f ms, p95 %.0f ms", q(0.75), q(0.90), q(0.95))
 		b.ReportMetric(q(0.50), "p50-ms")
 		b.ReportMetric(q(0.99), "p99-ms")
 		b.ReportMetric(float64(all[len(all)-1])/1e6, "max-ms")
-		b.ReportMetric(float64(len(all))/benchViews, "flips/view")
-		b.ReportMetric(100*float64(flipped)/benchNodes, "nodes-%")
+		b.ReportMetric(float64(len(all))/float64(benchViews), "flips/view")
+		b.ReportMetric(100*float64(flipped)/float64(benchNodes), "nodes-%")
 		b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
+		b.ReportMetric((farm1.CPU-farm0.CPU).Seconds()/wall.Seconds(), "farm-cores")
 		b.ReportMetric(100*float64(unknown)/float64(len(all)), "unknown-flips-%")
+		b.ReportMetric(100*float64(behind)/float64(len(all)), "behind-flips-%")
 		if s := serveErr.String(); s != "" {
 			b.Logf("serve's log:\n%s", s[:min(len(s), 4000)])
 		}
 	}
+}
+
+// fastMetrics logs serve's fast-lane, refresh and stream counters: how
+// many fast reads were made, skipped and why, and how long they took.
+func fastMetrics(b *testing.B, addr string) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Logf("serve's /metrics: %v", err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var lines []string
+	for l := range strings.Lines(string(body)) {
+		if (strings.HasPrefix(l, "llmdiag_fast_") || strings.Contains(l, "fanout") || strings.Contains(l, "stream") || strings.HasPrefix(l, "llmdiag_refresh")) && !strings.Contains(l, "_bucket") && !strings.HasPrefix(l, "#") {
+			lines = append(lines, strings.TrimSpace(l))
+		}
+	}
+	b.Logf("fast lane:\n%s", strings.Join(lines, "\n"))
+}
+
+// refreshed reports whether serve at addr has finished a refresh.
+func refreshed(addr string) bool {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for l := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(l, "llmdiag_refresh_duration_seconds_count "); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && n >= 1
+		}
+	}
+	return false
 }

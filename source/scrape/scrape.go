@@ -63,10 +63,11 @@ type Options struct {
 	// refresh begins, so that a large fleet's parsing comes as a steady
 	// trickle rather than one burst that takes every core (serve sets it
 	// with the fast lane on, whose reads must not wait for CPU). Each
-	// target keeps its place, so it is still scraped once an interval.
-	// Refresh then returns within Spread + Timeout; a context deadline
-	// sooner than that shortens the spread, never leaves a target out.
-	// Default 0: all at once.
+	// target keeps its place, so it is still scraped once an interval; a
+	// target never read yet (the first refresh) starts at once. Refresh
+	// then returns within Spread + Timeout; a context deadline sooner than
+	// that shortens the spread, never leaves a target out. Default 0: all
+	// at once.
 	Spread time.Duration
 	// Quantiles reported in distributions (default 0.5, 0.95, 0.99).
 	Quantiles []float64
@@ -209,7 +210,7 @@ func (s *Scraper) Refresh(ctx context.Context, window string) ([]source.Observat
 	var pause *time.Timer
 starting:
 	for i, t := range s.targets {
-		if spread > 0 {
+		if spread > 0 && s.scraped(t.ID) {
 			// Starts due within a millisecond go together.
 			if d := time.Until(begin.Add(spread * time.Duration(i) / time.Duration(len(s.targets)))); d > time.Millisecond {
 				if pause == nil {
@@ -253,6 +254,14 @@ waiting:
 		obs[i] = s.observe(t, dur, lifetime, window, now)
 	}
 	return obs, nil
+}
+
+// scraped reports whether node has a sample recorded: a node never read
+// is not made to wait for its place in the spread.
+func (s *Scraper) scraped(node string) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.rings[node]) > 0
 }
 
 // start begins a scrape of t unless one is still running; it returns the
