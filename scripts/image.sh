@@ -89,8 +89,8 @@ b config \
   --os linux --arch "$GOARCH" \
   --user 65532:65532 --workingdir / \
   --entrypoint '["/llmdiag"]' \
-  --cmd '["serve", "--listen=:8080", "--metrics-listen=:9090", "--fleet=/etc/llmdiag/fleet/fleet.yaml", "--tls-cert=/etc/llmdiag/tls/tls.crt", "--tls-key=/etc/llmdiag/tls/tls.key", "--auth-tokens=/etc/llmdiag/auth/tokens.yaml"]' \
-  --port 8080/tcp --port 9090/tcp \
+  --cmd '["serve", "--listen=:8443", "--health-listen=:8081", "--metrics-listen=:9090", "--fleet=/etc/llmdiag/config/fleet.yaml", "--tls-cert=/etc/llmdiag/tls/tls.crt", "--tls-key=/etc/llmdiag/tls/tls.key", "--auth-tokens=/etc/llmdiag/auth/tokens.yaml"]' \
+  --port 8443/tcp --port 8081/tcp --port 9090/tcp \
   --stop-signal SIGTERM \
   --created-by "scripts/image.sh" \
   --label org.opencontainers.image.title=llmdiag \

@@ -143,16 +143,16 @@ func checkConfig(t *testing.T, repo string, img Image) {
 	if !slices.Equal(c.Config.Entrypoint, []string{"/llmdiag"}) {
 		t.Errorf("entrypoint %q, want [/llmdiag]", c.Config.Entrypoint)
 	}
-	if len(c.Config.Cmd) == 0 || c.Config.Cmd[0] != "serve" || !slices.Contains(c.Config.Cmd, "--listen=:8080") || !slices.Contains(c.Config.Cmd, "--metrics-listen=:9090") {
-		t.Errorf("cmd %q, want serve --listen=:8080 --metrics-listen=:9090 …", c.Config.Cmd)
+	if len(c.Config.Cmd) == 0 || c.Config.Cmd[0] != "serve" || !slices.Contains(c.Config.Cmd, "--listen=:8443") || !slices.Contains(c.Config.Cmd, "--health-listen=:8081") || !slices.Contains(c.Config.Cmd, "--metrics-listen=:9090") {
+		t.Errorf("cmd %q, want serve --listen=:8443 --health-listen=:8081 --metrics-listen=:9090 …", c.Config.Cmd)
 	}
-	for _, p := range []string{"8080/tcp", "9090/tcp"} {
+	for _, p := range []string{"8443/tcp", "8081/tcp", "9090/tcp"} {
 		if _, ok := c.Config.ExposedPorts[p]; !ok {
 			t.Errorf("port %s not exposed (%v)", p, c.Config.ExposedPorts)
 		}
 	}
-	if len(c.Config.ExposedPorts) != 2 {
-		t.Errorf("ports %v, want 8080/tcp and 9090/tcp", c.Config.ExposedPorts)
+	if len(c.Config.ExposedPorts) != 3 {
+		t.Errorf("ports %v, want 8443/tcp, 8081/tcp and 9090/tcp", c.Config.ExposedPorts)
 	}
 	rev, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
 	if err != nil {
@@ -325,8 +325,8 @@ func serveInImage(t *testing.T, s *storage) {
 	fleetDir := seedFleet(t)
 	addr := freeAddr(t)
 	var out testkit.SyncBuffer
-	cmd := exec.Command(s.bah, s.runArgs([]string{fleetDir + ":/etc/llmdiag/fleet:ro"},
-		"/llmdiag", "serve", "--listen", addr, "--fleet", "/etc/llmdiag/fleet/fleet.yaml", "--interval", "1s")...)
+	cmd := exec.Command(s.bah, s.runArgs([]string{fleetDir + ":/etc/llmdiag/config:ro"},
+		"/llmdiag", "serve", "--listen", addr, "--fleet", "/etc/llmdiag/config/fleet.yaml", "--interval", "1s")...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = s.env, &out, &out
 	cmd.WaitDelay = 10 * time.Second
 	proc, err := childproc.Start(cmd)
