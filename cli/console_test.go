@@ -20,6 +20,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/internal/browsertest"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -34,36 +35,7 @@ const updateScreenshotsEnv = "LLMDIAG_UPDATE_SCREENSHOTS"
 // for. It returns the fleet and its fleet file.
 func consoleSim(t *testing.T) (*sim.Fleet, string) {
 	t.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Warmup = sim.SeedWarmup
-	fl, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sim: %v", err)
-		}
-	})
-	data, err := fl.FleetFile().Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "fleet.yaml")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return fl, path
+	return simtest.Seed(t)
 }
 
 // consoleServe starts serve on the fleet as scripts/run.sh does (default

@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"context"
 	"crypto/tls"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -66,7 +65,7 @@ func TestServeRunsWithTheManifestArgs(t *testing.T) {
 		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		switch name {
 		case "listen", "health-listen", "metrics-listen":
-			addrs[name] = freeAddr(t)
+			addrs[name] = testkit.ClosedAddr(t)
 			value = addrs[name]
 		}
 		for mount, tmp := range files {
@@ -132,15 +131,4 @@ func TestServeRunsWithTheManifestArgs(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("ListNodes over TLS on --listen without a token: HTTP %d, want 401", resp.StatusCode)
 	}
-}
-
-// freeAddr is a loopback address free when asked.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

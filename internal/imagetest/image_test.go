@@ -8,7 +8,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -27,8 +26,8 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/childproc"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
-	"github.com/llmdiag/llmdiag/sim"
 )
 
 const (
@@ -323,7 +322,7 @@ func (s *storage) run(t *testing.T, argv ...string) (string, error) {
 // asks it through the Go client over gRPC, as a gRPC health probe does.
 func serveInImage(t *testing.T, s *storage) {
 	fleetDir := seedFleet(t)
-	addr := freeAddr(t)
+	addr := testkit.ClosedAddr(t)
 	var out testkit.SyncBuffer
 	cmd := exec.Command(s.bah, s.runArgs([]string{fleetDir + ":/etc/llmdiag/config:ro"},
 		"/llmdiag", "serve", "--listen", addr, "--fleet", "/etc/llmdiag/config/fleet.yaml", "--interval", "1s")...)
@@ -420,49 +419,8 @@ func serveInImage(t *testing.T, s *storage) {
 // fleet.yaml.
 func seedFleet(t *testing.T) string {
 	t.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fl, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sim: %v", err)
-		}
-	})
-	data, err := fl.FleetFile().Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	// 65532 reads it through the read-only mount.
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "fleet.yaml"), data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	_, path := simtest.Seed(t)
+	return filepath.Dir(path)
 }
 
 // descendants lists the pids whose parent chain leads to pid (read from

@@ -3,14 +3,13 @@ package routertest
 import (
 	"context"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/client"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -62,32 +61,11 @@ func steer(t *testing.T, args []string, bound, away time.Duration) {
 	cfg.Nodes[0].Workload.Rate = 1 // start light; SetRate overloads it later
 	// 5× real time: the queue builds and drains in seconds of wall time.
 	cfg.Speed, cfg.Warmup = 5, 2*time.Minute
-	fl, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fl.Listen(); err != nil {
-		t.Fatal(err)
-	}
+	fl, fleetPath := simtest.Start(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Go(func() {
-		if err := fl.Start(ctx); err != nil {
-			t.Errorf("sim: %v", err)
-		}
-	})
-
-	dir := t.TempDir()
-	fleetPath := filepath.Join(dir, "fleet.yaml")
-	data, err := fl.FleetFile().Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(fleetPath, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
