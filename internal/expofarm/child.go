@@ -1,7 +1,6 @@
 package expofarm
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,10 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,68 +84,15 @@ func (c *Child) Stats(ctx context.Context) (ChildStats, error) {
 // stdin is closed, then it is signalled by pid.
 func StartChild(tb testing.TB, test string, spec Spec) *Child {
 	tb.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatalf("expofarm: %v", err)
+	line := childproc.StartTest(tb, childproc.TestChild{Name: "expofarm", Test: test, Env: childEnv, Spec: spec,
+		Prefix: readyPrefix, MaxLine: maxReadyLine, Start: childStartTimeout, Stop: childStopTimeout})
+	var r ready
+	if err := json.Unmarshal([]byte(line), &r); err != nil {
+		tb.Fatalf("expofarm: the child's ready line: %v", err)
 	}
-	cmd := exec.Command(exe, "-test.run=^"+test+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
-	var logs childproc.LogTail
-	cmd.Stderr = &logs
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatalf("expofarm: %v", err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatalf("expofarm: %v", err)
-	}
-	proc, err := childproc.Start(cmd)
-	if err != nil {
-		tb.Fatalf("expofarm: start child: %v", err)
-	}
-	tb.Cleanup(func() {
-		stdin.Close() // the child's signal to stop
-		select {
-		case <-proc.Done():
-		case <-time.After(childStopTimeout):
-			proc.Stop(syscall.SIGTERM, childStopTimeout)
-		}
-	})
-	go func() {
-		// stdin is closed by the cleanup; an error here shows as the child
-		// never telling its URLs.
-		_ = json.NewEncoder(stdin).Encode(spec)
-	}()
-	found := make(chan ready, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 0, 64<<10), maxReadyLine)
-		for sc.Scan() {
-			if line, ok := strings.CutPrefix(sc.Text(), readyPrefix); ok {
-				var r ready
-				if json.Unmarshal([]byte(line), &r) == nil {
-					found <- r
-				}
-				break
-			}
-		}
-		close(found)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case r, ok := <-found:
-		if !ok {
-			<-proc.Done()
-			tb.Fatalf("expofarm: the child ended without serving (%v): %s", proc.Err(), logs.String())
-		}
-		tr := &http.Transport{MaxIdleConns: 1}
-		tb.Cleanup(tr.CloseIdleConnections)
-		return &Child{URLs: r.URLs, statsURL: r.Stats, client: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
-	case <-time.After(childStartTimeout):
-		tb.Fatalf("expofarm: the child did not serve within %s: %s", childStartTimeout, logs.String())
-	}
-	return nil
+	tr := &http.Transport{MaxIdleConns: 1}
+	tb.Cleanup(tr.CloseIdleConnections)
+	return &Child{URLs: r.URLs, statsURL: r.Stats, client: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
 }
 
 // ServeChild is the body of the Test function StartChild names: in the
@@ -159,14 +101,8 @@ func StartChild(tb testing.TB, test string, spec Spec) *Child {
 // own, tells its URLs and serves until stdin is closed. Anywhere else it
 // skips the test.
 func ServeChild(t *testing.T) {
-	if os.Getenv(childEnv) == "" {
-		t.Skip("serves an exposition farm for expofarm.StartChild only")
-	}
-	in := bufio.NewReader(os.Stdin)
 	var spec Spec
-	if err := json.NewDecoder(in).Decode(&spec); err != nil {
-		t.Fatalf("read spec: %v", err)
-	}
+	wait := childproc.ServeTest(t, childEnv, "serves an exposition farm for expofarm.StartChild only", &spec)
 	cfg := Config{Nodes: spec.Nodes, Listeners: spec.Listeners}
 	if spec.Steps != (Steps{}) {
 		cfg.Schedule = spec.Steps
@@ -194,8 +130,7 @@ func ServeChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Print(readyPrefix + line.String())
-	// Until the parent closes stdin (or dies).
-	_, _ = io.Copy(io.Discard, in)
+	wait()
 	stats.Close()
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		t.Error(err)
