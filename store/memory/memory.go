@@ -115,6 +115,18 @@ type node struct {
 
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
+	return s.put(ctx, rec, &p)
+}
+
+// PutRecord implements store.RecordWriter: Put without a history point,
+// for a node Put wrote (ErrNotFound otherwise).
+func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
+	return s.put(ctx, rec, nil)
+}
+
+// put replaces rec's node's record and, with p, appends p to its history;
+// without p the node must have been written before.
+func (s *Store) put(ctx context.Context, rec *store.Record, p *diagnose.Point) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -127,42 +139,22 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.nodes[id]
-	if n == nil {
+	switch {
+	case n == nil && p == nil:
+		return fmt.Errorf("%q: %w", id, store.ErrNotFound)
+	case n == nil:
 		n = &node{}
 	}
-	if err := n.hist.Append(p, s.opts.HistoryLen); err != nil {
-		return fmt.Errorf("%q: %w", id, err)
+	if p != nil {
+		if err := n.hist.Append(*p, s.opts.HistoryLen); err != nil {
+			return fmt.Errorf("%q: %w", id, err)
+		}
 	}
 	s.puts++
 	s.gen.Add(1)
 	n.rec, n.raw, n.written = b, raw, s.opts.Now()
 	n.observed, n.put = rec.Metrics.GetObservedAt().AsTime(), s.puts
 	s.nodes[id] = n
-	return nil
-}
-
-// PutRecord implements store.RecordWriter: Put without a history point,
-// for a node Put wrote (ErrNotFound otherwise).
-func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	id := rec.Node.GetId()
-	var raw *store.Record
-	b, err := s.codec.Encode(id, rec)
-	if err != nil {
-		raw = cloneRecord(rec)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := s.nodes[id]
-	if n == nil {
-		return fmt.Errorf("%q: %w", id, store.ErrNotFound)
-	}
-	s.puts++
-	s.gen.Add(1)
-	n.rec, n.raw, n.written = b, raw, s.opts.Now()
-	n.observed, n.put = rec.Metrics.GetObservedAt().AsTime(), s.puts
 	return nil
 }
 
