@@ -3,16 +3,11 @@ package server_test
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	grpchealthv1 "google.golang.org/grpc/health/grpc_health_v1"
 
-	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/tracing"
 )
@@ -41,27 +36,7 @@ func BenchmarkUnaryTracing(b *testing.B) {
 					b.Fatal(err)
 				}
 				url, nodes := unaryService(b, memory.New(memory.Options{}, "bench"), ics...)
-				conns := make([]*grpc.ClientConn, 2)
-				for i := range conns {
-					cc, err := grpc.NewClient(strings.TrimPrefix(url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-					if err != nil {
-						b.Fatal(err)
-					}
-					b.Cleanup(func() { _ = cc.Close() })
-					conns[i] = cc
-				}
-				health := func(ctx context.Context, g int, _ string) error {
-					_, err := grpchealthv1.NewHealthClient(conns[g%2]).Check(ctx, &grpchealthv1.HealthCheckRequest{})
-					return err
-				}
-				rpc := func(ctx context.Context, g int, node string) error {
-					return call.call(ctx, llmdiagv1.NewDiagnosisServiceClient(conns[g%2]), node)
-				}
-				p50, p99, h50 := interleaved(b, 1, nodes, rpc, health)
-				b.ReportMetric(p50, "p50-µs")
-				b.ReportMetric(p99, "p99-µs")
-				b.ReportMetric(h50, "health-p50-µs")
-				b.ReportMetric(p50/h50, "x-health")
+				reportUnary(b, url, nodes, 1, call.call)
 			})
 		}
 	}

@@ -103,31 +103,39 @@ func BenchmarkUnary(b *testing.B) {
 			for _, call := range unaryCalls {
 				b.Run(fmt.Sprintf("store=%s/conc=%d/call=%s", st, conc, call.name), func(b *testing.B) {
 					url, nodes := unaryService(b, benchStores[st](b))
-					conns := make([]*grpc.ClientConn, 2)
-					for i := range conns {
-						cc, err := grpc.NewClient(strings.TrimPrefix(url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-						if err != nil {
-							b.Fatal(err)
-						}
-						b.Cleanup(func() { _ = cc.Close() })
-						conns[i] = cc
-					}
-					health := func(ctx context.Context, g int, _ string) error {
-						_, err := grpchealthv1.NewHealthClient(conns[g%2]).Check(ctx, &grpchealthv1.HealthCheckRequest{})
-						return err
-					}
-					rpc := func(ctx context.Context, g int, node string) error {
-						return call.call(ctx, llmdiagv1.NewDiagnosisServiceClient(conns[g%2]), node)
-					}
-					p50, p99, h50 := interleaved(b, conc, nodes, rpc, health)
-					b.ReportMetric(p50, "p50-µs")
-					b.ReportMetric(p99, "p99-µs")
-					b.ReportMetric(h50, "health-p50-µs")
-					b.ReportMetric(p50/h50, "x-health")
+					reportUnary(b, url, nodes, conc, call.call)
 				})
 			}
 		}
 	}
+}
+
+// reportUnary measures call against the service at url, interleaved with
+// the health check, at concurrency conc over 2 gRPC connections, and
+// reports p50-µs, p99-µs, health-p50-µs and x-health.
+func reportUnary(b *testing.B, url string, nodes []string, conc int, call func(context.Context, llmdiagv1.DiagnosisServiceClient, string) error) {
+	b.Helper()
+	conns := make([]*grpc.ClientConn, 2)
+	for i := range conns {
+		cc, err := grpc.NewClient(strings.TrimPrefix(url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cc.Close() })
+		conns[i] = cc
+	}
+	health := func(ctx context.Context, g int, _ string) error {
+		_, err := grpchealthv1.NewHealthClient(conns[g%2]).Check(ctx, &grpchealthv1.HealthCheckRequest{})
+		return err
+	}
+	rpc := func(ctx context.Context, g int, node string) error {
+		return call(ctx, llmdiagv1.NewDiagnosisServiceClient(conns[g%2]), node)
+	}
+	p50, p99, h50 := interleaved(b, conc, nodes, rpc, health)
+	b.ReportMetric(p50, "p50-µs")
+	b.ReportMetric(p99, "p99-µs")
+	b.ReportMetric(h50, "health-p50-µs")
+	b.ReportMetric(p50/h50, "x-health")
 }
 
 // unaryService scrapes the simulator's seed fleet into st as a running
