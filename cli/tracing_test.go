@@ -18,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -63,17 +64,7 @@ func TestServeExportsTraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	simCtx, stopSim := context.WithCancel(context.Background())
-	simDone := make(chan error, 1)
-	go func() { simDone <- f.Start(simCtx) }()
-	defer func() { stopSim(); <-simDone }()
+	f, _ := simtest.Start(t, cfg)
 
 	rcv := &spanNames{}
 	collector := httptest.NewServer(rcv)

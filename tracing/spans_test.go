@@ -23,6 +23,7 @@ import (
 	"github.com/llmdiag/llmdiag/internal/promfake"
 	"github.com/llmdiag/llmdiag/internal/redistest"
 	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
@@ -51,22 +52,7 @@ func simFleet(t *testing.T) *sim.Fleet {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := sim.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	f, _ := simtest.Start(t, cfg)
 	return f
 }
 
