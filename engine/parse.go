@@ -350,17 +350,47 @@ func (b *builder) add(lset labels.Labels, v float64, line int) error {
 		b.addGrouped(f, suffix, lset, v, line)
 		return nil
 	}
-	m := &dto.Metric{Label: pairs(lset)}
+	f.Metric = append(f.Metric, newScalar(typ, pairs(lset), v))
+	return nil
+}
+
+// The series of a gauge, counter or untyped family with what its metric
+// points to, so that one allocation makes each: the builder makes one per
+// series line, and a fast lane reads thousands of them a second.
+type (
+	gaugeSeries struct {
+		m dto.Metric
+		g dto.Gauge
+		v float64
+	}
+	counterSeries struct {
+		m dto.Metric
+		c dto.Counter
+		v float64
+	}
+	untypedSeries struct {
+		m dto.Metric
+		u dto.Untyped
+		v float64
+	}
+)
+
+// newScalar is the metric of a series of type typ (gauge, counter or else
+// untyped) with labels ls and value v.
+func newScalar(typ dto.MetricType, ls []*dto.LabelPair, v float64) *dto.Metric {
 	switch typ {
 	case dto.MetricType_GAUGE:
-		m.Gauge = &dto.Gauge{Value: proto.Float64(v)}
+		s := &gaugeSeries{v: v}
+		s.m.Label, s.m.Gauge, s.g.Value = ls, &s.g, &s.v
+		return &s.m
 	case dto.MetricType_COUNTER:
-		m.Counter = &dto.Counter{Value: proto.Float64(v)}
-	default:
-		m.Untyped = &dto.Untyped{Value: proto.Float64(v)}
+		s := &counterSeries{v: v}
+		s.m.Label, s.m.Counter, s.c.Value = ls, &s.c, &s.v
+		return &s.m
 	}
-	f.Metric = append(f.Metric, m)
-	return nil
+	s := &untypedSeries{v: v}
+	s.m.Label, s.m.Untyped, s.u.Value = ls, &s.u, &s.v
+	return &s.m
 }
 
 // group returns the metric of family f that series lset belongs to, adding
@@ -412,7 +442,9 @@ func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, lset labels.Lab
 		h := m.Histogram
 		switch suffix {
 		case part:
-			h.Bucket = append(h.Bucket, &dto.Bucket{UpperBound: proto.Float64(bound), CumulativeCountFloat: proto.Float64(v)})
+			bk := &bucket{bound: bound, count: v}
+			bk.b.UpperBound, bk.b.CumulativeCountFloat = &bk.bound, &bk.count
+			h.Bucket = append(h.Bucket, &bk.b)
 		case "_sum":
 			h.SampleSum = proto.Float64(v)
 		case "_count":
@@ -434,6 +466,13 @@ func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, lset labels.Lab
 			sm.SampleCount = proto.Uint64(uint64(v))
 		}
 	}
+}
+
+// bucket is a histogram's bucket with its two values: one allocation a
+// bucket line.
+type bucket struct {
+	b            dto.Bucket
+	bound, count float64
 }
 
 // familyOf is the family a series named name belongs to: the name itself
@@ -671,14 +710,22 @@ func seriesString(lset labels.Labels) string {
 	return shorten(sb.String())
 }
 
-// pairs converts lset, without the metric name and except, to label pairs.
+// pairs converts lset, without the metric name and except, to label pairs:
+// in three allocations whatever the number of labels (the pairs, the
+// strings they point to, the slice of pointers), not three a label.
 func pairs(lset labels.Labels, except ...string) []*dto.LabelPair {
-	out := make([]*dto.LabelPair, 0, lset.Len())
+	n := lset.Len()
+	ps := make([]dto.LabelPair, n)
+	strs := make([]string, 2*n)
+	out := make([]*dto.LabelPair, 0, n)
 	lset.Range(func(l labels.Label) {
 		if l.Name == labels.MetricName || slices.Contains(except, l.Name) {
 			return
 		}
-		out = append(out, &dto.LabelPair{Name: proto.String(l.Name), Value: proto.String(l.Value)})
+		i := len(out)
+		strs[2*i], strs[2*i+1] = l.Name, l.Value
+		ps[i].Name, ps[i].Value = &strs[2*i], &strs[2*i+1]
+		out = append(out, &ps[i])
 	})
 	return out
 }
