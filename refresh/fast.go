@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -377,7 +378,12 @@ func (f *fastLane) apply(ctx context.Context, n *fastNode, r *engine.Routing, up
 		return
 	}
 	b := n.base
-	m := proto.Clone(b.metrics).(*llmdiagv1.NodeMetrics)
+	// m is the base with this read's gauges: a shallow copy, sharing the
+	// base's messages, lists and maps, which nothing here changes (the
+	// errors are clipped so that an append copies them). Most reads change
+	// nothing that is stored; one that does stores a deep copy.
+	m := shallow(b.metrics)
+	m.Errors = slices.Clip(m.Errors)
 	m.ObservedAt, m.Staleness, m.Stale, m.Up = timestamppb.New(at), durationpb.New(0), false, up
 	m.Queue, m.Running, m.QueueRunningRatio, m.KvPressure, m.KvCapacityTokens = nil, nil, nil, nil, nil
 	switch {
@@ -407,18 +413,19 @@ func (f *fastLane) apply(ctx context.Context, n *fastNode, r *engine.Routing, up
 	n.fast++
 	n.last, n.lastFast = at, m
 
+	h := Health(b.node, m.ObservedAt)
+	h.Routable, h.LoadScore, h.Staleness = routable, score, m.Staleness
+	if n.health != nil && !Changed(n.health, h, f.min) {
+		return
+	}
 	node := proto.Clone(b.node).(*llmdiagv1.Node)
 	node.Routable, node.LoadScore, node.Staleness = routable, score, m.Staleness
 	if m.Up {
 		node.LastSeen = m.ObservedAt
 	}
-	h := Health(node, m.ObservedAt)
-	if n.health != nil && !Changed(n.health, h, f.min) {
-		return
-	}
 	d := proto.Clone(b.diag).(*llmdiagv1.Diagnosis)
 	d.Routable, d.LoadScore, d.ObservedAt, d.Staleness, d.Stale = routable, score, m.ObservedAt, m.Staleness, false
-	rec := &store.Record{Node: node, Metrics: m, Diagnosis: d}
+	rec := &store.Record{Node: node, Metrics: proto.Clone(m).(*llmdiagv1.NodeMetrics), Diagnosis: d}
 	var err error
 	if rw, ok := f.st.(store.RecordWriter); ok {
 		// The point stays in the lane's own history (n.points): in the
@@ -442,6 +449,19 @@ func (f *fastLane) apply(ctx context.Context, n *fastNode, r *engine.Routing, up
 		f.log.Debug("node routability changed by a fast read", "node", n.id, "routable", routable, "score", round2(score))
 	}
 	n.health = h
+}
+
+// shallow returns a copy of m whose fields hold m's values: its messages,
+// lists and maps are shared, not copied. Setting a field of the copy leaves
+// m alone; changing what a shared field holds changes m.
+func shallow[M proto.Message](m M) M {
+	src := m.ProtoReflect()
+	dst := src.New()
+	src.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	return dst.Interface().(M)
 }
 
 // push appends p to n's points, dropping the oldest beyond fastHistory.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
@@ -319,6 +320,50 @@ func TestFastHysteresis(t *testing.T) {
 	}
 	if len(hist) != 2 {
 		t.Fatalf("the store's history has %d points after 2 refreshes and 7 fast reads, want 2", len(hist))
+	}
+}
+
+// TestFastLeavesTheBaseAlone: a fast read works on a shallow copy of the
+// refresh's record (shallow); whatever it reads (gauges, its own error, the
+// reader's errors) and stores, the record it copied is as it was, and the
+// stored record shares nothing with it that a later read could change.
+func TestFastLeavesTheBaseAlone(t *testing.T) {
+	fx := newFastFixture(t)
+	base := fx.n.base
+	// Room after the errors: an append that does not copy would write there.
+	base.metrics.Errors = append(make([]string, 0, 8), "refresh: a warning")
+	before := []proto.Message{proto.Clone(base.metrics), proto.Clone(base.node), proto.Clone(base.diag)}
+	sat := diagnose.DefaultThresholds().QueueSaturated + 5
+	// Each read's errors as it left them, and as they are later.
+	var kept, copies [][]string
+	for i := range 4 {
+		fx.now = fx.now.Add(250 * time.Millisecond)
+		var err error
+		if i == 2 {
+			err = errors.New("connection refused")
+		}
+		fx.loop.fast.apply(context.Background(), fx.n, &engine.Routing{Queue: &sat, Errors: []string{fmt.Sprintf("read %d: a family left out", i)}}, err == nil, err, fx.now)
+		kept, copies = append(kept, fx.n.lastFast.Errors), append(copies, slices.Clone(fx.n.lastFast.Errors))
+	}
+	for i := range kept {
+		if !slices.Equal(kept[i], copies[i]) {
+			t.Errorf("read %d's errors became %q after later reads, were %q", i, kept[i], copies[i])
+		}
+	}
+	for i, m := range []proto.Message{base.metrics, base.node, base.diag} {
+		if !proto.Equal(m, before[i]) {
+			t.Errorf("fast reads changed the refresh's %T:\n%v\nwant\n%v", m, m, before[i])
+		}
+	}
+	rec, err := fx.st.Get(context.Background(), "n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Metrics.GetQueue() != sat || rec.Node.GetRoutable() {
+		t.Fatalf("stored queue %v, routable %v; want the fast reads' %v, unroutable", rec.Metrics.GetQueue(), rec.Node.GetRoutable(), sat)
+	}
+	if rec.Metrics.GetE2E() != nil && rec.Metrics.GetE2E() == base.metrics.GetE2E() {
+		t.Error("the stored metrics share the refresh's E2E message")
 	}
 }
 
