@@ -253,6 +253,25 @@ func (s *Sub) Next(ctx context.Context) (Message, error) {
 	}
 }
 
+// TryNext is Next without waiting: it hands out the next pending state if
+// there is one now, and never a heartbeat. A sender uses it to learn
+// whether another message follows the one it is sending (and so may be
+// written with it).
+func (s *Sub) TryNext() (Message, bool) {
+	select {
+	case <-s.hub.done:
+		return Message{}, false
+	default:
+	}
+	m, ok, _ := s.take()
+	if !ok {
+		return Message{}, false
+	}
+	s.lastSend = s.hub.opts.Clock.Now()
+	s.lastToken = m.Token
+	return m, true
+}
+
 // wait returns when something may have changed: a state became pending,
 // the heartbeat interval d has passed, or the hub stopped (which wakes
 // every subscriber), or with ctx's error when ctx ends. The heartbeat timer

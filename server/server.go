@@ -70,6 +70,8 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	co := newCoalescer()
 	path, h := llmdiagv1connect.NewDiagnosisServiceHandler(svc, opts...)
 	mux.Handle(path, h)
+	// A stream behind the feed writes its backlog at once (stream.go).
+	mux.Handle(llmdiagv1connect.DiagnosisServiceStreamHealthProcedure, holdFlushes(h))
 	// GETs of the reads say how they may be cached (cache.go).
 	sd := llmdiagv1.File_llmdiag_v1_diagnosis_proto.Services().ByName("DiagnosisService")
 	reads := readProcedures(sd)

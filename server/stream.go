@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -62,7 +63,7 @@ func (s *Service) StreamHealth(ctx context.Context, req *connect.Request[llmdiag
 	// service (Next returns ErrClosed), not through a context of its own:
 	// a context derived from the call's, tied to the service's, cost every
 	// stream about 600 bytes.
-	h := &healthStream{s: s, ctx: ctx, stream: stream}
+	h := &healthStream{s: s, ctx: ctx, stream: stream, flush: heldFlushOf(ctx)}
 	sub, err := h.subscribe(req.Msg.GetResumeToken(), opts)
 	if err != nil {
 		return h.end(err)
@@ -130,9 +131,15 @@ type healthStream struct {
 	s      *Service
 	ctx    context.Context
 	stream *connect.ServerStream[llmdiagv1.StreamHealthResponse]
+	// flush holds connect's flush after a message that others follow at
+	// once; nil when the handler was not reached through holdFlushes.
+	flush *heldFlush
 }
 
+// send sends one message. An INITIAL one is always followed by more of the
+// sync (another INITIAL, then SYNCED): it is not flushed on its own.
 func (h *healthStream) send(kind llmdiagv1.EventKind, health *llmdiagv1.NodeHealth, token string) error {
+	h.flush.holdNext(kind == llmdiagv1.EventKind_EVENT_KIND_INITIAL)
 	return h.stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: health, SentAt: timestamppb.New(h.s.now()), ResumeToken: token})
 }
 
@@ -187,22 +194,90 @@ func (h *healthStream) subscribe(token string, opts fanout.SubOptions) (*fanout.
 	}
 }
 
-// pump sends what the subscription yields until the stream ends.
+// pump sends what the subscription yields until the stream ends. A message
+// that another follows at once (a subscriber behind the feed) is not
+// flushed on its own, up to maxHeldMessages in a row: the backlog goes out
+// in one write, not one write and one HTTP/2 round trip a message.
 func (h *healthStream) pump(sub *fanout.Sub) error {
+	held := 0
+	m, err := sub.Next(h.ctx)
 	for {
-		m, err := sub.Next(h.ctx)
 		if err != nil {
 			return err
 		}
+		following, more := sub.TryNext()
 		kind := llmdiagv1.EventKind_EVENT_KIND_CHANGE
 		if m.Kind == fanout.Heartbeat {
 			kind = llmdiagv1.EventKind_EVENT_KIND_HEARTBEAT
 		}
-		if err := h.send(kind, m.Health, m.Token); err != nil {
+		hold := more && held < maxHeldMessages
+		if hold {
+			held++
+		} else {
+			held = 0
+		}
+		h.flush.holdNext(hold)
+		if err := h.stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: m.Health, SentAt: timestamppb.New(h.s.now()), ResumeToken: m.Token}); err != nil {
 			return err
 		}
+		if more {
+			m = following
+			continue
+		}
+		m, err = sub.Next(h.ctx)
 	}
 }
+
+// maxHeldMessages bounds the messages of a stream written without a flush
+// after each: a subscriber with a standing backlog still gets a flush every
+// so many. (net/http writes out what a stream buffers past 4 KiB anyway.)
+const maxHeldMessages = 64
+
+// heldFlush is a stream's response writer whose next flush can be held:
+// connect flushes after every message it sends. Only the stream's own
+// goroutine sends, so hold needs no lock.
+type heldFlush struct {
+	http.ResponseWriter
+	hold bool
+}
+
+// holdFlushes gives the handlers of streaming procedures a response
+// writer whose flushes the stream can hold (heldFlush), found in the
+// request's context.
+func holdFlushes(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hf := &heldFlush{ResponseWriter: w}
+		next.ServeHTTP(hf, r.WithContext(context.WithValue(r.Context(), heldFlushKey{}, hf)))
+	})
+}
+
+type heldFlushKey struct{}
+
+// heldFlushOf is the stream's heldFlush, nil when there is none.
+func heldFlushOf(ctx context.Context) *heldFlush {
+	hf, _ := ctx.Value(heldFlushKey{}).(*heldFlush)
+	return hf
+}
+
+// holdNext says whether the flush after the next message is held.
+func (w *heldFlush) holdNext(hold bool) {
+	if w != nil {
+		w.hold = hold
+	}
+}
+
+// Flush flushes unless held; a held flush is done by the next one not held
+// (or by net/http when the handler returns).
+func (w *heldFlush) Flush() {
+	if w.hold {
+		return
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *heldFlush) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // selector matches the nodes a stream selects: all of the listed ids
 // (sorted; any node when none), the model (any when empty), and every label.

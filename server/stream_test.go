@@ -3,8 +3,11 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/internal/servertest"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
@@ -299,6 +303,73 @@ func TestStreamResumeAfterDisconnect(t *testing.T) {
 			t.Fatalf("never caught up: %v", last)
 		}
 	}
+}
+
+// TestStreamBacklogFlushedTogether: a stream whose subscriber is behind the
+// feed writes its backlog with a flush for many messages, not one each, and
+// still delivers every node's latest state at once (the last message of a
+// backlog is flushed: the heartbeat, 5 minutes off, is not what brings it).
+func TestStreamBacklogFlushedTogether(t *testing.T) {
+	st := memory.New(memory.Options{FeedLen: 1 << 16}, "s")
+	var flushes, streams atomic.Int64
+	srv := servertest.Start(t, servertest.Options{Store: st, Config: server.Config{StaleAfter: time.Hour}, Wrap: func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != llmdiagv1connect.DiagnosisServiceStreamHealthProcedure {
+				next.ServeHTTP(w, r)
+				return
+			}
+			streams.Add(1)
+			next.ServeHTTP(flushCounter{w, &flushes}, r)
+		})
+	}})
+	c, err := client.New(srv.URL, client.WithProtocol(client.ProtocolGRPC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	recv := streamRecv(t, ctx, c, &llmdiagv1.StreamHealthRequest{HeartbeatInterval: durationpb.New(5 * time.Minute)})
+	if m := recv(); m.GetKind() != llmdiagv1.EventKind_EVENT_KIND_SYNCED {
+		t.Fatalf("first message %v, want SYNCED (the store is empty)", m.GetKind())
+	}
+	const nodes, changes = 8, 400
+	want := map[string]float64{}
+	for i := range changes {
+		id := fmt.Sprintf("n-%d", i%nodes)
+		score := float64(i) / changes
+		if _, err := st.Publish(ctx, change(id, "m", nil, llmdiagv1.Status_STATUS_OK, score)); err != nil {
+			t.Fatal(err)
+		}
+		want[id] = score
+	}
+	before := flushes.Load()
+	got, msgs := map[string]float64{}, 0
+	for !maps.Equal(got, want) {
+		m := recv()
+		msgs++
+		if h := m.GetHealth(); h != nil {
+			got[h.GetNode()] = h.GetLoadScore()
+		}
+	}
+	if streams.Load() != 1 {
+		t.Fatalf("%d streams counted, want 1", streams.Load())
+	}
+	if n := flushes.Load() - before; n > int64(msgs)/2 {
+		t.Errorf("%d messages of a backlog took %d flushes; want at most one for two", msgs, n)
+	} else {
+		t.Logf("%d messages, %d flushes", msgs, n)
+	}
+}
+
+// flushCounter counts the flushes that reach net/http's response writer.
+type flushCounter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (w flushCounter) Flush() {
+	w.n.Add(1)
+	w.ResponseWriter.(http.Flusher).Flush()
 }
 
 // Five hundred real streams on one server each get a published change.

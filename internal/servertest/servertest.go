@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -54,6 +55,9 @@ type Options struct {
 	// connections at server.DefaultMaxConnections: what a caller costs with
 	// the caps on.
 	Limits *server.Limits
+	// Wrap, when set, wraps the whole handler: a test's view of what
+	// reaches net/http.
+	Wrap func(http.Handler) http.Handler
 }
 
 // Server is a running service.
@@ -132,6 +136,9 @@ func Run(o Options) (*Server, error) {
 		opts := append(slices.Clip(o.HandlerOptions), connect.WithInterceptors(lim.Interceptor()))
 		handler = lim.Wrap(server.Handler(h, server.NewHealth(ready), o.Registry, opts...))
 		ln = server.CapConnections(ln, server.DefaultMaxConnections)
+	}
+	if o.Wrap != nil {
+		handler = o.Wrap(handler)
 	}
 	go func() {
 		if o.TLS != nil {
