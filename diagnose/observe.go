@@ -354,46 +354,10 @@ func (t Thresholds) queueing(queue, ratio opt) bool {
 // current window itself.
 func (f *facts) readHistory(points []Point) history {
 	t := f.t
-	var now time.Time
-	if ts := f.m.GetObservedAt(); ts != nil {
-		now = ts.AsTime()
-	} else if len(points) > 0 {
-		now = points[len(points)-1].At.Add(time.Nanosecond)
-	}
 	sc := historyScratches.Get().(*historyScratch)
 	defer historyScratches.Put(sc)
-	steps := slices.Grow(sc.steps[:0], len(points)+1)
-	defer func() { sc.steps = steps[:0] }()
-	for _, pt := range points {
-		if !pt.Up || !pt.At.Before(now) {
-			continue
-		}
-		q, r := known(pt.Queue), known(pt.Running)
-		steps = append(steps, histStep{at: pt.At, queue: q, running: r, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
-	}
-	var mean opt
-	if e := f.m.GetE2E(); e != nil {
-		mean = known(e.Mean)
-	}
-	steps = append(steps, histStep{at: now, queue: f.queue, running: f.running, ratio: f.ratio, kv: f.kv, mean: mean})
-
-	h := history{at: now}
-	sc.queueSteps = slices.Grow(sc.queueSteps[:0], len(steps))
-	sc.kvSteps = slices.Grow(sc.kvSteps[:0], len(steps))
-	queueSteps, kvSteps := sc.queueSteps[:len(steps)], sc.kvSteps[:len(steps)]
-	for i, s := range steps {
-		queueSteps[i].at, kvSteps[i].at = s.at, s.at
-		queueSteps[i].known, queueSteps[i].on = t.queueSaturated(s.queue, s.running)
-		kvSteps[i].known, kvSteps[i].on = t.kvSaturated(s.kv)
-	}
-	h.queueHold, h.kvHold = readHold(queueSteps, t), readHold(kvSteps, t)
-	h.saturated = h.queueHold.on || h.kvHold.on
-	// The score reads the pressure of the last RoutingHold refreshes only.
-	var recent []float64
-	for _, s := range steps[max(len(steps)-max(t.RoutingHold, 1), 0):] {
-		recent = append(recent, pressure(s.queue, s.running, s.kv, t))
-	}
-	h.score = loadScore(h.saturated, recent)
+	h, steps := f.readHolds(points, sc)
+	now := h.at
 	critSince, critRun := time.Time{}, false
 	xs, means, gaps := slices.Grow(sc.xs[:0], len(steps)), slices.Grow(sc.means[:0], len(steps)), slices.Grow(sc.gaps[:0], len(steps))
 	defer func() { sc.xs, sc.means, sc.gaps = xs[:0], means[:0], gaps[:0] }()
@@ -438,6 +402,53 @@ func (f *facts) readHistory(points []Point) history {
 		h.trend.ok = h.trend.ok && h.trend.span > 0
 	}
 	return h
+}
+
+// readHolds is the part of readHistory that routing reads (Routing, on
+// every fast read): the steps (the points before now, and now), the
+// saturation holds and the load score. sc is readHistory's scratch; the
+// steps returned live in it.
+func (f *facts) readHolds(points []Point, sc *historyScratch) (history, []histStep) {
+	t := f.t
+	var now time.Time
+	if ts := f.m.GetObservedAt(); ts != nil {
+		now = ts.AsTime()
+	} else if len(points) > 0 {
+		now = points[len(points)-1].At.Add(time.Nanosecond)
+	}
+	steps := slices.Grow(sc.steps[:0], len(points)+1)
+	for _, pt := range points {
+		if !pt.Up || !pt.At.Before(now) {
+			continue
+		}
+		q, r := known(pt.Queue), known(pt.Running)
+		steps = append(steps, histStep{at: pt.At, queue: q, running: r, ratio: queueRatio(q, r, opt{}), kv: known(pt.KVPressure), mean: known(pt.E2EMean)})
+	}
+	var mean opt
+	if e := f.m.GetE2E(); e != nil {
+		mean = known(e.Mean)
+	}
+	steps = append(steps, histStep{at: now, queue: f.queue, running: f.running, ratio: f.ratio, kv: f.kv, mean: mean})
+
+	h := history{at: now}
+	sc.queueSteps = slices.Grow(sc.queueSteps[:0], len(steps))
+	sc.kvSteps = slices.Grow(sc.kvSteps[:0], len(steps))
+	queueSteps, kvSteps := sc.queueSteps[:len(steps)], sc.kvSteps[:len(steps)]
+	for i, s := range steps {
+		queueSteps[i].at, kvSteps[i].at = s.at, s.at
+		queueSteps[i].known, queueSteps[i].on = t.queueSaturated(s.queue, s.running)
+		kvSteps[i].known, kvSteps[i].on = t.kvSaturated(s.kv)
+	}
+	h.queueHold, h.kvHold = readHold(queueSteps, t), readHold(kvSteps, t)
+	h.saturated = h.queueHold.on || h.kvHold.on
+	// The score reads the pressure of the last RoutingHold refreshes only.
+	var recent []float64
+	for _, s := range steps[max(len(steps)-max(t.RoutingHold, 1), 0):] {
+		recent = append(recent, pressure(s.queue, s.running, s.kv, t))
+	}
+	h.score = loadScore(h.saturated, recent)
+	sc.steps = steps[:0]
+	return h, steps
 }
 
 // comparePeers compares the node's E2E and TTFT P99 with the median of its

@@ -15,12 +15,12 @@ import (
 // in.History holds the fast reads' points among the refreshes'.
 //
 // The saturation rules, their hysteresis over RoutingHold points and the
-// load score are Diagnose's own code (readHistory, discountOffload); what
-// else holds a node out of routing (down or no data, a stalled engine, a
-// GPU fault) is read from full's status and cause and in.Metrics's GPU,
-// since only a whole refresh can tell (routableApart). A fast read that
-// finds the node down or stale makes it unroutable at once, as a refresh
-// would.
+// load score are Diagnose's own code (readHolds, the part of readHistory
+// they need, and discountOffload); what else holds a node out of routing
+// (down or no data, a stalled engine, a GPU fault) is read from full's
+// status and cause and in.Metrics's GPU, since only a whole refresh can
+// tell (routableApart). A fast read that finds the node down or stale
+// makes it unroutable at once, as a refresh would.
 func Routing(in Input, full *llmdiagv1.Diagnosis, t Thresholds) (routable bool, score float64) {
 	m := in.Metrics
 	switch {
@@ -39,7 +39,9 @@ func Routing(in Input, full *llmdiagv1.Diagnosis, t Thresholds) (routable bool, 
 	f.running = known(m.Running)
 	f.ratio = queueRatio(f.queue, f.running, known(m.QueueRunningRatio))
 	f.preempt = known(m.PreemptionsPerSecond)
-	f.hist = f.readHistory(in.History)
+	sc := historyScratches.Get().(*historyScratch)
+	f.hist, _ = f.readHolds(in.History, sc)
+	historyScratches.Put(sc)
 	f.discountOffload()
 	return !f.hist.saturated, f.hist.score
 }
