@@ -174,13 +174,11 @@ func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time) (*Ro
 		return nil, fmt.Errorf("read routing: no metric mapping for engine %s", e)
 	}
 	lim.defaults()
-	rd := &routingReader{
-		plan:    p,
-		b:       newBuilder(lim),
-		status:  make([]groupStatus, len(p.families)),
-		sampled: make([]bool, len(p.families)),
-		cur:     -1,
-	}
+	rd := routingReaders.Get().(*routingReader)
+	defer rd.release()
+	rd.plan, rd.b, rd.cur = p, newBuilder(lim), -1
+	rd.status = append(rd.status[:0], make([]groupStatus, len(p.families))...)
+	rd.sampled = append(rd.sampled[:0], make([]bool, len(p.families))...)
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(r)
 	err := rd.read(br)
@@ -230,6 +228,25 @@ type routingReader struct {
 	long    []byte
 	line    int
 	stopped bool
+}
+
+// routingReaders holds routingReaders between reads, for their buffers:
+// what the builder keeps of the lines it parses is copied (textparse copies
+// a line before its labels refer to it), so the buffers may be reused.
+var routingReaders = sync.Pool{New: func() any { return new(routingReader) }}
+
+// maxKeptPending bounds the pending buffer a routingReader keeps for the
+// next read: a routing group of more lines than a few hundred is rare.
+const maxKeptPending = 256 << 10
+
+// release empties rd, keeping its buffers unless they grew large, and
+// returns it to routingReaders.
+func (rd *routingReader) release() {
+	if cap(rd.pending) > maxKeptPending || cap(rd.long) > maxKeptPending {
+		return
+	}
+	*rd = routingReader{status: rd.status[:0], sampled: rd.sampled[:0], pending: rd.pending[:0], starts: rd.starts[:0], numbers: rd.numbers[:0], long: rd.long[:0]}
+	routingReaders.Put(rd)
 }
 
 // read reads lines until the end of the body or the stop.
