@@ -78,7 +78,7 @@ func (x *extractor) lora() (running, waiting *float64) {
 		newest := map[string]series{}
 		newestAt := map[string]float64{}
 		for _, m := range mf.GetMetric() {
-			s := series{labels: labelMap(m), metric: m}
+			s := series{labels: m.GetLabel(), metric: m}
 			v, err := scalar(Source{Kind: Gauge}, s)
 			if err != nil {
 				continue
@@ -93,7 +93,7 @@ func (x *extractor) lora() (running, waiting *float64) {
 		}
 		lists := make([]LoRALists, 0, len(newest))
 		for _, s := range newest {
-			lists = append(lists, LoRALists{Running: s.labels[LoRARunningLabel], Waiting: s.labels[LoRAWaitingLabel]})
+			lists = append(lists, LoRALists{Running: s.labels.get(LoRARunningLabel), Waiting: s.labels.get(LoRAWaitingLabel)})
 		}
 		r, w := CountLoRA(lists)
 		return sample.F(r), sample.F(w)

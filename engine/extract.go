@@ -86,8 +86,33 @@ type extractor struct {
 
 // series is one sub-series of a family with its labels.
 type series struct {
-	labels map[string]string
+	labels labelSet
 	metric *dto.Metric
+}
+
+// labelSet is a metric's label pairs, read as a map of name to value would
+// read them (a name given twice: its last value; a name absent: ""),
+// without making the map: the extractor reads a few labels of each series,
+// and a fast lane thousands of series a second.
+type labelSet []*dto.LabelPair
+
+// get is the value of the label name, "" when absent.
+func (ls labelSet) get(name string) string {
+	for i := len(ls) - 1; i >= 0; i-- {
+		if ls[i].GetName() == name {
+			return ls[i].GetValue()
+		}
+	}
+	return ""
+}
+
+// names calls f with each name once (and its value, as get reads it).
+func (ls labelSet) names(f func(name, value string)) {
+	for i, p := range ls {
+		if !slices.ContainsFunc(ls[i+1:], func(q *dto.LabelPair) bool { return q.GetName() == p.GetName() }) {
+			f(p.GetName(), p.GetValue())
+		}
+	}
 }
 
 // keyed is one replica's value with its join key (Mapping.ReplicaLabels).
@@ -200,7 +225,7 @@ func (x *extractor) collapse(src Source) []series {
 		if !src.keeps(m) {
 			continue
 		}
-		s := series{labels: labelMap(m), metric: m}
+		s := series{labels: m.GetLabel(), metric: m}
 		if len(x.m.RankLabels) == 0 {
 			out = append(out, s)
 			continue
@@ -227,24 +252,25 @@ func labelMap(m *dto.Metric) map[string]string {
 }
 
 // replicaOf identifies a series by all its labels except ranks.
-func replicaOf(labels map[string]string, ranks []string) string {
+func replicaOf(labels labelSet, ranks []string) string {
 	parts := make([]string, 0, len(labels))
-	for n, v := range labels {
+	labels.names(func(n, v string) {
 		if !slices.Contains(ranks, n) {
 			parts = append(parts, n+"\xff"+v)
 		}
-	}
+	})
 	slices.Sort(parts)
 	return strings.Join(parts, "\xfe")
 }
 
 // compareRanks orders two series by their rank labels, numerically where
 // both values are integers.
-func compareRanks(a, b map[string]string, ranks []string) int {
+func compareRanks(a, b labelSet, ranks []string) int {
 	for _, r := range ranks {
-		x, errX := strconv.ParseInt(a[r], 10, 64)
-		y, errY := strconv.ParseInt(b[r], 10, 64)
-		c := cmp.Compare(a[r], b[r])
+		ar, br := a.get(r), b.get(r)
+		x, errX := strconv.ParseInt(ar, 10, 64)
+		y, errY := strconv.ParseInt(br, 10, 64)
+		c := cmp.Compare(ar, br)
 		if errX == nil && errY == nil {
 			c = cmp.Compare(x, y)
 		}
@@ -292,10 +318,10 @@ func (x *extractor) values(src Source) ([]keyed, error) {
 }
 
 // replicaKey joins the values of Mapping.ReplicaLabels.
-func (x *extractor) replicaKey(labels map[string]string) string {
+func (x *extractor) replicaKey(labels labelSet) string {
 	key := make([]string, len(x.m.ReplicaLabels))
 	for i, l := range x.m.ReplicaLabels {
-		key[i] = labels[l]
+		key[i] = labels.get(l)
 	}
 	return strings.Join(key, "\xff")
 }
@@ -335,14 +361,14 @@ func (x *extractor) product(src Source) ([]keyed, error) {
 // first).
 func partner(s series, first Source, ss []series, o Source) (series, error) {
 	ignore := func(name string) bool { return first.matchLabels(name) || o.matchLabels(name) }
-	same := func(a, b map[string]string) bool {
-		for n, v := range a {
-			if !ignore(n) && b[n] != v {
+	same := func(a, b labelSet) bool {
+		for _, p := range a {
+			if n := p.GetName(); !ignore(n) && b.get(n) != a.get(n) {
 				return false
 			}
 		}
-		for n, v := range b {
-			if !ignore(n) && a[n] != v {
+		for _, p := range b {
+			if n := p.GetName(); !ignore(n) && a.get(n) != b.get(n) {
 				return false
 			}
 		}
@@ -410,9 +436,9 @@ func scalar(src Source, s series) (float64, error) {
 	case Info:
 		v = 1
 		for _, l := range src.Labels {
-			f, err := strconv.ParseFloat(s.labels[l], 64)
+			f, err := strconv.ParseFloat(s.labels.get(l), 64)
 			if err != nil {
-				return 0, fmt.Errorf("label %s=%q is not a number", l, s.labels[l])
+				return 0, fmt.Errorf("label %s=%q is not a number", l, s.labels.get(l))
 			}
 			v *= f
 		}

@@ -212,6 +212,9 @@ type builder struct {
 	good   int // series lines read into a family (or left out with it)
 	lset   labels.Labels
 	buf    []byte
+	// memo, when set, reads the lines it knows without the parser and
+	// learns the others (SeriesMemo).
+	memo *SeriesMemo
 }
 
 func newBuilder(lim Limits) *builder {
@@ -232,10 +235,28 @@ func newBuilder(lim Limits) *builder {
 // is one line). A line the parser refuses is skipped with a warning and the
 // parse goes on with a fresh parser at the next line.
 func (b *builder) parse(chunk []byte, starts, numbers []int) error {
+	lineAt := func(i int) []byte {
+		end := len(chunk)
+		if i+1 < len(starts) {
+			end = starts[i+1]
+		}
+		return chunk[starts[i]:end]
+	}
 	i := 0
 	for i < len(starts) {
+		if known, err := b.fromMemo(lineAt(i), numbers[i]); known || err != nil {
+			if err != nil {
+				return err
+			}
+			i++
+			continue
+		}
+		first := i
 		p := textparse.NewPromParser(chunk[starts[i]:], b.symbols, false)
 		for i < len(starts) {
+			if i > first && b.memo.knows(lineAt(i)) {
+				break // the memo reads it, without this parser
+			}
 			e, err := p.Next()
 			if errors.Is(err, io.EOF) {
 				// A NUL byte ends the parser's input early.
@@ -252,7 +273,7 @@ func (b *builder) parse(chunk []byte, starts, numbers []int) error {
 				i++
 				break
 			}
-			if err := b.entry(p, e, numbers[i]); err != nil {
+			if err := b.entry(p, e, numbers[i], lineAt(i)); err != nil {
 				return err
 			}
 			i++
@@ -261,19 +282,29 @@ func (b *builder) parse(chunk []byte, starts, numbers []int) error {
 	return nil
 }
 
-// entry takes one parsed line.
-func (b *builder) entry(p textparse.Parser, e textparse.Entry, line int) error {
+// entry takes one parsed line, text.
+func (b *builder) entry(p textparse.Parser, e textparse.Entry, line int, text []byte) error {
 	switch e {
+	case textparse.EntryHelp:
+		b.memo.learnMeta(text, memoMeta{})
 	case textparse.EntryType:
 		name, t := p.Type()
-		b.declare(string(name), t, line)
+		family := string(name)
+		b.declare(family, t, line)
+		b.memo.learnMeta(text, memoMeta{typ: true, name: family, mtype: t})
 	case textparse.EntrySeries:
 		if err := b.count(line); err != nil {
 			return err
 		}
-		_, _, v := p.Series()
+		series, ts, v := p.Series()
 		p.Labels(&b.lset)
-		return b.add(b.lset, v, line)
+		if b.memo != nil && ts == nil {
+			s := &memoSeries{lset: b.lset}
+			b.memo.learnSeries(text, series, v, s)
+			return b.addSeries(s, v, line)
+		}
+		s := memoSeries{lset: b.lset}
+		return b.addSeries(&s, v, line)
 	}
 	return nil
 }
@@ -316,8 +347,9 @@ func (b *builder) declare(name string, t model.MetricType, line int) {
 	b.types[name] = typ
 }
 
-// add takes one series.
-func (b *builder) add(lset labels.Labels, v float64, line int) error {
+// addSeries takes one series: s's labels, and what the memo keeps of them.
+func (b *builder) addSeries(s *memoSeries, v float64, line int) error {
+	lset := s.lset
 	name := lset.Get(labels.MetricName)
 	if trimmed := strings.TrimLeft(name, " \t"); trimmed != name {
 		// Prometheus 2 (and 3 under legacy name validation) then fails the
@@ -330,12 +362,22 @@ func (b *builder) add(lset labels.Labels, v float64, line int) error {
 	if err := b.countRanks(family, lset, line); err != nil {
 		return err
 	}
-	b.buf = lset.Bytes(b.buf)
-	if _, dup := b.seen[string(b.buf)]; dup {
+	var dup bool
+	if s.key != "" {
+		_, dup = b.seen[s.key]
+	} else {
+		b.buf = lset.Bytes(b.buf)
+		_, dup = b.seen[string(b.buf)]
+	}
+	if dup {
 		b.leaveOut(family, fmt.Sprintf("line %d: series %s is given twice", line, seriesString(lset)))
 		return nil
 	}
-	b.seen[string(b.buf)] = struct{}{}
+	if s.key != "" {
+		b.seen[s.key] = struct{}{}
+	} else {
+		b.seen[string(b.buf)] = struct{}{}
+	}
 	if b.left[family] {
 		return nil
 	}
@@ -350,7 +392,10 @@ func (b *builder) add(lset labels.Labels, v float64, line int) error {
 		b.addGrouped(f, suffix, lset, v, line)
 		return nil
 	}
-	f.Metric = append(f.Metric, newScalar(typ, pairs(lset), v))
+	if s.pairs == nil {
+		s.pairs = pairs(lset)
+	}
+	f.Metric = append(f.Metric, newScalar(typ, s.pairs, v))
 	return nil
 }
 

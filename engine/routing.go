@@ -168,7 +168,11 @@ func (p *routingPlan) lookup(key []byte) (int, bool) {
 //
 // e must be an engine of the table: the engine is not detected (Detect
 // needs every family), so the caller takes it from a full read.
-func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time) (*Routing, error) {
+//
+// memo, when not nil, is the endpoint's SeriesMemo: the routing lines it
+// knows from earlier reads are read by their values alone, and it learns
+// the others. The result is the same with or without it.
+func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time, memo *SeriesMemo) (*Routing, error) {
 	p, ok := routingPlans[e]
 	if !ok {
 		return nil, fmt.Errorf("read routing: no metric mapping for engine %s", e)
@@ -177,6 +181,7 @@ func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time) (*Ro
 	rd := routingReaders.Get().(*routingReader)
 	defer rd.release()
 	rd.plan, rd.b, rd.cur = p, newBuilder(lim), -1
+	rd.b.memo = memo
 	rd.status = append(rd.status[:0], make([]groupStatus, len(p.families))...)
 	rd.sampled = append(rd.sampled[:0], make([]bool, len(p.families))...)
 	br := readers.Get().(*bufio.Reader)

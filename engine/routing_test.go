@@ -77,7 +77,8 @@ func fullRead(body []byte, e llmdiagv1.Engine, lim Limits) (*sample.Sample, *Exp
 func checkSame(t *testing.T, body []byte, e llmdiagv1.Engine, lim Limits) *Routing {
 	t.Helper()
 	full, exp, perr := fullRead(body, e, lim)
-	r, rerr := ReadRouting(bytes.NewReader(body), e, lim, readAt)
+	r, rerr := ReadRouting(bytes.NewReader(body), e, lim, readAt, nil)
+	checkMemo(t, body, e, lim, r, rerr)
 	switch {
 	case perr != nil && rerr != nil:
 		if perr.Error() != rerr.Error() {
@@ -512,7 +513,7 @@ func TestReadRoutingCases(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := checkSame(t, []byte(tc.body), tc.e, tc.lim)
-			_, rerr := ReadRouting(strings.NewReader(tc.body), tc.e, tc.lim, readAt)
+			_, rerr := ReadRouting(strings.NewReader(tc.body), tc.e, tc.lim, readAt, nil)
 			if tc.err != "" {
 				if rerr == nil || rerr.Error() != tc.err {
 					t.Fatalf("error %v, want %q", rerr, tc.err)
@@ -555,7 +556,7 @@ func TestReadRoutingSplitAfterStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := ReadRouting(strings.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt)
+	r, err := ReadRouting(strings.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,7 +574,7 @@ func TestReadRoutingForeignRanks(t *testing.T) {
 	if _, err := Parse(strings.NewReader(body), lim); err == nil {
 		t.Fatal("Parse accepts 4 engine values over a cap of 2")
 	}
-	r, err := ReadRouting(strings.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, lim, readAt)
+	r, err := ReadRouting(strings.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, lim, readAt, nil)
 	if err != nil || r.Queue == nil || *r.Queue != 7 {
 		t.Fatalf("ReadRouting: %v, %+v", err, r)
 	}
@@ -582,7 +583,7 @@ func TestReadRoutingForeignRanks(t *testing.T) {
 // TestReadRoutingEngine: the engine must be one of the table's.
 func TestReadRoutingEngine(t *testing.T) {
 	for _, e := range []llmdiagv1.Engine{llmdiagv1.Engine_ENGINE_UNSPECIFIED, unmapped} {
-		_, err := ReadRouting(strings.NewReader(vllmRouting), e, Limits{}, readAt)
+		_, err := ReadRouting(strings.NewReader(vllmRouting), e, Limits{}, readAt, nil)
 		if err == nil || !strings.Contains(err.Error(), "no metric mapping for engine") {
 			t.Errorf("%s: error %v", e, err)
 		}
@@ -615,7 +616,7 @@ func TestReadRoutingGzip(t *testing.T) {
 	if !resp.Uncompressed {
 		t.Fatal("the transport did not undo the gzip encoding")
 	}
-	r, err := ReadRouting(io.LimitReader(resp.Body, 16<<20+1), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt)
+	r, err := ReadRouting(io.LimitReader(resp.Body, 16<<20+1), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -706,7 +707,26 @@ func BenchmarkRoutingFast(b *testing.B) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := ReadRouting(bytes.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt)
+		r, err := ReadRouting(bytes.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt, nil)
+		if err != nil || r.Queue == nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRoutingFastMemo is ReadRouting of the same exposition through
+// the memo a fast lane keeps per node, warm: every read after a node's
+// first.
+func BenchmarkRoutingFastMemo(b *testing.B) {
+	body := seedVLLM(b)
+	memo := NewSeriesMemo()
+	if _, err := ReadRouting(bytes.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt, memo); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := ReadRouting(bytes.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt, memo)
 		if err != nil || r.Queue == nil {
 			b.Fatal(err)
 		}
@@ -728,7 +748,7 @@ func BenchmarkRoutingFastToEnd(b *testing.B) {
 	b.SetBytes(int64(len(moved)))
 	b.ReportAllocs()
 	for b.Loop() {
-		r, err := ReadRouting(bytes.NewReader(moved), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt)
+		r, err := ReadRouting(bytes.NewReader(moved), llmdiagv1.Engine_ENGINE_VLLM, Limits{}, readAt, nil)
 		if err != nil || r.KVCapacityTokens == nil || r.Stopped {
 			b.Fatal(err)
 		}

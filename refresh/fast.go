@@ -96,6 +96,9 @@ type fastNode struct {
 	follow  bool
 	engine  llmdiagv1.Engine // the fleet file's; unspecified: the last refresh's
 	busy    atomic.Bool      // a read is in flight
+	// memo is the node's series as its reads have parsed them: used by
+	// the read in flight only (busy).
+	memo *engine.SeriesMemo
 
 	// slot and next are the scheduler's (fastSchedule); index its heap's.
 	slot, next time.Time
@@ -155,7 +158,7 @@ func newFastLane(cfg FastConfig, th diagnose.Thresholds, minScore float64, st st
 			continue
 		}
 		eng, _ := fleet.ParseEngine(n.Engine) // validated with the fleet file
-		f.nodes[id] = &fastNode{id: id, url: n.URL, follow: n.FollowRedirects, engine: eng}
+		f.nodes[id] = &fastNode{id: id, url: n.URL, follow: n.FollowRedirects, engine: eng, memo: engine.NewSeriesMemo()}
 	}
 	f.client = cfg.Client
 	if f.client == nil {
@@ -327,7 +330,7 @@ func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine)
 		return nil, false, fmt.Errorf("HTTP 200 with content type %s, not a Prometheus text exposition", ct)
 	}
 	lr := &io.LimitedReader{R: resp.Body, N: f.cfg.MaxBodyBytes + 1}
-	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, f.now())
+	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, f.now(), n.memo)
 	if lr.N <= 0 {
 		return nil, true, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes)
 	}

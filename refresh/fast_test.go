@@ -481,7 +481,7 @@ func TestFastFetch(t *testing.T) {
 	defer srv.Close()
 	f := newFastLane(FastConfig{Interval: time.Second}, diagnose.DefaultThresholds(), DefaultMinScoreChange,
 		memory.New(memory.Options{}, "t"), discard(), time.Now, map[string]fleet.Node{"n": {ID: "n", URL: srv.URL, Engine: "vllm"}})
-	want, err := engine.ReadRouting(bytes.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now())
+	want, err := engine.ReadRouting(bytes.NewReader(body), llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

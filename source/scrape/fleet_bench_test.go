@@ -151,7 +151,7 @@ func parseReader(client *http.Client) expofarm.Reader {
 func fastReader(client *http.Client) expofarm.Reader {
 	return exposition(client, func(body io.Reader) error {
 		lr := &io.LimitedReader{R: body, N: 16<<20 + 1}
-		r, err := engine.ReadRouting(lr, llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now())
+		r, err := engine.ReadRouting(lr, llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now(), nil)
 		if err != nil {
 			return err
 		}

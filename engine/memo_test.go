@@ -1,0 +1,134 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+)
+
+// crossMemo is a memo every checkSame reads through after its own: it has
+// learnt the lines of every body read before, of every engine.
+var crossMemo = struct {
+	sync.Mutex
+	*SeriesMemo
+}{SeriesMemo: NewSeriesMemo()}
+
+// checkMemo fails t unless ReadRouting of body reads the same through a
+// fresh memo, through that memo again (every line known), and through
+// crossMemo as without a memo (want, wantErr).
+func checkMemo(t *testing.T, body []byte, e llmdiagv1.Engine, lim Limits, want *Routing, wantErr error) {
+	t.Helper()
+	fresh := NewSeriesMemo()
+	crossMemo.Lock()
+	defer crossMemo.Unlock()
+	for _, m := range []struct {
+		name string
+		memo *SeriesMemo
+	}{{"fresh memo", fresh}, {"learnt memo", fresh}, {"memo of other bodies", crossMemo.SeriesMemo}} {
+		got, err := ReadRouting(bytes.NewReader(body), e, lim, readAt, m.memo)
+		if d := routingDiff(got, err, want, wantErr); d != "" {
+			t.Errorf("%s: %s through a %s: %s", e, shorten(string(body)), m.name, d)
+		}
+	}
+}
+
+// routingDiff says how two reads differ, "" when they do not.
+func routingDiff(a *Routing, aerr error, b *Routing, berr error) string {
+	switch {
+	case (aerr == nil) != (berr == nil) || aerr != nil && aerr.Error() != berr.Error():
+		return fmt.Sprintf("error %v, want %v", aerr, berr)
+	case aerr != nil:
+		return ""
+	}
+	if err := sameValues(a.values(), b.values()); err != nil {
+		return err.Error()
+	}
+	if !slices.Equal(a.Errors, b.Errors) || !slices.Equal(a.Warnings, b.Warnings) {
+		return fmt.Sprintf("errors %q, warnings %q; want %q, %q", a.Errors, a.Warnings, b.Errors, b.Warnings)
+	}
+	if a.Lines != b.Lines || a.Series != b.Series || a.Stopped != b.Stopped || a.At != b.At || a.Engine != b.Engine {
+		return fmt.Sprintf("lines %d series %d stopped %v; want %d %d %v", a.Lines, a.Series, a.Stopped, b.Lines, b.Series, b.Stopped)
+	}
+	return ""
+}
+
+// TestSeriesMemoNextRead: a memo that learnt one exposition reads the next
+// (the same series with other values, or lines changed in every way the
+// parser tells apart) as a read without it does.
+func TestSeriesMemoNextRead(t *testing.T) {
+	const waiting0 = `vllm:num_requests_waiting{engine="0",model_name="m"} 2`
+	tests := []struct{ name, from, to string }{
+		{"values", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 9.5`},
+		{"NaN", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} NaN`},
+		{"Inf", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} +Inf`},
+		{"negative", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} -1e3`},
+		{"exponent", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 2e-1`},
+		{"underscore, refused", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 1_0`},
+		{"hex float, refused", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 0x1p3`},
+		{"hex", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 0x10`},
+		{"not a number", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} many`},
+		{"timestamp", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 3 1700000000000`},
+		{"tab before the value", waiting0, "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"}\t3"},
+		{"two spaces", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"}  3`},
+		{"carriage return", waiting0, "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 3\r"},
+		{"brace in the value", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 3{`},
+		{"exemplar", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m"} 3 # {trace_id="a"} 1`},
+		{"given twice", waiting0, `vllm:num_requests_waiting{engine="1",model_name="m"} 2`},
+		{"another label", waiting0, `vllm:num_requests_waiting{engine="0",model_name="m",x="y"} 2`},
+		{"type changed", "# TYPE vllm:num_requests_waiting gauge", "# TYPE vllm:num_requests_waiting counter"},
+		{"type repeated", "# TYPE vllm:num_requests_waiting gauge", "# TYPE vllm:num_requests_waiting gauge\n# TYPE vllm:num_requests_waiting counter"},
+		{"help changed", "# HELP vllm:num_requests_waiting Requests waiting.", "# HELP vllm:num_requests_waiting Requests \xff waiting."},
+		{"indented", waiting0, " " + waiting0},
+		{"line dropped", waiting0 + "\n", ""},
+	}
+	before := []byte(vllmRouting)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(vllmRouting, tc.from) {
+				t.Fatalf("%q is not in the exposition", tc.from)
+			}
+			after := []byte(strings.Replace(vllmRouting, tc.from, tc.to, 1))
+			for _, lim := range []Limits{{}, {MaxSeries: 7}, {MaxRankValues: 1}} {
+				memo := NewSeriesMemo()
+				e := llmdiagv1.Engine_ENGINE_VLLM
+				if _, err := ReadRouting(bytes.NewReader(before), e, Limits{}, readAt, memo); err != nil {
+					t.Fatal(err)
+				}
+				want, wantErr := ReadRouting(bytes.NewReader(after), e, lim, readAt, nil)
+				got, err := ReadRouting(bytes.NewReader(after), e, lim, readAt, memo)
+				if d := routingDiff(got, err, want, wantErr); d != "" {
+					t.Errorf("limits %+v: %s", lim, d)
+				}
+			}
+		})
+	}
+}
+
+// TestSeriesMemoBounded: a memo learns at most MaxMemoLines lines and reads
+// on as without it past them.
+func TestSeriesMemoBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# TYPE vllm:num_requests_waiting gauge\n")
+	for i := range MaxMemoLines + 100 {
+		fmt.Fprintf(&b, "vllm:num_requests_waiting{engine=\"0\",x=\"%d\"} 1\n", i)
+	}
+	body := []byte(b.String())
+	memo := NewSeriesMemo()
+	e := llmdiagv1.Engine_ENGINE_VLLM
+	lim := Limits{MaxSeries: 2 * MaxMemoLines}
+	want, wantErr := ReadRouting(bytes.NewReader(body), e, lim, readAt, nil)
+	for range 2 {
+		got, err := ReadRouting(bytes.NewReader(body), e, lim, readAt, memo)
+		if d := routingDiff(got, err, want, wantErr); d != "" {
+			t.Fatal(d)
+		}
+	}
+	if n := len(memo.series) + len(memo.meta); n != MaxMemoLines {
+		t.Errorf("the memo holds %d lines, want %d", n, MaxMemoLines)
+	}
+}
