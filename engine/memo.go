@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"math"
 	"strconv"
+	"sync"
+	"sync/atomic"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
@@ -11,31 +13,44 @@ import (
 	"github.com/prometheus/prometheus/model/value"
 )
 
-// SeriesMemo remembers, across the reads of one endpoint, what Prometheus's
-// parser made of the lines read: the series (name and labels) of each
-// sample line, by the bytes before its value, and each HELP and TYPE line,
-// by its bytes. A later line the memo knows is read without the parser: a
-// sample line by its value alone, when that value is one the parser reads
-// the same way (a plain number, no timestamp). Everything else about the
-// read (types, series given twice, rank labels, limits, warnings) is
-// checked as without the memo, and what is read is the same: the memo only
-// saves parsing the same bytes again. An endpoint's series rarely change
-// between reads, only their values, so a fast lane reading each node
-// several times a second parses each series once.
+// SeriesMemo remembers what Prometheus's parser made of the lines read
+// through it: the series (name and labels) of each sample line, by the
+// bytes before its value, and each HELP and TYPE line, by its bytes. A
+// later line the memo knows is read without the parser: a sample line by
+// its value alone, when that value is one the parser reads the same way (a
+// plain number, no timestamp). Everything else about a read (types, series
+// given twice, rank labels, limits, warnings) is checked as without the
+// memo, and what is read is the same: the memo only saves parsing the same
+// bytes again.
 //
-// A memo is for one reader at a time. It holds at most MaxMemoLines lines;
-// past that it learns no more.
+// An endpoint's series rarely change between reads, only their values, and
+// the replicas of one model expose the same series (the labels that tell
+// them apart are added by whoever scrapes them), so one memo serves a whole
+// fleet: its size follows the models, not the nodes. It is safe for
+// concurrent reads: lookups take no lock, and what a read learns is added
+// once the read is done. It holds at most MaxMemoLines lines; past that it
+// learns no more. Expositions whose every series is its own (a GPU
+// exporter's, labelled with the GPU's UUID) are better read without one.
 type SeriesMemo struct {
+	mu    sync.Mutex // held to add what a read learnt
+	table atomic.Pointer[memoTable]
+}
+
+// MaxMemoLines bounds the lines a SeriesMemo holds: about 8 MB at most.
+const MaxMemoLines = 16384
+
+// memoTable is what a memo knows; never modified once published (a read
+// that learns publishes a copy).
+type memoTable struct {
 	series map[string]*memoSeries
 	meta   map[string]memoMeta
 }
 
-// MaxMemoLines bounds the lines a SeriesMemo holds.
-const MaxMemoLines = 4096
-
 // NewSeriesMemo returns an empty memo.
 func NewSeriesMemo() *SeriesMemo {
-	return &SeriesMemo{series: map[string]*memoSeries{}, meta: map[string]memoMeta{}}
+	m := &SeriesMemo{}
+	m.table.Store(&memoTable{series: map[string]*memoSeries{}, meta: map[string]memoMeta{}})
+	return m
 }
 
 // memoSeries is a series as the builder takes it: its labels, and what the
@@ -45,10 +60,12 @@ type memoSeries struct {
 	// key is lset.Bytes, the builder's key for a series given twice; ""
 	// when not kept.
 	key string
-	// pairs are lset's label pairs (pairs(lset)), shared by the metrics of
-	// every read and never modified; nil until a gauge, counter or untyped
-	// line needs them.
+	// pairs are lset's label pairs (pairs(lset)), never modified: nil until
+	// a gauge, counter or untyped line needs them. A series the memo holds
+	// is not modified: pairs it lacks are made for the read.
 	pairs []*dto.LabelPair
+	// shared marks a series the memo holds.
+	shared bool
 }
 
 // memoMeta is a HELP line (typ false) or a TYPE line and what it declares.
@@ -58,38 +75,64 @@ type memoMeta struct {
 	mtype model.MetricType
 }
 
-func (m *SeriesMemo) full() bool { return len(m.series)+len(m.meta) >= MaxMemoLines }
+// memoRead is one read's view of a memo: the table as the read began, and
+// what the read learnt, added when it is done (learnt).
+type memoRead struct {
+	m      *SeriesMemo
+	t      *memoTable
+	series map[string]*memoSeries
+	meta   map[string]memoMeta
+}
+
+// read begins a read through m (nil: none).
+func (m *SeriesMemo) read() *memoRead {
+	if m == nil {
+		return nil
+	}
+	return &memoRead{m: m, t: m.table.Load()}
+}
 
 // knows reports whether text is a line the memo reads (its value aside).
-func (m *SeriesMemo) knows(text []byte) bool {
-	if m == nil {
+func (r *memoRead) knows(text []byte) bool {
+	if r == nil {
 		return false
 	}
 	if text[0] == '#' {
-		_, ok := m.meta[string(text)]
+		_, ok := r.t.meta[string(text)]
 		return ok
 	}
 	id, _, ok := splitValue(text)
 	if !ok {
 		return false
 	}
-	_, ok = m.series[string(id)]
+	_, ok = r.t.series[string(id)]
 	return ok
 }
 
-// learnMeta remembers the HELP or TYPE line text, read as meta.
-func (m *SeriesMemo) learnMeta(text []byte, meta memoMeta) {
-	if m == nil || m.full() {
-		return
-	}
-	m.meta[string(text)] = meta
+// room reports whether the memo may learn another line.
+func (r *memoRead) room() bool {
+	return len(r.t.series)+len(r.t.meta)+len(r.series)+len(r.meta) < MaxMemoLines
 }
 
-// learnSeries remembers s as the series of the sample line text, which the
+// learnMeta learns the HELP or TYPE line text, read as meta.
+func (r *memoRead) learnMeta(text []byte, meta memoMeta) {
+	if r == nil || !r.room() {
+		return
+	}
+	if _, ok := r.t.meta[string(text)]; ok {
+		return
+	}
+	if r.meta == nil {
+		r.meta = map[string]memoMeta{}
+	}
+	r.meta[string(text)] = meta
+}
+
+// learnSeries learns s as the series of the sample line text, which the
 // parser read as series (its bytes) with value v and no timestamp: only
 // when text is that series, one space and a value memoValue reads as v.
-func (m *SeriesMemo) learnSeries(text, series []byte, v float64, s *memoSeries) {
-	if m == nil || m.full() {
+func (r *memoRead) learnSeries(text, series []byte, v float64, s *memoSeries) {
+	if r == nil || !r.room() {
 		return
 	}
 	id, val, ok := splitValue(text)
@@ -99,19 +142,58 @@ func (m *SeriesMemo) learnSeries(text, series []byte, v float64, s *memoSeries) 
 	if mv, ok := memoValue(val); !ok || math.Float64bits(mv) != math.Float64bits(v) {
 		return
 	}
+	if _, ok := r.t.series[string(id)]; ok {
+		return
+	}
 	s.key = string(s.lset.Bytes(nil))
-	m.series[string(id)] = s
+	if r.series == nil {
+		r.series = map[string]*memoSeries{}
+	}
+	r.series[string(id)] = s
+}
+
+// done adds what the read learnt to the memo: a copy of its table with
+// them, published at once.
+func (r *memoRead) done() {
+	if r == nil || len(r.series)+len(r.meta) == 0 {
+		return
+	}
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.table.Load()
+	t := &memoTable{series: make(map[string]*memoSeries, len(old.series)+len(r.series)), meta: make(map[string]memoMeta, len(old.meta)+len(r.meta))}
+	for k, v := range old.series {
+		t.series[k] = v
+	}
+	for k, v := range old.meta {
+		t.meta[k] = v
+	}
+	for k, v := range r.series {
+		if len(t.series)+len(t.meta) >= MaxMemoLines {
+			break
+		}
+		v.shared = true
+		t.series[k] = v
+	}
+	for k, v := range r.meta {
+		if len(t.series)+len(t.meta) >= MaxMemoLines {
+			break
+		}
+		t.meta[k] = v
+	}
+	m.table.Store(t)
 }
 
 // fromMemo reads text as the memo knows it; known is false when the memo
 // does not know it (or the builder has none): the parser reads it then.
 func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
-	m := b.memo
-	if m == nil {
+	r := b.memo
+	if r == nil {
 		return false, nil
 	}
 	if text[0] == '#' {
-		meta, ok := m.meta[string(text)]
+		meta, ok := r.t.meta[string(text)]
 		if !ok {
 			return false, nil
 		}
@@ -124,7 +206,7 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	s, ok := m.series[string(id)]
+	s, ok := r.t.series[string(id)]
 	if !ok {
 		return false, nil
 	}

@@ -3,20 +3,24 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
 // crossMemo is a memo every checkSame reads through after its own: it has
 // learnt the lines of every body read before, of every engine.
-var crossMemo = struct {
-	sync.Mutex
-	*SeriesMemo
-}{SeriesMemo: NewSeriesMemo()}
+var crossMemo = NewSeriesMemo()
 
 // checkMemo fails t unless ReadRouting of body reads the same through a
 // fresh memo, through that memo again (every line known), and through
@@ -24,12 +28,10 @@ var crossMemo = struct {
 func checkMemo(t *testing.T, body []byte, e llmdiagv1.Engine, lim Limits, want *Routing, wantErr error) {
 	t.Helper()
 	fresh := NewSeriesMemo()
-	crossMemo.Lock()
-	defer crossMemo.Unlock()
 	for _, m := range []struct {
 		name string
 		memo *SeriesMemo
-	}{{"fresh memo", fresh}, {"learnt memo", fresh}, {"memo of other bodies", crossMemo.SeriesMemo}} {
+	}{{"fresh memo", fresh}, {"learnt memo", fresh}, {"memo of other bodies", crossMemo}} {
 		got, err := ReadRouting(bytes.NewReader(body), e, lim, readAt, m.memo)
 		if d := routingDiff(got, err, want, wantErr); d != "" {
 			t.Errorf("%s: %s through a %s: %s", e, shorten(string(body)), m.name, d)
@@ -128,7 +130,85 @@ func TestSeriesMemoBounded(t *testing.T) {
 			t.Fatal(d)
 		}
 	}
-	if n := len(memo.series) + len(memo.meta); n != MaxMemoLines {
-		t.Errorf("the memo holds %d lines, want %d", n, MaxMemoLines)
+	if tab := memo.table.Load(); len(tab.series)+len(tab.meta) != MaxMemoLines {
+		t.Errorf("the memo holds %d lines, want %d", len(tab.series)+len(tab.meta), MaxMemoLines)
 	}
+}
+
+// TestSeriesMemoConcurrentReads: reads through one memo at once (a fleet's
+// fast lane), each of an exposition of its own values, read as without it.
+func TestSeriesMemoConcurrentReads(t *testing.T) {
+	memo := NewSeriesMemo()
+	e := llmdiagv1.Engine_ENGINE_VLLM
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				body := []byte(strings.ReplaceAll(vllmRouting, "} 2\n", fmt.Sprintf("} %d\n", g*100+i)))
+				want, wantErr := ReadRouting(bytes.NewReader(body), e, Limits{}, readAt, nil)
+				got, err := ReadRouting(bytes.NewReader(body), e, Limits{}, readAt, memo)
+				if d := routingDiff(got, err, want, wantErr); d != "" {
+					t.Errorf("reader %d, read %d: %s", g, i, d)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if tab := memo.table.Load(); len(tab.series) == 0 {
+		t.Error("the memo learnt nothing")
+	}
+}
+
+// TestParseMemoSame: every exposition in testdata and the simulator's
+// parses through a fresh memo, that memo again and one that has learnt all
+// the others as without one.
+func TestParseMemoSame(t *testing.T) {
+	files, err := filepath.Glob("testdata/*.prom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string][]byte{"seed vLLM": seedVLLM(t)}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies[f] = b
+	}
+	cross := NewSeriesMemo()
+	for name, body := range bodies {
+		want, wantErr := Parse(bytes.NewReader(body), Limits{})
+		fresh := NewSeriesMemo()
+		for _, memo := range []*SeriesMemo{fresh, fresh, cross} {
+			got, err := ParseMemo(bytes.NewReader(body), Limits{}, memo)
+			if d := expositionDiff(got, err, want, wantErr); d != "" {
+				t.Errorf("%s: %s", name, d)
+			}
+		}
+	}
+}
+
+// expositionDiff says how two parses differ, "" when they do not.
+func expositionDiff(a *Exposition, aerr error, b *Exposition, berr error) string {
+	switch {
+	case (aerr == nil) != (berr == nil) || aerr != nil && aerr.Error() != berr.Error():
+		return fmt.Sprintf("error %v, want %v", aerr, berr)
+	case aerr != nil:
+		return ""
+	}
+	if !maps.EqualFunc(a.Families, b.Families, func(x, y *dto.MetricFamily) bool { return proto.Equal(x, y) }) {
+		for k, x := range a.Families {
+			if y := b.Families[k]; !proto.Equal(x, y) {
+				return fmt.Sprintf("family %s: %v\nwant %v", k, shorten(x.String()), shorten(y.String()))
+			}
+		}
+		return "families differ"
+	}
+	ra, rb := *a, *b
+	ra.Families, rb.Families = nil, nil
+	if !reflect.DeepEqual(ra, rb) {
+		return fmt.Sprintf("%+v, want %+v", ra, rb)
+	}
+	return ""
 }

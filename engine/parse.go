@@ -130,8 +130,17 @@ type Exposition struct {
 // HELP lines and timestamps are not kept. Parse does not bound the bytes it
 // reads: callers reading from the network limit them.
 func Parse(r io.Reader, lim Limits) (*Exposition, error) {
+	return ParseMemo(r, lim, nil)
+}
+
+// ParseMemo is Parse through memo (nil: none): the lines it knows are read
+// without the parser, and it learns the others (SeriesMemo). The result is
+// the same.
+func ParseMemo(r io.Reader, lim Limits, memo *SeriesMemo) (*Exposition, error) {
 	lim.defaults()
 	b := newBuilder(lim)
+	b.memo = memo.read()
+	defer b.memo.done()
 	br := bufio.NewReaderSize(r, chunkBytes)
 	chunk := make([]byte, 0, 2*chunkBytes)
 	var starts, numbers []int // per line of chunk: offset, line number
@@ -213,8 +222,8 @@ type builder struct {
 	lset   labels.Labels
 	buf    []byte
 	// memo, when set, reads the lines it knows without the parser and
-	// learns the others (SeriesMemo).
-	memo *SeriesMemo
+	// learns the others (SeriesMemo); done adds what it learnt.
+	memo *memoRead
 }
 
 func newBuilder(lim Limits) *builder {
@@ -392,10 +401,14 @@ func (b *builder) addSeries(s *memoSeries, v float64, line int) error {
 		b.addGrouped(f, suffix, lset, v, line)
 		return nil
 	}
-	if s.pairs == nil {
-		s.pairs = pairs(lset)
+	ps := s.pairs
+	if ps == nil {
+		ps = pairs(lset)
+		if !s.shared {
+			s.pairs = ps
+		}
 	}
-	f.Metric = append(f.Metric, newScalar(typ, s.pairs, v))
+	f.Metric = append(f.Metric, newScalar(typ, ps, v))
 	return nil
 }
 

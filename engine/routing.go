@@ -169,9 +169,10 @@ func (p *routingPlan) lookup(key []byte) (int, bool) {
 // e must be an engine of the table: the engine is not detected (Detect
 // needs every family), so the caller takes it from a full read.
 //
-// memo, when not nil, is the endpoint's SeriesMemo: the routing lines it
-// knows from earlier reads are read by their values alone, and it learns
-// the others. The result is the same with or without it.
+// memo, when not nil, is a SeriesMemo (one may serve a whole fleet): the
+// routing lines it knows from earlier reads are read by their values
+// alone, and it learns the others. The result is the same with or without
+// it.
 func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time, memo *SeriesMemo) (*Routing, error) {
 	p, ok := routingPlans[e]
 	if !ok {
@@ -181,7 +182,8 @@ func ReadRouting(r io.Reader, e llmdiagv1.Engine, lim Limits, at time.Time, memo
 	rd := routingReaders.Get().(*routingReader)
 	defer rd.release()
 	rd.plan, rd.b, rd.cur = p, newBuilder(lim), -1
-	rd.b.memo = memo
+	rd.b.memo = memo.read()
+	defer rd.b.memo.done()
 	rd.status = append(rd.status[:0], make([]groupStatus, len(p.families))...)
 	rd.sampled = append(rd.sampled[:0], make([]bool, len(p.families))...)
 	br := readers.Get().(*bufio.Reader)

@@ -701,6 +701,27 @@ func BenchmarkRoutingFull(b *testing.B) {
 	}
 }
 
+// BenchmarkRoutingFullMemo is BenchmarkRoutingFull through a warm memo, as
+// the scraper parses: every scrape after the first of the model's.
+func BenchmarkRoutingFullMemo(b *testing.B) {
+	body := seedVLLM(b)
+	memo := NewSeriesMemo()
+	if _, err := ParseMemo(bytes.NewReader(body), Limits{}, memo); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		exp, err := ParseMemo(bytes.NewReader(body), Limits{}, memo)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s := Extract(llmdiagv1.Engine_ENGINE_VLLM, exp.Families, readAt); s.Queue == nil {
+			b.Fatal("no queue")
+		}
+	}
+}
+
 // BenchmarkRoutingFast is ReadRouting of the same exposition.
 func BenchmarkRoutingFast(b *testing.B) {
 	body := seedVLLM(b)

@@ -84,6 +84,9 @@ type fastLane struct {
 	stale time.Duration
 	slots chan struct{}
 	nodes map[string]*fastNode // fixed at start: the fleet file's nodes with a url
+	// memo is the series the reads have parsed, for the fleet: replicas of
+	// a model expose the same ones (engine.SeriesMemo).
+	memo *engine.SeriesMemo
 	sched fastSchedule
 	met   fastMetrics
 	// noFollow reads the nodes that do not follow redirects.
@@ -96,9 +99,6 @@ type fastNode struct {
 	follow  bool
 	engine  llmdiagv1.Engine // the fleet file's; unspecified: the last refresh's
 	busy    atomic.Bool      // a read is in flight
-	// memo is the node's series as its reads have parsed them: used by
-	// the read in flight only (busy).
-	memo *engine.SeriesMemo
 
 	// slot and next are the scheduler's (fastSchedule); index its heap's.
 	slot, next time.Time
@@ -152,13 +152,13 @@ func newFastLane(cfg FastConfig, th diagnose.Thresholds, minScore float64, st st
 		cfg.Rand = func(n time.Duration) time.Duration { return rand.N(n) }
 	}
 	f := &fastLane{cfg: cfg, th: th, st: st, log: log, now: now, min: minScore, stale: th.StaleAfter,
-		slots: make(chan struct{}, cfg.Concurrency), nodes: map[string]*fastNode{}, met: newFastMetrics(cfg.Registerer)}
+		slots: make(chan struct{}, cfg.Concurrency), nodes: map[string]*fastNode{}, memo: engine.NewSeriesMemo(), met: newFastMetrics(cfg.Registerer)}
 	for id, n := range nodes {
 		if n.URL == "" {
 			continue
 		}
 		eng, _ := fleet.ParseEngine(n.Engine) // validated with the fleet file
-		f.nodes[id] = &fastNode{id: id, url: n.URL, follow: n.FollowRedirects, engine: eng, memo: engine.NewSeriesMemo()}
+		f.nodes[id] = &fastNode{id: id, url: n.URL, follow: n.FollowRedirects, engine: eng}
 	}
 	f.client = cfg.Client
 	if f.client == nil {
@@ -330,7 +330,7 @@ func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine)
 		return nil, false, fmt.Errorf("HTTP 200 with content type %s, not a Prometheus text exposition", ct)
 	}
 	lr := &io.LimitedReader{R: resp.Body, N: f.cfg.MaxBodyBytes + 1}
-	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, f.now(), n.memo)
+	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, f.now(), f.memo)
 	if lr.N <= 0 {
 		return nil, true, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes)
 	}

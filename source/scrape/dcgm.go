@@ -36,7 +36,7 @@ func (s *Scraper) scrapeDCGM(ctx context.Context, t fleet.Node) gpuRead {
 		s.log.Debug("dcgm scrape failed", "node", t.ID, "url", where, "err", err)
 		return gpuRead{warnings: []string{fmt.Sprintf("dcgm %s: %v: no GPU figures", where, err)}}
 	}
-	exp, _, release, err := s.fetch(ctx, t.ID, t.DCGM, t.FollowRedirects)
+	exp, _, release, err := s.fetch(ctx, t.ID, t.DCGM, t.FollowRedirects, nil)
 	var unreadable unreadableError
 	if errors.As(err, &unreadable) {
 		err = fmt.Errorf("parse: %w", err)

@@ -120,6 +120,11 @@ type Scraper struct {
 	// slots bounds bodies read at once; suspect bounds those of targets
 	// whose last scrape ran out of time, so they can never hold every slot.
 	slots, suspect chan struct{}
+	// memo is the series the engines' expositions have shown, for the
+	// fleet (engine.SeriesMemo): a scrape parses only the lines it has not
+	// seen before. GPU exporters' are parsed without it: their series are
+	// each a GPU's own.
+	memo *engine.SeriesMemo
 
 	mu     sync.RWMutex
 	rings  map[string][]*sample.Sample
@@ -172,6 +177,7 @@ func New(targets []fleet.Node, client *http.Client, log *slog.Logger, now func()
 		targets:  ts,
 		slots:    make(chan struct{}, opts.Concurrency),
 		suspect:  make(chan struct{}, max(1, opts.Concurrency/2)),
+		memo:     engine.NewSeriesMemo(),
 		rings:    make(map[string][]*sample.Sample, len(ts)),
 		states:   states,
 	}
@@ -509,7 +515,7 @@ func (s *Scraper) scrape(ctx context.Context, t fleet.Node) *sample.Sample {
 		s.log.Debug("scrape failed", "node", t.ID, "url", redact.URL(t.URL), "err", err)
 		return &sample.Sample{At: s.now(), Up: false, Engine: eng, Errors: []string{err.Error()}}
 	}
-	exp, at, release, err := s.fetch(ctx, t.ID, t.URL, t.FollowRedirects)
+	exp, at, release, err := s.fetch(ctx, t.ID, t.URL, t.FollowRedirects, s.memo)
 	var unreadable unreadableError
 	switch {
 	case errors.As(err, &unreadable):
@@ -540,12 +546,13 @@ func (e unreadableError) Error() string { return e.err.Error() }
 func (e unreadableError) Unwrap() error { return e.err }
 
 // fetch GETs the exposition at u for node within ctx's deadline and parses
-// it within the scraper's limits, holding one of the parse slots (acquire)
+// it (through memo, when not nil) within the scraper's limits, holding one
+// of the parse slots (acquire)
 // until release is called; release is nil when err is not. An answer that
 // is no exposition, or no answer, is an error; an exposition that does not
 // parse is an unreadableError, with at set. Errors do not name u: callers
 // say what was fetched.
-func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool) (exp *engine.Exposition, at time.Time, release func(), err error) {
+func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool, memo *engine.SeriesMemo) (exp *engine.Exposition, at time.Time, release func(), err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, at, nil, fmt.Errorf("build request: %w", err)
@@ -585,7 +592,7 @@ func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool) (exp *
 	lr := &countingReader{r: io.LimitReader(resp.Body, s.opts.MaxBodyBytes+1)}
 	// The parse stops at the first line over a limit: a flood of series
 	// costs what the limit allows, not what the body holds.
-	exp, perr := engine.Parse(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues})
+	exp, perr := engine.ParseMemo(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues}, memo)
 	at = s.now()
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int64("llmdiag.scrape.bytes", lr.n))
