@@ -86,7 +86,7 @@ type fastLane struct {
 	nodes map[string]*fastNode // fixed at start: the fleet file's nodes with a url
 	// memo is the series the reads have parsed, for the fleet: replicas of
 	// a model expose the same ones (engine.SeriesMemo).
-	memo *engine.SeriesMemo
+	memo  *engine.SeriesMemo
 	sched fastSchedule
 	met   fastMetrics
 	// noFollow reads the nodes that do not follow redirects.
