@@ -37,11 +37,13 @@ const (
 //
 //   - reader=scraper: Scraper.Refresh of the node (one single-target
 //     Scraper per node, all on one client with Go's default transport, as
-//     serve builds it): fetch, engine.Parse, engine.Extract, the ring, the
-//     5m window's indicators. What the refresh loop does after (diagnose,
-//     store, publish) is not counted.
-//   - reader=parse: the same GET, engine.Parse and engine.Extract only: the
-//     part the fast reader replaces.
+//     serve builds it): fetch, engine.ParseMemo (each Scraper's memo
+//     learns its one node), engine.Extract, the ring, the 5m window's
+//     indicators. What the refresh loop does after (diagnose, store,
+//     publish) is not counted.
+//   - reader=parse: the same GET, engine.ParseMemo through one memo for
+//     the fleet (as serve's one Scraper) and engine.Extract only: the part
+//     the fast reader replaces.
 //
 // The farm runs in a child process: cores (CPU seconds per wall second,
 // getrusage of this process) is llmdiag's own. On 2 cores the full path
@@ -131,11 +133,12 @@ func scraperReader(urls []string, client *http.Client) expofarm.Reader {
 	})
 }
 
-// parseReader reads a node as Scraper's fetch and scrape do, without the
-// ring and the window.
+// parseReader reads a node as Scraper's fetch and scrape do (through one
+// memo for the fleet), without the ring and the window.
 func parseReader(client *http.Client) expofarm.Reader {
+	memo := engine.NewSeriesMemo()
 	return exposition(client, func(body io.Reader) error {
-		exp, err := engine.Parse(body, engine.Limits{})
+		exp, err := engine.ParseMemo(body, engine.Limits{}, memo)
 		if err != nil {
 			return err
 		}
@@ -147,11 +150,13 @@ func parseReader(client *http.Client) expofarm.Reader {
 	})
 }
 
-// fastReader reads a node as the fast lane does (refresh/fast.go, fetch).
+// fastReader reads a node as the fast lane does (refresh/fast.go, fetch:
+// one memo for the fleet).
 func fastReader(client *http.Client) expofarm.Reader {
+	memo := engine.NewSeriesMemo()
 	return exposition(client, func(body io.Reader) error {
 		lr := &io.LimitedReader{R: body, N: 16<<20 + 1}
-		r, err := engine.ReadRouting(lr, llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now(), nil)
+		r, err := engine.ReadRouting(lr, llmdiagv1.Engine_ENGINE_VLLM, engine.Limits{}, time.Now(), memo)
 		if err != nil {
 			return err
 		}
