@@ -24,10 +24,12 @@
 // finds every read slot taken (FastConfig.Concurrency), is skipped and
 // counted, never queued. A read is the scrape's GET (its Accept header,
 // status, content type and body limit) on a transport of the lane's own
-// with an idle connection per node, then engine.ReadRouting, and a bounded
-// drain of the rest of the body so that the connection is reused.
+// with an idle connection per node, then engine.ReadRouting through the
+// lane's engine.SeriesMemo (one for the fleet), and a bounded drain of the
+// rest of the body so that the connection is reused.
 //
-// A read copies the node's last refresh record, overwrites queue, running,
+// A read copies the node's last refresh record (shallowly: a deep copy is
+// made only of what is stored), overwrites queue, running,
 // their ratio, KV pressure and capacity, up and observed_at, appends a
 // history point to the node's own recent points (the refreshes' and the
 // fast reads', fastHistory of them), and re-reads routability and the load
