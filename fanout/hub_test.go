@@ -366,6 +366,49 @@ func TestHeartbeatTiming(t *testing.T) {
 	expect(fanout.Heartbeat, ev.Token)
 }
 
+// TryNext hands out what is pending now, in order, and never waits or
+// hands out a heartbeat, however long the subscriber was idle; what it
+// hands out counts as sent (the heartbeat and the resume position).
+func TestTryNext(t *testing.T) {
+	clk := newFakeClock()
+	st, h, _ := start(t, 0, fanout.Options{Clock: clk})
+	s, _ := syncSub(t, h, fanout.SubOptions{Heartbeat: 10 * time.Second})
+	clk.Advance(time.Minute)
+	if m, ok := s.TryNext(); ok {
+		t.Fatalf("TryNext with nothing pending gave %+v", m)
+	}
+	a := publish(t, st, health("a", 1, 0))
+	b := publish(t, st, health("b", 1, 0))
+	waitRead(t, h, 2)
+	for _, want := range []store.Event{a, b} {
+		m, ok := s.TryNext()
+		if !ok || m.Kind != fanout.Change || m.Token != want.Token || m.Health.GetNode() != want.Health.GetNode() {
+			t.Fatalf("TryNext gave %+v, %v; want the change of %s", m, ok, want.Health.GetNode())
+		}
+	}
+	if m, ok := s.TryNext(); ok {
+		t.Fatalf("TryNext after the pending changes gave %+v", m)
+	}
+	// The last change handed out is the last sent: Next waits an interval
+	// after it (arming its timer) for a heartbeat with its token.
+	msgs := make(chan fanout.Message, 1)
+	go func() {
+		if m, err := s.Next(context.Background()); err == nil {
+			msgs <- m
+		}
+	}()
+	clk.waitTimers(t, 1)
+	clk.Advance(10 * time.Second)
+	select {
+	case m := <-msgs:
+		if m.Kind != fanout.Heartbeat || m.Token != b.Token {
+			t.Fatalf("after TryNext, Next gave %+v; want a heartbeat with %q", m, b.Token)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no heartbeat an interval after the last change handed out")
+	}
+}
+
 // waitRead waits until the hub has read n events.
 func waitRead(t *testing.T, h *fanout.Hub, n uint64) {
 	t.Helper()

@@ -231,10 +231,8 @@ func (s *Sub) take() (Message, bool, string) {
 // returns ctx's error when ctx ends and ErrClosed once the hub has stopped.
 func (s *Sub) Next(ctx context.Context) (Message, error) {
 	for {
-		select {
-		case <-s.hub.done:
+		if s.stopped() {
 			return Message{}, ErrClosed
-		default:
 		}
 		m, ok, upto := s.take()
 		if !ok {
@@ -247,9 +245,7 @@ func (s *Sub) Next(ctx context.Context) (Message, error) {
 			}
 			m = Message{Kind: Heartbeat, Token: upto}
 		}
-		s.lastSend = s.hub.opts.Clock.Now()
-		s.lastToken = m.Token
-		return m, nil
+		return s.handOut(m), nil
 	}
 }
 
@@ -258,18 +254,32 @@ func (s *Sub) Next(ctx context.Context) (Message, error) {
 // whether another message follows the one it is sending (and so may be
 // written with it).
 func (s *Sub) TryNext() (Message, bool) {
-	select {
-	case <-s.hub.done:
+	if s.stopped() {
 		return Message{}, false
-	default:
 	}
 	m, ok, _ := s.take()
 	if !ok {
 		return Message{}, false
 	}
+	return s.handOut(m), true
+}
+
+// stopped reports whether the hub has stopped.
+func (s *Sub) stopped() bool {
+	select {
+	case <-s.hub.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// handOut records m as handed out (the heartbeat's idle time and the
+// resume position start from it) and returns it.
+func (s *Sub) handOut(m Message) Message {
 	s.lastSend = s.hub.opts.Clock.Now()
 	s.lastToken = m.Token
-	return m, true
+	return m
 }
 
 // wait returns when something may have changed: a state became pending,
