@@ -41,11 +41,8 @@ func checkMemo(t *testing.T, body []byte, e llmdiagv1.Engine, lim Limits, want *
 
 // routingDiff says how two reads differ, "" when they do not.
 func routingDiff(a *Routing, aerr error, b *Routing, berr error) string {
-	switch {
-	case (aerr == nil) != (berr == nil) || aerr != nil && aerr.Error() != berr.Error():
-		return fmt.Sprintf("error %v, want %v", aerr, berr)
-	case aerr != nil:
-		return ""
+	if d, done := errDiff(aerr, berr); done {
+		return d
 	}
 	if err := sameValues(a.values(), b.values()); err != nil {
 		return err.Error()
@@ -191,11 +188,8 @@ func TestParseMemoSame(t *testing.T) {
 
 // expositionDiff says how two parses differ, "" when they do not.
 func expositionDiff(a *Exposition, aerr error, b *Exposition, berr error) string {
-	switch {
-	case (aerr == nil) != (berr == nil) || aerr != nil && aerr.Error() != berr.Error():
-		return fmt.Sprintf("error %v, want %v", aerr, berr)
-	case aerr != nil:
-		return ""
+	if d, done := errDiff(aerr, berr); done {
+		return d
 	}
 	if !maps.EqualFunc(a.Families, b.Families, func(x, y *dto.MetricFamily) bool { return proto.Equal(x, y) }) {
 		for k, x := range a.Families {
@@ -211,4 +205,16 @@ func expositionDiff(a *Exposition, aerr error, b *Exposition, berr error) string
 		return fmt.Sprintf("%+v, want %+v", ra, rb)
 	}
 	return ""
+}
+
+// errDiff compares two reads' errors: done when either failed, with how
+// they differ ("" when alike).
+func errDiff(aerr, berr error) (diff string, done bool) {
+	switch {
+	case (aerr == nil) != (berr == nil) || aerr != nil && aerr.Error() != berr.Error():
+		return fmt.Sprintf("error %v, want %v", aerr, berr), true
+	case aerr != nil:
+		return "", true
+	}
+	return "", false
 }
