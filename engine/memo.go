@@ -36,7 +36,9 @@ type SeriesMemo struct {
 	table atomic.Pointer[memoTable]
 }
 
-// MaxMemoLines bounds the lines a SeriesMemo holds: about 8 MB at most.
+// MaxMemoLines bounds the lines a SeriesMemo holds: about 15 MB at most
+// (880 bytes a series of four labels), room for the expositions of eight
+// vLLM models or so.
 const MaxMemoLines = 16384
 
 // memoTable is what a memo knows; never modified once published (a read
