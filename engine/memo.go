@@ -116,9 +116,11 @@ func (r *memoRead) room() bool {
 	return len(r.t.series)+len(r.t.meta)+len(r.series)+len(r.meta) < MaxMemoLines
 }
 
-// learnMeta learns the HELP or TYPE line text, read as meta.
+// learnMeta learns the HELP or TYPE line text, read as meta: unless it
+// quotes (a quoted name may run past the line, and what the parser makes of
+// it depends on the lines after).
 func (r *memoRead) learnMeta(text []byte, meta memoMeta) {
-	if r == nil || !r.room() {
+	if r == nil || !r.room() || bytes.IndexByte(text, '"') >= 0 {
 		return
 	}
 	if _, ok := r.t.meta[string(text)]; ok {

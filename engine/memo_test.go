@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -217,4 +218,70 @@ func errDiff(aerr, berr error) (diff string, done bool) {
 		return "", true
 	}
 	return "", false
+}
+
+// FuzzParseMemo: a body parses through a memo that has learnt another
+// exposition, and through that memo again once it has learnt the body
+// itself, as it parses without one.
+func FuzzParseMemo(f *testing.F) {
+	learnt := []byte(vllmRouting)
+	f.Add(learnt)
+	// The same series with other values, some not read alike.
+	f.Add([]byte(strings.ReplaceAll(vllmRouting, " 2\n", " 1_0\n")))
+	f.Add([]byte(strings.ReplaceAll(vllmRouting, " 3\n", " NaN 17\n")))
+	f.Add([]byte(strings.ReplaceAll(vllmRouting, "gauge", "counter")))
+	f.Add([]byte(strings.ReplaceAll(vllmRouting, `engine="1"`, `engine="0"`)))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		memo := NewSeriesMemo()
+		if _, err := ParseMemo(bytes.NewReader(learnt), Limits{}, memo); err != nil {
+			t.Fatal(err)
+		}
+		want, wantErr := Parse(bytes.NewReader(body), Limits{})
+		for range 2 {
+			got, err := ParseMemo(bytes.NewReader(body), Limits{}, memo)
+			if d := expositionDiff(got, err, want, wantErr); d != "" {
+				t.Fatal(d)
+			}
+		}
+	})
+}
+
+// TestParseMemoMutated: 3,000 bodies made from an exposition by cutting,
+// inserting quotes, newlines, braces and blanks, deleting and overwriting
+// bytes (a fixed seed) parse through a memo that learnt the exposition,
+// and through it again, as without one.
+func TestParseMemoMutated(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	base := []byte(vllmRouting)
+	for range 3000 {
+		b := slices.Clone(base)
+		for range 1 + r.IntN(4) {
+			switch r.IntN(4) {
+			case 0:
+				b = b[:r.IntN(len(b)+1)]
+			case 1:
+				b = slices.Insert(b, r.IntN(len(b)+1), "\"\n {}#= \\"[r.IntN(9)])
+			case 2:
+				if len(b) > 0 {
+					i := r.IntN(len(b))
+					b = slices.Delete(b, i, i+1)
+				}
+			case 3:
+				if len(b) > 0 {
+					b[r.IntN(len(b))] = byte(r.IntN(256))
+				}
+			}
+		}
+		memo := NewSeriesMemo()
+		if _, err := ParseMemo(bytes.NewReader(base), Limits{}, memo); err != nil {
+			t.Fatal(err)
+		}
+		want, wantErr := Parse(bytes.NewReader(b), Limits{})
+		for range 2 {
+			got, err := ParseMemo(bytes.NewReader(b), Limits{}, memo)
+			if d := expositionDiff(got, err, want, wantErr); d != "" {
+				t.Fatalf("%q: %s", b, d)
+			}
+		}
+	}
 }

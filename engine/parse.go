@@ -260,10 +260,10 @@ func (b *builder) parse(chunk []byte, starts, numbers []int) error {
 			i++
 			continue
 		}
-		first := i
+		first, spanned := i, false
 		p := textparse.NewPromParser(chunk[starts[i]:], b.symbols, false)
 		for i < len(starts) {
-			if i > first && b.memo.knows(lineAt(i)) {
+			if i > first && !spanned && b.memo.knows(lineAt(i)) {
 				break // the memo reads it, without this parser
 			}
 			e, err := p.Next()
@@ -282,6 +282,10 @@ func (b *builder) parse(chunk []byte, starts, numbers []int) error {
 				i++
 				break
 			}
+			// An entry that ran past its line (a quoted name or value with
+			// a newline) leaves the parser out of step with the lines: this
+			// parser then reads on as without a memo.
+			spanned = spanned || spans(p, e)
 			if err := b.entry(p, e, numbers[i], lineAt(i)); err != nil {
 				return err
 			}
@@ -289,6 +293,21 @@ func (b *builder) parse(chunk []byte, starts, numbers []int) error {
 		}
 	}
 	return nil
+}
+
+// spans reports whether the parser's entry e ran past its line: a quoted
+// metric name or label value with a newline in it.
+func spans(p textparse.Parser, e textparse.Entry) bool {
+	var b []byte
+	switch e {
+	case textparse.EntryHelp:
+		b, _ = p.Help()
+	case textparse.EntryType:
+		b, _ = p.Type()
+	case textparse.EntrySeries:
+		b, _, _ = p.Series()
+	}
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // entry takes one parsed line, text.
