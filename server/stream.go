@@ -139,7 +139,12 @@ type healthStream struct {
 // send sends one message. An INITIAL one is always followed by more of the
 // sync (another INITIAL, then SYNCED): it is not flushed on its own.
 func (h *healthStream) send(kind llmdiagv1.EventKind, health *llmdiagv1.NodeHealth, token string) error {
-	h.flush.holdNext(kind == llmdiagv1.EventKind_EVENT_KIND_INITIAL)
+	return h.sendHolding(kind == llmdiagv1.EventKind_EVENT_KIND_INITIAL, kind, health, token)
+}
+
+// sendHolding sends one message, flushed unless hold.
+func (h *healthStream) sendHolding(hold bool, kind llmdiagv1.EventKind, health *llmdiagv1.NodeHealth, token string) error {
+	h.flush.holdNext(hold)
 	return h.stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: health, SentAt: timestamppb.New(h.s.now()), ResumeToken: token})
 }
 
@@ -216,8 +221,7 @@ func (h *healthStream) pump(sub *fanout.Sub) error {
 		} else {
 			held = 0
 		}
-		h.flush.holdNext(hold)
-		if err := h.stream.Send(&llmdiagv1.StreamHealthResponse{Kind: kind, Health: m.Health, SentAt: timestamppb.New(h.s.now()), ResumeToken: m.Token}); err != nil {
+		if err := h.sendHolding(hold, kind, m.Health, m.Token); err != nil {
 			return err
 		}
 		if more {
