@@ -92,12 +92,56 @@ func (sl *slot) set(st *NodeState) {
 // snapshot is one immutable node set, replaced as a whole at SYNCED (and
 // when a node joins or leaves between resyncs).
 type snapshot struct {
-	nodes  map[string]*slot
+	nodes map[string]*slot
+	// joined holds the nodes that joined since nodes was made, none of them
+	// in it: a join copies this small map, not nodes (see watcher.change),
+	// so a fleet that arrives node by node costs O(n√n), not O(n²).
+	joined map[string]*slot
 	synced bool
 }
 
-func (s *snapshot) state(node string) *NodeState {
+// slot is node's slot, nil when the view does not hold it.
+func (s *snapshot) slot(node string) *slot {
 	if sl := s.nodes[node]; sl != nil {
+		return sl
+	}
+	if len(s.joined) > 0 {
+		return s.joined[node]
+	}
+	return nil
+}
+
+// len is the number of nodes the view holds.
+func (s *snapshot) len() int { return len(s.nodes) + len(s.joined) }
+
+// all yields the slot of every node the view holds.
+func (s *snapshot) all(yield func(*slot) bool) {
+	for _, sl := range s.nodes {
+		if !yield(sl) {
+			return
+		}
+	}
+	for _, sl := range s.joined {
+		if !yield(sl) {
+			return
+		}
+	}
+}
+
+// merged is a copy of s's nodes and joined nodes in one map.
+func (s *snapshot) merged() map[string]*slot {
+	m := make(map[string]*slot, s.len()+1)
+	for id, sl := range s.nodes {
+		m[id] = sl
+	}
+	for id, sl := range s.joined {
+		m[id] = sl
+	}
+	return m
+}
+
+func (s *snapshot) state(node string) *NodeState {
+	if sl := s.slot(node); sl != nil {
 		return sl.st.Load()
 	}
 	return nil
@@ -110,7 +154,7 @@ const (
 )
 
 func (s *snapshot) score(node string) float64 {
-	sl := s.nodes[node]
+	sl := s.slot(node)
 	if sl == nil {
 		return unknownScore
 	}
@@ -195,7 +239,7 @@ func (v *View) trusted(s *snapshot) bool {
 func (v *View) Routable(node string) bool {
 	s := v.snap.Load()
 	if v.trusted(s) {
-		if sl := s.nodes[node]; sl != nil {
+		if sl := s.slot(node); sl != nil {
 			return sl.hot.Load()&unroutableBit == 0
 		}
 	}
@@ -208,7 +252,7 @@ func (v *View) Routable(node string) bool {
 func (v *View) Score(node string) (float64, bool) {
 	s := v.snap.Load()
 	if v.trusted(s) {
-		if sl := s.nodes[node]; sl != nil {
+		if sl := s.slot(node); sl != nil {
 			return math.Float64frombits(sl.hot.Load() &^ unroutableBit), true
 		}
 	}
@@ -322,8 +366,8 @@ func (v *View) Node(node string) (NodeState, bool) {
 // id. It allocates; it is meant for displays, not the request path.
 func (v *View) Nodes() []NodeState {
 	s := v.snap.Load()
-	out := make([]NodeState, 0, len(s.nodes))
-	for _, sl := range s.nodes {
+	out := make([]NodeState, 0, s.len())
+	for sl := range s.all {
 		out = append(out, *sl.st.Load())
 	}
 	slices.SortFunc(out, func(a, b NodeState) int {
@@ -359,7 +403,7 @@ func (v *View) Status() WatchStatus {
 		Synced:    s.synced,
 		Age:       v.age(),
 		Stale:     !v.trusted(s),
-		Nodes:     len(s.nodes),
+		Nodes:     s.len(),
 	}
 	if v.seen.Load() {
 		st.LastEvent = v.epoch.Add(time.Duration(v.last.Load()))

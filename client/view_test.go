@@ -506,3 +506,88 @@ func TestRemovedNodeLeavesTheView(t *testing.T) {
 		t.Fatalf("node b removed during the resync is in the view (%d nodes)", v.Status().Nodes)
 	}
 }
+
+// TestViewJoinsOneByOne: a fleet that arrives node by node after SYNCED
+// (a router that subscribed before the service's first refresh), with
+// nodes leaving among the joins, is held as it arrived: every lookup and
+// Nodes agree with a plain map of the changes, whether a node sits in the
+// snapshot's joined nodes or has been merged.
+func TestViewJoinsOneByOne(t *testing.T) {
+	clk := newFakeClock()
+	v, w := newTestView(clk, Selector{})
+	w.sync("t0")
+	want := map[string]float64{}
+	check := func(step int) {
+		t.Helper()
+		if got := v.Status().Nodes; got != len(want) {
+			t.Fatalf("step %d: %d nodes, want %d", step, got, len(want))
+		}
+		nodes := v.Nodes()
+		if len(nodes) != len(want) {
+			t.Fatalf("step %d: Nodes gave %d, want %d", step, len(nodes), len(want))
+		}
+		for _, st := range nodes {
+			if score, ok := want[st.Node]; !ok || st.LoadScore != score {
+				t.Fatalf("step %d: Nodes has %s at %v, want %v (held %v)", step, st.Node, st.LoadScore, score, ok)
+			}
+		}
+	}
+	const n = 3000
+	for i := range n {
+		id := fmt.Sprintf("n-%04d", i)
+		score := float64(i%97) / 100
+		w.apply(ev(change, health(id, true, score), fmt.Sprintf("t%d", i+1)))
+		want[id] = score
+		if i%7 == 3 { // a node that joined earlier leaves
+			gone := fmt.Sprintf("n-%04d", i/2)
+			if _, held := want[gone]; held {
+				h := health(gone, false, 0)
+				h.Removed = true
+				w.apply(ev(change, h, fmt.Sprintf("t%d.r", i+1)))
+				delete(want, gone)
+			}
+		}
+		if i%10 == 0 {
+			// A change of a node held, joined or merged.
+			again := fmt.Sprintf("n-%04d", i*7%(i+1))
+			if _, held := want[again]; held {
+				w.apply(ev(change, health(again, true, 0.5), fmt.Sprintf("t%d.c", i+1)))
+				want[again] = 0.5
+			}
+		}
+		for _, id := range []string{id, fmt.Sprintf("n-%04d", i/2), fmt.Sprintf("n-%04d", i/3)} {
+			score, held := want[id]
+			got, ok := v.Score(id)
+			if ok != held || held && got != score {
+				t.Fatalf("step %d: Score(%s) = %v, %v; want %v, %v", i, id, got, ok, score, held)
+			}
+		}
+		if i%500 == 0 {
+			check(i)
+		}
+	}
+	check(n)
+	if s := v.snap.Load(); len(s.joined)*len(s.joined) > max(len(s.nodes), maxJoinedFloor*maxJoinedFloor) {
+		t.Errorf("%d joined nodes held apart from %d", len(s.joined), len(s.nodes))
+	}
+}
+
+// BenchmarkViewJoins is a fleet of 10,000 nodes arriving one by one after
+// SYNCED: each join publishes a new snapshot.
+func BenchmarkViewJoins(b *testing.B) {
+	hs := make([]*llmdiagv1.StreamHealthResponse, 10000)
+	for i := range hs {
+		hs[i] = ev(change, health(fmt.Sprintf("n-%05d", i), true, 0.1), "t")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		v, w := newTestView(newFakeClock(), Selector{})
+		w.sync("t0")
+		for _, h := range hs {
+			w.apply(h)
+		}
+		if v.Status().Nodes != len(hs) {
+			b.Fatal("nodes missing")
+		}
+	}
+}

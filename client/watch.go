@@ -345,23 +345,36 @@ func (w *watcher) build(h *llmdiagv1.NodeHealth, now time.Time) {
 func (w *watcher) change(h *llmdiagv1.NodeHealth, now time.Time) {
 	cur := w.v.snap.Load()
 	id := h.GetNode()
-	sl := cur.nodes[id]
+	sl := cur.slot(id)
 	match := w.v.sel.matches(h) && !h.GetRemoved()
 	switch {
 	case sl != nil && match:
 		sl.set(stateOf(h, now))
 	case sl == nil && match:
-		next := &snapshot{nodes: maps.Clone(cur.nodes), synced: cur.synced}
 		sl = &slot{}
 		sl.set(stateOf(h, now))
-		next.nodes[id] = sl
+		// The joined map is copied, up to about √n of them; past that
+		// both are merged into a new nodes map.
+		next := &snapshot{nodes: cur.nodes, joined: maps.Clone(cur.joined), synced: cur.synced}
+		if next.joined == nil {
+			next.joined = map[string]*slot{}
+		}
+		next.joined[id] = sl
+		if len(next.joined)*len(next.joined) > max(len(next.nodes), maxJoinedFloor*maxJoinedFloor) {
+			next = &snapshot{nodes: cur.merged(), synced: cur.synced}
+			next.nodes[id] = sl
+		}
 		w.v.snap.Store(next)
 	case sl != nil && !match: // its labels no longer match, or it left
-		next := &snapshot{nodes: maps.Clone(cur.nodes), synced: cur.synced}
+		next := &snapshot{nodes: cur.merged(), synced: cur.synced}
 		delete(next.nodes, id)
 		w.v.snap.Store(next)
 	}
 }
+
+// maxJoinedFloor is the least number of joined nodes a snapshot holds
+// apart before they are merged (snapshot.joined).
+const maxJoinedFloor = 64
 
 // matches re-applies the selector on the client: the service selects too,
 // this only guards the view against a service that ignores a field.
