@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
@@ -44,18 +44,8 @@ func TestBrokenTargetsAreIsolated(t *testing.T) {
 	if err := f.SetDown("kimi-k2.6-0", true); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	simDone := make(chan error, 1)
-	if err := f.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { simDone <- f.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-simDone; err != nil {
-			t.Error(err)
-		}
-	})
+	simtest.Serve(t, f)
+	ctx := t.Context()
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	tm, _ := telemetry.New(prometheus.NewRegistry(), time.Now)

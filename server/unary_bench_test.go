@@ -21,6 +21,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redistest"
 	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/internal/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
@@ -155,18 +156,8 @@ func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (str
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := f.Listen(); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	simDone := make(chan error, 1)
-	go func() { simDone <- f.Start(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-simDone; err != nil {
-			b.Error(err)
-		}
-	})
+	simtest.Serve(b, f)
+	ctx := b.Context()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
 	tm, err := telemetry.New(reg, clock.Now)

@@ -20,6 +20,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
 	"github.com/llmdiag/llmdiag/internal/promtest"
+	"github.com/llmdiag/llmdiag/internal/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -253,23 +254,7 @@ func startFleet(t *testing.T, scrapes int, cfgs ...sim.Config) *simFleet {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.Listen(); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- f.Start(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("sim %s: %v", cfg.Name, err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Errorf("sim fleet %s did not stop within 10s", cfg.Name)
-			}
-		})
+		simtest.Serve(t, f)
 		// FleetFile lists the nodes in configuration order.
 		for i, n := range f.FleetFile().Nodes {
 			u, err := url.Parse(n.URL)

@@ -1,4 +1,4 @@
 // Package simtest runs a simulated fleet (package sim) inside a test: on
-// free loopback ports, stopped when the test ends, with its fleet file
-// written for `llmdiag serve --fleet`.
+// free loopback ports, stopped (within 10 s) when the test ends (Serve),
+// and with its fleet file written for `llmdiag serve --fleet` (Start).
 package simtest

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -19,18 +20,7 @@ func Start(t testing.TB, cfg sim.Config) (*sim.Fleet, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fl.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- fl.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("sim: %v", err)
-		}
-	})
+	Serve(t, fl)
 	data, err := fl.FleetFile().Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -44,6 +34,34 @@ func Start(t testing.TB, cfg sim.Config) (*sim.Fleet, string) {
 		t.Fatal(err)
 	}
 	return fl, path
+}
+
+// stopWithin bounds how long Serve waits for a fleet to stop when the
+// test ends.
+const stopWithin = 10 * time.Second
+
+// Serve binds fl's listeners on free loopback ports and runs it until the
+// test ends: the test fails if it stops with an error, or does not stop
+// within 10 s.
+func Serve(t testing.TB, fl *sim.Fleet) {
+	t.Helper()
+	if err := fl.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fl.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("sim: %v", err)
+			}
+		case <-time.After(stopWithin):
+			t.Errorf("the simulated fleet did not stop within %v", stopWithin)
+		}
+	})
 }
 
 // Seed is Start of the seed scenario as `llmdiag sim --scenario seed` runs
