@@ -52,7 +52,7 @@ func decodeVector(body []byte, names []string, vec *vector, intern map[string]st
 // decode is decodeVector; slow turns the fast path off (sampleFast), for
 // tests.
 func decode(body []byte, names []string, vec *vector, intern map[string]string, slow bool) (apiResponse, error) {
-	d := decoder{b: body, names: names, interned: intern, slow: slow}
+	d := decoder{b: body, names: names, interned: intern, slow: slow, last: make([]string, len(names))}
 	vec.k, vec.vals, vec.vs = len(names), vec.vals[:0], vec.vs[:0]
 	var r apiResponse
 	d.ws()
@@ -106,8 +106,13 @@ type decoder struct {
 	err      error
 	names    []string
 	interned map[string]string
-	buf      []byte // unescaped string
-	slow     bool   // no fast path (sampleFast), for tests
+	// last is the value of each of names in the sample before: Prometheus
+	// writes a node's series one after the other, so most samples repeat
+	// their node's label, and are interned with a comparison rather than a
+	// lookup.
+	last []string
+	buf  []byte // unescaped string
+	slow bool   // no fast path (sampleFast), for tests
 }
 
 func (d *decoder) fail(what string) {
@@ -481,7 +486,10 @@ func (d *decoder) sampleFast(vec *vector, base int) bool {
 			}
 			for j, n := range d.names {
 				if n == string(name) {
-					vals[j] = d.intern(value)
+					if d.last[j] != string(value) {
+						d.last[j] = d.intern(value)
+					}
+					vals[j] = d.last[j]
 					break
 				}
 			}
@@ -521,17 +529,17 @@ func plainString(b []byte, i int) (s []byte, next int, ok bool) {
 	if i >= len(b) || b[i] != '"' {
 		return nil, 0, false
 	}
-	end := bytes.IndexByte(b[i+1:], '"')
-	if end < 0 {
-		return nil, 0, false
-	}
-	s = b[i+1 : i+1+end]
-	for _, c := range s {
-		if c < 0x20 || c == '\\' {
+	// One pass: the strings are short (a label, a number), too short for
+	// an IndexByte and a second pass to pay.
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			return b[i+1 : j], j + 1, true
+		case c < 0x20 || c == '\\':
 			return nil, 0, false
 		}
 	}
-	return s, i + end + 2, true
+	return nil, 0, false
 }
 
 // numberLen is the length of the JSON number b starts with, as number
