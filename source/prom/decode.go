@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // vector is a decoded instant-vector result, keeping only the labels a query
@@ -688,6 +689,11 @@ func parseFloat(b []byte) (float64, bool) {
 }
 
 func slowFloat(b []byte) (float64, bool) {
-	v, err := strconv.ParseFloat(string(b), 64)
+	if len(b) == 0 {
+		return 0, false
+	}
+	// ParseFloat keeps its argument only in its error, which is dropped
+	// here: the bytes need no string of their own.
+	v, err := strconv.ParseFloat(unsafe.String(&b[0], len(b)), 64)
 	return v, err == nil
 }
