@@ -173,16 +173,16 @@ func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median floa
 	}
 	in = in[:c]
 	*buf = in
-	odd := false // a NaN or −0 within
+	odd := 0 // a NaN or −0 within
 	for _, s := range in {
-		odd = odd || s != s || (s == 0 && math.Signbit(s))
+		odd |= b2i(s != s) | b2i(math.Float64bits(s) == 1<<63)
 	}
 	total := below + len(in) + above
 	if total == 0 {
 		return 0, false
 	}
 	upper := total / 2 // the upper middle; total/2-1 is the lower one when total is even
-	if odd || below > upper-1+total%2 || below+len(in) <= upper {
+	if odd != 0 || below > upper-1+total%2 || below+len(in) <= upper {
 		return allSlopes(x, v, buf)
 	}
 	u := selectNth(in, upper-below)
@@ -191,7 +191,9 @@ func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median floa
 	}
 	l := in[0]
 	for _, s := range in[1 : upper-below] {
-		l = max(l, s)
+		if s > l { // no NaN or −0 within: max without their cases
+			l = s
+		}
 	}
 	return (l + u) / 2, true
 }
