@@ -56,6 +56,10 @@ type Input struct {
 	// the request's query budget could not cover them: the SLO findings
 	// say so of each, rather than only that it was not read.
 	OverBudget []time.Duration
+	// Trend, when set, is the hint the node's last diagnosis left for
+	// fitting its latency trend, and is left holding the hint for its next
+	// one (see TrendHint). Only the time a diagnosis takes depends on it.
+	Trend *TrendHint
 }
 
 // Diagnose returns the verdict on in.Metrics under thresholds t, with every

@@ -84,17 +84,44 @@ func selectNth(vs []float64, k int) float64 {
 	return vs[k]
 }
 
+// TrendHint carries what one fit of a node's trend learnt to the next fit
+// of the same node: a bracket around the median slope, some history's
+// length of slopes wide on either side. A refresh moves a history on by a
+// point, which moves the median by fewer slopes than that, so the next fit
+// finds the median within without sampling, and keeps only the few slopes
+// inside. A hint never changes a result: one that misses (or comes from
+// another node) costs a pass over the slopes, and the fit goes on as
+// without it. The zero value is no hint.
+type TrendHint struct {
+	lo, hi float64
+	ok     bool
+	// hit: the last fit found its median within the hint it was given.
+	hit bool
+}
+
 // medianSlope is the median of the slopes between every two points of
 // (x, v) whose x grow, (v[j]-v[i])/(x[j]-x[i]) for i < j, as median gives
 // it; any is false when there is no such pair. A full history has 7,140
 // slopes: rather than keep and order them all, it brackets their median
-// between two order statistics of a sample of them, then computes every
-// slope once, counting those below and above the bracket and keeping only
-// those within, among which it selects. When the bracket misses the median
-// (or a slope is a NaN or a −0, whose places in a sort their values do not
-// fix) it keeps every slope and selects among all. buf is scratch.
-func medianSlope(x, v []float64, buf *[]float64) (median float64, any bool) {
+// between two order statistics of a sample of them (or within hint's
+// bracket, when that holds it), then computes every slope once, counting
+// those below and above the bracket and keeping only those within, among
+// which it selects. When the bracket misses the median (or a slope is a
+// NaN or a −0, whose places in a sort their values do not fix) it keeps
+// every slope and selects among all. buf is scratch; hint, when not nil,
+// is read and then left holding the hint for the next fit.
+func medianSlope(x, v []float64, buf *[]float64, hint *TrendHint) (median float64, any bool) {
 	n := len(x)
+	if hint != nil {
+		given := *hint
+		*hint = TrendHint{}
+		if given.ok && given.lo <= given.hi && n >= 48 {
+			if median, any, hit := bracketSlopes(x, v, buf, given.lo, given.hi, true, hint); hit {
+				hint.hit = true
+				return median, any
+			}
+		}
+	}
 	if n < 48 { // few slopes: keep them all
 		return allSlopes(x, v, buf)
 	}
@@ -124,16 +151,32 @@ func medianSlope(x, v []float64, buf *[]float64) (median float64, any bool) {
 	}
 	lo := selectNth(picks[:k], k/2-spread)
 	hi := selectNth(picks[k/2-spread+1:k], 2*spread-1)
-	return bracketedSlope(x, v, buf, lo, hi)
+	if median, any, hit := bracketSlopes(x, v, buf, lo, hi, false, hint); hit {
+		return median, any
+	}
+	return allSlopes(x, v, buf)
 }
 
 // bracketedSlope is medianSlope, keeping the slopes within [lo, hi] only
 // unless the median is not among them.
 func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median float64, any bool) {
+	if median, any, hit := bracketSlopes(x, v, buf, lo, hi, false, nil); hit {
+		return median, any
+	}
+	return allSlopes(x, v, buf)
+}
+
+// bracketSlopes is bracketedSlope up to its fallback: hit is false when
+// the bracket misses the median or holds a NaN or a −0, and the caller
+// then finds the median otherwise. narrow says few slopes are expected
+// within (a hint's bracket): it then branches on each slope, which only
+// the rarity of those within makes predictable. When hit and next is not
+// nil, next is left holding the bracket for the next fit.
+func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, next *TrendHint) (median float64, any, hit bool) {
 	n := len(x)
 	// Every slope is written at in[c] and c moves on past those within
 	// the bracket: no branch on the values, which noise makes
-	// unpredictable.
+	// unpredictable (unless narrow).
 	in := slices.Grow((*buf)[:0], n*(n-1)/2)[:n*(n-1)/2]
 	c, below, above := 0, 0, 0
 	if slices.IsSorted(x) && (n == 0 || !math.IsNaN(x[0])) {
@@ -145,15 +188,11 @@ func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median floa
 			for j < n && x[j] == xi {
 				j++
 			}
-			vj := v[j:]
-			for j, xj := range x[j:] {
-				s := (vj[j] - vi) / (xj - xi)
-				lt, gt := b2i(s < lo), b2i(s > hi)
-				in[c] = s
-				c += 1 &^ (lt | gt)
-				below += lt
-				above += gt
+			row := rowWide
+			if narrow {
+				row = rowNarrow
 			}
+			c, below, above = row(xi, vi, x[j:], v[j:], lo, hi, in, c, below, above)
 		}
 	} else {
 		for i, xi := range x {
@@ -179,23 +218,81 @@ func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median floa
 	}
 	total := below + len(in) + above
 	if total == 0 {
-		return 0, false
+		return 0, false, true
 	}
 	upper := total / 2 // the upper middle; total/2-1 is the lower one when total is even
 	if odd != 0 || below > upper-1+total%2 || below+len(in) <= upper {
-		return allSlopes(x, v, buf)
+		return 0, false, false
 	}
-	u := selectNth(in, upper-below)
-	if total%2 == 1 {
-		return u, true
+	k := upper - below
+	u := selectNth(in, k)
+	median = u
+	if total%2 == 0 {
+		l := in[0]
+		for _, s := range in[1:k] {
+			if s > l { // no NaN or −0 within: max without their cases
+				l = s
+			}
+		}
+		median = (l + u) / 2
 	}
-	l := in[0]
-	for _, s := range in[1 : upper-below] {
-		if s > l { // no NaN or −0 within: max without their cases
-			l = s
+	if next != nil {
+		// About n slopes either side of the median. Where the slopes kept
+		// do not reach that far (the median moved towards that bound), as
+		// far from the median as the other side's, so that a bracket
+		// follows a median that keeps moving one way.
+		dlo, dhi := -1.0, -1.0 // the distances, where the slopes reach
+		if i := k - n; i >= 0 {
+			dlo = u - selectNth(in[:k], i)
+		}
+		if i := k + n; i < len(in) {
+			dhi = selectNth(in[k+1:], i-k-1) - u
+		}
+		*next = TrendHint{lo: lo, hi: hi, ok: true}
+		switch {
+		case dlo >= 0 && dhi >= 0:
+			next.lo, next.hi = u-dlo, u+dhi
+		case dlo >= 0:
+			next.lo, next.hi = u-dlo, max(hi, u+dlo)
+		case dhi >= 0:
+			next.lo, next.hi = min(lo, u-dhi), u+dhi
 		}
 	}
-	return (l + u) / 2, true
+	return median, true, true
+}
+
+// rowWide adds the slopes from (xi, vi) to the points (xs, vs) to the
+// counts below lo and above hi, and writes those within to in from c on,
+// without a branch on their values; it returns the counts and c moved on.
+// (A function of its own, the loop keeps its counts in registers.)
+func rowWide(xi, vi float64, xs, vs []float64, lo, hi float64, in []float64, c, below, above int) (int, int, int) {
+	vs = vs[:len(xs)]
+	for j, xj := range xs {
+		s := (vs[j] - vi) / (xj - xi)
+		lt, gt := b2i(s < lo), b2i(s > hi)
+		in[c] = s
+		c += 1 &^ (lt | gt)
+		below += lt
+		above += gt
+	}
+	return c, below, above
+}
+
+// rowNarrow is rowWide branching on the slopes within, which a narrow
+// bracket makes rare enough to be predicted.
+func rowNarrow(xi, vi float64, xs, vs []float64, lo, hi float64, in []float64, c, below, above int) (int, int, int) {
+	vs = vs[:len(xs)]
+	for j, xj := range xs {
+		s := (vs[j] - vi) / (xj - xi)
+		lt, gt := b2i(s < lo), b2i(s > hi)
+		below += lt
+		above += gt
+		if lt|gt == 0 {
+			in[c] = s
+			c++
+		}
+	}
+	return c, below, above
 }
 
 // b2i is 1 for true, 0 for false (compiled without a branch).

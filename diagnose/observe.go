@@ -42,6 +42,8 @@ type facts struct {
 	m       *llmdiagv1.NodeMetrics // as the consistency checks read it
 	profile *llmdiagv1.Profile     // never nil
 	checks  consistency
+	// trendHint is Input.Trend.
+	trendHint *TrendHint
 
 	kv, kvCapacity, queue, running, ratio opt
 	prompt, gen, perRequest, preempt, rps opt
@@ -174,13 +176,13 @@ func (tr trend) falling(t Thresholds) bool {
 
 // theilSen fits v against x (seconds since the first point) and returns
 // the fitted values at x[0] and x[n-1] and the relative change between them.
-// buf is scratch.
-func theilSen(x, v []float64, buf *[]float64) (from, to, change float64, ok bool) {
+// buf is scratch; hint is medianSlope's.
+func theilSen(x, v []float64, buf *[]float64, hint *TrendHint) (from, to, change float64, ok bool) {
 	n := len(x)
 	if n < 2 {
 		return 0, 0, 0, false
 	}
-	slope, any := medianSlope(x, v, buf)
+	slope, any := medianSlope(x, v, buf, hint)
 	if !any {
 		return 0, 0, 0, false
 	}
@@ -235,7 +237,7 @@ type peerComparison struct {
 
 func observe(in Input, t Thresholds) *facts {
 	m, checks := consistent(in)
-	f := &facts{t: t, m: m, profile: in.Profile, checks: checks}
+	f := &facts{t: t, m: m, profile: in.Profile, checks: checks, trendHint: in.Trend}
 	if f.profile == nil {
 		f.profile = &llmdiagv1.Profile{}
 	}
@@ -398,7 +400,7 @@ func (f *facts) readHistory(points []Point) history {
 	h.trend.points = len(means)
 	if len(means) >= minTrendPoints {
 		h.trend.span = time.Duration((xs[len(xs)-1] - xs[0]) * float64(time.Second))
-		h.trend.from, h.trend.to, h.trend.change, h.trend.ok = theilSen(xs, means, &sc.slopes)
+		h.trend.from, h.trend.to, h.trend.change, h.trend.ok = theilSen(xs, means, &sc.slopes, f.trendHint)
 		h.trend.ok = h.trend.ok && h.trend.span > 0
 	}
 	return h

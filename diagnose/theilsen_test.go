@@ -72,13 +72,81 @@ func TestTheilSenExact(t *testing.T) {
 		}
 		vIn := slices.Clone(v)
 		var buf []float64
-		f1, t1, c1, ok1 := theilSen(x, v, &buf)
+		f1, t1, c1, ok1 := theilSen(x, v, &buf, nil)
 		f2, t2, c2, ok2 := theilSenSorted(x, v)
 		if !same(f1, f2) || !same(t1, t2) || !same(c1, c2) || ok1 != ok2 {
 			t.Fatalf("case %d (n %d): got %v %v %v %v, want %v %v %v %v", i, n, f1, t1, c1, ok1, f2, t2, c2, ok2)
 		}
 		if !slices.EqualFunc(v, vIn, same) {
 			t.Fatalf("case %d: theilSen changed its input", i)
+		}
+	}
+}
+
+// TestTrendHint: fits carried from window to window of a series by their
+// hint (as a node's refreshes are) give bit for bit what sorted copies give,
+// and find their median within the hint nearly every time; a hint from
+// elsewhere (another series, nonsense bounds) changes nothing either.
+func TestTrendHint(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 7))
+	same := func(a, b float64) bool {
+		return math.Float64bits(a) == math.Float64bits(b) || (math.IsNaN(a) && math.IsNaN(b))
+	}
+	series := []struct {
+		name  string
+		value func(i int) float64
+		hits  float64 // the least share of fits after the first to hit
+	}{
+		{"noisy", func(int) float64 { return 1.5 + r.Float64()*0.1 }, 0.98},
+		{"levels", func(i int) float64 { return float64(float32(1.0 / 6 * (1 + float64((i*7)%23)/100))) }, 0.98},
+		{"rising", func(i int) float64 { return 1 + float64(i)*0.01 + r.NormFloat64()*0.05 }, 0.98},
+		{"step", func(i int) float64 { return 1 + float64(i/150)*5 + r.Float64()*0.01 }, 0.95},
+		{"odd", func(int) float64 { return []float64{1, 2, math.Copysign(0, -1), math.NaN()}[r.IntN(4)] }, 0},
+	}
+	const window, length = 120, 400
+	for _, sc := range series {
+		at := make([]float64, length)
+		v := make([]float64, length)
+		for i := range length {
+			at[i] = float64(i)*5 + float64(r.IntN(3))*0.001
+			v[i] = sc.value(i)
+		}
+		var hint TrendHint
+		var buf []float64
+		hits := 0
+		for start := 0; start+window <= length; start++ {
+			x := make([]float64, window) // from the window's first time, as readHistory has it
+			for i := range x {
+				x[i] = at[start+i] - at[start]
+			}
+			vs := v[start : start+window]
+			got := [4]any{}
+			got[0], got[1], got[2], got[3] = theilSen(x, vs, &buf, &hint)
+			want := [4]any{}
+			want[0], want[1], want[2], want[3] = theilSenSorted(x, vs)
+			for k := range 3 {
+				if !same(got[k].(float64), want[k].(float64)) || got[3] != want[3] {
+					t.Fatalf("%s, window at %d: got %v, want %v", sc.name, start, got, want)
+				}
+			}
+			if start > 0 && hint.hit {
+				hits++
+			}
+			// Any other hint: another series', nonsense bounds.
+			for _, other := range []TrendHint{
+				{lo: -1, hi: 1, ok: true}, {lo: 5, hi: 6, ok: true}, {lo: 1, hi: -1, ok: true},
+				{lo: math.NaN(), hi: 1, ok: true}, {lo: math.Inf(-1), hi: math.Inf(1), ok: true},
+				{lo: hint.lo, hi: hint.lo, ok: true},
+			} {
+				f, to, c, ok := theilSen(x, vs, &buf, &other)
+				if !same(f, want[0].(float64)) || !same(to, want[1].(float64)) || !same(c, want[2].(float64)) || ok != want[3] {
+					t.Fatalf("%s, window at %d, hint %+v: got %v %v %v %v, want %v", sc.name, start, other, f, to, c, ok, want)
+				}
+			}
+		}
+		t.Logf("%s: %d of %d fits hit", sc.name, hits, length-window)
+		if share := float64(hits) / float64(length-window); share < sc.hits {
+			t.Errorf("%s: %d of %d fits found the median within their hint, want at least %.0f%%", sc.name, hits, length-window, 100*sc.hits)
 		}
 	}
 }
@@ -167,7 +235,7 @@ func TestBracketedSlope(t *testing.T) {
 		if any != (len(all) > 0) || (any && math.Float64bits(got) != math.Float64bits(want)) {
 			t.Fatalf("case %d (n %d, bracket [%v, %v]): %v %v, want %v of %v", i, n, lo, hi, got, any, want, all)
 		}
-		got, any = medianSlope(x, v, &buf)
+		got, any = medianSlope(x, v, &buf, nil)
 		if any != (len(all) > 0) || (any && math.Float64bits(got) != math.Float64bits(want)) {
 			t.Fatalf("case %d (n %d): medianSlope %v %v, want %v", i, n, got, any, want)
 		}
@@ -176,7 +244,10 @@ func TestBracketedSlope(t *testing.T) {
 
 // BenchmarkTheilSen fits the trends of full histories (120 points, so
 // 7,140 slopes), a different one each time as for a fleet's nodes: noisy
-// means, and means on a few levels (many equal slopes).
+// means, and means on a few levels (many equal slopes). Without a hint,
+// each fit stands alone; hinted, each series moves on by a point from one
+// fit to the next, as a node's history does from one refresh to the next,
+// and carries its fit's TrendHint.
 func BenchmarkTheilSen(b *testing.B) {
 	r := rand.New(rand.NewPCG(13, 6))
 	for _, tc := range []struct {
@@ -186,22 +257,45 @@ func BenchmarkTheilSen(b *testing.B) {
 		{"noisy", func(int, int) float64 { return 1.5 + r.Float64()*0.1 }},
 		{"levels", func(i, j int) float64 { return float64(float32(1.0 / 6 * (1 + float64((i*7+j*3)%23)/100))) }},
 	} {
-		b.Run(tc.name, func(b *testing.B) {
-			const series = 64
-			xs, vs := make([][]float64, series), make([][]float64, series)
-			for j := range series {
-				xs[j], vs[j] = make([]float64, 120), make([]float64, 120)
-				for i := range 120 {
-					xs[j][i], vs[j][i] = float64(i*5), tc.mean(i, j)
+		const series, points, moves = 64, 120, 512
+		x := make([]float64, points)
+		for i := range x {
+			x[i] = float64(i * 5)
+		}
+		vs := make([][]float64, series)
+		for j := range series {
+			vs[j] = make([]float64, points+moves)
+			for i := range vs[j] {
+				vs[j][i] = tc.mean(i, j)
+			}
+		}
+		for _, hinted := range []bool{false, true} {
+			name := tc.name
+			if hinted {
+				name += "/hinted"
+			}
+			b.Run(name, func(b *testing.B) {
+				hints := make([]TrendHint, series)
+				hits := 0
+				var buf []float64
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					j, at := i%series, i/series%moves
+					var hint *TrendHint
+					if hinted {
+						hint = &hints[j]
+					}
+					theilSen(x, vs[j][at:at+points], &buf, hint)
+					if hint != nil && hint.hit {
+						hits++
+					}
+					i++
 				}
-			}
-			var buf []float64
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				theilSen(xs[i%series], vs[i%series], &buf)
-				i++
-			}
-		})
+				if hinted {
+					b.ReportMetric(float64(hits)/float64(i), "hit-share")
+				}
+			})
+		}
 	}
 }

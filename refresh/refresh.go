@@ -109,6 +109,9 @@ type wrote struct {
 	// progress and progressSince are the metrics' (see ProgressSince).
 	progress      *float64
 	progressSince *timestamppb.Timestamp
+	// trend is what the node's last diagnosis left for fitting the next
+	// one's latency trend (diagnose.TrendHint); nil before one.
+	trend *diagnose.TrendHint
 }
 
 // New returns a Loop; call Run to start it.
@@ -372,7 +375,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 			return 0, fmt.Errorf("read %s: %w", o.Node.ID, err)
 		}
 		if rec != nil {
-			prev, known = wrote{Health(rec.Node, rec.Metrics.GetObservedAt()), rec.Node.GetLastSeen(), rec.Metrics.Progress, rec.Metrics.GetProgressSince()}, true
+			prev, known = wrote{health: Health(rec.Node, rec.Metrics.GetObservedAt()), lastSeen: rec.Node.GetLastSeen(), progress: rec.Metrics.Progress, progressSince: rec.Metrics.GetProgressSince()}, true
 		}
 	}
 	if fn != nil && fn.health != nil {
@@ -393,6 +396,10 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 	}
 	profile := Profile(o)
 	point := PointOf(m)
+	trend := prev.trend
+	if trend == nil {
+		trend = new(diagnose.TrendHint)
+	}
 	d := diagnose.Diagnose(diagnose.Input{
 		Metrics: m,
 		History: append(hist, point),
@@ -400,6 +407,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		Peers:   peers,
 		Group:   group,
 		Windows: l.slo.use(o.Node.ID, m.GetObservedAt().AsTime()),
+		Trend:   trend,
 	}, l.cfg.Thresholds, llmdiagv1.Language_LANGUAGE_EN)
 	point.Status = d.GetStatus()
 
@@ -432,7 +440,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
 	h := Health(node, m.GetObservedAt())
-	l.wrote[o.Node.ID] = wrote{h, node.LastSeen, m.Progress, m.GetProgressSince()}
+	l.wrote[o.Node.ID] = wrote{h, node.LastSeen, m.Progress, m.GetProgressSince(), trend}
 	if fn != nil {
 		fn.health = h
 	}
