@@ -157,18 +157,9 @@ func medianSlope(x, v []float64, buf *[]float64, hint *TrendHint) (median float6
 	return allSlopes(x, v, buf)
 }
 
-// bracketedSlope is medianSlope, keeping the slopes within [lo, hi] only
-// unless the median is not among them.
-func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median float64, any bool) {
-	if median, any, hit := bracketSlopes(x, v, buf, lo, hi, false, nil); hit {
-		return median, any
-	}
-	return allSlopes(x, v, buf)
-}
-
-// bracketSlopes is bracketedSlope up to its fallback: hit is false when
-// the bracket misses the median or holds a NaN or a −0, and the caller
-// then finds the median otherwise. narrow says few slopes are expected
+// bracketSlopes is the median slope, as medianSlope's, keeping only the
+// slopes within [lo, hi]: hit is false when the bracket misses the median
+// or holds a NaN or a −0, and the caller then finds the median otherwise. narrow says few slopes are expected
 // within (a hint's bracket): it then branches on each slope, which only
 // the rarity of those within makes predictable. When hit and next is not
 // nil, next is left holding the bracket for the next fit.

@@ -176,6 +176,15 @@ func TestMedianOf(t *testing.T) {
 	}
 }
 
+// bracketedSlope is medianSlope with the bracket [lo, hi]: bracketSlopes,
+// then every slope when that misses.
+func bracketedSlope(x, v []float64, buf *[]float64, lo, hi float64) (median float64, any bool) {
+	if median, any, hit := bracketSlopes(x, v, buf, lo, hi, false, nil); hit {
+		return median, any
+	}
+	return allSlopes(x, v, buf)
+}
+
 // TestBracketedSlope: the median slope is median's of every slope
 // whether the bracket holds it, misses it from either side, is empty or
 // holds a NaN or −0 slope, with times in order, repeated or not in order.
