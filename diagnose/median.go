@@ -159,10 +159,11 @@ func medianSlope(x, v []float64, buf *[]float64, hint *TrendHint) (median float6
 
 // bracketSlopes is the median slope, as medianSlope's, keeping only the
 // slopes within [lo, hi]: hit is false when the bracket misses the median
-// or holds a NaN or a −0, and the caller then finds the median otherwise. narrow says few slopes are expected
-// within (a hint's bracket): it then branches on each slope, which only
-// the rarity of those within makes predictable. When hit and next is not
-// nil, next is left holding the bracket for the next fit.
+// or holds a NaN or a −0, and the caller then finds the median otherwise.
+// narrow says few slopes are expected within (a hint's bracket): it then
+// branches on each slope, which only the rarity of those within makes
+// predictable. When hit and next is not nil, next is left holding the
+// bracket for the next fit.
 func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, next *TrendHint) (median float64, any, hit bool) {
 	n := len(x)
 	// Every slope is written at in[c] and c moves on past those within
