@@ -22,7 +22,7 @@ mkdir -p bin
 # package, benchmark pattern, -benchtime
 benches=(
   "./server         ^BenchmarkUnary$                     3000x"
-  "./refresh        ^BenchmarkCycle$                     1x"
+  "./refresh        ^BenchmarkCycle$                     4x"
   "./store/replica  ^BenchmarkReplicaSync$               5x"
   "./server         ^BenchmarkStreamHealth$              5x"
   "./server         ^BenchmarkStreamHealthServerMemory$  1x"
