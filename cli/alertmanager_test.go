@@ -21,6 +21,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/amtest"
 	"github.com/llmdiag/llmdiag/internal/promtest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // received is one body a sink got, and when.
@@ -231,7 +232,7 @@ func TestServeAlertmanagerSinkFlags(t *testing.T) {
 		}
 		return p
 	}
-	target := "a=http://" + freeAddr(t) + "/metrics"
+	target := "a=http://" + testkit.ClosedAddr(t) + "/metrics"
 	for _, tc := range []struct {
 		name, flag, content, want string
 	}{

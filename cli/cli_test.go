@@ -54,6 +54,9 @@ func background(t testing.TB, vars map[string]string, args ...string) *testkit.S
 	return &errw
 }
 
+// freeAddr is a loopback host:port free a moment ago, for a server the
+// test starts to listen on; an address that must refuse connections is
+// testkit.ClosedAddr's, which stays unlistened until the test ends.
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -256,7 +259,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestUnreachableServiceFailsClearly(t *testing.T) {
-	addr := freeAddr(t) // nothing listens there
+	addr := testkit.ClosedAddr(t)
 	_, _, err := run(t, nil, "nodes", "--addr", "http://"+addr, "--timeout", "2s")
 	if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("err = %v, want an unavailable error with exit code 1", err)

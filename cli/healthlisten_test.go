@@ -15,6 +15,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/internal/certtest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // TestServeHealthListen serves --listen over TLS with authentication and
@@ -30,7 +31,7 @@ func TestServeHealthListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, healthAddr := freeAddr(t), freeAddr(t)
-	target := "node-under-test=http://" + freeAddr(t) + "/metrics" // nothing listens
+	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
 	background(t, nil, "serve", "--listen", addr, "--health-listen", healthAddr, "--target", target,
 		"--tls-cert", certFile, "--tls-key", keyFile, "--auth-tokens", tokens, "--interval", "1s", "--log-level", "warn")
 

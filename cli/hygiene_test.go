@@ -21,6 +21,7 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // The secrets TestNoPasswordLeaks gives in URLs, and the content of a page
@@ -99,7 +100,7 @@ func TestNoPasswordLeaks(t *testing.T) {
 	fleetFile := filepath.Join(dir, "fleet.yaml")
 	fleetYAML := "nodes:\n" +
 		"  - id: secured\n    url: " + withUser(target.URL, "scraper", targetPassword) + "/metrics\n    engine: vllm\n" +
-		"  - id: gone\n    url: " + withUser("http://"+freeAddr(t), "scraper", targetPassword) + "/metrics\n    engine: vllm\n" +
+		"  - id: gone\n    url: " + withUser("http://"+testkit.ClosedAddr(t), "scraper", targetPassword) + "/metrics\n    engine: vllm\n" +
 		"  - id: redirecting\n    url: " + withUser(redirector.URL, "scraper", targetPassword) + "/metrics\n    engine: vllm\n"
 	if err := os.WriteFile(fleetFile, []byte(fleetYAML), 0o600); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // TestServeRunbooks runs serve with authentication on and reads the
@@ -17,7 +19,7 @@ func TestServeRunbooks(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+cliReaderToken+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	target := "node-under-test=http://" + freeAddr(t) + "/metrics" // nothing listens
+	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
 	addr := freeAddr(t)
 	background(t, nil, "serve", "--listen", addr, "--target", target, "--auth-tokens", tokens, "--log-level", "warn")
 	waitFor(t, "serve on "+addr, 30*time.Second, func() bool {

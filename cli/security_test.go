@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 const (
@@ -95,7 +96,7 @@ func TestServeAuth(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+cliReaderToken+"}\n  - {name: oncall, role: admin, token: "+cliAdminToken+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	target := "node-under-test=http://" + freeAddr(t) + "/metrics" // nothing listens: the node reads UNKNOWN
+	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics" // the node reads UNKNOWN
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
 	background(t, nil, "serve", "--listen", addr, "--target", target, "--auth-tokens", tokens, "--metrics-listen", metricsAddr, "--log-level", "warn")
 	openAddr := freeAddr(t)

@@ -21,6 +21,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmdiag/llmdiag/auth"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // slackPost sends Slack's slash command with text to base, signed with
@@ -143,7 +144,7 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 	}
 
 	// Without the flag the path is not served.
-	target := "node-under-test=http://" + freeAddr(t) + "/metrics"
+	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
 	plain := freeAddr(t)
 	background(t, nil, "serve", "--listen", plain, "--target", target, "--log-level", "warn")
 	waitFor(t, "serve without Slack", 30*time.Second, func() bool { return authPost(t, "http://"+plain+"/grpc.health.v1.Health/Check", "") == http.StatusOK })

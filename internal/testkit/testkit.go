@@ -5,7 +5,9 @@ import (
 	"flag"
 	"net"
 	"os"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,17 +116,27 @@ func golden(t testing.TB, path string, got []byte, update bool) {
 	}
 }
 
-// ClosedAddr is a loopback host:port nothing listens on (a listener opened
-// and closed): connecting to it is refused.
+// ClosedAddr is a loopback host:port nothing listens on until the test
+// ends: connecting to it is refused. The port is held by a socket bound to
+// it that never listens, so that no other test (nor process) can be given
+// it meanwhile: a port merely opened and closed can be handed to the next
+// listener that asks for any, and a test that wants a refusal would then
+// read whatever that listener serves.
 func ClosedAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("ClosedAddr: socket: %v", err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatalf("ClosedAddr: bind: %v", err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatalf("ClosedAddr: getsockname: %v", err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 // Clock is a clock a test sets, for code that takes its time from a func()

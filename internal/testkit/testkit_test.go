@@ -1,11 +1,14 @@
 package testkit
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -95,3 +98,22 @@ type errFailer struct {
 }
 
 func (f *errFailer) Errorf(format string, args ...any) { f.err = fmt.Sprintf(format, args...) }
+
+// TestClosedAddrIsRefusedAndKept: a connection to the address is refused,
+// and no listener can take the port while the test runs.
+func TestClosedAddrIsRefusedAndKept(t *testing.T) {
+	addr := ClosedAddr(t)
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err == nil {
+		c.Close()
+		t.Fatalf("dial %s: connected, want refused", addr)
+	}
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Fatalf("dial %s: %v, want connection refused", addr, err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		ln.Close()
+		t.Fatalf("listen on %s: succeeded, want the port held", addr)
+	}
+}
