@@ -94,7 +94,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	)
 	tokens := write("tokens.yaml", "tokens:\n  - {name: oncall, role: reader, token: \""+readerToken+"\"}\n"+
 		"  - {name: alertmanager, role: alertmanager, token: \""+amToken+"\"}\n")
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	vars := map[string]string{"LLMDIAG_ADDR": "http://" + addr, "LLMDIAG_TOKEN": readerToken}
 	serveLog := background(t, vars, "serve", "--listen", addr, "--fleet", simFleet, "--interval", "1s", "--auth-tokens", tokens,
 		"--alert-slack-webhook-file", write("slack-url", sinkSrv.URL+"/services/T0/B0/secret\n"),
@@ -246,14 +246,14 @@ func TestServeAlertmanagerSinkFlags(t *testing.T) {
 			if tc.flag == "--alert-runbook-base-url" {
 				arg = "ftp://llmdiag.example"
 			}
-			_, _, err := run(t, nil, "serve", "--listen", freeAddr(t), "--target", target, tc.flag, arg, "--alert-text-format", "telegram")
+			_, _, err := run(t, nil, "serve", "--listen", testkit.FreeAddr(t), "--target", target, tc.flag, arg, "--alert-text-format", "telegram")
 			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "s3cr3t") {
 				t.Errorf("err %v, want one saying %q without the URL", err, tc.want)
 			}
 		})
 	}
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	background(t, nil, "serve", "--listen", addr, "--target", target, "--log-level", "warn")
 	var body string
 	waitFor(t, "/alertmanager answering 404", 30*time.Second, func() bool {

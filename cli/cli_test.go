@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,19 +53,6 @@ func background(t testing.TB, vars map[string]string, args ...string) *testkit.S
 	return &errw
 }
 
-// freeAddr is a loopback host:port free a moment ago, for a server the
-// test starts to listen on; an address that must refuse connections is
-// testkit.ClosedAddr's, which stays unlistened until the test ends.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // waitFor waits for ok, polling every 100ms (ok runs a command), and
 // logs the last answer when it times out.
 func waitFor(t testing.TB, what string, d time.Duration, ok func() bool, last ...*string) {
@@ -86,7 +72,7 @@ func TestSeedEndToEnd(t *testing.T) {
 	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
 	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	// Flags from the environment, as LLMDIAG_* variables.
 	vars := map[string]string{"LLMDIAG_LISTEN": addr, "LLMDIAG_ADDR": "http://" + addr, "LLMDIAG_INTERVAL": "500ms"}
 	serveLog := background(t, vars, "serve", "--fleet", fleetPath)

@@ -15,6 +15,7 @@ import (
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // compareTable is `llmdiag compare`'s text output, parsed.
@@ -165,7 +166,7 @@ func TestCompareSeedByModel(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	vars := map[string]string{"LLMDIAG_LISTEN": addr, "LLMDIAG_ADDR": "http://" + addr, "LLMDIAG_INTERVAL": "500ms"}
 	background(t, vars, "serve", "--fleet", fleetPath)
 

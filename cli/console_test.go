@@ -43,7 +43,7 @@ func consoleSim(t *testing.T) (*sim.Fleet, string) {
 // has a verdict. It returns the base URL and a client.
 func consoleServe(t *testing.T, fleetPath string, nodes int, token string, extra ...string) (string, llmdiagv1connect.DiagnosisServiceClient) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	args := append([]string{"serve", "--listen", addr, "--fleet", fleetPath, "--rate-limit", "0", "--log-level", "warn"}, extra...)
 	background(t, nil, args...)
 	base := "http://" + addr

@@ -20,6 +20,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/internal/promtest"
 	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // loadDashboard reads a dashboard file into the SDK's type and returns
@@ -67,7 +68,7 @@ func TestDashboardOnPrometheus(t *testing.T) {
 	}
 
 	rs := redistest.Start(t)
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	vars := map[string]string{"LLMDIAG_ADDR": "http://" + addr}
 	background(t, vars, "serve", "--listen", addr, "--fleet", simFleet, "--redis", rs.URL(), "--interval", "1s", "--log-level", "warn")
 

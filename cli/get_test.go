@@ -23,6 +23,7 @@ import (
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // methodLog is a bearer transport that records the HTTP methods it sent.
@@ -99,7 +100,7 @@ func TestPlainGETs(t *testing.T) {
 		"  - {name: burst, role: reader, token: "+burst+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
 	// A refresh a second (max-age=1); a 15s window, covered after 14s, so
 	// the history's points soon carry their window's E2E P99.
@@ -239,7 +240,7 @@ func TestPlainGETs(t *testing.T) {
 	// compressed when the GET accepts it. The largest answer here is a
 	// history (about 130 bytes of JSON a point): a second serve refreshing
 	// ten times a second, keeping 200 points, soon has one that large.
-	addr2 := freeAddr(t)
+	addr2 := testkit.FreeAddr(t)
 	background(t, nil, "serve", "--listen", addr2, "--fleet", fleetPath, "--interval", "100ms", "--history", "200",
 		"--auth-tokens", tokens, "--log-level", "warn")
 	histURL := getURL("http://"+addr2, "GetNodeHistory", &llmdiagv1.GetNodeHistoryRequest{Node: "deepseek-v4-0"})

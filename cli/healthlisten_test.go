@@ -30,7 +30,7 @@ func TestServeHealthListen(t *testing.T) {
 	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+cliReaderToken+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addr, healthAddr := freeAddr(t), freeAddr(t)
+	addr, healthAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
 	background(t, nil, "serve", "--listen", addr, "--health-listen", healthAddr, "--target", target,
 		"--tls-cert", certFile, "--tls-key", keyFile, "--auth-tokens", tokens, "--interval", "1s", "--log-level", "warn")

@@ -111,7 +111,7 @@ func TestNoPasswordLeaks(t *testing.T) {
 	}
 	common := []string{"serve", "--fleet", fleetFile, "--interval", "500ms", "--scrape-timeout", "400ms", "--stale-after", "5s",
 		"--prometheus", withUser(prom.URL, "llmdiag", promPassword), "--log-level", "debug", "--log-format", "json"}
-	addr1, addr2 := freeAddr(t), freeAddr(t)
+	addr1, addr2 := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	log1 := background(t, nil, append(common, "--listen", addr1, "--replica-id", "r1",
 		"--redis", "redis://default:"+redisPassword+"@"+rs.Addr())...)
 	log2 := background(t, nil, append(common, "--listen", addr2, "--replica-id", "r2",

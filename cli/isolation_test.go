@@ -92,7 +92,7 @@ func TestServeIsolatesBrokenTargets(t *testing.T) {
 		t.Fatalf("fleet file: %v", err)
 	}
 
-	addr := testkit.ClosedAddr(t)
+	addr := testkit.FreeAddr(t)
 	// The checks below diagnose five nodes every testkit.Poll (250 calls
 	// a second from one host): past the default rate limit, so none.
 	serveLog := startBinary(t, "serve", bin, "serve", "--fleet", fleetPath, "--listen", addr,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // BenchmarkMCPDiagnose measures what an agent pays for diagnose_node over
@@ -34,7 +35,7 @@ func BenchmarkMCPDiagnose(b *testing.B) {
 	fleetPath := filepath.Join(dir, "fleet.yaml")
 	background(b, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
 	waitFor(b, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
-	addr := freeAddr(b)
+	addr := testkit.FreeAddr(b)
 	// The RPCs are not to meet --rate-limit: the benchmark calls flat out.
 	background(b, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--auth-tokens", tokens, "--rate-limit", "1e6", "--rate-burst", "1000000", "--log-level", "warn")
 	base := "http://" + addr

@@ -124,7 +124,7 @@ func TestMCPEndToEnd(t *testing.T) {
 	fleetPath := filepath.Join(dir, "fleet.yaml")
 	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
 	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	background(t, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--interval", "500ms", "--auth-tokens", tokens, "--log-level", "warn")
 	base := "http://" + addr
 	waitFor(t, "serve", 30*time.Second, func() bool { return authPost(t, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })

@@ -14,6 +14,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/promtest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // TestServeFromPrometheus is the production set-up in miniature: the seed
@@ -49,7 +50,7 @@ func TestServeFromPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	vars := map[string]string{"LLMDIAG_ADDR": "http://" + addr}
 	background(t, vars, "serve", "--listen", addr, "--prometheus", prom.URL(), "--node-label", "node", "--fleet", profiles, "--interval", "1s", "--window", "1m", "--log-level", "warn")
 

@@ -20,7 +20,7 @@ func TestServeRunbooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	background(t, nil, "serve", "--listen", addr, "--target", target, "--auth-tokens", tokens, "--log-level", "warn")
 	waitFor(t, "serve on "+addr, 30*time.Second, func() bool {
 		return authPost(t, "http://"+addr+"/grpc.health.v1.Health/Check", "") == http.StatusOK

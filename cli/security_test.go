@@ -97,9 +97,9 @@ func TestServeAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics" // the node reads UNKNOWN
-	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	addr, metricsAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	background(t, nil, "serve", "--listen", addr, "--target", target, "--auth-tokens", tokens, "--metrics-listen", metricsAddr, "--log-level", "warn")
-	openAddr := freeAddr(t)
+	openAddr := testkit.FreeAddr(t)
 	background(t, nil, "serve", "--listen", openAddr, "--target", target, "--reflection", "--log-level", "warn")
 	for _, a := range []string{addr, openAddr} {
 		waitFor(t, "serve on "+a, 30*time.Second, func() bool { return authPost(t, "http://"+a+"/grpc.health.v1.Health/Check", "") == http.StatusOK })

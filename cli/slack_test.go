@@ -88,7 +88,7 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 	}))
 	defer hooks.Close()
 
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
 	serveLog := background(t, nil, "serve", "--listen", addr, "--fleet", fleetPath, "--interval", "500ms", "--auth-tokens", tokens,
 		"--slack-signing-secret-file", secretPath, "--slack-response-url-prefix", hooks.URL+"/hooks/", "--log-level", "warn")
@@ -145,7 +145,7 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 
 	// Without the flag the path is not served.
 	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
-	plain := freeAddr(t)
+	plain := testkit.FreeAddr(t)
 	background(t, nil, "serve", "--listen", plain, "--target", target, "--log-level", "warn")
 	waitFor(t, "serve without Slack", 30*time.Second, func() bool { return authPost(t, "http://"+plain+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
 	if code, _ := slackPost(t, "http://"+plain, secret, "nodes", hooks.URL+"/hooks/y"); code != http.StatusNotFound {

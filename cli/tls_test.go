@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/internal/certtest"
+	"github.com/llmdiag/llmdiag/internal/testkit"
 )
 
 // tool finds a program the test runs: on PATH, or where `go install` puts
@@ -79,7 +80,7 @@ func TestServeTLS(t *testing.T) {
 
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	t.Cleanup(target.Close)
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	url := "https://" + addr
 	serveLog := background(t, nil, "serve", "--listen", addr, "--target", "tls-node="+target.URL, "--interval", "500ms",
 		"--tls-cert", certFile, "--tls-key", keyFile, "--tls-client-ca", clientCAFile, "--auth-tokens", tokens)

@@ -69,7 +69,7 @@ func TestServeExportsTraces(t *testing.T) {
 	rcv := &spanNames{}
 	collector := httptest.NewServer(rcv)
 	defer collector.Close()
-	addr := freeAddr(t)
+	addr := testkit.FreeAddr(t)
 	args := []string{"serve", "--listen", addr, "--interval", "1s"}
 	for _, n := range f.FleetFile().Nodes {
 		args = append(args, "--target", n.ID+"="+n.URL)
@@ -113,7 +113,7 @@ func TestServeExportsTraces(t *testing.T) {
 // naming the variable.
 func TestServeTracingUsageError(t *testing.T) {
 	_, _, err := run(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
-		"serve", "--listen", freeAddr(t), "--target", "a=http://127.0.0.1:1/metrics")
+		"serve", "--listen", testkit.FreeAddr(t), "--target", "a=http://127.0.0.1:1/metrics")
 	if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
 		t.Errorf("err %v (exit %d), want a usage error naming OTEL_EXPORTER_OTLP_PROTOCOL", err, cli.ExitCode(err))
 	}

@@ -65,7 +65,7 @@ func TestServeRunsWithTheManifestArgs(t *testing.T) {
 		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
 		switch name {
 		case "listen", "health-listen", "metrics-listen":
-			addrs[name] = testkit.ClosedAddr(t)
+			addrs[name] = testkit.FreeAddr(t)
 			value = addrs[name]
 		}
 		for mount, tmp := range files {

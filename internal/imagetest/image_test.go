@@ -322,7 +322,7 @@ func (s *storage) run(t *testing.T, argv ...string) (string, error) {
 // asks it through the Go client over gRPC, as a gRPC health probe does.
 func serveInImage(t *testing.T, s *storage) {
 	fleetDir := seedFleet(t)
-	addr := testkit.ClosedAddr(t)
+	addr := testkit.FreeAddr(t)
 	var out testkit.SyncBuffer
 	cmd := exec.Command(s.bah, s.runArgs([]string{fleetDir + ":/etc/llmdiag/config:ro"},
 		"/llmdiag", "serve", "--listen", addr, "--fleet", "/etc/llmdiag/config/fleet.yaml", "--interval", "1s")...)

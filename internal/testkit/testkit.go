@@ -116,6 +116,20 @@ func golden(t testing.TB, path string, got []byte, update bool) {
 	}
 }
 
+// FreeAddr is a loopback host:port free a moment ago (a listener opened and
+// closed), for a server the test starts to listen on. Another listener may
+// be given it meanwhile, which the server's own listen then reports; an
+// address that must refuse connections is ClosedAddr's.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 // ClosedAddr is a loopback host:port nothing listens on until the test
 // ends: connecting to it is refused. The port is held by a socket bound to
 // it that never listens, so that no other test (nor process) can be given
