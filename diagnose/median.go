@@ -174,15 +174,15 @@ func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, 
 	if slices.IsSorted(x) && (n == 0 || !math.IsNaN(x[0])) {
 		// Times in order (as histories are): the pairs i < j whose x grow
 		// are those past the points at x[i].
+		row := rowWide
+		if narrow {
+			row = rowNarrow
+		}
 		for i, xi := range x {
 			vi := v[i]
 			j := i + 1
 			for j < n && x[j] == xi {
 				j++
-			}
-			row := rowWide
-			if narrow {
-				row = rowNarrow
 			}
 			c, below, above = row(xi, vi, x[j:], v[j:], lo, hi, in, c, below, above)
 		}

@@ -440,7 +440,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
 	h := Health(node, m.GetObservedAt())
-	l.wrote[o.Node.ID] = wrote{h, node.LastSeen, m.Progress, m.GetProgressSince(), trend}
+	l.wrote[o.Node.ID] = wrote{health: h, lastSeen: node.LastSeen, progress: m.Progress, progressSince: m.GetProgressSince(), trend: trend}
 	if fn != nil {
 		fn.health = h
 	}
