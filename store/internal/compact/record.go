@@ -69,7 +69,7 @@ type Dict struct {
 	// known is a copy of phraseIDs, read without the lock; renewed when
 	// phraseIDs has grown by an eighth, so that copying stays linear in
 	// the phrases. A phrase not in it is looked up under the lock.
-	known   atomic.Pointer[map[string]uint32]
+	known   atomic.Pointer[phraseTable]
 	phrases atomic.Pointer[[]string]
 
 	// frozen: the Dict holds what NewPortableCodec put in and learns

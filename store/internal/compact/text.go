@@ -2,7 +2,7 @@ package compact
 
 import (
 	"fmt"
-	"maps"
+	"math/bits"
 	"strings"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -41,9 +41,7 @@ func (c *Codec) appendText(b []byte, s string) []byte {
 			s = s[k:]
 			continue
 		}
-		for k < len(s) && (s[k] < '0' || s[k] > '9') {
-			k++
-		}
+		k = digitAt(s)
 		if id, ok := c.dict.phraseID(s[:k]); ok {
 			b = protowire.AppendVarint(b, id<<2|tokPhrase)
 		} else {
@@ -53,6 +51,31 @@ func (c *Codec) appendText(b []byte, s string) []byte {
 		s = s[k:]
 	}
 	return append(b, tokEnd)
+}
+
+// digitAt is the index of the first digit in s, len(s) when there is none.
+// It tests eight bytes at a time: a byte is a digit when, XORed with '0',
+// it is below 10, which adding 0x76 to its low 7 bits tells by its high bit
+// (no carry reaches the next byte).
+func digitAt(s string) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	k := 0
+	for ; k+8 <= len(s); k += 8 {
+		x := load8(s[k:]) ^ '0'*ones
+		if digits := ^((x&^highs + 0x76*ones) | x) & highs; digits != 0 {
+			return k + bits.TrailingZeros64(digits)/8
+		}
+	}
+	for ; k < len(s) && (s[k] < '0' || s[k] > '9'); k++ {
+	}
+	return k
+}
+
+// load8 is the first eight bytes of s, little-endian (one load, compiled).
+func load8(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // numberLen is the length of the number s starts with: digits, with single
@@ -262,7 +285,7 @@ func (c *Codec) restoreText(b []byte, d *llmdiagv1.Diagnosis) ([]byte, error) {
 // phraseID returns the id of phrase p, adding it if there is room.
 func (d *Dict) phraseID(p string) (uint64, bool) {
 	if known := d.known.Load(); known != nil {
-		if id, ok := (*known)[p]; ok {
+		if id, ok := known.get(p); ok {
 			return uint64(id), true
 		}
 	}
@@ -299,12 +322,71 @@ func (d *Dict) phraseID(p string) (uint64, bool) {
 func (d *Dict) renew() {
 	n := 0
 	if known := d.known.Load(); known != nil {
-		n = len(*known)
+		n = known.n
 	}
 	if len(d.phraseIDs) > n+n/8 {
-		known := maps.Clone(d.phraseIDs)
-		d.known.Store(&known)
+		d.known.Store(newPhraseTable(d.phraseIDs))
 	}
+}
+
+// phraseTable is a read-only copy of a Dict's phrase ids that hashes a
+// phrase by its length and at most three 8-byte words of it rather than
+// every byte: a record's text is mostly phrases, and phraseID runs for each.
+// The slots are open-addressed, probed in order, and at most half full.
+type phraseTable struct {
+	slots []phraseSlot
+	mask  uint64
+	n     int
+}
+
+type phraseSlot struct {
+	p  string
+	id uint32
+	ok bool
+}
+
+func newPhraseTable(ids map[string]uint32) *phraseTable {
+	size := 16
+	for size < 2*len(ids) {
+		size *= 2
+	}
+	t := &phraseTable{slots: make([]phraseSlot, size), mask: uint64(size - 1), n: len(ids)}
+	for p, id := range ids {
+		i := phraseHash(p) & t.mask
+		for t.slots[i].ok {
+			i = (i + 1) & t.mask
+		}
+		t.slots[i] = phraseSlot{p: p, id: id, ok: true}
+	}
+	return t
+}
+
+func (t *phraseTable) get(p string) (uint32, bool) {
+	for i := phraseHash(p) & t.mask; t.slots[i].ok; i = (i + 1) & t.mask {
+		if t.slots[i].p == p {
+			return t.slots[i].id, true
+		}
+	}
+	return 0, false
+}
+
+// phraseHash mixes the length of p with its first, middle and last eight
+// bytes (those it has, when shorter).
+func phraseHash(p string) uint64 {
+	h := uint64(len(p)) * 0x9e3779b97f4a7c15
+	if len(p) < 8 {
+		for i := range len(p) {
+			h ^= uint64(p[i]) << (8 * i)
+		}
+	} else {
+		h ^= load8(p)
+		h = (h ^ h>>29) * 0xbf58476d1ce4e5b9
+		h ^= load8(p[len(p)-8:])
+		h = (h ^ h>>29) * 0xbf58476d1ce4e5b9
+		h ^= load8(p[len(p)/2-4:])
+	}
+	h = (h ^ h>>32) * 0x94d049bb133111eb
+	return h ^ h>>29
 }
 
 func (d *Dict) phrase(id uint64) (string, error) {
