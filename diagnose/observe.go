@@ -365,10 +365,10 @@ func (f *facts) readHistory(points []Point) history {
 	defer func() { sc.xs, sc.means, sc.gaps = xs[:0], means[:0], gaps[:0] }()
 	for i, s := range steps {
 		if i > 0 {
-			gaps = append(gaps, s.at.Sub(steps[i-1].at).Seconds())
+			gaps = append(gaps, sub(s.at, steps[i-1].at).Seconds())
 		}
 		if s.mean.ok {
-			xs = append(xs, s.at.Sub(steps[0].at).Seconds())
+			xs = append(xs, sub(s.at, steps[0].at).Seconds())
 			means = append(means, s.mean.v)
 		}
 		h.ratio.add(s.at, s.ratio.ok, s.ratio.ok && s.ratio.v >= t.QueueRunningRatioWarn)

@@ -66,7 +66,7 @@ func readHold(steps []holdStep, t Thresholds) hold {
 		if !s.known {
 			continue
 		}
-		if started && s.at.Sub(prev) > t.StaleAfter {
+		if started && sub(s.at, prev) > t.StaleAfter {
 			// A gap: what was held before it says nothing now.
 			if h.on {
 				end(prev)
@@ -102,13 +102,24 @@ func readHold(steps []holdStep, t Thresholds) hold {
 			}
 		}
 		if h.on {
-			h.longest = max(h.longest, h.seen.Sub(h.since))
+			h.longest = max(h.longest, sub(h.seen, h.since))
 		}
 	}
 	if !h.known {
 		h.on = false
 	}
 	return h
+}
+
+// sub is a.Sub(b) on the wall clock (a history's times carry no monotonic
+// reading), without Sub's check for overflow when they are less than 2^33 s
+// (some 272 years) apart: a diagnosis subtracts times some thousand times,
+// and the check costs more than the subtraction.
+func sub(a, b time.Time) time.Duration {
+	if s := a.Unix() - b.Unix(); s > -1<<33 && s < 1<<33 {
+		return time.Duration(s)*time.Second + time.Duration(a.Nanosecond()-b.Nanosecond())
+	}
+	return a.Sub(b)
 }
 
 // length is how long the current episode has lasted, up to now (a dip
