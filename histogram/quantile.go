@@ -80,8 +80,25 @@ func Prepare(buckets []Bucket) Prepared {
 // PrepareHistogram is Prepare(Buckets(h)), making one copy of the buckets
 // rather than two.
 func PrepareHistogram(h *sample.Histogram) Prepared {
-	bs := Buckets(h)
-	if len(bs) == 0 {
+	var bs []Bucket
+	return PrepareHistogramInto(h, &bs)
+}
+
+// PrepareHistogramInto is PrepareHistogram writing the buckets into *buf
+// (grown when too short, and left holding them) rather than into a new
+// slice, for callers that prepare many histograms one after another: the
+// Prepared uses buf's memory, so it is good until buf is used again.
+func PrepareHistogramInto(h *sample.Histogram, buf *[]Bucket) Prepared {
+	if h == nil {
+		return Prepared{}
+	}
+	n := min(len(h.Bounds), len(h.Counts))
+	bs := slices.Grow((*buf)[:0], n)[:n]
+	for i := range n {
+		bs[i] = Bucket{UpperBound: h.Bounds[i], Count: h.Counts[i]}
+	}
+	*buf = bs
+	if n == 0 {
 		return Prepared{}
 	}
 	return prepare(bs)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/llmdiag/llmdiag/sample"
 )
 
 var inf = math.Inf(+1)
@@ -107,6 +109,7 @@ func TestQuantilePrometheus(t *testing.T) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	n := 0
+	var scratch []Bucket
 	for line := 0; sc.Scan(); {
 		line++
 		text := strings.TrimSpace(sc.Text())
@@ -135,6 +138,15 @@ func TestQuantilePrometheus(t *testing.T) {
 		n++
 		t.Run(name, func(t *testing.T) {
 			got := Quantile(q, buckets)
+			// The same from buckets prepared in scratch that earlier cases
+			// used, whatever its length.
+			h := &sample.Histogram{}
+			for _, b := range buckets {
+				h.Bounds, h.Counts = append(h.Bounds, b.UpperBound), append(h.Counts, b.Count)
+			}
+			if into := PrepareHistogramInto(h, &scratch).Quantile(q); !sameEstimate(into, got) {
+				t.Errorf("PrepareHistogramInto: %+v, Quantile %+v", into, got)
+			}
 			if !sameFloat(got.Value, want) {
 				t.Errorf("Quantile(%v) = %v, Prometheus gives %v", q, got.Value, want)
 			}
@@ -153,6 +165,13 @@ func TestQuantilePrometheus(t *testing.T) {
 	if n < 50 {
 		t.Fatalf("read %d cases, want at least 50", n)
 	}
+}
+
+// sameEstimate: the same bits in every field, NaN for NaN.
+func sameEstimate(a, b Estimate) bool {
+	same := func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) || (math.IsNaN(x) && math.IsNaN(y)) }
+	return same(a.Value, b.Value) && same(a.Lower, b.Lower) && same(a.Upper, b.Upper) &&
+		a.ForcedMonotonic == b.ForcedMonotonic && a.FixedPrecision == b.FixedPrecision
 }
 
 func mustFloat(t *testing.T, line int, s string) float64 {

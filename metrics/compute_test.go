@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/histogram"
 	"github.com/llmdiag/llmdiag/sample"
 )
 
@@ -559,4 +562,33 @@ func showF(p *float64) string {
 		return "absent"
 	}
 	return fmt.Sprint(*p)
+}
+
+// TestDistributionOf: DistributionOf, its bucket scratch shared by
+// histograms of every size one after another, gives what Distribution
+// gives, keeping the histogram's slices where Distribution copies them.
+func TestDistributionOf(t *testing.T) {
+	qs := []float64{0.5, 0.9, 0.99, 0}
+	hists := []*sample.Histogram{
+		{Bounds: []float64{0.1, 1, 10, inf}, Counts: []float64{1, 5, 9, 10}, Count: 10, Sum: 20},
+		{Bounds: []float64{1, inf}, Counts: []float64{0.5, 0.75}, Count: 0.75, Sum: 1},
+		{Bounds: []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, inf}, Counts: []float64{0, 0, 1, 1, 3, 2, 7, 8, 9, 9, 9}, Count: 9, Sum: 0.7},
+		{Bounds: []float64{1, 2}, Counts: []float64{1, 2}, Count: 2, Sum: 3}, // no +Inf: no percentiles
+		{Bounds: []float64{}, Counts: []float64{}},
+	}
+	var scratch []histogram.Bucket
+	for i, h := range hists {
+		want := Distribution(h, qs)
+		if len(h.Bounds) > 0 && &want.BucketBounds[0] == &h.Bounds[0] {
+			t.Errorf("case %d: Distribution kept the histogram's bounds", i)
+		}
+		own := &sample.Histogram{Count: h.Count, Sum: h.Sum, Bounds: slices.Clone(h.Bounds), Counts: slices.Clone(h.Counts)}
+		got := DistributionOf(own, qs, &scratch)
+		if !proto.Equal(got, want) {
+			t.Errorf("case %d: DistributionOf %v, Distribution %v", i, got, want)
+		}
+		if len(h.Bounds) > 0 && (&got.BucketBounds[0] != &own.Bounds[0] || &got.BucketCounts[0] != &own.Counts[0]) {
+			t.Errorf("case %d: DistributionOf copied the histogram's buckets", i)
+		}
+	}
 }

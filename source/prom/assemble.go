@@ -19,6 +19,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/histogram"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/source"
@@ -46,6 +47,9 @@ type assembly struct {
 	// (the role query); roleErr why that query failed.
 	roles   map[string][]engine.LabelValue
 	roleErr string
+
+	// buckets is distribution's scratch (finish runs one node at a time).
+	buckets []histogram.Bucket
 }
 
 // maxInvalid bounds the invalid node ids an assembly remembers.
@@ -832,7 +836,7 @@ func (a *assembly) distribution(ns *nodeState, c engine.Concept) *llmdiagv1.Dist
 		h.Count = hs.count.v
 	}
 	h.Sum = hs.sum.v
-	d := metrics.Distribution(h, a.cfg.Quantiles)
+	d := metrics.DistributionOf(h, a.cfg.Quantiles, &a.buckets)
 	if !hs.sum.ok {
 		d.Mean = nil
 	}

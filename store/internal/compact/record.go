@@ -50,6 +50,7 @@ type Codec struct {
 type encodeScratch struct {
 	buf, wire, side []byte
 	qs              []float64
+	buckets         []histogram.Bucket // rebuilt's
 }
 
 // Dict interns lists of float64 by value (at most maxDictLists) and phrases
@@ -254,7 +255,7 @@ func (c *Codec) Encode(id string, rec *store.Record) ([]byte, error) {
 	if m != nil {
 		for i, get := range distributions {
 			if dist := get(m); dist != nil {
-				side, distDrop[distFields[i]] = c.stripDistribution(side, dist, &sc.qs)
+				side, distDrop[distFields[i]] = c.stripDistribution(side, dist, sc)
 				distNest.add(distFields[i])
 			}
 		}
@@ -473,19 +474,19 @@ func appendMessage(dst, wire []byte, f filter) ([]byte, error) {
 
 // stripDistribution appends to b how to rebuild what dist need not carry,
 // and returns the fields dist need not carry.
-func (c *Codec) stripDistribution(b []byte, dist *llmdiagv1.Distribution, scratch *[]float64) ([]byte, fieldSet) {
+func (c *Codec) stripDistribution(b []byte, dist *llmdiagv1.Distribution, sc *encodeScratch) ([]byte, fieldSet) {
 	var flags uint64
 	var boundsID, quantilesID uint64
 	var counts []byte
 	bounds, cum := dist.BucketBounds, dist.BucketCounts
 
 	if ps := dist.Percentiles; len(ps) > 0 {
-		qs := (*scratch)[:0]
+		qs := sc.qs[:0]
 		for _, p := range ps {
 			qs = append(qs, p.Quantile)
 		}
-		*scratch = qs
-		if rebuilt(ps, bounds, cum) {
+		sc.qs = qs
+		if rebuilt(ps, bounds, cum, &sc.buckets) {
 			if id, ok := c.dict.id(qs); ok {
 				flags |= distPercentiles
 				quantilesID = id
@@ -548,7 +549,7 @@ func percentiles(bounds, counts, qs []float64) []*llmdiagv1.Percentile {
 			e = quantile(q, bounds, counts)
 		} else {
 			if buckets == nil {
-				p := histogram.Prepare(histogram.Buckets(&sample.Histogram{Bounds: bounds, Counts: counts}))
+				p := histogram.PrepareHistogram(&sample.Histogram{Bounds: bounds, Counts: counts})
 				buckets = &p
 			}
 			e = buckets.Quantile(q)
@@ -560,8 +561,9 @@ func percentiles(bounds, counts, qs []float64) []*llmdiagv1.Percentile {
 }
 
 // rebuilt reports whether percentiles rebuilds ps exactly from the buckets
-// (the same bits, and no unknown fields in ps), without building them.
-func rebuilt(ps []*llmdiagv1.Percentile, bounds, counts []float64) bool {
+// (the same bits, and no unknown fields in ps), without building them;
+// buf is scratch for the buckets.
+func rebuilt(ps []*llmdiagv1.Percentile, bounds, counts []float64, buf *[]histogram.Bucket) bool {
 	plain := plainBuckets(bounds, counts)
 	var buckets *histogram.Prepared
 	bits := math.Float64bits
@@ -575,7 +577,7 @@ func rebuilt(ps []*llmdiagv1.Percentile, bounds, counts []float64) bool {
 			e = quantile(q, bounds, counts)
 		} else {
 			if buckets == nil {
-				b := histogram.Prepare(histogram.Buckets(&sample.Histogram{Bounds: bounds, Counts: counts}))
+				b := histogram.PrepareHistogramInto(&sample.Histogram{Bounds: bounds, Counts: counts}, buf)
 				buckets = &b
 			}
 			e = buckets.Quantile(q)
