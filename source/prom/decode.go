@@ -112,8 +112,13 @@ type decoder struct {
 	// their node's label, and are interned with a comparison rather than a
 	// lookup.
 	last []string
-	buf  []byte // unescaped string
-	slow bool   // no fast path (sampleFast), for tests
+	// recent holds the values intern gave last, by recentSlot: the other
+	// labels of a node's series (a bucket's le, a replica's index) take a
+	// few dozen values, the same for every node, and are found here with
+	// a comparison rather than a lookup.
+	recent [256]string
+	buf    []byte // unescaped string
+	slow   bool   // no fast path (sampleFast), for tests
 }
 
 func (d *decoder) fail(what string) {
@@ -630,12 +635,28 @@ func (d *decoder) internStr() string { return d.intern(d.raw()) }
 
 // intern returns b as a string, sharing the copy of every distinct value.
 func (d *decoder) intern(b []byte) string {
-	if s, ok := d.interned[string(b)]; ok {
-		return s
+	slot := &d.recent[recentSlot(b)]
+	if *slot == string(b) {
+		return *slot
 	}
-	s := string(b)
-	d.interned[s] = s
+	s, ok := d.interned[string(b)]
+	if !ok {
+		s = string(b)
+		d.interned[s] = s
+	}
+	*slot = s
 	return s
+}
+
+// recentSlot is b's place in decoder.recent: its length and three of its
+// bytes mixed, enough to tell apart the few dozen values of a label.
+func recentSlot(b []byte) uint8 {
+	n := len(b)
+	if n == 0 {
+		return 0
+	}
+	h := uint32(n)*0x9e3779b1 ^ uint32(b[0])*0x85ebca6b ^ uint32(b[n/2])*0xc2b2ae35 ^ uint32(b[n-1])*0x27d4eb2f
+	return uint8(h>>24 ^ h>>8)
 }
 
 // pow10 are the powers of ten a float64 holds exactly.
