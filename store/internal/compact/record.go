@@ -51,6 +51,53 @@ type encodeScratch struct {
 	buf, wire, side []byte
 	qs              []float64
 	buckets         []histogram.Bucket // rebuilt's
+	// diag, findings and list are textless's view of a Diagnosis.
+	diag     llmdiagv1.Diagnosis
+	findings []*llmdiagv1.Finding // one for each finding of the largest view yet
+	list     []*llmdiagv1.Finding
+}
+
+// textless is d without its text, which appendDiagnosisText writes: a view
+// in sc sharing d's sub-messages, so that only what is left of a diagnosis
+// is marshalled (its text is some 97% of its wire). It holds every other
+// field of Diagnosis and Finding (TestRecordKeepsEveryField fails for one
+// added to the API and not here), unknown fields included. done clears the
+// view, so that sc keeps nothing of d.
+func (sc *encodeScratch) textless(d *llmdiagv1.Diagnosis) (view *llmdiagv1.Diagnosis, done func()) {
+	v := &sc.diag
+	v.Node, v.Model, v.Engine, v.Window = d.Node, d.Model, d.Engine, d.Window
+	v.Status, v.RootCause, v.Routable, v.LoadScore, v.Confidence = d.Status, d.RootCause, d.Routable, d.LoadScore, d.Confidence
+	v.ObservedAt, v.Staleness, v.Stale, v.Language, v.Role = d.ObservedAt, d.Staleness, d.Stale, d.Language, d.Role
+	if u := d.ProtoReflect().GetUnknown(); len(u) > 0 {
+		v.ProtoReflect().SetUnknown(u)
+	}
+	for len(sc.findings) < len(d.Findings) {
+		sc.findings = append(sc.findings, new(llmdiagv1.Finding))
+	}
+	list := sc.list[:0]
+	for i, f := range d.Findings {
+		if f == nil {
+			list = append(list, nil)
+			continue
+		}
+		w := sc.findings[i]
+		w.Indicator, w.Status, w.Slo = f.Indicator, f.Status, f.Slo
+		if u := f.ProtoReflect().GetUnknown(); len(u) > 0 {
+			w.ProtoReflect().SetUnknown(u)
+		}
+		list = append(list, w)
+	}
+	if len(list) > 0 {
+		v.Findings = list
+	}
+	return v, func() {
+		for _, w := range sc.findings[:len(list)] {
+			w.Reset()
+		}
+		clear(list)
+		sc.list = list[:0]
+		v.Reset()
+	}
 }
 
 // Dict interns lists of float64 by value (at most maxDictLists) and phrases
@@ -287,7 +334,9 @@ func (c *Codec) Encode(id string, rec *store.Record) ([]byte, error) {
 		write(m, filter{drop: metricsDrop, types: &metricsTypes, nest: distNest, sub: &distDrop, subTypes: &distTypes})
 	}
 	if d != nil {
-		write(d, filter{drop: diagDrop, types: &diagTypes, nest: fieldSet(0).with(fDiagFindings), sub: &findingDrop, subTypes: &findingTypes})
+		view, done := sc.textless(d)
+		write(view, filter{drop: diagDrop, types: &diagTypes, nest: fieldSet(0).with(fDiagFindings), sub: &findingDrop, subTypes: &findingTypes})
+		done()
 	}
 	if err != nil {
 		return nil, err
