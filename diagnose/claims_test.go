@@ -612,7 +612,8 @@ func claimKnockouts() []claimKnockout {
 }
 
 // TestCatalogClaims is the catalog test: no text llmdiag writes asserts
-// what its figures do not say. Every variant of every rule is diagnosed
+// what its figures do not say, nor is malformed (arguments that do not fit
+// their format, which fmt spells out as "%!"). Every variant of every rule is diagnosed
 // with each figure knocked out in turn, in English and Chinese, and every
 // claim of every catalog entry the diagnosis was written from must hold.
 // Every entry with claims must be written by some variant, so that a new
@@ -632,6 +633,12 @@ func TestCatalogClaims(t *testing.T) {
 			k.apply(&in)
 			for _, lang := range []llmdiagv1.Language{llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.Language_LANGUAGE_ZH} {
 				r := diagnose.CheckClaims(in, th, lang)
+				for _, s := range texts(diagnose.Diagnose(in, th, lang)) {
+					if strings.Contains(s, "%!") {
+						msg := "malformed text (its arguments do not fit its format): " + s
+						violations[msg] = append(violations[msg], where{v.name, k.name})
+					}
+				}
 				for _, id := range r.Claiming {
 					covered[id] = true
 				}

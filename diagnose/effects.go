@@ -91,11 +91,10 @@ func (f *facts) specEvidence(p printer) string {
 	if m.SpecDecodeAcceptanceRate == nil && m.SpecDecodeAcceptLength == nil {
 		return ""
 	}
-	id := evSpec
 	if a := m.SpecDecodeAcceptanceRate; a != nil && *a < specAcceptLow {
-		id = evSpecLow
+		return p.f(evSpecLow, f.specAcceptText(), f.specLengthText(), exactPercent(specAcceptLow))
 	}
-	return p.f(id, f.specAcceptText(), f.specLengthText(), exactPercent(specAcceptLow))
+	return p.f(evSpec, f.specAcceptText(), f.specLengthText())
 }
 
 // loraCounts are the adapters running and waited for, 0 when unknown.

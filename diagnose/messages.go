@@ -29,7 +29,7 @@ func (p printer) f(id msg, args ...any) string {
 }
 
 // sprintf is fmt.Sprintf for the verbs the catalog uses, %s of a string
-// and %d of an int, their arguments indexed or not, and %%, at a fraction
+// and %d of an integer, their arguments indexed or not, and %%, at a fraction
 // of its cost (a diagnosis writes some fifty entries); ok is false for any
 // other verb, flag, argument or count of arguments, which the caller then
 // leaves to fmt.Sprintf, as it does every error Sprintf would spell out.
@@ -79,11 +79,20 @@ func sprintf(format string, args []any) (out string, ok bool) {
 			}
 			b = append(b, v...)
 		case 'd':
-			v, isInt := args[argNum].(int)
-			if !isInt {
+			switch v := args[argNum].(type) {
+			case int:
+				b = strconv.AppendInt(b, int64(v), 10)
+			case int32:
+				b = strconv.AppendInt(b, int64(v), 10)
+			case int64:
+				b = strconv.AppendInt(b, v, 10)
+			case uint32: // a profile's parallel degrees
+				b = strconv.AppendUint(b, uint64(v), 10)
+			case uint64:
+				b = strconv.AppendUint(b, v, 10)
+			default:
 				return "", false
 			}
-			b = strconv.AppendInt(b, int64(v), 10)
 		default:
 			return "", false
 		}

@@ -145,6 +145,8 @@ func TestSprintfIsSprintf(t *testing.T) {
 		{"%[10]s", []any{"a"}},
 		{"%[1]", []any{"a"}},
 		{"%d", []any{int64(1)}},
+		{"%d", []any{uint8(1)}},
+		{"%d", []any{uint(1)}},
 		{"%d", []any{"a"}},
 		{"%s", []any{1}},
 		{"%v %q %x", []any{"a", "b", 3}},
@@ -153,6 +155,10 @@ func TestSprintfIsSprintf(t *testing.T) {
 		{"100%% %s", []any{"é"}},
 	} {
 		check(c.format, c.args, false)
+	}
+	// The integers the catalog's callers pass, each its own type.
+	for _, v := range []any{0, -7, int32(-8), int64(math.MinInt64), uint32(math.MaxUint32), uint64(math.MaxUint64)} {
+		check("×%d.", []any{v}, true)
 	}
 }
 
