@@ -363,7 +363,8 @@ func (f *facts) readHistory(points []Point) history {
 	critSince, critRun := time.Time{}, false
 	xs, means, gaps := slices.Grow(sc.xs[:0], len(steps)), slices.Grow(sc.means[:0], len(steps)), slices.Grow(sc.gaps[:0], len(steps))
 	defer func() { sc.xs, sc.means, sc.gaps = xs[:0], means[:0], gaps[:0] }()
-	for i, s := range steps {
+	for i := range steps {
+		s := &steps[i] // not a copy: a step is some hundred bytes
 		if i > 0 {
 			gaps = append(gaps, sub(s.at, steps[i-1].at).Seconds())
 		}
