@@ -2,6 +2,7 @@ package compact
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math/bits"
 	"strings"
 
@@ -329,11 +330,13 @@ func (d *Dict) renew() {
 	}
 }
 
-// phraseTable is a read-only copy of a Dict's phrase ids that hashes a
-// phrase by its length and at most three 8-byte words of it rather than
-// every byte: a record's text is mostly phrases, and phraseID runs for each.
-// The slots are open-addressed, probed in order, and at most half full.
+// phraseTable is a read-only copy of a Dict's phrase ids, open-addressed
+// (probed in order, at most half full) and hashed with a seed of its own
+// (hash/maphash), so that no set of phrases collides by design: a record's
+// text is mostly phrases, and phraseID runs for each; a map lookup costs
+// about twice as much.
 type phraseTable struct {
+	seed  maphash.Seed
 	slots []phraseSlot
 	mask  uint64
 	n     int
@@ -350,9 +353,9 @@ func newPhraseTable(ids map[string]uint32) *phraseTable {
 	for size < 2*len(ids) {
 		size *= 2
 	}
-	t := &phraseTable{slots: make([]phraseSlot, size), mask: uint64(size - 1), n: len(ids)}
+	t := &phraseTable{seed: maphash.MakeSeed(), slots: make([]phraseSlot, size), mask: uint64(size - 1), n: len(ids)}
 	for p, id := range ids {
-		i := phraseHash(p) & t.mask
+		i := maphash.String(t.seed, p) & t.mask
 		for t.slots[i].ok {
 			i = (i + 1) & t.mask
 		}
@@ -362,31 +365,12 @@ func newPhraseTable(ids map[string]uint32) *phraseTable {
 }
 
 func (t *phraseTable) get(p string) (uint32, bool) {
-	for i := phraseHash(p) & t.mask; t.slots[i].ok; i = (i + 1) & t.mask {
+	for i := maphash.String(t.seed, p) & t.mask; t.slots[i].ok; i = (i + 1) & t.mask {
 		if t.slots[i].p == p {
 			return t.slots[i].id, true
 		}
 	}
 	return 0, false
-}
-
-// phraseHash mixes the length of p with its first, middle and last eight
-// bytes (those it has, when shorter).
-func phraseHash(p string) uint64 {
-	h := uint64(len(p)) * 0x9e3779b97f4a7c15
-	if len(p) < 8 {
-		for i := range len(p) {
-			h ^= uint64(p[i]) << (8 * i)
-		}
-	} else {
-		h ^= load8(p)
-		h = (h ^ h>>29) * 0xbf58476d1ce4e5b9
-		h ^= load8(p[len(p)-8:])
-		h = (h ^ h>>29) * 0xbf58476d1ce4e5b9
-		h ^= load8(p[len(p)/2-4:])
-	}
-	h = (h ^ h>>32) * 0x94d049bb133111eb
-	return h ^ h>>29
 }
 
 func (d *Dict) phrase(id uint64) (string, error) {

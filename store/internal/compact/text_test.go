@@ -42,8 +42,8 @@ func TestDigitAt(t *testing.T) {
 }
 
 // TestPhraseTable: the table finds every phrase of the map it was made
-// from, with its id, and no other string, however alike their lengths and
-// their first, middle and last bytes.
+// from, with its id, and no other string, however alike (of one length,
+// a byte or two apart).
 func TestPhraseTable(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 9))
 	ids := map[string]uint32{}
