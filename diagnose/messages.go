@@ -25,8 +25,43 @@ func (p printer) f(id msg, args ...any) string {
 	if s, ok := sprintf(format, args); ok {
 		return s
 	}
-	return fmt.Sprintf(format, args...)
+	return fmt.Sprintf(format, detached(args)...)
 }
+
+// detached copies args into new interfaces, value by value, for
+// fmt.Sprintf: args then do not escape, and a call's boxed arguments stay
+// on its stack (a diagnosis passes some two hundred). Any argument of a
+// type sprintf does not format (a caller's mistake, which the catalog
+// tests catch, as they catch any "%!" in a text) becomes a placeholder
+// that Sprintf spells out as a wrong type.
+func detached(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			out[i] = v
+		case int:
+			out[i] = v
+		case int32:
+			out[i] = v
+		case int64:
+			out[i] = v
+		case uint32:
+			out[i] = v
+		case uint64:
+			out[i] = v
+		case float64:
+			out[i] = v
+		default:
+			out[i] = unsupportedArg(false)
+		}
+	}
+	return out
+}
+
+// unsupportedArg stands for an argument detached does not copy; Sprintf
+// writes it as "%!s(diagnose.unsupportedArg=false)".
+type unsupportedArg bool
 
 // sprintf is fmt.Sprintf for the verbs the catalog uses, %s of a string
 // and %d of an integer, their arguments indexed or not, and %%, at a fraction

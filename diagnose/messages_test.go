@@ -186,3 +186,29 @@ func TestTrimFloat(t *testing.T) {
 		}
 	}
 }
+
+// TestDetached: what printer.f hands fmt.Sprintf when sprintf declines
+// formats as the arguments themselves would, for the types it copies, and
+// as a wrong type for any other.
+func TestDetached(t *testing.T) {
+	args := []any{"a", -1, int32(-2), int64(-3), uint32(4), uint64(5), 6.5}
+	const format = "%v %v %v %v %v %v %v %q"
+	if got, want := fmt.Sprintf(format, detached(args)...), fmt.Sprintf(format, args...); got != want {
+		t.Errorf("detached: %q, the arguments themselves %q", got, want)
+	}
+	if got := fmt.Sprintf("%s %d", detached([]any{true, struct{}{}})...); strings.Count(got, "%!") != 2 {
+		t.Errorf("unsupported arguments read %q, want two bad verbs", got)
+	}
+}
+
+// TestPrinterAllocs: a catalog entry costs one allocation, its text: the
+// arguments' boxes stay on the caller's stack (printer.f does not let them
+// escape, not even to fmt.Sprintf).
+func TestPrinterAllocs(t *testing.T) {
+	var p printer
+	a, b := strings.Repeat("x", 3), strings.Repeat("y", 4) // not constants
+	var s string
+	if n := testing.AllocsPerRun(100, func() { s = p.f(evSpec, a, b) }); n != 1 {
+		t.Errorf("printer.f allocated %v times a call (%q), want 1", n, s)
+	}
+}
