@@ -614,7 +614,8 @@ func percentiles(bounds, counts, qs []float64) []*llmdiagv1.Percentile {
 // buf is scratch for the buckets.
 func rebuilt(ps []*llmdiagv1.Percentile, bounds, counts []float64, buf *[]histogram.Bucket) bool {
 	plain := plainBuckets(bounds, counts)
-	var buckets *histogram.Prepared
+	var buckets histogram.Prepared
+	prepared := false
 	bits := math.Float64bits
 	for _, p := range ps {
 		if len(p.ProtoReflect().GetUnknown()) > 0 {
@@ -625,9 +626,8 @@ func rebuilt(ps []*llmdiagv1.Percentile, bounds, counts []float64, buf *[]histog
 		if plain && q >= 0 && q <= 1 {
 			e = quantile(q, bounds, counts)
 		} else {
-			if buckets == nil {
-				b := histogram.PrepareHistogramInto(&sample.Histogram{Bounds: bounds, Counts: counts}, buf)
-				buckets = &b
+			if !prepared {
+				buckets, prepared = histogram.PrepareHistogramInto(&sample.Histogram{Bounds: bounds, Counts: counts}, buf), true
 			}
 			e = buckets.Quantile(q)
 		}
