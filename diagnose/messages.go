@@ -30,10 +30,10 @@ func (p printer) f(id msg, args ...any) string {
 
 // detached copies args into new interfaces, value by value, for
 // fmt.Sprintf: args then do not escape, and a call's boxed arguments stay
-// on its stack (a diagnosis passes some two hundred). Any argument of a
-// type sprintf does not format (a caller's mistake, which the catalog
-// tests catch, as they catch any "%!" in a text) becomes a placeholder
-// that Sprintf spells out as a wrong type.
+// on its stack (a diagnosis passes some two hundred). An argument of a
+// type it does not copy (a caller's mistake, which the catalog tests
+// catch, as they catch any "%!" in a text) becomes a placeholder that
+// Sprintf spells out as a wrong type.
 func detached(args []any) []any {
 	out := make([]any, len(args))
 	for i, a := range args {
