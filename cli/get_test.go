@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -274,19 +275,53 @@ func TestPlainGETs(t *testing.T) {
 	}
 
 	// The limiter counts GETs like any call: the burst principal's bucket
-	// (60, 20/s) runs dry within a few dozen more.
-	limited := false
-	for range 200 {
-		resp, body := rawGet(t, u, burst, "")
-		if resp.StatusCode == http.StatusTooManyRequests {
-			if !strings.Contains(string(body), "rate") || resp.Header.Get("Cache-Control") != "no-store" {
-				t.Errorf("rate-limited GET: %s (Cache-Control %q), want the limit named and no-store", body, resp.Header.Get("Cache-Control"))
+	// (60, refilled at 20 a second) runs dry. The GETs go 16 at a time, so
+	// that they outpace the refill however long each takes on a loaded
+	// machine (one at a time, GETs of over 50 ms never would); once more
+	// were sent than the bucket can have allowed, one must have been
+	// refused.
+	var (
+		mu              sync.Mutex
+		sent            int
+		limited         bool
+		refusal, failed string
+	)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				if limited || failed != "" || sent >= 400 {
+					mu.Unlock()
+					return
+				}
+				sent++
+				mu.Unlock()
+				resp, body, err := tryGet(u, burst, "")
+				mu.Lock()
+				switch {
+				case err != nil:
+					failed = err.Error()
+				case resp.StatusCode == http.StatusTooManyRequests:
+					if !strings.Contains(string(body), "rate") || resp.Header.Get("Cache-Control") != "no-store" {
+						refusal = fmt.Sprintf("%s (Cache-Control %q)", body, resp.Header.Get("Cache-Control"))
+					}
+					limited = true
+				}
+				mu.Unlock()
 			}
-			limited = true
-			break
-		}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if failed != "" {
+		t.Fatal(failed)
+	}
+	if refusal != "" {
+		t.Errorf("rate-limited GET: %s, want the limit named and no-store", refusal)
 	}
 	if !limited {
-		t.Error("200 GETs in a row were never rate-limited (--rate-burst 60)")
+		t.Errorf("%d GETs in %v were never rate-limited (--rate-limit 20, --rate-burst 60: at most %.0f allowed)", sent, elapsed.Round(time.Millisecond), 60+20*elapsed.Seconds())
 	}
 }
