@@ -254,8 +254,11 @@ func rawRequest(t *testing.T, url, head string) net.Conn {
 func TestTrickledBodyIsClosedAtTheReadDeadline(t *testing.T) {
 	const timeout = time.Second
 	url := limitedServer(t, server.Limits{RequestReadTimeout: timeout}, -1)
-	conn := rawRequest(t, url, "POST /llmdiag.v1.DiagnosisService/ListNodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/proto\r\nContent-Length: 1000\r\n\r\n")
+	// The server's deadline runs from when it has read the headers: the
+	// clock starts before they are written (after, the server could read
+	// them first, and its full second look a little shorter from here).
 	start := time.Now()
+	conn := rawRequest(t, url, "POST /llmdiag.v1.DiagnosisService/ListNodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/proto\r\nContent-Length: 1000\r\n\r\n")
 	// Trickle: a byte every 100 ms, as long as the server reads.
 	stop := make(chan struct{})
 	defer close(stop)
