@@ -591,15 +591,15 @@ func percentiles(bounds, counts, qs []float64) []*llmdiagv1.Percentile {
 	ps := make([]llmdiagv1.Percentile, len(qs))
 	out := make([]*llmdiagv1.Percentile, len(qs))
 	plain := plainBuckets(bounds, counts)
-	var buckets *histogram.Prepared
+	var buckets histogram.Prepared
+	prepared := false
 	for i, q := range qs {
 		var e histogram.Estimate
 		if plain && q >= 0 && q <= 1 {
 			e = quantile(q, bounds, counts)
 		} else {
-			if buckets == nil {
-				p := histogram.PrepareHistogram(&sample.Histogram{Bounds: bounds, Counts: counts})
-				buckets = &p
+			if !prepared {
+				buckets, prepared = histogram.PrepareHistogram(&sample.Histogram{Bounds: bounds, Counts: counts}), true
 			}
 			e = buckets.Quantile(q)
 		}
