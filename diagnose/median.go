@@ -85,18 +85,27 @@ func selectNth(vs []float64, k int) float64 {
 }
 
 // TrendHint carries what one fit of a node's trend learnt to the next fit
-// of the same node: a bracket around the median slope, some history's
-// length of slopes wide on either side. A refresh moves a history on by a
+// of the same node: a bracket around the median slope, two histories'
+// lengths of slopes wide on either side. A refresh moves a history on by a
 // point, which moves the median by fewer slopes than that, so the next fit
 // finds the median within without sampling, and keeps only the few slopes
 // inside. A hint never changes a result: one that misses (or comes from
 // another node) costs a pass over the slopes, and the fit goes on as
 // without it. The zero value is no hint.
+//
+// A hint also keeps its fit's counts and the slopes within its bracket
+// (trendFit, some 7 KB for a full history), so that the next fit of a
+// window moved on by a point or two counts only the slopes of the points
+// that left and came: a few hundred slopes rather than 7,140.
 type TrendHint struct {
 	lo, hi float64
 	ok     bool
-	// hit: the last fit found its median within the hint it was given.
-	hit bool
+	// hit: the last fit found its median within the hint it was given;
+	// updated: by updating the fit before's counts (trendFit.update).
+	hit, updated bool
+	// fit is the last fit's, for the next to update; its memory is kept
+	// from one fit to the next.
+	fit *trendFit
 }
 
 // medianSlope is the median of the slopes between every two points of
@@ -109,15 +118,31 @@ type TrendHint struct {
 // which it selects. When the bracket misses the median (or a slope is a
 // NaN or a −0, whose places in a sort their values do not fix) it keeps
 // every slope and selects among all. buf is scratch; hint, when not nil,
-// is read and then left holding the hint for the next fit.
-func medianSlope(x, v []float64, buf *[]float64, hint *TrendHint) (median float64, any bool) {
+// is read and then left holding the hint for the next fit. base is the
+// time x counts from (see trendFit: the fit is kept only when x + base is
+// exact).
+func medianSlope(x, v []float64, base float64, buf *[]float64, hint *TrendHint) (median float64, any bool) {
 	n := len(x)
 	if hint != nil {
 		given := *hint
-		*hint = TrendHint{}
+		*hint = TrendHint{fit: given.fit}
+		if given.ok && n >= 48 {
+			if median, u, any, hit := given.fit.update(x, v, base, buf); hit {
+				*hint = given
+				hint.hit, hint.updated = true, true
+				if any {
+					// For a count, should the next update miss: the fit's
+					// bracket centred on the median now.
+					d := max(u-hint.fit.lo, hint.fit.hi-u)
+					hint.lo, hint.hi = u-d, u+d
+				}
+				return median, any
+			}
+		}
 		if given.ok && given.lo <= given.hi && n >= 48 {
-			if median, any, hit := bracketSlopes(x, v, buf, given.lo, given.hi, true, hint); hit {
+			if median, any, hit, c := bracketSlopes(x, v, buf, given.lo, given.hi, true, hint); hit {
 				hint.hit = true
+				hint.fit = hint.fit.keep(x, v, base, *buf, c, hint.lo, hint.hi)
 				return median, any
 			}
 		}
@@ -151,7 +176,10 @@ func medianSlope(x, v []float64, buf *[]float64, hint *TrendHint) (median float6
 	}
 	lo := selectNth(picks[:k], k/2-spread)
 	hi := selectNth(picks[k/2-spread+1:k], 2*spread-1)
-	if median, any, hit := bracketSlopes(x, v, buf, lo, hi, false, hint); hit {
+	if median, any, hit, c := bracketSlopes(x, v, buf, lo, hi, false, hint); hit {
+		if hint != nil {
+			hint.fit = hint.fit.keep(x, v, base, *buf, c, hint.lo, hint.hi)
+		}
 		return median, any
 	}
 	return allSlopes(x, v, buf)
@@ -163,14 +191,15 @@ func medianSlope(x, v []float64, buf *[]float64, hint *TrendHint) (median float6
 // narrow says few slopes are expected within (a hint's bracket): it then
 // branches on each slope, which only the rarity of those within makes
 // predictable. When hit and next is not nil, next is left holding the
-// bracket for the next fit.
-func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, next *TrendHint) (median float64, any, hit bool) {
+// bracket for the next fit (and its fit as it was). The slopes within are
+// left in *buf, and c says how many were below and above.
+func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, next *TrendHint) (median float64, any, hit bool, c bracketCount) {
 	n := len(x)
-	// Every slope is written at in[c] and c moves on past those within
+	// Every slope is written at in[w] and w moves on past those within
 	// the bracket: no branch on the values, which noise makes
 	// unpredictable (unless narrow).
 	in := slices.Grow((*buf)[:0], n*(n-1)/2)[:n*(n-1)/2]
-	c, below, above := 0, 0, 0
+	w, below, above := 0, 0, 0
 	if slices.IsSorted(x) && (n == 0 || !math.IsNaN(x[0])) {
 		// Times in order (as histories are): the pairs i < j whose x grow
 		// are those past the points at x[i].
@@ -184,7 +213,7 @@ func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, 
 			for j < n && x[j] == xi {
 				j++
 			}
-			c, below, above = row(xi, vi, x[j:], v[j:], lo, hi, in, c, below, above)
+			w, below, above = row(xi, vi, x[j:], v[j:], lo, hi, in, w, below, above)
 		}
 	} else {
 		for i, xi := range x {
@@ -195,28 +224,79 @@ func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, 
 				s := (vj[j] - vi) / dx
 				ok := b2i(dx > 0)
 				lt, gt := b2i(s < lo)&ok, b2i(s > hi)&ok
-				in[c] = s
-				c += ok &^ (lt | gt)
+				in[w] = s
+				w += ok &^ (lt | gt)
 				below += lt
 				above += gt
 			}
 		}
 	}
-	in = in[:c]
+	in = in[:w]
 	*buf = in
+	c = bracketCount{lo: lo, hi: hi, below: below, above: above}
+	median, k, any, hit := middle(in, below, above)
+	if !hit || !any || next == nil {
+		return median, any, hit, c
+	}
+	// Two histories' lengths of slopes either side: room for the median
+	// to move over the updates of a kept fit (trendFit).
+	*next = TrendHint{ok: true, fit: next.fit}
+	next.lo, next.hi = recenter(in, k, 2*n, lo, hi)
+	return median, true, true, c
+}
+
+// recenter is the bracket for the next fit after a fit whose slopes
+// within [lo, hi] are in, in[k] the upper middle (middle's): reach slopes
+// either side of the median. Where the slopes kept do not reach that far
+// (the median moved towards that bound), as far from the median as the
+// other side's, so that a bracket follows a median that keeps moving one
+// way. It reorders in.
+func recenter(in []float64, k, reach int, lo, hi float64) (float64, float64) {
+	u := in[k]
+	dlo, dhi := -1.0, -1.0 // the distances, where the slopes reach
+	if i := k - reach; i >= 0 {
+		dlo = u - selectNth(in[:k], i)
+	}
+	if i := k + reach; i < len(in) {
+		dhi = selectNth(in[k+1:], i-k-1) - u
+	}
+	switch {
+	case dlo >= 0 && dhi >= 0:
+		return u - dlo, u + dhi
+	case dlo >= 0:
+		return u - dlo, max(hi, u+dlo)
+	case dhi >= 0:
+		return min(lo, u-dhi), u + dhi
+	}
+	return lo, hi
+}
+
+// bracketCount is what a count of slopes against a bracket found besides
+// the slopes within: the bracket, and how many were below and above it.
+type bracketCount struct {
+	lo, hi       float64
+	below, above int
+}
+
+// middle is the median of below + len(in) + above slopes, of which below
+// are below and above above the slopes in; any is false when there are
+// none. hit is false when in does not hold the middle (or holds a NaN or a
+// −0, whose places in a sort the values do not fix). It reorders in, and
+// leaves the upper middle at in[k].
+func middle(in []float64, below, above int) (median float64, k int, any, hit bool) {
 	odd := 0 // a NaN or −0 within
 	for _, s := range in {
 		odd |= b2i(s != s) | b2i(math.Float64bits(s) == 1<<63)
 	}
 	total := below + len(in) + above
 	if total == 0 {
-		return 0, false, true
+		return 0, 0, false, true
 	}
 	upper := total / 2 // the upper middle; total/2-1 is the lower one when total is even
 	if odd != 0 || below > upper-1+total%2 || below+len(in) <= upper {
-		return 0, false, false
+		return 0, 0, false, false
 	}
-	k := upper - below
+	k = upper - below
 	u := selectNth(in, k)
 	median = u
 	if total%2 == 0 {
@@ -228,29 +308,7 @@ func bracketSlopes(x, v []float64, buf *[]float64, lo, hi float64, narrow bool, 
 		}
 		median = (l + u) / 2
 	}
-	if next != nil {
-		// About n slopes either side of the median. Where the slopes kept
-		// do not reach that far (the median moved towards that bound), as
-		// far from the median as the other side's, so that a bracket
-		// follows a median that keeps moving one way.
-		dlo, dhi := -1.0, -1.0 // the distances, where the slopes reach
-		if i := k - n; i >= 0 {
-			dlo = u - selectNth(in[:k], i)
-		}
-		if i := k + n; i < len(in) {
-			dhi = selectNth(in[k+1:], i-k-1) - u
-		}
-		*next = TrendHint{lo: lo, hi: hi, ok: true}
-		switch {
-		case dlo >= 0 && dhi >= 0:
-			next.lo, next.hi = u-dlo, u+dhi
-		case dlo >= 0:
-			next.lo, next.hi = u-dlo, max(hi, u+dlo)
-		case dhi >= 0:
-			next.lo, next.hi = min(lo, u-dhi), u+dhi
-		}
-	}
-	return median, true, true
+	return median, k, true, true
 }
 
 // rowWide adds the slopes from (xi, vi) to the points (xs, vs) to the

@@ -174,15 +174,15 @@ func (tr trend) falling(t Thresholds) bool {
 	return tr.ok && t.E2EMeanRise > 0 && tr.change <= -t.E2EMeanRise/(1+t.E2EMeanRise)
 }
 
-// theilSen fits v against x (seconds since the first point) and returns
-// the fitted values at x[0] and x[n-1] and the relative change between them.
-// buf is scratch; hint is medianSlope's.
-func theilSen(x, v []float64, buf *[]float64, hint *TrendHint) (from, to, change float64, ok bool) {
+// theilSen fits v against x (seconds since at0, a time in seconds) and
+// returns the fitted values at x[0] and x[n-1] and the relative change
+// between them. buf is scratch; hint is medianSlope's.
+func theilSen(x, v []float64, at0 float64, buf *[]float64, hint *TrendHint) (from, to, change float64, ok bool) {
 	n := len(x)
 	if n < 2 {
 		return 0, 0, 0, false
 	}
-	slope, any := medianSlope(x, v, buf, hint)
+	slope, any := medianSlope(x, v, at0, buf, hint)
 	if !any {
 		return 0, 0, 0, false
 	}
@@ -363,13 +363,16 @@ func (f *facts) readHistory(points []Point) history {
 	critSince, critRun := time.Time{}, false
 	xs, means, gaps := slices.Grow(sc.xs[:0], len(steps)), slices.Grow(sc.means[:0], len(steps)), slices.Grow(sc.gaps[:0], len(steps))
 	defer func() { sc.xs, sc.means, sc.gaps = xs[:0], means[:0], gaps[:0] }()
+	// The trend's x are seconds since the first step, each time as a float
+	// less the first's: exact differences (see trendFit).
+	base := unixSeconds(steps[0].at)
 	for i := range steps {
 		s := &steps[i] // not a copy: a step is some hundred bytes
 		if i > 0 {
 			gaps = append(gaps, sub(s.at, steps[i-1].at).Seconds())
 		}
 		if s.mean.ok {
-			xs = append(xs, sub(s.at, steps[0].at).Seconds())
+			xs = append(xs, unixSeconds(s.at)-base)
 			means = append(means, s.mean.v)
 		}
 		h.ratio.add(s.at, s.ratio.ok, s.ratio.ok && s.ratio.v >= t.QueueRunningRatioWarn)
@@ -401,10 +404,16 @@ func (f *facts) readHistory(points []Point) history {
 	h.trend.points = len(means)
 	if len(means) >= minTrendPoints {
 		h.trend.span = time.Duration((xs[len(xs)-1] - xs[0]) * float64(time.Second))
-		h.trend.from, h.trend.to, h.trend.change, h.trend.ok = theilSen(xs, means, &sc.slopes, f.trendHint)
+		h.trend.from, h.trend.to, h.trend.change, h.trend.ok = theilSen(xs, means, base, &sc.slopes, f.trendHint)
 		h.trend.ok = h.trend.ok && h.trend.span > 0
 	}
 	return h
+}
+
+// unixSeconds is t in seconds since 1970 as a float64: to about a quarter
+// of a microsecond in this century.
+func unixSeconds(t time.Time) float64 {
+	return float64(t.Unix()) + float64(t.Nanosecond())/1e9
 }
 
 // readHolds is the part of readHistory that routing reads (Routing, on
