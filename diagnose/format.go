@@ -90,7 +90,7 @@ func percent(v float64) string {
 	if v > 0 && v < 0.005 {
 		return "<1%"
 	}
-	return "~" + strconv.FormatFloat(math.Round(v*100), 'f', 0, 64) + "%"
+	return "~" + fixed(math.Round(v*100), 0) + "%"
 }
 
 // exactPercent formats a threshold fraction without "~": "90%".
@@ -106,7 +106,7 @@ func ratio(v float64) string {
 	if math.IsInf(v, 1) {
 		return "∞"
 	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
+	return fixed(v, 2)
 }
 
 // times formats a multiple: "165×", "3.2×".
@@ -128,7 +128,7 @@ func rate(v float64) string {
 		mag := math.Pow(10, math.Floor(math.Log10(v))-1)
 		return "~" + thousands(math.Round(v/mag)*mag) + " tok/s"
 	case v >= 100:
-		return strconv.FormatFloat(v, 'f', 0, 64) + " tok/s"
+		return fixed(v, 0) + " tok/s"
 	default:
 		return trimFloat(v, 1) + " tok/s"
 	}
@@ -137,7 +137,7 @@ func rate(v float64) string {
 // perSecond formats an event rate: "0.05/s", "1.2/s", "120/s".
 func perSecond(v float64) string {
 	if v >= 100 {
-		return strconv.FormatFloat(v, 'f', 0, 64) + "/s"
+		return fixed(v, 0) + "/s"
 	}
 	return strconv.FormatFloat(v, 'g', 2, 64) + "/s"
 }
@@ -176,7 +176,7 @@ func trimFloat(v float64, prec int) string {
 // appendTrimFloat appends trimFloat(v, prec) to b.
 func appendTrimFloat(b []byte, v float64, prec int) []byte {
 	start := len(b)
-	b = strconv.AppendFloat(b, v, 'f', prec, 64)
+	b = appendFixed(b, v, prec)
 	if bytes.IndexByte(b[start:], '.') >= 0 {
 		b = b[:start+len(bytes.TrimRight(bytes.TrimRight(b[start:], "0"), "."))]
 	}
@@ -186,9 +186,57 @@ func appendTrimFloat(b []byte, v float64, prec int) []byte {
 	return b
 }
 
+// appendFixed is strconv.AppendFloat(b, v, 'f', prec, 64), the decimal
+// nearest v's exact value (a tie to the even one), without strconv's
+// general algorithm for what a diagnosis mostly formats: v from 0 and
+// below 2^52 at prec decimals, prec at most 3. It rounds v·10^prec to a
+// whole number: the product rounds, but math.FMA gives its error exactly,
+// which decides where the rounded product is a tie or a whole number.
+func appendFixed(b []byte, v float64, prec int) []byte {
+	if prec < 0 || prec >= len(pow10) || !(v >= 0) || math.Signbit(v) {
+		return strconv.AppendFloat(b, v, 'f', prec, 64)
+	}
+	p := pow10[prec]
+	t := v * p
+	if !(t < 1<<52) {
+		return strconv.AppendFloat(b, v, 'f', prec, 64)
+	}
+	// v·p is exactly t + e, e within half of t's unit in the last place.
+	// t's fraction is exact and a multiple of that unit: unless it is one
+	// half, e cannot carry v·p across one half, and it decides a tie.
+	e := math.FMA(v, p, -t)
+	whole := math.Floor(t)
+	frac := t - whole
+	n := uint64(whole)
+	if frac > 0.5 || frac == 0.5 && (e > 0 || e == 0 && n%2 == 1) {
+		n++
+	}
+	unit := uint64(p)
+	b = strconv.AppendUint(b, n/unit, 10)
+	if prec == 0 {
+		return b
+	}
+	b = append(b, '.')
+	r := n % unit
+	for u := unit / 10; u > 0; u /= 10 {
+		b = append(b, byte('0'+r/u))
+		r %= u
+	}
+	return b
+}
+
+// fixed is strconv.FormatFloat(v, 'f', prec, 64) by appendFixed.
+func fixed(v float64, prec int) string {
+	var buf [32]byte
+	return string(appendFixed(buf[:0], v, prec))
+}
+
+// pow10 are the powers of ten appendFixed scales by.
+var pow10 = [...]float64{1, 10, 100, 1000}
+
 // thousands formats a whole number with comma separators: "20,000".
 func thousands(v float64) string {
-	s := strconv.FormatFloat(math.Abs(v), 'f', 0, 64)
+	s := fixed(math.Abs(v), 0)
 	var b strings.Builder
 	if v < 0 {
 		b.WriteByte('-')
@@ -222,9 +270,9 @@ func signedPercent(v float64) string {
 	r := math.Round(v * 100)
 	switch {
 	case r > 0:
-		return "+" + strconv.FormatFloat(r, 'f', 0, 64) + "%"
+		return "+" + fixed(r, 0) + "%"
 	case r < 0:
-		return strconv.FormatFloat(r, 'f', 0, 64) + "%"
+		return fixed(r, 0) + "%"
 	}
 	return "0%"
 }
