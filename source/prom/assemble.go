@@ -60,6 +60,10 @@ type engineState struct {
 	m          *engine.Mapping
 	modelNames []string // model labels, in order of preference
 	nodes      map[string]*nodeState
+	// seq is the nodes in the order first read (nodeState.seq): the
+	// queries of a refresh mostly answer in one order, which add follows
+	// rather than look each node up.
+	seq []*nodeState
 	// errs and warns concern every node of the engine: a failed query, a
 	// Prometheus warning (text → the queries that returned it).
 	errs  []string
@@ -74,6 +78,7 @@ type engineState struct {
 // nodeState is what the queries told about one node of one engine.
 type nodeState struct {
 	id         string
+	seq        int     // index in engineState.seq
 	live       bool    // in the identity result: has series now
 	vanished   bool    // had series within the lookback, has none now
 	down       bool    // up == 0 in a job serving the engine
@@ -186,12 +191,14 @@ func (a *assembly) nodeOf(es *engineState, id string) *nodeState {
 		}
 		ns = &nodeState{
 			id:        id,
+			seq:       len(es.seq),
 			modelRank: len(es.modelNames),
 			vals:      make([]val, es.nconc),
 			reps:      make([]*replicas, es.nconc),
 			hists:     make([]*hist, es.nconc),
 		}
 		es.nodes[id] = ns
+		es.seq = append(es.seq, ns)
 	}
 	return ns
 }
@@ -300,8 +307,10 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 		effectAt         = at(effectLabel)
 		loraAt           = ats([]string{engine.LoRARunningLabel, engine.LoRAWaitingLabel})
 		les              = map[string]float64{}
+		leSeq            []leSeen // by a bucket's place in its node's, the le last read there
 		lastID           string
 		ns               *nodeState
+		next             int // in es.seq, the node after the last read
 	)
 	for i := range vec.len() {
 		ls := vec.labels(i)
@@ -310,7 +319,15 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 			continue
 		}
 		if i == 0 || id != lastID {
-			ns, lastID = a.nodeOf(es, id), id
+			if next < len(es.seq) && es.seq[next].id == id {
+				ns = es.seq[next]
+			} else {
+				ns = a.nodeOf(es, id)
+			}
+			lastID = id
+			if ns != nil {
+				next = ns.seq + 1
+			}
 		}
 		if ns == nil {
 			continue
@@ -368,13 +385,25 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 			case q.run > h.run:
 				continue
 			}
-			le, ok := les[ls[leAt]]
-			if !ok {
-				var err error
-				if le, err = strconv.ParseFloat(ls[leAt], 64); err != nil {
-					le = math.NaN()
+			// Every node's buckets mostly come in one order: the le at a
+			// bucket's place is the last node's there, or else looked up.
+			at := len(h.buckets)
+			var le float64
+			if at < len(leSeq) && leSeq[at].text == ls[leAt] {
+				le = leSeq[at].le
+			} else {
+				var ok bool
+				if le, ok = les[ls[leAt]]; !ok {
+					var err error
+					if le, err = strconv.ParseFloat(ls[leAt], 64); err != nil {
+						le = math.NaN()
+					}
+					les[ls[leAt]] = le
 				}
-				les[ls[leAt]] = le
+				if at < maxLeSeq {
+					leSeq = append(leSeq, make([]leSeen, max(at+1-len(leSeq), 0))...)
+					leSeq[at] = leSeen{ls[leAt], le}
+				}
 			}
 			if math.IsNaN(le) || !finite(v) || v < 0 {
 				if !h.bad {
@@ -391,6 +420,15 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 		}
 	}
 }
+
+// leSeen is a bucket bound as read (text) and parsed.
+type leSeen struct {
+	text string
+	le   float64
+}
+
+// maxLeSeq bounds the places of buckets whose bound add remembers.
+const maxLeSeq = 256
 
 // addReplica reads one sample of a per-replica query (shapeReplica,
 // shapeInfo, shapeRanked; v is the info product for shapeInfo) into the
