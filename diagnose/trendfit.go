@@ -54,9 +54,13 @@ func (f *trendFit) keep(x, v []float64, base float64, in []float64, c bracketCou
 	}
 	f.bracketCount = c
 	f.lo, f.hi = max(c.lo, lo), min(c.hi, hi)
-	// With room for the slopes within to grow by a row, so that the
+	// With room for the slopes within to grow by an eighth, so that the
 	// updates after seldom reallocate them.
-	f.in = slices.Grow(f.in[:0], len(in)+len(x))
+	within := 0
+	for _, s := range in {
+		within += b2i(s >= f.lo && s <= f.hi)
+	}
+	f.in = slices.Grow(f.in[:0], within+within/8)
 	for _, s := range in {
 		switch {
 		case s < f.lo:
