@@ -272,10 +272,13 @@ func (f *fastLane) read(ctx context.Context, n *fastNode) {
 	}
 	start := f.now()
 	rctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-	r, up, err := f.fetch(rctx, n, eng)
+	r, up, at, err := f.fetch(rctx, n, eng)
 	cancel()
-	at := f.now()
-	f.met.latency.Observe(at.Sub(start).Seconds())
+	end := f.now()
+	f.met.latency.Observe(end.Sub(start).Seconds())
+	if at.IsZero() {
+		at = end // no answer
+	}
 	switch {
 	case ctx.Err() != nil:
 		return // shutting down
@@ -305,10 +308,13 @@ var errSlow = errors.New("no answer within the fast lane's deadline")
 // header, status and content-type checks, the body limit) and reads its
 // routing families (engine.ReadRouting). up reports an answer that is an
 // exposition, even one that could not be read.
-func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine) (r *engine.Routing, up bool, err error) {
+// at is when the node answered (its headers came), zero when it did not:
+// the values are the engine's of then, however long reading them took
+// (the refresh's scrape is timed the same way).
+func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine) (r *engine.Routing, up bool, at time.Time, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.url, nil)
 	if err != nil {
-		return nil, false, fmt.Errorf("build request: %w", err)
+		return nil, false, at, fmt.Errorf("build request: %w", err)
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	client := f.noFollow
@@ -317,28 +323,29 @@ func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine)
 	}
 	resp, err := client.Do(req)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, false, errSlow
+		return nil, false, at, errSlow
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, at, err
 	}
 	defer resp.Body.Close()
+	at = f.now()
 	if resp.StatusCode != http.StatusOK {
-		return nil, false, fmt.Errorf("HTTP %d", resp.StatusCode)
+		return nil, false, at, fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	if ct := mediaType(resp.Header); ct != "none" && ct != "text/plain" && ct != "application/openmetrics-text" {
-		return nil, false, fmt.Errorf("HTTP 200 with content type %s, not a Prometheus text exposition", ct)
+		return nil, false, at, fmt.Errorf("HTTP 200 with content type %s, not a Prometheus text exposition", ct)
 	}
 	lr := &io.LimitedReader{R: resp.Body, N: f.cfg.MaxBodyBytes + 1}
-	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, f.now(), f.memo)
+	r, err = engine.ReadRouting(lr, eng, f.cfg.Limits, at, f.memo)
 	if lr.N <= 0 {
-		return nil, true, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes)
+		return nil, true, at, fmt.Errorf("body exceeds %d bytes", f.cfg.MaxBodyBytes)
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return nil, true, errSlow
+		return nil, true, at, errSlow
 	}
 	if err != nil {
-		return nil, true, err
+		return nil, true, at, err
 	}
 	if r.Stopped {
 		// The rest of the body is not wanted, but read up to DrainBytes of
@@ -348,7 +355,7 @@ func (f *fastLane) fetch(ctx context.Context, n *fastNode, eng llmdiagv1.Engine)
 		_, _ = io.CopyBuffer(drainSink{}, io.LimitReader(lr, f.cfg.DrainBytes), *buf)
 		drainBufs.Put(buf)
 	}
-	return r, true, nil
+	return r, true, at, nil
 }
 
 // mediaType is the media type of h's Content-Type: "none" when absent.

@@ -486,9 +486,9 @@ func TestFastFetch(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		r, up, err := f.fetch(context.Background(), f.nodes["n"], llmdiagv1.Engine_ENGINE_VLLM)
-		if err != nil || !up {
-			t.Fatalf("fetch: up %v, %v", up, err)
+		r, up, at, err := f.fetch(context.Background(), f.nodes["n"], llmdiagv1.Engine_ENGINE_VLLM)
+		if err != nil || !up || at.IsZero() {
+			t.Fatalf("fetch: up %v, at %v, %v", up, at, err)
 		}
 		if *r.Queue != *want.Queue || *r.Running != *want.Running || *r.KVUsage != *want.KVUsage {
 			t.Fatalf("fetch read %v %v %v, want %v %v %v", *r.Queue, *r.Running, *r.KVUsage, *want.Queue, *want.Running, *want.KVUsage)
@@ -514,7 +514,7 @@ func TestFastFetch(t *testing.T) {
 	}
 	// Not an exposition: an error, the node down.
 	mode.Store(2)
-	if _, up, err := f.fetch(context.Background(), f.nodes["n"], llmdiagv1.Engine_ENGINE_VLLM); err == nil || up {
+	if _, up, _, err := f.fetch(context.Background(), f.nodes["n"], llmdiagv1.Engine_ENGINE_VLLM); err == nil || up {
 		t.Fatalf("a 404: up %v, err %v", up, err)
 	}
 }

@@ -571,6 +571,12 @@ func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool, memo *
 		return nil, at, nil, err
 	}
 	defer resp.Body.Close()
+	// The exposition's values are the engine's when it answered (an
+	// exporter gathers them before its headers): not those of when the
+	// body was read and parsed, which a busy llmdiag (or a wait for a
+	// parse slot) can make much later. A read of the node that began after
+	// this one then counts as newer, as its values are.
+	at = s.now()
 	// The caller's scrape span (start), when traced.
 	span := trace.SpanFromContext(ctx)
 	if span.IsRecording() {
@@ -593,7 +599,6 @@ func (s *Scraper) fetch(ctx context.Context, node, u string, follow bool, memo *
 	// The parse stops at the first line over a limit: a flood of series
 	// costs what the limit allows, not what the body holds.
 	exp, perr := engine.ParseMemo(lr, engine.Limits{MaxSeries: s.opts.MaxSeries, MaxRankValues: s.opts.MaxRankValues}, memo)
-	at = s.now()
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int64("llmdiag.scrape.bytes", lr.n))
 	}
