@@ -120,7 +120,13 @@ func steer(t *testing.T, args []string, bound, away time.Duration) {
 	if d := stopped.Sub(overloaded); d > bound {
 		t.Errorf("router kept picking %s for %v after it became overloaded, want ≤ %v", hot, d, bound)
 	}
-	// It stays away while the node is overloaded.
+	// The router may first stop picking it on the load score alone, before
+	// the saturation holds mark it unroutable: a queue that dips as a batch
+	// of requests finishes then lowers its score again, as it should. Once
+	// it is marked saturated, the router stays away while it is overloaded.
+	saturated := waitedUntil(t, hot+" to be marked saturated (unroutable)", 30*time.Second, func() bool { return !view.Routable(hot) })
+	logState("saturated")
+	t.Logf("%s marked saturated %v after its queue passed saturation", hot, saturated.Sub(overloaded).Round(time.Millisecond))
 	for range int(away / (100 * time.Millisecond)) {
 		time.Sleep(100 * time.Millisecond)
 		if k := picks(50); k != 0 {
