@@ -62,15 +62,9 @@ func (f *trendFit) keep(x, v []float64, base float64, in []float64, c bracketCou
 	}
 	f.in = slices.Grow(f.in[:0], within+within/8)
 	for _, s := range in {
-		switch {
-		case s < f.lo:
-			f.below++
-		case s > f.hi:
-			f.above++
-		case odd(s):
+		var ok bool
+		if f.in, ok = f.count(f.in, s); !ok {
 			return f
-		default:
-			f.in = append(f.in, s)
 		}
 	}
 	if len(f.in) > maxFitIn*len(x) {
@@ -89,6 +83,22 @@ func (f *trendFit) points(x, v []float64, base float64) {
 		f.at[i] = xi + base
 	}
 	f.v = append(f.v[:0], v...)
+}
+
+// count counts the slope s against f's bracket: below it, above it, or
+// within, appended to within; false for a NaN or a −0 within.
+func (f *trendFit) count(within []float64, s float64) ([]float64, bool) {
+	switch {
+	case s < f.lo:
+		f.below++
+	case s > f.hi:
+		f.above++
+	case odd(s):
+		return within, false
+	default:
+		within = append(within, s)
+	}
+	return within, true
 }
 
 // odd reports whether s is a NaN or a −0.
@@ -142,16 +152,9 @@ func (f *trendFit) update(x, v []float64, base float64, buf *[]float64) (median,
 	}
 	for a := c; a < len(x); a++ {
 		for p := range a {
-			s := (v[a] - v[p]) / (x[a] - x[p])
-			switch {
-			case s < f.lo:
-				f.below++
-			case s > f.hi:
-				f.above++
-			case odd(s):
+			var ok bool
+			if comeIn, ok = f.count(comeIn, (v[a]-v[p])/(x[a]-x[p])); !ok {
 				return 0, 0, false, false
-			default:
-				comeIn = append(comeIn, s)
 			}
 		}
 	}
