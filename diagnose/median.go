@@ -288,18 +288,13 @@ func middle(in []float64, below, above int) (median float64, k int, any, hit boo
 	for _, s := range in {
 		odd |= b2i(s != s) | b2i(math.Float64bits(s) == 1<<63)
 	}
-	total := below + len(in) + above
-	if total == 0 {
-		return 0, 0, false, true
+	k, even, any, hit := middleAt(below, len(in), above)
+	if !any || !hit || odd != 0 {
+		return 0, 0, false, hit && odd == 0
 	}
-	upper := total / 2 // the upper middle; total/2-1 is the lower one when total is even
-	if odd != 0 || below > upper-1+total%2 || below+len(in) <= upper {
-		return 0, 0, false, false
-	}
-	k = upper - below
 	u := selectNth(in, k)
 	median = u
-	if total%2 == 0 {
+	if even {
 		l := in[0]
 		for _, s := range in[1:k] {
 			if s > l { // no NaN or −0 within: max without their cases
@@ -309,6 +304,22 @@ func middle(in []float64, below, above int) (median float64, k int, any, hit boo
 		median = (l + u) / 2
 	}
 	return median, k, true, true
+}
+
+// middleAt is where the median of below + within + above slopes lies
+// among the within ones, of which below lie below and above above: the
+// upper middle at k, the lower one at k-1 when even. any is false when
+// there are none; hit is false when the middle is not within.
+func middleAt(below, within, above int) (k int, even, any, hit bool) {
+	total := below + within + above
+	if total == 0 {
+		return 0, false, false, true
+	}
+	upper := total / 2 // the upper middle; total/2-1 is the lower one when total is even
+	if below > upper-1+total%2 || below+within <= upper {
+		return 0, false, true, false
+	}
+	return upper - below, total%2 == 0, true, true
 }
 
 // rowWide adds the slopes from (xi, vi) to the points (xs, vs) to the

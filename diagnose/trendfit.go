@@ -161,20 +161,18 @@ func (f *trendFit) update(x, v []float64, base float64, buf *[]float64) (median,
 	if f.below < 0 || f.above < 0 || len(f.in)-len(goneIn)+len(comeIn) > maxFitIn*len(x) || !f.merge(goneIn, comeIn, buf) {
 		return 0, 0, false, false
 	}
-	total := f.below + len(f.in) + f.above
-	if total == 0 {
+	k, even, any, hit := middleAt(f.below, len(f.in), f.above)
+	if !hit {
+		return 0, 0, false, false
+	}
+	if !any {
 		f.points(x, v, base)
 		f.kept = true
 		return 0, 0, false, true
 	}
-	upper := total / 2 // the upper middle; total/2-1 is the lower one when total is even
-	k := upper - f.below
-	if f.below > upper-1+total%2 || k >= len(f.in) {
-		return 0, 0, false, false
-	}
 	u = f.in[k]
 	median = u
-	if total%2 == 0 {
+	if even {
 		median = (f.in[k-1] + u) / 2
 	}
 	f.points(x, v, base)
