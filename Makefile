@@ -22,9 +22,9 @@ run: build
 ## takes ~1 min plain and far longer under -race, so it runs once without -race;
 ## its short tests (and every other package) run with -race.
 test: deps lint checkgenerate vet
-	$(GO) test $(TESTFLAGS) -short ./internal/scenariotest/
-	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v /internal/scenariotest)
-	$(GO) test -count=1 -timeout 5m ./internal/scenariotest/
+	$(GO) test $(TESTFLAGS) -short ./internal/testing/scenariotest/
+	$(GO) test $(TESTFLAGS) $$($(GO) list ./... | grep -v /internal/testing/scenariotest)
+	$(GO) test -count=1 -timeout 5m ./internal/testing/scenariotest/
 
 deps:
 	./scripts/deps.sh

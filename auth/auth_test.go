@@ -19,7 +19,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/auth"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 const (

@@ -19,9 +19,9 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/amtest"
-	"github.com/llmdiag/llmdiag/internal/promtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/amtest"
+	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // received is one body a sink got, and when.

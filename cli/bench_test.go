@@ -13,7 +13,7 @@ import (
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"

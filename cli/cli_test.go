@@ -15,7 +15,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 func env(vars map[string]string, out, errw *testkit.SyncBuffer) cli.Env {

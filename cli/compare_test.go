@@ -15,7 +15,7 @@ import (
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // compareTable is `llmdiag compare`'s text output, parsed.

@@ -15,8 +15,8 @@ import (
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
-	"github.com/llmdiag/llmdiag/internal/browsertest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/browsertest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // deepseek is the seed's section-8 node: decode-bound.

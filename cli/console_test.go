@@ -19,9 +19,9 @@ import (
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
-	"github.com/llmdiag/llmdiag/internal/browsertest"
-	"github.com/llmdiag/llmdiag/internal/simtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/browsertest"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
 

@@ -18,9 +18,9 @@ import (
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/dashboard"
 	"github.com/llmdiag/llmdiag/fleet"
-	"github.com/llmdiag/llmdiag/internal/promtest"
-	"github.com/llmdiag/llmdiag/internal/redistest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/internal/testing/redistest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // loadDashboard reads a dashboard file into the SDK's type and returns

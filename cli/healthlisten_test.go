@@ -14,8 +14,8 @@ import (
 	grpchealthv1 "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmdiag/llmdiag/cli"
-	"github.com/llmdiag/llmdiag/internal/certtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/certtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestServeHealthListen serves --listen over TLS with authentication and

@@ -20,8 +20,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/redistest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/redistest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // The secrets TestNoPasswordLeaks gives in URLs, and the content of a page

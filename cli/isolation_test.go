@@ -22,8 +22,8 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/childproc"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestServeIsolatesBrokenTargets is issue 10's fault-isolation acceptance,

@@ -14,7 +14,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // BenchmarkMCPDiagnose measures what an agent pays for diagnose_node over

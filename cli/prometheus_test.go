@@ -13,8 +13,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/promtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestServeFromPrometheus is the production set-up in miniature: the seed

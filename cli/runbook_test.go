@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestServeRunbooks runs serve with authentication on and reads the

@@ -21,7 +21,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmdiag/llmdiag/auth"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // slackPost sends Slack's slash command with text to base, signed with

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/cli"
-	"github.com/llmdiag/llmdiag/internal/certtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/certtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // tool finds a program the test runs: on PATH, or where `go install` puts

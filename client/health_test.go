@@ -9,7 +9,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/llmdiag/llmdiag/client"
-	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 )
 
 // Health reaches grpc.health.v1 over every protocol: SERVING for the server,

@@ -11,8 +11,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/certtest"
-	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/testing/certtest"
+	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/server"
 )
 

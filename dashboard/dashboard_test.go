@@ -15,7 +15,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/dashboard"
 	"github.com/llmdiag/llmdiag/diagnose"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/promrules"
 )
 

@@ -16,8 +16,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/fleet"
-	"github.com/llmdiag/llmdiag/internal/certtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/certtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestServeRunsWithTheManifestArgs runs serve with the single overlay's

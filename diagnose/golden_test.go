@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 
 	"google.golang.org/protobuf/encoding/protojson"
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // kvHistory is n one-minute refreshes with no queue, 10 running and the

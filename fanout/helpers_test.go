@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/fanout"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/memory"
 )

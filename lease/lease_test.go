@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/llmdiag/llmdiag/internal/redistest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/redistest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/lease"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/promfake"
+	"github.com/llmdiag/llmdiag/internal/testing/promfake"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/source/prom"
 	"github.com/llmdiag/llmdiag/store/memory"

@@ -29,7 +29,7 @@ benches=(
   "./server         ^BenchmarkStreamFloorServerMemory$   1x"
   "./source/prom    ^BenchmarkRefresh10kNodes$           1x"
   "./source/scrape  ^BenchmarkFleetFullParse$            1x"
-  "./internal/routertest ^BenchmarkFastLaneToView$       1x"
+  "./internal/testing/routertest ^BenchmarkFastLaneToView$       1x"
   "./store/memory   ^BenchmarkStoreRefreshCycle$         1s"
   "./engine         ^BenchmarkParseVLLM$                 1s"
   "./client         ^Benchmark(Routable|Pick)$           1s"

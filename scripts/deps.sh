@@ -5,8 +5,8 @@
 # prometheus, prometheus-alertmanager, redis-server (with redis-cli) and
 # curl for the integration tests that start a real Prometheus, a real
 # Alertmanager and real Redis servers and call the service with curl, and
-# chromium for the web console's browser tests (internal/browsertest), and
-# buildah for the container image (make image, internal/imagetest).
+# chromium for the web console's browser tests (internal/testing/browsertest), and
+# buildah for the container image (make image, internal/testing/imagetest).
 # Installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then
@@ -28,7 +28,7 @@ fi
 
 missing=()
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
-# Debian's binary is prometheus-alertmanager (internal/amtest also takes
+# Debian's binary is prometheus-alertmanager (internal/testing/amtest also takes
 # alertmanager from PATH, or ALERTMANAGER_BIN).
 if ! command -v prometheus-alertmanager >/dev/null 2>&1 && ! command -v alertmanager >/dev/null 2>&1; then
   missing+=(prometheus-alertmanager)
@@ -37,11 +37,11 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   missing+=(redis-server) # Debian's redis-server depends on redis-tools (redis-cli)
 fi
 command -v curl >/dev/null 2>&1 || missing+=(curl)
-# internal/browsertest runs /usr/bin/chromium headless (or LLMDIAG_CHROMIUM).
+# internal/testing/browsertest runs /usr/bin/chromium headless (or LLMDIAG_CHROMIUM).
 if [ -z "${LLMDIAG_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
   missing+=(chromium)
 fi
-# make image and internal/imagetest build and run the container image with buildah.
+# make image and internal/testing/imagetest build and run the container image with buildah.
 command -v buildah >/dev/null 2>&1 || missing+=(buildah)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -15,7 +15,7 @@
 # --always --dirty), GOARCH (default: the host's), SOURCE_DATE_EPOCH
 # (default: the commit's time), GO (default: go), IMAGE_SOURCE (the
 # org.opencontainers.image.source label). Used by `make image` and by
-# internal/imagetest.
+# internal/testing/imagetest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

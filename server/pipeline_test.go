@@ -12,7 +12,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/simtest"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"

@@ -19,7 +19,7 @@ import (
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
-	"github.com/llmdiag/llmdiag/internal/servertest"
+	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 )
 
 // BenchmarkStreamHealth opens LLMDIAG_BENCH_STREAMS (default 10,000) real

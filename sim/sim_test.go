@@ -22,7 +22,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/llmdiag/llmdiag/fleet"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
 

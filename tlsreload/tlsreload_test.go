@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmdiag/llmdiag/internal/certtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/certtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/tlsreload"
 )
 

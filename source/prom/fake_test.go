@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmdiag/llmdiag/internal/promfake"
+	"github.com/llmdiag/llmdiag/internal/testing/promfake"
 )
 
-// fakeProm is a Prometheus HTTP API on loopback (internal/promfake):
+// fakeProm is a Prometheus HTTP API on loopback (internal/testing/promfake):
 // /api/v1/query answers each query with a canned body chosen by its
 // expression.
 type fakeProm = promfake.Server

@@ -6,7 +6,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/promfake"
+	"github.com/llmdiag/llmdiag/internal/testing/promfake"
 )
 
 // synthFleet returns n nodes: vLLM with 2 engine cores, or, with mixed,

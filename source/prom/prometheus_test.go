@@ -12,7 +12,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/promtest"
+	"github.com/llmdiag/llmdiag/internal/testing/promtest"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/source"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/engine"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/source"
 )
 

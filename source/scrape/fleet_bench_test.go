@@ -13,7 +13,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/expofarm"
+	"github.com/llmdiag/llmdiag/internal/testing/expofarm"
 	"github.com/llmdiag/llmdiag/source/scrape"
 )
 
@@ -29,7 +29,7 @@ const (
 )
 
 // BenchmarkFleetFullParse is the full-parse baseline of the fast lane:
-// 1,000 vLLM endpoints of ~172 KB (internal/expofarm, the simulator's seed
+// 1,000 vLLM endpoints of ~172 KB (internal/testing/expofarm, the simulator's seed
 // DeepSeek node, 8 engine cores, its routing gauges stepping), each read
 // every 250 ms on its own phase with 25 ms of jitter, a node's tick skipped
 // while its previous read runs (expofarm.Drive), for a 5 s span after 2 s

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/diagnose"
-	"github.com/llmdiag/llmdiag/internal/redistest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/redistest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/redisstore"
 )

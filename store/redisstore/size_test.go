@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testing/redistest"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/internal/storetest"
 	"github.com/llmdiag/llmdiag/store/redisstore"

@@ -14,7 +14,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testing/redistest"
 	"github.com/llmdiag/llmdiag/store"
 	"github.com/llmdiag/llmdiag/store/internal/compact"
 	"github.com/llmdiag/llmdiag/store/internal/storetest"

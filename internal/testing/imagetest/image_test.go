@@ -25,9 +25,9 @@ import (
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/childproc"
-	"github.com/llmdiag/llmdiag/internal/simtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 const (
@@ -45,7 +45,7 @@ const (
 // then serves the seed fleet from inside it.
 func TestImage(t *testing.T) {
 	bah := buildah(t)
-	repo, err := filepath.Abs("../..")
+	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/expofarm"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/expofarm"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestExpofarmChild is the exposition farm of BenchmarkFastLaneToView, in
@@ -40,7 +40,7 @@ func init() {
 }
 
 // BenchmarkFastLaneToView measures how long a router waits for a gauge
-// change: 1,000 vLLM endpoints of 172 KB (internal/expofarm, in a child
+// change: 1,000 vLLM endpoints of 172 KB (internal/testing/expofarm, in a child
 // process) whose routing gauges step between idle and saturated every
 // half period: 2 s (period=4s, expofarm.DefaultSteps: 500 routability
 // changes a second in all, 50,000 deliveries to the views, a stress far
@@ -93,7 +93,7 @@ func fastToView(b *testing.B, interval time.Duration, steps expofarm.Steps) {
 	if err := os.WriteFile(fleetPath, data, 0o600); err != nil {
 		b.Fatal(err)
 	}
-	// The farm's counters never move (internal/expofarm): with requests
+	// The farm's counters never move (internal/testing/expofarm): with requests
 	// running, the STALLED rule would read every node as a hung engine
 	// (not routable) after 3 refreshes. Nothing here is stalled.
 	thresholdsPath := filepath.Join(dir, "thresholds.yaml")

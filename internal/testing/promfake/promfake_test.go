@@ -11,7 +11,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/internal/promfake"
+	"github.com/llmdiag/llmdiag/internal/testing/promfake"
 )
 
 // TestPromfakeChild serves for TestStartChild, in the child process.

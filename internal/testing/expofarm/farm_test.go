@@ -142,7 +142,7 @@ func TestSeedFixture(t *testing.T) {
 const updateSeedEnv = "LLMDIAG_UPDATE_EXPOFARM_SEED"
 
 // TestUpdateSeedFixture writes the seed body as the simulator serves it
-// now (go test ./internal/expofarm -run UpdateSeed with
+// now (go test ./internal/testing/expofarm -run UpdateSeed with
 // LLMDIAG_UPDATE_EXPOFARM_SEED=1); otherwise it skips.
 func TestUpdateSeedFixture(t *testing.T) {
 	if os.Getenv(updateSeedEnv) != "1" {

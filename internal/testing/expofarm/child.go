@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmdiag/llmdiag/internal/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 )
 
 // childEnv set makes ServeChild serve instead of skipping.
@@ -80,7 +80,7 @@ func (c *Child) Stats(ctx context.Context) (ChildStats, error) {
 // StartChild runs the test binary again as a child process that serves
 // spec's farm (see ServeChild) on loopback, and returns it once it serves.
 // test names the Test function that calls ServeChild. The child dies with
-// this process (internal/childproc) and is stopped when the test ends: its
+// this process (internal/testing/childproc) and is stopped when the test ends: its
 // stdin is closed, then it is signalled by pid.
 func StartChild(tb testing.TB, test string, spec Spec) *Child {
 	tb.Helper()

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/llmdiag/llmdiag/internal/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 )
 
 // Defaults of Options' zero fields.

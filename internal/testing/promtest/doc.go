@@ -10,7 +10,7 @@
 // and its output is logged if the test failed.
 //
 // Options.RuleFiles and Options.Alertmanagers add rule files, evaluated
-// every scrape interval, and the Alertmanagers (internal/amtest) alerts go
+// every scrape interval, and the Alertmanagers (internal/testing/amtest) alerts go
 // to.
 //
 // Stop and Restart take Prometheus down and bring it back on the same

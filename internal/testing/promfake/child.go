@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmdiag/llmdiag/internal/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 )
 
 // childEnv set makes ServeChild serve instead of skipping.

@@ -23,7 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/llmdiag/llmdiag/internal/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 )
 
 // Defaults applied by Start to zero Options fields and by the waits to

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmdiag/llmdiag/internal/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 )
 
 // InstallHint says how to get the binaries Start and StartCluster need.

@@ -9,8 +9,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/client"
-	"github.com/llmdiag/llmdiag/internal/simtest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/llmdiag/llmdiag/internal/browsertest"
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/browsertest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestTab loads a page whose inline script the CSP blocks and whose own

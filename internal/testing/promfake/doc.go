@@ -12,7 +12,7 @@
 // again, in the Test function that calls ServeChild) on loopback: a
 // benchmark then measures its own process's CPU time (getrusage of
 // RUSAGE_SELF) without the fake's, which writes ~100 MB of JSON per refresh
-// of 10,000 nodes. The child dies with its parent (see internal/childproc)
+// of 10,000 nodes. The child dies with its parent (see internal/testing/childproc)
 // and is stopped when the test ends.
 //
 // promfake does not import source/prom, whose own tests use it: callers

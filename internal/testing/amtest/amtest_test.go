@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmdiag/llmdiag/internal/testkit"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestAlertmanagerPostsToTheWebhook posts an alert to a real Alertmanager's

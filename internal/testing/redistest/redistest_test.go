@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmdiag/llmdiag/internal/redistest"
+	"github.com/llmdiag/llmdiag/internal/testing/redistest"
 )
 
 func TestStartStopRestart(t *testing.T) {

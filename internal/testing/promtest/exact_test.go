@@ -19,8 +19,8 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
-	"github.com/llmdiag/llmdiag/internal/promtest"
-	"github.com/llmdiag/llmdiag/internal/simtest"
+	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
