@@ -13,6 +13,7 @@ import (
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
@@ -84,7 +85,7 @@ func TestBenchPrintsEveryRow(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, errOut, err := run(t, nil, append([]string{"bench", "--addr", url}, tt.args...)...)
+			out, errOut, err := clitest.Run(t, nil, append([]string{"bench", "--addr", url}, tt.args...)...)
 			if err != nil {
 				t.Fatalf("bench: %v\n%s", err, errOut)
 			}
@@ -128,7 +129,7 @@ func TestBenchErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			out, _, err := run(t, nil, append([]string{"bench", "--addr", url}, tt.args...)...)
+			out, _, err := clitest.Run(t, nil, append([]string{"bench", "--addr", url}, tt.args...)...)
 			if cli.ExitCode(err) != tt.code || err == nil || !strings.Contains(err.Error(), tt.says) {
 				t.Fatalf("err %v (exit %d), want exit %d saying %q", err, cli.ExitCode(err), tt.code, tt.says)
 			}
@@ -138,7 +139,7 @@ func TestBenchErrors(t *testing.T) {
 		})
 	}
 	for _, protocol := range []string{"grpc", "connect"} {
-		_, _, err := run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--node", "no-such-node")
+		_, _, err := clitest.Run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--node", "no-such-node")
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Errorf("unknown node over %s: code %v, want NotFound", protocol, connect.CodeOf(err))
 		}
@@ -150,7 +151,7 @@ func TestBenchErrors(t *testing.T) {
 func TestBenchRateLimited(t *testing.T) {
 	url := benchServer(t, server.Limits{RateLimit: 1, RateBurst: 5})
 	for _, protocol := range []string{"grpc", "connect"} {
-		_, _, err := run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--calls", "50", "--rounds", "1", "--warmup", "0")
+		_, _, err := clitest.Run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--calls", "50", "--rounds", "1", "--warmup", "0")
 		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "--rate-limit") {
 			t.Errorf("over %s: err %v, want ResourceExhausted naming --rate-limit", protocol, err)
 		}

@@ -1,181 +1,16 @@
 package cli_test
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/llmdiag/llmdiag/cli"
-	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
-
-func env(vars map[string]string, out, errw *testkit.SyncBuffer) cli.Env {
-	return cli.Env{Getenv: func(k string) string { return vars[k] }, Stdout: out, Stderr: errw}
-}
-
-// run runs one command to completion and returns its output.
-func run(t *testing.T, vars map[string]string, args ...string) (string, string, error) {
-	t.Helper()
-	var out, errw testkit.SyncBuffer
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	err := cli.Run(ctx, args, env(vars, &out, &errw))
-	return out.String(), errw.String(), err
-}
-
-// background starts a long-running command and stops it at cleanup.
-func background(t testing.TB, vars map[string]string, args ...string) *testkit.SyncBuffer {
-	t.Helper()
-	var out, errw testkit.SyncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- cli.Run(ctx, args, env(vars, &out, &errw)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: %v\n%s", args[0], err, errw.String())
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("%s did not stop within 15s of cancellation", args[0])
-		}
-	})
-	return &errw
-}
-
-// waitFor waits for ok, polling every 100ms (ok runs a command), and
-// logs the last answer when it times out.
-func waitFor(t testing.TB, what string, d time.Duration, ok func() bool, last ...*string) {
-	t.Helper()
-	w := testkit.Wait{For: d, Every: 100 * time.Millisecond}
-	if len(last) > 0 {
-		w.Last = func() string { return *last[0] }
-	}
-	w.Until(t, what, ok)
-}
-
-// TestSeedEndToEnd is `make run` in a test: the simulator's seed scenario,
-// llmdiag serving it, and the CLI asking it.
-func TestSeedEndToEnd(t *testing.T) {
-	dir := t.TempDir()
-	fleetPath := filepath.Join(dir, "fleet.yaml")
-	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
-
-	addr := testkit.FreeAddr(t)
-	// Flags from the environment, as LLMDIAG_* variables.
-	vars := map[string]string{"LLMDIAG_LISTEN": addr, "LLMDIAG_ADDR": "http://" + addr, "LLMDIAG_INTERVAL": "500ms"}
-	serveLog := background(t, vars, "serve", "--fleet", fleetPath)
-	waitFor(t, "the first verdicts", 30*time.Second, func() bool {
-		out, _, err := run(t, vars, "nodes")
-		return err == nil && strings.Contains(out, "deepseek-v4-0")
-	})
-	// The window fills as refreshes accumulate; the seed's deepseek nodes
-	// finish a request every few seconds, so the decode-bound verdict needs
-	// a few of them.
-	// (protojson varies its whitespace on purpose: parse, never grep.)
-	var diag string
-	resp := &llmdiagv1.DiagnoseNodeResponse{}
-	waitFor(t, "deepseek-v4-0 to be diagnosed decode-bound with the seed's E2E tail", 60*time.Second, func() bool {
-		o, _, err := run(t, vars, "diagnose", "deepseek-v4-0", "--format", "json")
-		diag = o
-		if err != nil || protojson.Unmarshal([]byte(o), resp) != nil {
-			return false
-		}
-		d := resp.GetDiagnosis()
-		// Past the first, lifetime-only refresh (rates known), and with the
-		// long requests finished in the window that make the E2E tail the
-		// seed reads: before that DECODE_BOUND rests on stalls between
-		// tokens alone.
-		return d.GetRootCause() == llmdiagv1.Cause_CAUSE_DECODE_BOUND && d.GetWindow() == "5m" &&
-			len(d.GetFindings()) > 5 && d.GetFindings()[5].GetStatus() == llmdiagv1.Status_STATUS_WARN
-	}, &diag)
-
-	out, _, err := run(t, vars, "nodes")
-	if err != nil {
-		t.Fatalf("nodes: %v", err)
-	}
-	for _, id := range []string{"deepseek-v4-0", "deepseek-v4-1", "glm-4.6-0", "kimi-k2.6-0"} {
-		if !strings.Contains(out, id) {
-			t.Errorf("nodes lacks %s:\n%s", id, out)
-		}
-	}
-
-	// The six core findings of the worked example, in order, with its statuses.
-	seed := []struct {
-		ind    llmdiagv1.Indicator
-		status llmdiagv1.Status
-	}{
-		{llmdiagv1.Indicator_INDICATOR_KV_PRESSURE, llmdiagv1.Status_STATUS_OK},
-		{llmdiagv1.Indicator_INDICATOR_QUEUE, llmdiagv1.Status_STATUS_OK},
-		{llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO, llmdiagv1.Status_STATUS_OK},
-		{llmdiagv1.Indicator_INDICATOR_PROMPT_TOKEN_RATE, llmdiagv1.Status_STATUS_OK},
-		{llmdiagv1.Indicator_INDICATOR_GENERATION_TOKEN_RATE, llmdiagv1.Status_STATUS_WARN},
-		{llmdiagv1.Indicator_INDICATOR_E2E_P99, llmdiagv1.Status_STATUS_WARN},
-	}
-	fs := resp.GetDiagnosis().GetFindings()
-	if len(fs) < len(seed) {
-		t.Fatalf("%d findings:\n%s", len(fs), diag)
-	}
-	for i, w := range seed {
-		if fs[i].GetIndicator() != w.ind {
-			t.Errorf("finding %d is %v, want %v", i, fs[i].GetIndicator(), w.ind)
-		}
-		// Queue spikes come and go in the simulation: a spike caught at the
-		// moment of the read may make the queue findings WARN.
-		if fs[i].GetStatus() != w.status && w.ind != llmdiagv1.Indicator_INDICATOR_QUEUE && w.ind != llmdiagv1.Indicator_INDICATOR_QUEUE_RUNNING_RATIO {
-			t.Errorf("%v is %v, want %v", w.ind, fs[i].GetStatus(), w.status)
-		}
-	}
-	_ = serveLog
-	for _, lang := range []struct{ flag, want string }{{"en", "Not memory, not queueing"}, {"zh", "不是显存不够"}} {
-		out, _, err = run(t, vars, "diagnose", "deepseek-v4-0", "--lang", lang.flag, "--format", "markdown")
-		if err != nil || !strings.Contains(out, lang.want) || !strings.Contains(out, "| ") {
-			t.Fatalf("diagnose --lang %s: %v\n%s", lang.flag, err, out)
-		}
-	}
-
-	// Under load a scrape can miss its deadline and leave one node without
-	// data for a refresh: wait for a comparison with all three models ranked.
-	waitFor(t, "compare --by model to rank three models", 30*time.Second, func() bool {
-		o, _, err := run(t, vars, "compare", "--metric", "ttft", "--by", "model")
-		out = o
-		if err != nil {
-			return false
-		}
-		for _, m := range []string{"deepseek-v4", "glm-4.6", "kimi-k2.6", "#1", "#2", "#3"} {
-			if !strings.Contains(o, m) {
-				return false
-			}
-		}
-		return true
-	}, &out)
-	out, _, err = run(t, vars, "metrics", "glm-4.6-0")
-	if err != nil || !strings.Contains(out, "ttft") || !strings.Contains(out, "kv pressure") {
-		t.Fatalf("metrics: %v\n%s", err, out)
-	}
-
-	// watch prints the current state, the marker, then runs until stopped.
-	var wout, werr testkit.SyncBuffer
-	wctx, wcancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer wcancel()
-	if err := cli.Run(wctx, []string{"watch", "--model", "glm-4.6", "--heartbeat", "5s"}, env(vars, &wout, &werr)); err != nil {
-		t.Fatalf("watch: %v", err)
-	}
-	if w := wout.String(); !strings.Contains(w, "glm-4.6-0") || !strings.Contains(w, "current state above") || strings.Contains(w, "deepseek") {
-		t.Fatalf("watch --model glm-4.6 printed:\n%s\n%s", w, werr.String())
-	}
-}
 
 func TestUsageErrors(t *testing.T) {
 	tests := []struct {
@@ -226,7 +61,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			_, errOut, err := run(t, tc.vars, tc.args...)
+			_, errOut, err := clitest.Run(t, tc.vars, tc.args...)
 			if got := cli.ExitCode(err); got != tc.wantCode {
 				t.Fatalf("exit code %d (%v), want %d", got, err, tc.wantCode)
 			}
@@ -246,7 +81,7 @@ func TestUsageErrors(t *testing.T) {
 
 func TestUnreachableServiceFailsClearly(t *testing.T) {
 	addr := testkit.ClosedAddr(t)
-	_, _, err := run(t, nil, "nodes", "--addr", "http://"+addr, "--timeout", "2s")
+	_, _, err := clitest.Run(t, nil, "nodes", "--addr", "http://"+addr, "--timeout", "2s")
 	if err == nil || cli.ExitCode(err) != 1 || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("err = %v, want an unavailable error with exit code 1", err)
 	}

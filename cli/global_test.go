@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 )
 
 // recorder is a stand-in llmdiag service that records what each request
@@ -82,7 +83,7 @@ func TestGlobalFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, errOut, err := run(t, tc.vars, append(tc.args, "--timeout", "5s")...)
+			_, errOut, err := clitest.Run(t, tc.vars, append(tc.args, "--timeout", "5s")...)
 			if err == nil || cli.ExitCode(err) != 1 {
 				t.Fatalf("err = %v (exit %d), want the service's refusal (exit 1)\n%s", err, cli.ExitCode(err), errOut)
 			}
@@ -117,7 +118,7 @@ func TestGlobalFlagsHelp(t *testing.T) {
 		{[]string{"--help"}, []string{"before or after the command name", "LLMDIAG_ADDR", "wins over the environment", "-addr", "-token"}},
 		{[]string{"diagnose", "--help"}, []string{"may also come before the command", "llmdiag --addr URL diagnose"}},
 	} {
-		_, errOut, err := run(t, nil, c.args...)
+		_, errOut, err := clitest.Run(t, nil, c.args...)
 		if cli.ExitCode(err) != 0 {
 			t.Fatalf("%q: %v", c.args, err)
 		}

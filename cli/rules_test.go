@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -9,19 +8,11 @@ import (
 
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 )
 
-func writeFile(t *testing.T, name, text string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func TestThresholdsCommand(t *testing.T) {
-	out, _, err := run(t, nil, "thresholds")
+	out, _, err := clitest.Run(t, nil, "thresholds")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +25,8 @@ func TestThresholdsCommand(t *testing.T) {
 	}
 
 	// With a file: its values, the rest at their defaults.
-	path := writeFile(t, "t.yaml", "kv_crit: 0.97\nqueue_crit_for: 2m\n")
-	out, _, err = run(t, nil, "thresholds", "--thresholds", path)
+	path := clitest.WriteFile(t, "t.yaml", "kv_crit: 0.97\nqueue_crit_for: 2m\n")
+	out, _, err = clitest.Run(t, nil, "thresholds", "--thresholds", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +38,7 @@ func TestThresholdsCommand(t *testing.T) {
 }
 
 func TestRulesCommand(t *testing.T) {
-	path := writeFile(t, "t.yaml", "kv_crit: 0.97\nqueue_crit: 80\n")
+	path := clitest.WriteFile(t, "t.yaml", "kv_crit: 0.97\nqueue_crit: 80\n")
 	for _, tc := range []struct {
 		name string
 		vars map[string]string
@@ -57,7 +48,7 @@ func TestRulesCommand(t *testing.T) {
 		{"env", map[string]string{"LLMDIAG_THRESHOLDS": path, "LLMDIAG_ENGINE": "vllm,sglang", "LLMDIAG_NODE_LABEL": "pod", "LLMDIAG_WINDOW": "1m", "LLMDIAG_RUNBOOK_BASE_URL": "https://llmdiag.example.com"}, []string{"rules"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, stderr, err := run(t, tc.vars, tc.args...)
+			out, stderr, err := clitest.Run(t, tc.vars, tc.args...)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
@@ -79,7 +70,7 @@ func TestRulesCommand(t *testing.T) {
 			if err != nil {
 				t.Fatal("promtool not found: install it with `apt-get install -y prometheus`")
 			}
-			rules := writeFile(t, "rules.yaml", out)
+			rules := clitest.WriteFile(t, "rules.yaml", out)
 			if msg, err := exec.Command(bin, "check", "rules", rules).CombinedOutput(); err != nil {
 				t.Fatalf("promtool check rules: %v\n%s", err, msg)
 			}
@@ -88,8 +79,8 @@ func TestRulesCommand(t *testing.T) {
 }
 
 func TestThresholdsUsageErrors(t *testing.T) {
-	bad := writeFile(t, "bad.yaml", "kv_warn: 0.9\nkv_critical: 0.99\n")
-	outOfRange := writeFile(t, "range.yaml", "kv_crit: 1.5\n")
+	bad := clitest.WriteFile(t, "bad.yaml", "kv_warn: 0.9\nkv_critical: 0.99\n")
+	outOfRange := clitest.WriteFile(t, "range.yaml", "kv_crit: 1.5\n")
 	for _, tc := range []struct {
 		name string
 		vars map[string]string
@@ -107,7 +98,7 @@ func TestThresholdsUsageErrors(t *testing.T) {
 		{"rules bad runbook base URL", nil, []string{"rules", "--runbook-base-url", "llmdiag.example.com"}, "runbook base URL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, stderr, err := run(t, tc.vars, tc.args...)
+			_, stderr, err := clitest.Run(t, tc.vars, tc.args...)
 			if err == nil {
 				t.Fatal("accepted")
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sim"
@@ -79,14 +80,14 @@ func TestServeExportsTraces(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- cli.Run(ctx, args, env(vars, &out, &errw)) }()
+	go func() { done <- cli.Run(ctx, args, clitest.Env(vars, &out, &errw)) }()
 
 	c, err := client.New("http://" + addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	node := f.FleetFile().Nodes[0].ID
-	waitFor(t, "a diagnosis", 30*time.Second, func() bool {
+	clitest.WaitFor(t, "a diagnosis", 30*time.Second, func() bool {
 		_, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node}))
 		return err == nil
 	})
@@ -112,7 +113,7 @@ func TestServeExportsTraces(t *testing.T) {
 // TestServeTracingUsageError: a bad OTEL_* value stops serve at start,
 // naming the variable.
 func TestServeTracingUsageError(t *testing.T) {
-	_, _, err := run(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
+	_, _, err := clitest.Run(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"},
 		"serve", "--listen", testkit.FreeAddr(t), "--target", "a=http://127.0.0.1:1/metrics")
 	if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
 		t.Errorf("err %v (exit %d), want a usage error naming OTEL_EXPORTER_OTLP_PROTOCOL", err, cli.ExitCode(err))

@@ -1,4 +1,4 @@
-package cli_test
+package browser_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/internal/testing/browsertest"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sim"
@@ -45,15 +46,15 @@ func consoleServe(t *testing.T, fleetPath string, nodes int, token string, extra
 	t.Helper()
 	addr := testkit.FreeAddr(t)
 	args := append([]string{"serve", "--listen", addr, "--fleet", fleetPath, "--rate-limit", "0", "--log-level", "warn"}, extra...)
-	background(t, nil, args...)
+	clitest.Background(t, nil, args...)
 	base := "http://" + addr
 	hc := http.DefaultClient
 	if token != "" {
-		hc = &http.Client{Transport: bearer{token, http.DefaultTransport}}
+		hc = &http.Client{Transport: clitest.Bearer{Token: token, Next: http.DefaultTransport}}
 	}
 	c := llmdiagv1connect.NewDiagnosisServiceClient(hc, base)
 	var last string
-	waitFor(t, "serve to list every node with a verdict", 30*time.Second, func() bool {
+	clitest.WaitFor(t, "serve to list every node with a verdict", 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		res, err := c.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{}))
@@ -109,6 +110,9 @@ func noProblems(t *testing.T, ctx context.Context) {
 // status change (as a StreamHealth client of the test receives it) to the
 // tile's new status being painted is measured and logged.
 func TestConsoleFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the console in Chromium on the seed fleet, about 30 s")
+	}
 	fl, fleetPath := consoleSim(t)
 	ids := fleetIDs(t, fl)
 	base, c := consoleServe(t, fleetPath, len(ids), "")
@@ -190,7 +194,7 @@ func TestConsoleFleet(t *testing.T) {
 	t.Logf("%s CRIT on the page %v after its rate was raised", hot, time.Since(pushed).Round(time.Millisecond))
 	if os.Getenv(updateScreenshotsEnv) == "1" { // the README's picture: the seed fleet with one node overloaded
 		step(t, ctx, 10*time.Second, "the change's highlight to fade", chromedp.Poll[chromedp.Void](`document.getAnimations().length === 0`))
-		browsertest.Screenshot(t, ctx, filepath.Join("..", "docs", "console-fleet.png"))
+		browsertest.Screenshot(t, ctx, clitest.RepoPath(t, "docs", "console-fleet.png"))
 	}
 	loads, err := chromedp.Run(ctx, chromedp.Evaluate[int](`performance.getEntriesByType('navigation').length + (window.__changes ? 0 : 100)`))
 	if err != nil || loads != 1 {
@@ -203,7 +207,7 @@ func TestConsoleFleet(t *testing.T) {
 		At           int64
 	}
 	var seen []painted
-	waitFor(t, "the page to record "+hot+"'s change", 5*time.Second, func() bool {
+	clitest.WaitFor(t, "the page to record "+hot+"'s change", 5*time.Second, func() bool {
 		var err error
 		if seen, err = chromedp.Run(ctx, chromedp.Evaluate[[]painted](`window.__changes`)); err != nil {
 			return false
@@ -285,9 +289,12 @@ func listStatuses(t *testing.T, c llmdiagv1connect.DiagnosisServiceClient) map[s
 // not call StreamHealth), and the page says so; a router token follows the
 // stream live.
 func TestConsoleToken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the console in Chromium with tokens, about 10 s")
+	}
 	fl, fleetPath := consoleSim(t)
 	ids := fleetIDs(t, fl)
-	base, _ := consoleServe(t, fleetPath, len(ids), "adm-0123456789abcdef0123456789abcdef", "--auth-tokens", filepath.Join("..", "auth", "testdata", "tokens.yaml"))
+	base, _ := consoleServe(t, fleetPath, len(ids), "adm-0123456789abcdef0123456789abcdef", "--auth-tokens", clitest.RepoPath(t, "auth", "testdata", "tokens.yaml"))
 
 	ctx := browsertest.New(t)
 	step(t, ctx, 20*time.Second, "the token form", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.ID("token-input")),

@@ -1,4 +1,4 @@
-package cli_test
+package promstack_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
@@ -22,10 +23,13 @@ import (
 // by a `node` target label, profiles from a fleet file without urls), and
 // the CLI asking it.
 func TestServeFromPrometheus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: serve reading a real Prometheus")
+	}
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", simFleet, "--log-level", "warn")
-	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(simFleet); return err == nil })
+	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", simFleet, "--log-level", "warn")
+	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(simFleet); return err == nil })
 	f, err := fleet.Load(simFleet)
 	if err != nil {
 		t.Fatal(err)
@@ -52,12 +56,12 @@ func TestServeFromPrometheus(t *testing.T) {
 
 	addr := testkit.FreeAddr(t)
 	vars := map[string]string{"LLMDIAG_ADDR": "http://" + addr}
-	background(t, vars, "serve", "--listen", addr, "--prometheus", prom.URL(), "--node-label", "node", "--fleet", profiles, "--interval", "1s", "--window", "1m", "--log-level", "warn")
+	clitest.Background(t, vars, "serve", "--listen", addr, "--prometheus", prom.URL(), "--node-label", "node", "--fleet", profiles, "--interval", "1s", "--window", "1m", "--log-level", "warn")
 
 	var diag string
 	resp := &llmdiagv1.DiagnoseNodeResponse{}
-	waitFor(t, "deepseek-v4-0 diagnosed decode-bound from Prometheus", 90*time.Second, func() bool {
-		o, _, err := run(t, vars, "diagnose", "deepseek-v4-0", "--format", "json")
+	clitest.WaitFor(t, "deepseek-v4-0 diagnosed decode-bound from Prometheus", 90*time.Second, func() bool {
+		o, _, err := clitest.Run(t, vars, "diagnose", "deepseek-v4-0", "--format", "json")
 		diag = o
 		return err == nil && protojson.Unmarshal([]byte(o), resp) == nil &&
 			resp.GetDiagnosis().GetRootCause() == llmdiagv1.Cause_CAUSE_DECODE_BOUND
@@ -66,7 +70,7 @@ func TestServeFromPrometheus(t *testing.T) {
 	if !strings.Contains(resp.GetDiagnosis().GetSummary(), "DP 8") {
 		t.Errorf("summary lacks the data-parallel profile: %s", resp.GetDiagnosis().GetSummary())
 	}
-	out, _, err := run(t, vars, "nodes")
+	out, _, err := clitest.Run(t, vars, "nodes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +81,8 @@ func TestServeFromPrometheus(t *testing.T) {
 	}
 	// An offset reads the past from Prometheus (once Prometheus has a past:
 	// its first scrapes of each target are staggered over a few seconds).
-	waitFor(t, "a window 5 s in the past", 30*time.Second, func() bool {
-		o, _, err := run(t, vars, "metrics", "glm-4.6-0", "--window", "30s", "--offset", "5s")
+	clitest.WaitFor(t, "a window 5 s in the past", 30*time.Second, func() bool {
+		o, _, err := clitest.Run(t, vars, "metrics", "glm-4.6-0", "--window", "30s", "--offset", "5s")
 		out = o
 		return err == nil && strings.Contains(o, "window=30s")
 	}, &out)

@@ -1,4 +1,4 @@
-package cli_test
+package clients_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
@@ -29,27 +30,27 @@ import (
 func BenchmarkMCPDiagnose(b *testing.B) {
 	dir := b.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: agent, role: reader, token: "+cliReaderToken+"}\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: agent, role: reader, token: "+clitest.ReaderToken+"}\n"), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	background(b, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	waitFor(b, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Background(b, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
+	clitest.WaitFor(b, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
 	addr := testkit.FreeAddr(b)
 	// The RPCs are not to meet --rate-limit: the benchmark calls flat out.
-	background(b, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--auth-tokens", tokens, "--rate-limit", "1e6", "--rate-burst", "1000000", "--log-level", "warn")
+	clitest.Background(b, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--auth-tokens", tokens, "--rate-limit", "1e6", "--rate-burst", "1000000", "--log-level", "warn")
 	base := "http://" + addr
-	waitFor(b, "serve", 30*time.Second, func() bool { return authPost(b, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
+	clitest.WaitFor(b, "serve", 30*time.Second, func() bool { return clitest.AuthPost(b, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
 
 	ctx := context.Background()
-	hc := &http.Client{Transport: bearer{cliReaderToken, http.DefaultTransport}, Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: clitest.Bearer{Token: clitest.ReaderToken, Next: http.DefaultTransport}, Timeout: 10 * time.Second}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer cs.Close()
-	cl, err := client.New(base, client.WithBearerToken(cliReaderToken))
+	cl, err := client.New(base, client.WithBearerToken(clitest.ReaderToken))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func BenchmarkMCPDiagnose(b *testing.B) {
 		_, err := cl.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN}))
 		return err
 	}
-	waitFor(b, "a verdict on "+node, 30*time.Second, func() bool { return viaRPC() == nil })
+	clitest.WaitFor(b, "a verdict on "+node, 30*time.Second, func() bool { return viaRPC() == nil })
 	for range 20 { // warm both paths
 		if err := viaMCP(); err != nil {
 			b.Fatal(err)

@@ -1,10 +1,9 @@
-package cli_test
+package browser_test
 
 import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/internal/testing/browsertest"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
@@ -26,7 +26,7 @@ const deepseek = "deepseek-v4-0"
 func diagnosed(t *testing.T, c llmdiagv1connect.DiagnosisServiceClient, node string, cause llmdiagv1.Cause) {
 	t.Helper()
 	var last string
-	waitFor(t, node+"'s "+cause.String()+" verdict from the service", 60*time.Second, func() bool {
+	clitest.WaitFor(t, node+"'s "+cause.String()+" verdict from the service", 60*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		res, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node}))
@@ -89,7 +89,7 @@ func noProblemsBut(t *testing.T, ctx context.Context, expected ...string) {
 // the comparison by model.
 func TestConsoleNodeAndCompare(t *testing.T) {
 	if testing.Short() {
-		t.Skip("browser end to end: about 20 s")
+		t.Skip("-short: the node and compare pages in Chromium, about 30 s")
 	}
 	fl, fleetPath := consoleSim(t)
 	nodes := len(fleetIDs(t, fl))
@@ -299,7 +299,7 @@ func TestConsoleNodeAndCompare(t *testing.T) {
 					last = points(t, ctx, "spark-queue")
 					return last >= 8 && eval[bool](t, ctx, `document.querySelector('.node-charts h2').textContent.includes('5m')`)
 				})
-			browsertest.Screenshot(t, ctx, filepath.Join("..", "docs", "console-node.png"))
+			browsertest.Screenshot(t, ctx, clitest.RepoPath(t, "docs", "console-node.png"))
 			t.Log("wrote docs/console-node.png")
 		})
 	}

@@ -1,6 +1,6 @@
 //go:build !race
 
-package cli
+package replicas_test
 
 // raceEnabled: the tests run with the race detector.
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package cli_test
+package exposure_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	grpchealthv1 "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/internal/testing/certtest"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
@@ -27,12 +27,12 @@ func TestServeHealthListen(t *testing.T) {
 	ca := certtest.NewCA(t, "server CA")
 	certFile, keyFile := ca.Server(t).WriteFiles(t, dir, "server")
 	tokens := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+cliReaderToken+"}\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+clitest.ReaderToken+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	addr, healthAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
-	background(t, nil, "serve", "--listen", addr, "--health-listen", healthAddr, "--target", target,
+	clitest.Background(t, nil, "serve", "--listen", addr, "--health-listen", healthAddr, "--target", target,
 		"--tls-cert", certFile, "--tls-key", keyFile, "--auth-tokens", tokens, "--interval", "1s", "--log-level", "warn")
 
 	check := func(a string) (grpchealthv1.HealthCheckResponse_ServingStatus, error) {
@@ -47,7 +47,7 @@ func TestServeHealthListen(t *testing.T) {
 		return r.GetStatus(), err
 	}
 	var last string
-	waitFor(t, "SERVING on --health-listen", 30*time.Second, func() bool {
+	clitest.WaitFor(t, "SERVING on --health-listen", 30*time.Second, func() bool {
 		st, err := check(healthAddr)
 		last = st.String()
 		if err != nil {
@@ -67,24 +67,5 @@ func TestServeHealthListen(t *testing.T) {
 		if resp.StatusCode != http.StatusNotFound {
 			t.Errorf("POST %s on --health-listen: HTTP %d, want 404 (health only)", path, resp.StatusCode)
 		}
-	}
-}
-
-// TestServeFlagSet: the exported flag set is serve's, unparsed, with its
-// defaults.
-func TestServeFlagSet(t *testing.T) {
-	fs := cli.ServeFlagSet()
-	for name, want := range map[string]string{"listen": "127.0.0.1:8080", "health-listen": "", "metrics-listen": "", "tls-cert": "", "redis": ""} {
-		f := fs.Lookup(name)
-		if f == nil {
-			t.Errorf("--%s: not in serve's flag set", name)
-			continue
-		}
-		if f.DefValue != want {
-			t.Errorf("--%s default %q, want %q", name, f.DefValue, want)
-		}
-	}
-	if fs.Lookup("addr") != nil || fs.Parsed() {
-		t.Errorf("serve's flag set has the client's --addr (%v) or is parsed (%v)", fs.Lookup("addr") != nil, fs.Parsed())
 	}
 }

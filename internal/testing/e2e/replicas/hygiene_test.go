@@ -1,4 +1,4 @@
-package cli_test
+package replicas_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/redistest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
@@ -43,8 +44,11 @@ const (
 // carries any of them, nor the content of the page the redirect leads to
 // (which is never asked for).
 func TestNoPasswordLeaks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: serve with real Redis and two replicas")
+	}
 	dir := t.TempDir()
-	exposition, err := os.ReadFile("../engine/testdata/vllm-v1-dynamo-metrics_examples.prom")
+	exposition, err := os.ReadFile(clitest.RepoPath(t, "engine", "testdata", "vllm-v1-dynamo-metrics_examples.prom"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,9 +116,9 @@ func TestNoPasswordLeaks(t *testing.T) {
 	common := []string{"serve", "--fleet", fleetFile, "--interval", "500ms", "--scrape-timeout", "400ms", "--stale-after", "5s",
 		"--prometheus", withUser(prom.URL, "llmdiag", promPassword), "--log-level", "debug", "--log-format", "json"}
 	addr1, addr2 := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	log1 := background(t, nil, append(common, "--listen", addr1, "--replica-id", "r1",
+	log1 := clitest.Background(t, nil, append(common, "--listen", addr1, "--replica-id", "r1",
 		"--redis", "redis://default:"+redisPassword+"@"+rs.Addr())...)
-	log2 := background(t, nil, append(common, "--listen", addr2, "--replica-id", "r2",
+	log2 := clitest.Background(t, nil, append(common, "--listen", addr2, "--replica-id", "r2",
 		"--redis", "redis://default@"+rs.Addr(), "--redis-password-file", pwFile)...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -132,7 +136,7 @@ func TestNoPasswordLeaks(t *testing.T) {
 		// Every node listed, the redirecting one down with the redirect named.
 		var nodes *llmdiagv1.ListNodesResponse
 		var last string
-		waitFor(t, "three nodes listed by "+addr, 30*time.Second, func() bool {
+		clitest.WaitFor(t, "three nodes listed by "+addr, 30*time.Second, func() bool {
 			res, err := c.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{}))
 			if err != nil {
 				last = err.Error()
@@ -146,7 +150,7 @@ func TestNoPasswordLeaks(t *testing.T) {
 		add("ListNodes", nodes)
 		for _, id := range []string{"secured", "gone", "redirecting"} {
 			var m *llmdiagv1.GetNodeMetricsResponse
-			waitFor(t, id+"'s metrics from "+addr, 30*time.Second, func() bool {
+			clitest.WaitFor(t, id+"'s metrics from "+addr, 30*time.Second, func() bool {
 				res, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: id}))
 				if err != nil {
 					last = err.Error()

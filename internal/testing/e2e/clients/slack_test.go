@@ -1,4 +1,4 @@
-package cli_test
+package clients_test
 
 import (
 	"crypto/hmac"
@@ -21,6 +21,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/llmdiag/llmdiag/auth"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
@@ -64,17 +65,20 @@ func slackPostAt(t *testing.T, base, secret, text, responseURL string, at int64)
 // command's own check (the bearer check lets the path through); without
 // the flag the path is not served.
 func TestSlackCommandEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the Slack command on the simulated seed fleet")
+	}
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
+	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
 
 	const secret = "e2e-slack-signing-secret-0123456789"
 	secretPath, tokens := filepath.Join(dir, "slack-secret"), filepath.Join(dir, "tokens.yaml")
 	if err := os.WriteFile(secretPath, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+cliReaderToken+"}\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: grafana, role: reader, token: "+clitest.ReaderToken+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// The response_url: answers slower than the inline deadline land here.
@@ -90,9 +94,9 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 
 	addr := testkit.FreeAddr(t)
 	base := "http://" + addr
-	serveLog := background(t, nil, "serve", "--listen", addr, "--fleet", fleetPath, "--interval", "500ms", "--auth-tokens", tokens,
+	serveLog := clitest.Background(t, nil, "serve", "--listen", addr, "--fleet", fleetPath, "--interval", "500ms", "--auth-tokens", tokens,
 		"--slack-signing-secret-file", secretPath, "--slack-response-url-prefix", hooks.URL+"/hooks/", "--log-level", "warn")
-	waitFor(t, "serve", 30*time.Second, func() bool { return authPost(t, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
+	clitest.WaitFor(t, "serve", 30*time.Second, func() bool { return clitest.AuthPost(t, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
 
 	if code, body := slackPost(t, base, "", "nodes", hooks.URL+"/hooks/x"); code != http.StatusUnauthorized || !strings.Contains(body, "missing X-Slack-Signature") {
 		t.Fatalf("unsigned: %d %q, want the command's own 401", code, body)
@@ -106,7 +110,7 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 	attempt := 0
 	var last string
 	var took time.Duration
-	waitFor(t, "a signed `diagnose deepseek-v4-0` to answer decode-bound", 60*time.Second, func() bool {
+	clitest.WaitFor(t, "a signed `diagnose deepseek-v4-0` to answer decode-bound", 60*time.Second, func() bool {
 		attempt++
 		u := fmt.Sprintf("%s/hooks/%d", hooks.URL, attempt)
 		start := time.Now()
@@ -117,7 +121,7 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 			return false
 		}
 		if strings.Contains(body, "Working on") { // slower than the inline deadline
-			waitFor(t, "the answer at the response_url", 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(posted) > 0 })
+			clitest.WaitFor(t, "the answer at the response_url", 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(posted) > 0 })
 			mu.Lock()
 			body = posted[len(posted)-1]
 			mu.Unlock()
@@ -146,8 +150,10 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 	// Without the flag the path is not served.
 	target := "node-under-test=http://" + testkit.ClosedAddr(t) + "/metrics"
 	plain := testkit.FreeAddr(t)
-	background(t, nil, "serve", "--listen", plain, "--target", target, "--log-level", "warn")
-	waitFor(t, "serve without Slack", 30*time.Second, func() bool { return authPost(t, "http://"+plain+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
+	clitest.Background(t, nil, "serve", "--listen", plain, "--target", target, "--log-level", "warn")
+	clitest.WaitFor(t, "serve without Slack", 30*time.Second, func() bool {
+		return clitest.AuthPost(t, "http://"+plain+"/grpc.health.v1.Health/Check", "") == http.StatusOK
+	})
 	if code, _ := slackPost(t, "http://"+plain, secret, "nodes", hooks.URL+"/hooks/y"); code != http.StatusNotFound {
 		t.Errorf("without --slack-signing-secret-file: %d, want 404", code)
 	}

@@ -1,4 +1,4 @@
-package cli_test
+package clients_test
 
 import (
 	"context"
@@ -6,50 +6,21 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
-// asLLMDiag, set in a child's environment, makes the test binary run as
-// llmdiag (cmd/llmdiag's main: cli.Run on the process's arguments, stdin,
-// stdout and stderr) instead of running tests: a real `llmdiag mcp`
-// process without a build.
-const asLLMDiag = "CLI_TEST_RUN_AS_LLMDIAG"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(asLLMDiag) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := cli.Run(ctx, os.Args[1:], cli.Env{Getenv: os.Getenv, Stdout: os.Stdout, Stderr: os.Stderr})
-		stop()
-		if err != nil {
-			os.Stderr.WriteString("llmdiag: " + err.Error() + "\n")
-		}
-		os.Exit(cli.ExitCode(err))
-	}
-	os.Exit(m.Run())
-}
-
-// bearer adds a bearer token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
+// TestMain lets the test binary run as llmdiag (clitest.Main): a real
+// `llmdiag mcp` process without a build.
+func TestMain(m *testing.M) { clitest.Main(m) }
 
 // mcpSession connects the SDK's client over t, closed at cleanup.
 func mcpSession(ctx context.Context, t *testing.T, tr mcp.Transport) (*mcp.ClientSession, error) {
@@ -86,7 +57,7 @@ func waitDecodeBound(t *testing.T, cs *mcp.ClientSession, d time.Duration) {
 	t.Helper()
 	var last string
 	var res *mcp.CallToolResult
-	waitFor(t, "diagnose_node deepseek-v4-0 to answer DECODE_BOUND", d, func() bool {
+	clitest.WaitFor(t, "diagnose_node deepseek-v4-0 to answer DECODE_BOUND", d, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "diagnose_node", Arguments: map[string]any{"node": "deepseek-v4-0"}})
@@ -116,24 +87,27 @@ func waitDecodeBound(t *testing.T, cs *mcp.ClientSession, d time.Duration) {
 // over Connect. Both list the tools and get the DeepSeek node's
 // decode-bound diagnosis; /mcp refuses a caller without credentials.
 func TestMCPEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: MCP on the simulated seed fleet, waits for a decode-bound verdict")
+	}
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
-	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: agent, role: reader, token: "+cliReaderToken+"}\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("tokens:\n  - {name: agent, role: reader, token: "+clitest.ReaderToken+"}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
+	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
 	addr := testkit.FreeAddr(t)
-	background(t, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--interval", "500ms", "--auth-tokens", tokens, "--log-level", "warn")
+	clitest.Background(t, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--interval", "500ms", "--auth-tokens", tokens, "--log-level", "warn")
 	base := "http://" + addr
-	waitFor(t, "serve", 30*time.Second, func() bool { return authPost(t, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
+	clitest.WaitFor(t, "serve", 30*time.Second, func() bool { return clitest.AuthPost(t, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
 	endpoint := base + "/mcp"
 
 	t.Run("http", func(t *testing.T) {
 		// Refused without credentials, or with a token the file does not list.
 		for _, token := range []string{"", "x-0123456789abcdefghij"} {
-			if got := authPost(t, endpoint, token); got != http.StatusUnauthorized {
+			if got := clitest.AuthPost(t, endpoint, token); got != http.StatusUnauthorized {
 				t.Errorf("POST /mcp with token %q: HTTP %d, want 401", token, got)
 			}
 		}
@@ -143,7 +117,7 @@ func TestMCPEndToEnd(t *testing.T) {
 			t.Errorf("connect without a token: %v, want Unauthorized", err)
 		}
 		cs, err := mcpSession(ctx, t, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: bearer{cliReaderToken, http.DefaultTransport}, Timeout: 10 * time.Second}})
+			HTTPClient: &http.Client{Transport: clitest.Bearer{Token: clitest.ReaderToken, Next: http.DefaultTransport}, Timeout: 10 * time.Second}})
 		if err != nil {
 			t.Fatalf("connect with a reader token: %v", err)
 		}
@@ -171,7 +145,7 @@ func TestMCPEndToEnd(t *testing.T) {
 		}
 		var stderr testkit.SyncBuffer
 		cmd := exec.Command(exe, "mcp", "--addr", base, "--log-level", "debug")
-		cmd.Env = append(os.Environ(), asLLMDiag+"=1", "LLMDIAG_TOKEN="+cliReaderToken)
+		cmd.Env = append(os.Environ(), clitest.AsLLMDiag+"=1", "LLMDIAG_TOKEN="+clitest.ReaderToken)
 		cmd.Stderr = &stderr
 		cmd.WaitDelay = 5 * time.Second
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,4 +1,4 @@
-package cli_test
+package exposure_test
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
@@ -89,10 +90,13 @@ func getURL(base, procedure string, msg proto.Message) string {
 // say how they may be cached; errors, refusals and POSTs do not let a
 // cache keep them.
 func TestPlainGETs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: GETs on the simulated seed fleet, about a minute under -race")
+	}
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	waitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
+	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
 	const console, poller, burst = "console-token-0123456789abcdef", "poller-token-0123456789abcdef", "burst-token-0123456789abcdef"
 	tokens := filepath.Join(dir, "tokens.yaml")
 	if err := os.WriteFile(tokens, []byte("tokens:\n"+
@@ -105,13 +109,13 @@ func TestPlainGETs(t *testing.T) {
 	base := "http://" + addr
 	// A refresh a second (max-age=1); a 15s window, covered after 14s, so
 	// the history's points soon carry their window's E2E P99.
-	background(t, nil, "serve", "--listen", addr, "--fleet", fleetPath, "--interval", "1s", "--window", "15s",
+	clitest.Background(t, nil, "serve", "--listen", addr, "--fleet", fleetPath, "--interval", "1s", "--window", "15s",
 		"--auth-tokens", tokens, "--rate-limit", "20", "--rate-burst", "60", "--log-level", "warn")
 
 	// The poller's own rate limit: waiting costs the console nothing.
 	pollClient := llmdiagv1connect.NewDiagnosisServiceClient(&http.Client{Transport: &methodLog{token: poller}}, base, connect.WithHTTPGet())
 	var last string
-	waitFor(t, "a history point of glm-4.6-0 with its window's E2E P99", 60*time.Second, func() bool {
+	clitest.WaitFor(t, "a history point of glm-4.6-0 with its window's E2E P99", 60*time.Second, func() bool {
 		resp, err := pollClient.GetNodeHistory(context.Background(), connect.NewRequest(&llmdiagv1.GetNodeHistoryRequest{Node: "glm-4.6-0"}))
 		if err != nil {
 			last = err.Error()
@@ -122,7 +126,7 @@ func TestPlainGETs(t *testing.T) {
 	}, &last)
 
 	// The CLI's table of it.
-	out, _, err := run(t, map[string]string{"LLMDIAG_ADDR": base, "LLMDIAG_TOKEN": poller}, "history", "glm-4.6-0", "--limit", "3")
+	out, _, err := clitest.Run(t, map[string]string{"LLMDIAG_ADDR": base, "LLMDIAG_TOKEN": poller}, "history", "glm-4.6-0", "--limit", "3")
 	if lines := strings.Split(strings.TrimSpace(out), "\n"); err != nil || len(lines) != 4 || !strings.Contains(lines[0], "E2E P99") {
 		t.Errorf("history --limit 3: %v\n%s", err, out)
 	}
@@ -242,14 +246,14 @@ func TestPlainGETs(t *testing.T) {
 	// history (about 130 bytes of JSON a point): a second serve refreshing
 	// ten times a second, keeping 200 points, soon has one that large.
 	addr2 := testkit.FreeAddr(t)
-	background(t, nil, "serve", "--listen", addr2, "--fleet", fleetPath, "--interval", "100ms", "--history", "200",
+	clitest.Background(t, nil, "serve", "--listen", addr2, "--fleet", fleetPath, "--interval", "100ms", "--history", "200",
 		"--auth-tokens", tokens, "--log-level", "warn")
 	histURL := getURL("http://"+addr2, "GetNodeHistory", &llmdiagv1.GetNodeHistoryRequest{Node: "deepseek-v4-0"})
 	var zipped *http.Response
 	var zbody []byte
 	// About 125 refreshes at 100 ms: 13 s on a quiet machine, several
 	// times that on a loaded one, where refreshes fall behind their interval.
-	waitFor(t, "a history over 16 KiB, gzipped", 3*time.Minute, func() bool {
+	clitest.WaitFor(t, "a history over 16 KiB, gzipped", 3*time.Minute, func() bool {
 		var err error
 		zipped, zbody, err = tryGet(histURL, poller, "gzip")
 		return err == nil && zipped.StatusCode == http.StatusOK && zipped.Header.Get("Content-Encoding") == "gzip"
