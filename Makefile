@@ -1,4 +1,5 @@
-# llmdiag — the two commands a newcomer needs are `make run` and `make test`.
+# llmdiag — the commands a newcomer needs are `make run`, `make check` (the
+# quick loop, while changing code) and `make test` (everything, before pushing).
 GO      ?= go
 BIN     := bin/llmdiag
 # Tests with -race on 2 cores; keep the whole run well under 10 minutes.
@@ -6,7 +7,7 @@ BIN     := bin/llmdiag
 # the test cache cannot see, so every run runs them.
 TESTFLAGS ?= -race -count=1 -timeout 9m
 
-.PHONY: all build run test vet lint generate checkgenerate deps bench image clean
+.PHONY: all build run check test vet lint generate checkgenerate deps bench image clean
 
 all: build
 
@@ -16,6 +17,14 @@ build:
 ## run: start the simulated `seed` fleet and llmdiag serving it on 127.0.0.1:8080
 run: build
 	./scripts/run.sh $(BIN)
+
+## check: the quick loop while changing code: go vet, then every package's
+## tests with -short and without -race. End-to-end tests (internal/testing/e2e),
+## tests that start real Prometheus, Redis, Alertmanager or Chromium, the
+## scenario matrix and long simulations skip; unit tests all run. Run
+## make test before pushing.
+check: vet
+	$(GO) test -short -count=1 -timeout 5m ./...
 
 ## test: install what is missing, then lint, check generated code, vet and test
 ## The scenario × engine matrix (128 simulated runs through the whole pipeline)
