@@ -81,7 +81,7 @@ func (r *recording) Publish(ctx context.Context, h *llmdiagv1.NodeHealth) (store
 // busy machine only makes it slower.
 func TestRedisOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs for about 10 s")
+		t.Skip("-short: a Redis outage, about 10 s")
 	}
 	rs := redistest.StartWith(t, redistest.Options{Persist: true})
 	rdb, err := redisstore.NewClient(rs.Addr())

@@ -375,7 +375,7 @@ func (w flushCounter) Flush() {
 // Five hundred real streams on one server each get a published change.
 func TestStreamManySubscribers(t *testing.T) {
 	if testing.Short() {
-		t.Skip("opens 500 streams")
+		t.Skip("-short: opens 500 streams")
 	}
 	url, st := streamServer(t)
 	// deliver fails unless every stream gets every change, in order; the

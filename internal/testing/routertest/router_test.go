@@ -52,7 +52,7 @@ func TestRouterSteersAroundOverloadFastLane(t *testing.T) {
 // away.
 func steer(t *testing.T, args []string, bound, away time.Duration) {
 	if testing.Short() {
-		t.Skip("end to end: about 20 s")
+		t.Skip("-short: a router end to end, about 20 s")
 	}
 	cfg, err := sim.Scenario("overloaded", 1)
 	if err != nil {

@@ -255,7 +255,7 @@ func (o outcome) share() float64 {
 // the time-to-verdict figures.
 func TestMatrix(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the scenario matrix takes a while")
+		t.Skip("-short: the scenario matrix, about a minute")
 	}
 	start := time.Now()
 	var (
