@@ -329,6 +329,9 @@ func TestHeadersOnlyHTTP2StreamIsClosedAtTheReadDeadline(t *testing.T) {
 }
 
 func TestStreamOutlivesTheReadDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: two streams each waiting out a 5 s heartbeat")
+	}
 	// A stream whose request arrived stays open past the deadline, on
 	// HTTP/1.1 (Connect) and HTTP/2 (gRPC); its heartbeats arrive after it.
 	const timeout = 200 * time.Millisecond

@@ -89,6 +89,9 @@ func streamRecv(t *testing.T, ctx context.Context, c *client.Client, r *llmdiagv
 }
 
 func TestStreamSelectors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: nine streams each waiting out a 1 s heartbeat")
+	}
 	url, st := streamServer(t)
 	c, err := client.New(url, client.WithProtocol(client.ProtocolGRPC))
 	if err != nil {
