@@ -15,8 +15,8 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 go mod download
 
-# grpcurl: cli.TestServeTLS looks on PATH, then in $(go env GOPATH)/bin,
-# where go install puts it when GOBIN is unset.
+# grpcurl: TestServeTLS (internal/testing/e2e/exposure) looks on PATH, then
+# in $(go env GOPATH)/bin, where go install puts it when GOBIN is unset.
 GRPCURL_VERSION=v1.9.3
 if ! command -v grpcurl >/dev/null 2>&1 && ! [ -x "$(go env GOPATH)/bin/grpcurl" ] && ! { [ -n "$(go env GOBIN)" ] && [ -x "$(go env GOBIN)/grpcurl" ]; }; then
   echo "deps: installing grpcurl $GRPCURL_VERSION with go install"

@@ -6,6 +6,6 @@
 // WaitFor polls a condition. Main lets a test binary run as llmdiag itself,
 // for tests that need a real child process without building one.
 //
-// The package's tests (cli's and the end-to-end suites under
-// internal/testing/e2e) share these helpers instead of keeping copies.
+// cli's tests and the end-to-end suites under internal/testing/e2e share
+// these helpers instead of keeping copies.
 package clitest

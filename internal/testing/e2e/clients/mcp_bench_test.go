@@ -26,7 +26,7 @@ import (
 // Calls alternate in rounds of 50, one at a time, so load drift hits both
 // alike. It reports mcp-p50-µs, rpc-p50-µs and x-rpc (their ratio).
 //
-//	go test ./cli -run '^$' -bench MCPDiagnose -benchtime 1000x -count 5
+//	go test ./internal/testing/e2e/clients -run '^$' -bench MCPDiagnose -benchtime 1000x -count 5
 func BenchmarkMCPDiagnose(b *testing.B) {
 	dir := b.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
