@@ -19,6 +19,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/server"
+	"github.com/llmdiag/llmdiag/source/prom"
 )
 
 // alertFlagSet are serve's flags for the Alertmanager receiver. The
@@ -115,9 +116,9 @@ func (a *alertFlagSet) route(ctx context.Context, svc alerts.Service, log *slog.
 			http.Error(w, "llmdiag forwards no alerts: serve has no sink (--alert-slack-webhook-file, --alert-json-webhook-file or --alert-text-webhook-file)", http.StatusNotFound)
 		})}, nil
 	}
-	labels := []string{"instance", "node"}
-	if nodeLabel != "" && nodeLabel != "instance" {
-		labels = []string{nodeLabel, "instance", "node"}
+	labels := []string{prom.DefaultNodeLabel, "node"}
+	if nodeLabel != "" && nodeLabel != prom.DefaultNodeLabel {
+		labels = []string{nodeLabel, prom.DefaultNodeLabel, "node"}
 	}
 	// Sinks are outside: the environment's proxy applies; each attempt has
 	// its own deadline (alerts.Options.AttemptTimeout).

@@ -93,7 +93,8 @@ func parseTarget(v string) (fleet.Node, error) {
 // serveFlags are serve's flags, read by the steps of runServe.
 type serveFlags struct {
 	fs                                                    *flag.FlagSet
-	listen, fleetPath, window, thresholdsFile             *string
+	listen, fleetPath, thresholdsFile                     *string
+	window                                                metrics.Window
 	targets                                               targetsFlag
 	interval, staleAfter, scrapeTimeout, retention, grace *time.Duration
 	scrapeSpread                                          *time.Duration
@@ -124,7 +125,8 @@ func serveCommand(env Env) *ffcli.Command {
 	c.interval = fs.Duration("interval", 5*time.Second, "time between refreshes of the whole fleet")
 	c.fastInterval = fs.Duration("fast-interval", 0, "the fast lane for routers: read queue, running and KV usage of every node with a url this often (e.g. 250ms), between refreshes, and update routability and load score at once (README, The fast lane); 0, the default, leaves it off: it reads each node's /metrics this often, a cost the model servers pay")
 	c.fastConcurrency = fs.Int("fast-concurrency", 64, "most fast-lane reads in flight; a node's tick finding none free is skipped, never queued")
-	c.window = fs.String("window", "5m", "default window verdicts are computed for")
+	c.window = metrics.DefaultWindow
+	fs.Var(&c.window, "window", "default window verdicts are computed for")
 	c.staleAfter = fs.Duration("stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")
 	c.scrapeTimeout = fs.Duration("scrape-timeout", 3*time.Second, "deadline of one scrape; a refresh waits no longer for slow targets (they are reported from their last scrape meanwhile), so keep it below --interval")
 	c.scrapeSpread = fs.Duration("scrape-spread", 0, "start a refresh's scrapes over this span instead of all at once (each node keeps its place in it), so that a large fleet's parsing does not take every core in one burst; 0, the default, starts them at once, except with --fast-interval: then half of --interval (at most half of --stale-after), so that the fast reads never wait for CPU; set it to change that")
@@ -222,7 +224,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		return err
 	}
 
-	loop := refresh.New(src.src, st.st, tm, log, time.Now, refresh.Config{Interval: *c.interval, Window: *c.window, Thresholds: th, Fleet: src.fleet, Retention: *c.retention, MaxNodes: *c.maxNodes,
+	loop := refresh.New(src.src, st.st, tm, log, time.Now, refresh.Config{Interval: *c.interval, Window: c.window, Thresholds: th, Fleet: src.fleet, Retention: *c.retention, MaxNodes: *c.maxNodes,
 		Fast: refresh.FastConfig{Interval: *c.fastInterval, Concurrency: *c.fastConcurrency, Registerer: reg,
 			Limits: engine.Limits{MaxSeries: *c.maxSeries, MaxRankValues: *c.maxRanks}}, TracerProvider: tr.Provider})
 	if *c.fastInterval > 0 {
@@ -240,7 +242,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		}
 	}
 	svc := server.NewService(st.st, src.src, log, time.Now, server.Config{
-		DefaultWindow: *c.window, StaleAfter: *c.staleAfter, Thresholds: th,
+		DefaultWindow: c.window, StaleAfter: *c.staleAfter, Thresholds: th,
 		OffsetStep: *c.offsetStep, RequestQueryBudget: *c.requestQueries,
 		SLOReads: loop, // the SLO windows its verdicts read
 	}, ctx.Done())
@@ -316,7 +318,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	ingestCtx, stopIngest := context.WithCancel(ctx)
 	defer stopIngest()
 	ingestDone := make(chan struct{})
-	attrs := []any{"addr", scheme(tlsConfig) + "://" + ln.Addr().String(), "source", src.from, "interval", *c.interval, "window", *c.window}
+	attrs := []any{"addr", scheme(tlsConfig) + "://" + ln.Addr().String(), "source", src.from, "interval", *c.interval, "window", c.window}
 	if *c.console {
 		attrs = append(attrs, "console", scheme(tlsConfig)+"://"+ln.Addr().String()+auth.ConsolePath)
 	}
@@ -354,9 +356,6 @@ func (c *serveFlags) configure() (diagnose.Thresholds, *fleet.File, error) {
 		*c.staleAfter = th.StaleAfter
 	}
 	th.StaleAfter = *c.staleAfter
-	if _, _, err := metrics.ParseWindow(*c.window); err != nil {
-		return th, nil, usageError{fmt.Errorf("--window: %w", err)}
-	}
 	if *c.interval <= 0 || *c.staleAfter <= 0 || *c.scrapeTimeout <= 0 || *c.maxSeries <= 0 || *c.maxRanks <= 0 {
 		return th, nil, usageError{errors.New("--interval, --stale-after, --scrape-timeout, --scrape-max-series and --scrape-max-ranks must be positive")}
 	}
@@ -560,8 +559,8 @@ func promFlags(fs *flag.FlagSet) promFlagSet {
 	p.timeout = fs.Duration("prometheus-timeout", 10*time.Second, "deadline of one query to --prometheus")
 	p.maxInFlight = fs.Int("prometheus-max-in-flight", 12, "queries to --prometheus in flight at once, refreshes and on-demand windows together")
 	p.onDemandInFlight = fs.Int("prometheus-on-demand-in-flight", 4, "of --prometheus-max-in-flight, the most on-demand windows, offsets and baselines may use; the rest are the refresh's own")
-	p.nodeLabel = fs.String("node-label", "instance", "label that identifies a node in --prometheus")
-	p.modelLabels = fs.String("model-label", "model_name,model,name", "labels that may carry the served model, in order of preference")
+	p.nodeLabel = fs.String("node-label", prom.DefaultNodeLabel, "label that identifies a node in --prometheus")
+	p.modelLabels = fs.String("model-label", strings.Join(prom.DefaultModelLabels(), ","), "labels that may carry the served model, in order of preference")
 	p.dcgmJoin = fs.String("prometheus-dcgm-join", "", "read the NVIDIA DCGM exporter's GPU series from --prometheus and join them to nodes by these labels, tried in order (e.g. Hostname,pod,instance); empty: no GPU figures")
 	return p
 }

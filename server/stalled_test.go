@@ -19,6 +19,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
@@ -96,7 +97,7 @@ func TestStreamHealthStalled(t *testing.T) {
 	st := memory.New(memory.Options{Now: clk.Now, FeedLen: 1 << 12}, "stalled")
 	scraper := scrape.New(targets, &http.Client{Transport: simExpositions{f}}, log, clk.Now, scrape.Options{StaleAfter: th.StaleAfter})
 	tm, _ := telemetry.New(prometheus.NewRegistry(), clk.Now)
-	loop := refresh.New(scraper, st, tm, log, clk.Now, refresh.Config{Interval: every, Window: "5m", Thresholds: th, Fleet: byID})
+	loop := refresh.New(scraper, st, tm, log, clk.Now, refresh.Config{Interval: every, Window: metrics.DefaultWindow, Thresholds: th, Fleet: byID})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := loop.Once(ctx); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sim"
 	"github.com/llmdiag/llmdiag/source/scrape"
@@ -40,9 +41,9 @@ type Options struct {
 	// Duration is simulated time refreshed after the warm-up (default 15m).
 	Duration time.Duration
 	// Interval between refreshes (default 5s) and the verdicts' window
-	// (default "5m"), as `llmdiag serve` defaults them.
+	// (default metrics.DefaultWindow), as `llmdiag serve` defaults them.
 	Interval time.Duration
-	Window   string
+	Window   metrics.Window
 	// Loopback serves the expositions from a loopback HTTP server instead
 	// of the in-process transport.
 	Loopback bool
@@ -69,9 +70,7 @@ func (o *Options) defaults() {
 	if o.Interval == 0 {
 		o.Interval = 5 * time.Second
 	}
-	if o.Window == "" {
-		o.Window = "5m"
-	}
+	o.Window = o.Window.Or(metrics.DefaultWindow)
 }
 
 // Reading is one node's state as stored by one refresh.
