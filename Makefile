@@ -6,7 +6,7 @@ BIN     := bin/llmdiag
 # the test cache cannot see, so every run runs them.
 TESTFLAGS ?= -race -count=1 -timeout 9m
 
-.PHONY: all build run test vet lint generate checkgenerate deps bench image clean
+.PHONY: all build run test vet lint generate checkgenerate deps docs bench image clean
 
 all: build
 
@@ -57,6 +57,12 @@ checkgenerate:
 .PHONY: manifests
 manifests:
 	$(GO) test -count=1 -run '^TestPrometheusRule$$' ./deploy -update
+
+## docs: regenerate the reference part of docs/configuration.md from
+## `llmdiag serve --help` (between its marker lines; the prose around it
+## stays); cli's tests fail while it is stale
+docs:
+	$(GO) test -count=1 -run '^TestConfigurationDoc$$' ./cli -update
 
 ## bench: the benchmarks behind README's Benchmarks, 5 runs each, as one
 ## table of medians (COUNT=3, ONLY=Unary to narrow it; raw output in bin/bench.txt)
