@@ -47,7 +47,7 @@ var (
 // checked reports whether Check reads the file name.
 func checked(name string) bool {
 	switch path.Ext(name) {
-	case ".go", ".proto", ".md", ".yaml", ".yml", ".sh":
+	case ".go", ".proto", ".md", ".yaml", ".yml", ".sh", ".js", ".html", ".css":
 		return true
 	}
 	return name == "Makefile" || strings.HasSuffix(name, ".mk")

@@ -6,7 +6,8 @@
 // it over the whole tree, so either fails `make test`.
 //
 // What Check reports, in the files it reads (.go, .proto, .md, .yaml,
-// .yml, .sh and Makefiles; hidden directories and bin/ are skipped):
+// .yml, .sh, the console's .js, .html and .css, and Makefiles; hidden
+// directories and bin/ are skipped):
 //
 //   - a path out of the repository into a sibling checkout ("../shared/…"),
 //     or an absolute one into the workspace it was developed in;

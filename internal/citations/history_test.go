@@ -84,6 +84,7 @@ func TestCheckHistory(t *testing.T) {
 		"Makefile":          file("# faster since the last round\n"),
 		"a/doc.go":          file("// Package a is the receiver (issue 15, item 2).\npackage a\n"),
 		"api/x.proto":       file("// Added in session 3.\n"),
+		"console/x.js":      file("// Charts (issue 16) draw the percentiles.\n"),
 		"deploy/x.yaml":     file("# a round trip per request\n"),
 		"docs/x.md":         file("A round of queries; 1 ms on the faster machine.\n"),
 		"scripts/x.sh":      file("# see (#12)\n"),
@@ -97,6 +98,7 @@ func TestCheckHistory(t *testing.T) {
 		`Makefile:1: "last round": a round of work tells how the text was made; say what the code does`,
 		`a/doc.go:1: "issue 15, item 2": an issue number tells how the text was made; say what the code does`,
 		`api/x.proto:1: "session 3": a work session`,
+		`console/x.js:1: "issue 16": an issue number`,
 		`docs/x.md:1: "faster machine": a development machine tells how the text was made; name the hardware`,
 		`scripts/x.sh:1: "(#12)": an issue or pull request number`,
 	}
