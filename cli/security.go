@@ -26,7 +26,7 @@ type securityConfig struct {
 
 // register defines the security flags on fs, filling s.
 func (s *securityConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.tokens, "auth-tokens", "", "tokens file (YAML, see README, Security): bearer tokens and client certificate subjects, each with a name and a role (reader, router, admin, alertmanager); re-read when it changes. With it (or --tls-client-ca) every request but grpc.health.v1 needs credentials")
+	fs.StringVar(&s.tokens, "auth-tokens", "", "tokens file (YAML, see docs/configuration.md, The tokens file): bearer tokens and client certificate subjects, each with a name and a role (reader, router, admin, alertmanager); re-read when it changes. With it (or --tls-client-ca) every request but grpc.health.v1 needs credentials")
 	fs.StringVar(&s.metricsListen, "metrics-listen", "", "serve /metrics on this address (plaintext, no authentication) instead of on --listen, where with authentication on it needs the admin role")
 	fs.BoolVar(&s.reflection, "reflection", false, "serve gRPC server reflection (grpcurl list, describe); with authentication on it needs the admin role")
 	fs.BoolVar(&s.insecure, "insecure", false, "allow --listen on a non-loopback address without TLS and authentication (logged as a warning)")

@@ -65,7 +65,7 @@ history and its peers, and serve DiagnosisService over Connect, gRPC and
 gRPC-Web on one port, with grpc.health.v1, server reflection (--reflection)
 and the service's own /metrics (or on --metrics-listen). With --auth-tokens
 every call but health needs a bearer token or a client certificate whose
-role grants it (README, Security); a non-loopback --listen needs TLS and
+role grants it (docs/security.md); a non-loopback --listen needs TLS and
 authentication, or --insecure. State is kept in memory, or with --redis in
 Redis, shared by any number of replicas: each serves reads, and the one
 holding the ingest lease refreshes. Stops gracefully on SIGTERM.`) + serveEnvHelp,

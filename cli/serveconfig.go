@@ -80,7 +80,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.fleetPath, "fleet", "", "fleet file (YAML): nodes with id, url, model, engine and profile")
 	fs.Var(&c.targets, "target", "a node to scrape, as id=url[,model=NAME][,engine=vllm|sglang][,follow_redirects=true]; repeatable, adds to --fleet")
 	fs.DurationVar(&c.interval, "interval", 5*time.Second, "time between refreshes of the whole fleet")
-	fs.DurationVar(&c.fastInterval, "fast-interval", 0, "the fast lane for routers: read queue, running and KV usage of every node with a url this often (e.g. 250ms), between refreshes, and update routability and load score at once (README, The fast lane); 0, the default, leaves it off: it reads each node's /metrics this often, a cost the model servers pay")
+	fs.DurationVar(&c.fastInterval, "fast-interval", 0, "the fast lane for routers: read queue, running and KV usage of every node with a url this often (e.g. 250ms), between refreshes, and update routability and load score at once (docs/integrations.md, The fast lane for routers); 0, the default, leaves it off: it reads each node's /metrics this often, a cost the model servers pay")
 	fs.IntVar(&c.fastConcurrency, "fast-concurrency", 64, "most fast-lane reads in flight; a node's tick finding none free is skipped, never queued")
 	fs.Var(&c.window, "window", "default window verdicts are computed for")
 	fs.DurationVar(&c.staleAfter, "stale-after", 30*time.Second, "data older than this is stale: verdicts become UNKNOWN")

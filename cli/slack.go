@@ -22,7 +22,7 @@ type slackConfig struct {
 
 // register defines the Slack flags on fs, filling s.
 func (s *slackConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.secretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret (read for every command, so a new secret needs no restart); with it, Slack's slash command is answered at "+auth.SlackCommandPath+" (README, Slack), without it that path is not served")
+	fs.StringVar(&s.secretFile, "slack-signing-secret-file", "", "file holding the Slack app's signing secret (read for every command, so a new secret needs no restart); with it, Slack's slash command is answered at "+auth.SlackCommandPath+" (docs/integrations.md, Slack), without it that path is not served")
 	fs.StringVar(&s.prefix, "slack-response-url-prefix", slackcmd.DefaultResponseURLPrefix, "the only place answers to slow Slack commands are posted: a response_url must lie under this URL (scheme, host and path)")
 	fs.DurationVar(&s.inline, "slack-inline-deadline", slackcmd.DefaultInlineDeadline, "how long a Slack command may take to be answered at once (below Slack's 3s); slower answers go to the command's response_url")
 }

@@ -14,7 +14,7 @@ import (
 const traceShutdownGrace = 5 * time.Second
 
 // traceConfig is serve's tracing flag; the rest of tracing's configuration
-// is the standard OTEL_* environment (package tracing, README Tracing).
+// is the standard OTEL_* environment (package tracing; docs/operations.md, Tracing).
 type traceConfig struct {
 	trustRemote bool
 }
