@@ -2,7 +2,6 @@ package amtest
 
 import (
 	"cmp"
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -20,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // Defaults of Options' zero fields.
@@ -34,9 +34,15 @@ const (
 	pollInterval  = 100 * time.Millisecond
 )
 
-// InstallHint says how to get the binary Start needs.
-const InstallHint = "install Debian's package: apt-get install -y prometheus-alertmanager " +
-	"(or run `make deps`, which runs scripts/deps.sh), or set ALERTMANAGER_BIN to an alertmanager binary"
+// Program is the Alertmanager binary Start runs: ALERTMANAGER_BIN, then
+// alertmanager or prometheus-alertmanager on PATH, then Debian's
+// /usr/bin/prometheus-alertmanager.
+var Program = testkit.Program{
+	Name:       "alertmanager",
+	Env:        "ALERTMANAGER_BIN",
+	Candidates: []string{"alertmanager", "prometheus-alertmanager", "/usr/bin/prometheus-alertmanager"},
+	Get:        "apt-get install -y prometheus-alertmanager",
+}
 
 // Options configure the Alertmanager Start runs.
 type Options struct {
@@ -65,38 +71,12 @@ type Alertmanager struct {
 	proc *childproc.Proc
 }
 
-// Binary locates the Alertmanager binary; the error says how to install it.
-func Binary() (string, error) {
-	if p := os.Getenv("ALERTMANAGER_BIN"); p != "" {
-		if isExecutable(p) {
-			return p, nil
-		}
-		return "", fmt.Errorf("amtest: ALERTMANAGER_BIN=%q is not an executable file; %s", p, InstallHint)
-	}
-	for _, name := range []string{"alertmanager", "prometheus-alertmanager"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-	}
-	if p := "/usr/bin/prometheus-alertmanager"; isExecutable(p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("amtest: alertmanager binary not found on PATH or at /usr/bin/prometheus-alertmanager; %s", InstallHint)
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
-// Start runs an Alertmanager and returns once it is ready. It fails the
-// test (never skips) if the binary is missing or it does not become ready.
+// Start runs an Alertmanager and returns once it is ready. Under -short it
+// skips the test; it fails the test (never skips) if the binary is missing
+// or Alertmanager does not become ready.
 func Start(t testing.TB, opts Options) *Alertmanager {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
+	bin := testkit.Binary(t, Program)
 	if opts.WebhookURL == "" {
 		t.Fatalf("amtest: Options.WebhookURL is required")
 	}
@@ -118,24 +98,19 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 			t.Logf("amtest: alertmanager on %s, config %s:\n%s\n--- alertmanager output ---\n%s", a.addr, a.configPath, cfg, a.logs)
 		}
 	})
-	var lastErr error
-	for range startAttempts {
-		port, err := childproc.FreePort()
-		if err != nil {
-			t.Fatalf("amtest: %v", err)
-		}
-		a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		mark := a.logs.Len()
-		if lastErr = a.run(); lastErr == nil {
-			return a
-		}
-		a.Stop()
-		if !a.logs.ContainsSince(mark, "address already in use") {
-			break
-		}
+	_, err = childproc.Ports{
+		Attempts: startAttempts,
+		Logs:     a.logs,
+		Run: func(port int) error {
+			a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			return a.run()
+		},
+		Stop: a.Stop,
+	}.Start()
+	if err != nil {
+		t.Fatalf("amtest: start %s: %v (alertmanager output is logged below)", bin, err)
 	}
-	t.Fatalf("amtest: start %s: %v (alertmanager output is logged below)", bin, lastErr)
-	return nil
+	return a
 }
 
 // config renders alertmanager.yml (and the credentials file).
@@ -188,42 +163,10 @@ func (a *Alertmanager) run() error {
 	a.proc = proc
 	a.mu.Unlock()
 
-	timeout := cmp.Or(a.opts.ReadyTimeout, DefaultReadyTimeout)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	var last error
-	for {
-		last = ready(ctx, client, a.URL()+"/-/ready")
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("alertmanager exited before it was ready: %v", proc.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("alertmanager not ready on %s after %v: %v", a.addr, timeout, last)
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-func ready(ctx context.Context, c *http.Client, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/-/ready: %s", resp.Status)
-	}
-	return nil
+	return childproc.Ready{
+		Name: "alertmanager", Addr: a.addr, Timeout: cmp.Or(a.opts.ReadyTimeout, DefaultReadyTimeout), Every: pollInterval,
+		Check: childproc.HTTPReady(&http.Client{Transport: &http.Transport{Proxy: nil}}, a.URL()+"/-/ready"),
+	}.Wait(proc)
 }
 
 // Stop stops Alertmanager by its pid (SIGTERM, SIGKILL after 10 s); it is

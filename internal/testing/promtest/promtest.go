@@ -24,6 +24,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // Defaults applied by Start to zero Options fields and by the waits to
@@ -48,9 +49,14 @@ const (
 	pollInterval = 100 * time.Millisecond
 )
 
-// InstallHint says how to get the binary Start needs.
-const InstallHint = "install Debian's package: apt-get install -y prometheus " +
-	"(or run `make deps`, which runs scripts/deps.sh), or set PROMETHEUS_BIN to a prometheus binary"
+// Program is the prometheus binary Start runs: PROMETHEUS_BIN, then
+// prometheus on PATH, then /usr/bin/prometheus.
+var Program = testkit.Program{
+	Name:       "prometheus",
+	Env:        "PROMETHEUS_BIN",
+	Candidates: []string{"prometheus", "/usr/bin/prometheus"},
+	Get:        "apt-get install -y prometheus",
+}
 
 // Options configures the Prometheus Start runs.
 type Options struct {
@@ -104,40 +110,14 @@ type Prometheus struct {
 	proc *childproc.Proc // nil while stopped
 }
 
-// Binary locates the prometheus binary: $PROMETHEUS_BIN, then PATH, then
-// /usr/bin/prometheus. The error says how to install it.
-func Binary() (string, error) {
-	if p := os.Getenv("PROMETHEUS_BIN"); p != "" {
-		if isExecutable(p) {
-			return p, nil
-		}
-		return "", fmt.Errorf("promtest: PROMETHEUS_BIN=%q is not an executable file; %s", p, InstallHint)
-	}
-	if p, err := exec.LookPath("prometheus"); err == nil {
-		return p, nil
-	}
-	if p := "/usr/bin/prometheus"; isExecutable(p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("promtest: prometheus binary not found on PATH or at /usr/bin/prometheus; %s", InstallHint)
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
 // Start runs a Prometheus scraping opts.Targets and returns once it is
-// ready. It fails the test (never skips) if the binary is missing, the
-// options are invalid or Prometheus does not become ready in time. The
-// server is stopped when the test ends, and its output logged if the test
-// failed.
+// ready. Under -short it skips the test; it fails the test (never skips)
+// if the binary is missing, the options are invalid or Prometheus does not
+// become ready in time. The server is stopped when the test ends, and its
+// output logged if the test failed.
 func Start(t testing.TB, opts Options) *Prometheus {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
+	bin := testkit.Binary(t, Program)
 	if err := validate(opts); err != nil {
 		t.Fatalf("promtest: %v", err)
 	}
@@ -168,25 +148,20 @@ func Start(t testing.TB, opts Options) *Prometheus {
 		}
 	})
 
-	var lastErr error
-	for range startAttempts {
-		port, err := childproc.FreePort()
-		if err != nil {
-			t.Fatalf("promtest: %v", err)
-		}
-		p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		p.api = v1.NewAPI(mustClient(p))
-		mark := p.logs.Len()
-		if lastErr = p.run(); lastErr == nil {
-			return p
-		}
-		p.Stop()
-		if !p.logs.ContainsSince(mark, "address already in use") {
-			break
-		}
+	_, err = childproc.Ports{
+		Attempts: startAttempts,
+		Logs:     p.logs,
+		Run: func(port int) error {
+			p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			p.api = v1.NewAPI(mustClient(p))
+			return p.run()
+		},
+		Stop: p.Stop,
+	}.Start()
+	if err != nil {
+		t.Fatalf("promtest: start %s: %v (prometheus output is logged below)", bin, err)
 	}
-	t.Fatalf("promtest: start %s: %v (prometheus output is logged below)", bin, lastErr)
-	return nil
+	return p
 }
 
 func mustClient(p *Prometheus) api.Client {
@@ -330,40 +305,10 @@ func (p *Prometheus) waitReady(timeout time.Duration) error {
 	if proc == nil {
 		return errors.New("not running")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var last error
-	for {
-		last = p.ready(ctx)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("prometheus exited before it was ready: %v", proc.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("prometheus not ready on %s after %v: %v", p.addr, timeout, last)
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-func (p *Prometheus) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/-/ready", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := p.httpc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/-/ready: %s", resp.Status)
-	}
-	return nil
+	return childproc.Ready{
+		Name: "prometheus", Addr: p.addr, Timeout: timeout, Every: pollInterval,
+		Check: childproc.HTTPReady(p.httpc, p.URL()+"/-/ready"),
+	}.Wait(proc)
 }
 
 // Stop stops Prometheus: SIGTERM to its pid, SIGKILL if it has not exited

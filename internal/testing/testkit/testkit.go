@@ -3,6 +3,7 @@ package testkit
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
@@ -175,4 +176,43 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// Fails runs f with a testing.TB whose Fatal and Fatalf end f and return
+// their message instead of failing t: for a test of what a helper fails
+// with. It returns "" when f returned without calling them.
+func Fails(t testing.TB, f func(tb testing.TB)) string {
+	t.Helper()
+	tb := &fatalTB{TB: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(fatalStop); !ok {
+					panic(r)
+				}
+			}
+		}()
+		f(tb)
+	}()
+	return tb.msg
+}
+
+// fatalTB ends the function Fails runs at its first Fatal or Fatalf.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+type fatalStop struct{}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(fatalStop{})
+}
+
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	panic(fatalStop{})
 }
