@@ -154,30 +154,6 @@ func ClosedAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
-// Clock is a clock a test sets, for code that takes its time from a func()
-// time.Time; safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// NewClock returns a Clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Add moves the clock by d.
-func (c *Clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // Fails runs f with a testing.TB whose Fatal and Fatalf end f and return
 // their message instead of failing t: for a test of what a helper fails
 // with. It returns "" when f returned without calling them.
