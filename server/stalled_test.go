@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
@@ -26,24 +26,6 @@ import (
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
-
-// simClock is a settable clock: the simulated instant the pipeline reads.
-type simClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *simClock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // simExpositions answers GET http://sim/<node>/metrics with the simulated
 // node's exposition at the current simulated instant.
@@ -82,7 +64,7 @@ func TestStreamHealthStalled(t *testing.T) {
 	}
 	f.Step(cfg.Warmup + sim.StalledAt - time.Minute)
 	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := &simClock{t: epoch.Add(f.Now())}
+	clk := testkit.NewClock(epoch.Add(f.Now()))
 
 	targets := f.FleetFile().Nodes
 	byID := map[string]fleet.Node{}
@@ -125,7 +107,7 @@ func TestStreamHealthStalled(t *testing.T) {
 	hangAt := epoch.Add(cfg.Warmup + sim.StalledAt)
 	for f.Now() < cfg.Warmup+sim.StalledAt+time.Minute {
 		f.Step(every)
-		clk.set(epoch.Add(f.Now()))
+		clk.Set(epoch.Add(f.Now()))
 		if err := loop.Once(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -461,7 +461,7 @@ func TestSchemasServe(t *testing.T) {
 	}
 	cfg.Warmup = 20 * time.Second
 	// The clock never advances: the state stays that of the end of warm-up.
-	f, ff := listen(t, cfg, &clock{})
+	f, ff := listen(t, cfg, testkit.NewClock(time.Unix(0, 0)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Start(ctx) }()

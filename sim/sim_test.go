@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -596,12 +595,6 @@ func listen(t *testing.T, cfg sim.Config, clk sim.Clock) (*sim.Fleet, *fleet.Fil
 	return f, ff
 }
 
-// clock is a settable wall clock.
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
-
 func get(t *testing.T, u string) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -635,8 +628,8 @@ func TestServe(t *testing.T) {
 	}
 	cfg.Warmup = time.Minute
 	cfg.Speed = 60
-	clk := &clock{}
-	clk.add(time.Hour)
+	clk := testkit.NewClock(time.Unix(0, 0))
+	clk.Add(time.Hour)
 	f, ff := listen(t, cfg, clk)
 	urls, dcgmURLs := map[string]string{}, map[string]string{}
 	for _, n := range ff.Nodes {
@@ -691,7 +684,7 @@ func TestServe(t *testing.T) {
 
 	// The clock drives simulated time at Speed.
 	before := f.Now()
-	clk.add(time.Second)
+	clk.Add(time.Second)
 	testkit.Eventually(t, time.Minute, "a simulated minute", func() bool { return f.Now() >= before+time.Minute })
 
 	if err := f.SetDown("kimi-k2.6-0", true); err != nil {
