@@ -2,7 +2,6 @@ package amtest
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -65,10 +63,7 @@ type Options struct {
 type Alertmanager struct {
 	bin, dir, configPath, addr string
 	opts                       Options
-	logs                       *childproc.LogTail
-
-	mu   sync.Mutex
-	proc *childproc.Proc
+	srv                        childproc.Server
 }
 
 // Start runs an Alertmanager and returns once it is ready. Under -short it
@@ -84,7 +79,7 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 		t.Fatalf("amtest: negative duration in options")
 	}
 	dir := t.TempDir()
-	a := &Alertmanager{bin: bin, dir: dir, configPath: filepath.Join(dir, "alertmanager.yml"), opts: opts, logs: &childproc.LogTail{}}
+	a := &Alertmanager{bin: bin, dir: dir, configPath: filepath.Join(dir, "alertmanager.yml"), opts: opts}
 	cfg, err := a.config()
 	if err != nil {
 		t.Fatalf("amtest: %v", err)
@@ -95,12 +90,12 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 	t.Cleanup(func() {
 		a.Stop()
 		if t.Failed() {
-			t.Logf("amtest: alertmanager on %s, config %s:\n%s\n--- alertmanager output ---\n%s", a.addr, a.configPath, cfg, a.logs)
+			t.Logf("amtest: alertmanager on %s, config %s:\n%s\n--- alertmanager output ---\n%s", a.addr, a.configPath, cfg, &a.srv.Logs)
 		}
 	})
 	_, err = childproc.Ports{
 		Attempts: startAttempts,
-		Logs:     a.logs,
+		Logs:     &a.srv.Logs,
 		Run: func(port int) error {
 			a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 			return a.run()
@@ -140,11 +135,6 @@ func (a *Alertmanager) config() ([]byte, error) {
 }
 
 func (a *Alertmanager) run() error {
-	a.mu.Lock()
-	if a.proc != nil {
-		a.mu.Unlock()
-		return errors.New("already running")
-	}
 	cmd := exec.Command(a.bin,
 		"--config.file="+a.configPath,
 		"--storage.path="+filepath.Join(a.dir, "data"),
@@ -153,16 +143,10 @@ func (a *Alertmanager) run() error {
 		"--log.level=warn",
 	)
 	cmd.Dir = a.dir
-	cmd.Stdout, cmd.Stderr = a.logs, a.logs
-	cmd.WaitDelay = 5 * time.Second
-	proc, err := childproc.Start(cmd)
+	proc, err := a.srv.Launch(cmd)
 	if err != nil {
-		a.mu.Unlock()
-		return fmt.Errorf("exec %s: %w", a.bin, err)
+		return err
 	}
-	a.proc = proc
-	a.mu.Unlock()
-
 	return childproc.Ready{
 		Name: "alertmanager", Addr: a.addr, Timeout: cmp.Or(a.opts.ReadyTimeout, DefaultReadyTimeout), Every: pollInterval,
 		Check: childproc.HTTPReady(&http.Client{Transport: &http.Transport{Proxy: nil}}, a.URL()+"/-/ready"),
@@ -171,15 +155,7 @@ func (a *Alertmanager) run() error {
 
 // Stop stops Alertmanager by its pid (SIGTERM, SIGKILL after 10 s); it is
 // idempotent.
-func (a *Alertmanager) Stop() {
-	a.mu.Lock()
-	proc := a.proc
-	a.proc = nil
-	a.mu.Unlock()
-	if proc != nil {
-		proc.Stop(syscall.SIGTERM, stopTimeout)
-	}
-}
+func (a *Alertmanager) Stop() { a.srv.Stop(syscall.SIGTERM, stopTimeout) }
 
 // URL is http://127.0.0.1:port.
 func (a *Alertmanager) URL() string { return "http://" + a.addr }
@@ -188,4 +164,4 @@ func (a *Alertmanager) URL() string { return "http://" + a.addr }
 func (a *Alertmanager) Addr() string { return a.addr }
 
 // Output is the tail of Alertmanager's output.
-func (a *Alertmanager) Output() string { return a.logs.String() }
+func (a *Alertmanager) Output() string { return a.srv.Logs.String() }

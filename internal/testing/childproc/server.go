@@ -2,8 +2,12 @@ package childproc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -96,5 +100,59 @@ func HTTPReady(c *http.Client, url string) func(ctx context.Context) error {
 			return fmt.Errorf("GET %s: %s", url, resp.Status)
 		}
 		return nil
+	}
+}
+
+// Server is a real server a test runs as a child process, one process at
+// a time: it can be stopped and started again, and its output is kept
+// across starts. Safe for concurrent use.
+type Server struct {
+	// Logs keeps the end of the output of every start.
+	Logs LogTail
+
+	mu   sync.Mutex
+	proc *Proc // nil while stopped
+}
+
+// Launch starts cmd, its output going to Logs, unless a process runs.
+func (s *Server) Launch(cmd *exec.Cmd) (*Proc, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc != nil {
+		return nil, errors.New("already running")
+	}
+	cmd.Stdout, cmd.Stderr = &s.Logs, &s.Logs
+	cmd.WaitDelay = 5 * time.Second // bounds the output copy after exit
+	proc, err := Start(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("exec %s: %w", cmd.Path, err)
+	}
+	s.proc = proc
+	return proc, nil
+}
+
+// Proc is the process started last, or nil once stopped.
+func (s *Server) Proc() *Proc {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
+}
+
+// Running reports whether a process was started, not stopped, and has not
+// exited.
+func (s *Server) Running() bool {
+	p := s.Proc()
+	return p != nil && !p.Exited()
+}
+
+// Stop sends sig to the process, kills it if it has not exited within
+// timeout, and reaps it. Stopping a stopped server does nothing.
+func (s *Server) Stop(sig syscall.Signal, timeout time.Duration) {
+	s.mu.Lock()
+	proc := s.proc
+	s.proc = nil
+	s.mu.Unlock()
+	if proc != nil {
+		proc.Stop(sig, timeout)
 	}
 }

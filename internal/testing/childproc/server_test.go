@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestPortsRetriesOnlyATakenPort: a start that fails because its port was
@@ -82,5 +83,40 @@ func TestReady(t *testing.T) {
 	r.Timeout = 50 * time.Millisecond
 	if err := r.Wait(run(t, "sleep 60")); err == nil || !strings.Contains(err.Error(), "srv not ready on 127.0.0.1:1 after 50ms: refused") {
 		t.Fatalf("Wait past the timeout = %v", err)
+	}
+}
+
+// TestServer: one process at a time, stopped by pid, its output kept
+// across starts.
+func TestServer(t *testing.T) {
+	var s childproc.Server
+	if s.Running() || s.Proc() != nil {
+		t.Fatal("a new Server runs")
+	}
+	p, err := s.Launch(exec.Command("sh", "-c", "echo first; exec sleep 60"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Launch(exec.Command("true")); err == nil {
+		t.Fatal("a second Launch while running succeeded")
+	}
+	if !s.Running() || s.Proc() != p {
+		t.Fatal("the launched process is not the running one")
+	}
+	testkit.Eventually(t, time.Minute, "the first output", func() bool { return s.Logs.Len() > 0 })
+	s.Stop(syscall.SIGTERM, 5*time.Second)
+	s.Stop(syscall.SIGTERM, 5*time.Second)
+	if s.Running() || !p.Exited() {
+		t.Fatal("Stop left the process running")
+	}
+	if _, err := s.Launch(exec.Command("sh", "-c", "echo second")); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Proc().Done()
+	if got := s.Logs.String(); got != "first\nsecond\n" {
+		t.Fatalf("Logs = %q, want both starts' output", got)
+	}
+	if s.Running() {
+		t.Fatal("an exited process is running")
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -102,12 +101,9 @@ type Prometheus struct {
 	job        string
 	targets    []string
 	opts       Options
-	logs       *childproc.LogTail
 	httpc      *http.Client
 	api        v1.API
-
-	mu   sync.Mutex
-	proc *childproc.Proc // nil while stopped
+	srv        childproc.Server
 }
 
 // Start runs a Prometheus scraping opts.Targets and returns once it is
@@ -130,7 +126,6 @@ func Start(t testing.TB, opts Options) *Prometheus {
 		job:        cmp.Or(opts.Job, DefaultJob),
 		targets:    append([]string(nil), opts.Targets...),
 		opts:       opts,
-		logs:       &childproc.LogTail{},
 		// Loopback only: no proxy from the environment, short timeouts.
 		httpc: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}},
 	}
@@ -144,13 +139,13 @@ func Start(t testing.TB, opts Options) *Prometheus {
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
-			t.Logf("promtest: prometheus on %s, config %s:\n%s\n--- prometheus output ---\n%s", p.addr, p.configPath, cfg, p.logs)
+			t.Logf("promtest: prometheus on %s, config %s:\n%s\n--- prometheus output ---\n%s", p.addr, p.configPath, cfg, &p.srv.Logs)
 		}
 	})
 
 	_, err = childproc.Ports{
 		Attempts: startAttempts,
-		Logs:     p.logs,
+		Logs:     &p.srv.Logs,
 		Run: func(port int) error {
 			p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 			p.api = v1.NewAPI(mustClient(p))
@@ -263,18 +258,6 @@ func (p *Prometheus) config() ([]byte, error) {
 
 // run launches the binary and waits for readiness.
 func (p *Prometheus) run() error {
-	if err := p.launch(); err != nil {
-		return err
-	}
-	return p.waitReady(cmp.Or(p.opts.ReadyTimeout, DefaultReadyTimeout))
-}
-
-func (p *Prometheus) launch() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.proc != nil {
-		return errors.New("already running")
-	}
 	args := []string{
 		"--config.file=" + p.configPath,
 		"--storage.tsdb.path=" + p.dataDir,
@@ -282,31 +265,14 @@ func (p *Prometheus) launch() error {
 		"--web.listen-address=" + p.addr,
 		"--log.level=warn",
 	}
-	args = append(args, p.opts.ExtraFlags...)
-	cmd := exec.Command(p.bin, args...)
+	cmd := exec.Command(p.bin, append(args, p.opts.ExtraFlags...)...)
 	cmd.Dir = p.dir
-	cmd.Stdout = p.logs
-	cmd.Stderr = p.logs
-	cmd.WaitDelay = 5 * time.Second // bounds the output copy after exit
-	proc, err := childproc.Start(cmd)
+	proc, err := p.srv.Launch(cmd)
 	if err != nil {
-		return fmt.Errorf("exec %s: %w", p.bin, err)
-	}
-	p.proc = proc
-	return nil
-}
-
-// waitReady polls /-/ready until it answers 200, the process exits or
-// timeout passes.
-func (p *Prometheus) waitReady(timeout time.Duration) error {
-	p.mu.Lock()
-	proc := p.proc
-	p.mu.Unlock()
-	if proc == nil {
-		return errors.New("not running")
+		return err
 	}
 	return childproc.Ready{
-		Name: "prometheus", Addr: p.addr, Timeout: timeout, Every: pollInterval,
+		Name: "prometheus", Addr: p.addr, Timeout: cmp.Or(p.opts.ReadyTimeout, DefaultReadyTimeout), Every: pollInterval,
 		Check: childproc.HTTPReady(p.httpc, p.URL()+"/-/ready"),
 	}.Wait(proc)
 }
@@ -314,16 +280,7 @@ func (p *Prometheus) waitReady(timeout time.Duration) error {
 // Stop stops Prometheus: SIGTERM to its pid, SIGKILL if it has not exited
 // within 10 s, then reaps it. It is idempotent, and a stopped Prometheus
 // can be brought back with Restart.
-func (p *Prometheus) Stop() {
-	p.mu.Lock()
-	proc := p.proc
-	p.proc = nil
-	p.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	proc.Stop(syscall.SIGTERM, stopTimeout)
-}
+func (p *Prometheus) Stop() { p.srv.Stop(syscall.SIGTERM, stopTimeout) }
 
 // Restart stops Prometheus (if running) and starts it again on the same
 // address, configuration and data directory, waiting until it is ready;
@@ -339,14 +296,7 @@ func (p *Prometheus) Restart(t testing.TB) {
 }
 
 // Running reports whether the process is running.
-func (p *Prometheus) Running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.proc == nil {
-		return false
-	}
-	return !p.proc.Exited()
-}
+func (p *Prometheus) Running() bool { return p.srv.Running() }
 
 // URL is the base URL of the HTTP API, http://127.0.0.1:port.
 func (p *Prometheus) URL() string { return "http://" + p.addr }
@@ -367,7 +317,7 @@ func (p *Prometheus) ConfigFile() string { return p.configPath }
 func (p *Prometheus) DataDir() string { return p.dataDir }
 
 // Output is the tail of what Prometheus has written to stdout and stderr.
-func (p *Prometheus) Output() string { return p.logs.String() }
+func (p *Prometheus) Output() string { return p.srv.Logs.String() }
 
 // API is a client_golang v1 API client for this server, for calls Query
 // does not cover (and for its warnings).

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -66,10 +65,7 @@ type Server struct {
 	dir  string
 	port int
 	opts Options
-	logs *childproc.LogTail
-
-	mu   sync.Mutex
-	proc *childproc.Proc // nil while stopped
+	srv  childproc.Server
 }
 
 // Start runs a redis-server without persistence on a free loopback port
@@ -89,16 +85,16 @@ func StartWith(t testing.TB, opts Options) *Server {
 
 func start(t testing.TB, bin, dir string, opts Options) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: bin, dir: dir, opts: opts, logs: &childproc.LogTail{}}
+	s := &Server{t: t, bin: bin, dir: dir, opts: opts}
 	t.Cleanup(func() {
 		s.stop(syscall.SIGTERM)
 		if t.Failed() {
-			t.Logf("redistest: redis-server on %s (dir %s) output:\n%s", s.Addr(), s.dir, s.logs)
+			t.Logf("redistest: redis-server on %s (dir %s) output:\n%s", s.Addr(), s.dir, &s.srv.Logs)
 		}
 	})
 	_, err := childproc.Ports{
 		Attempts: startAttempts,
-		Logs:     s.logs,
+		Logs:     &s.srv.Logs,
 		Free:     func() (int, error) { return freePort(opts.cluster) },
 		Run: func(port int) error {
 			s.port = port
@@ -166,14 +162,10 @@ func (s *Server) args() []string {
 func (s *Server) run() error {
 	cmd := exec.Command(s.bin, s.args()...)
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	proc, err := childproc.Start(cmd)
+	proc, err := s.srv.Launch(cmd)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.proc = proc
-	s.mu.Unlock()
 	return childproc.Ready{
 		Name: "redis-server", Addr: s.Addr(), Timeout: readyTimeout, Every: pollInterval,
 		Check: func(context.Context) error {
@@ -197,12 +189,10 @@ func (s *Server) Dir() string { return s.dir }
 
 // Pid returns the process id, or 0 while stopped.
 func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return 0
+	if p := s.srv.Proc(); p != nil {
+		return p.Pid()
 	}
-	return s.proc.Pid()
+	return 0
 }
 
 // Stop shuts the server down (SIGTERM to its pid, SIGKILL after a timeout)
@@ -213,14 +203,7 @@ func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
 func (s *Server) Kill() { s.stop(syscall.SIGKILL) }
 
 func (s *Server) stop(sig syscall.Signal) {
-	s.mu.Lock()
-	proc := s.proc
-	s.proc = nil
-	s.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	proc.Stop(sig, stopTimeout)
+	s.srv.Stop(sig, stopTimeout)
 }
 
 // Restart stops the server if it runs and starts it again on the same port
@@ -231,12 +214,12 @@ func (s *Server) Restart() {
 	s.Stop()
 	var err error
 	for range 50 { // the port may linger briefly after the old process
-		mark := s.logs.Len()
+		mark := s.srv.Logs.Len()
 		if err = s.run(); err == nil {
 			return
 		}
 		s.stop(syscall.SIGKILL)
-		if !s.logs.ContainsSince(mark, "already in use") {
+		if !s.srv.Logs.ContainsSince(mark, "already in use") {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
