@@ -87,24 +87,17 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 	if err := os.WriteFile(a.configPath, cfg, 0o600); err != nil {
 		t.Fatalf("amtest: write config: %v", err)
 	}
-	t.Cleanup(func() {
-		a.Stop()
-		if t.Failed() {
-			t.Logf("amtest: alertmanager on %s, config %s:\n%s\n--- alertmanager output ---\n%s", a.addr, a.configPath, cfg, &a.srv.Logs)
-		}
-	})
-	_, err = childproc.Ports{
+	childproc.Ports{
+		Name:     "amtest: alertmanager",
 		Attempts: startAttempts,
-		Logs:     &a.srv.Logs,
+		Server:   &a.srv,
 		Run: func(port int) error {
 			a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 			return a.run()
 		},
-		Stop: a.Stop,
-	}.Start()
-	if err != nil {
-		t.Fatalf("amtest: start %s: %v (alertmanager output is logged below)", bin, err)
-	}
+		Stop:  a.Stop,
+		About: func() string { return fmt.Sprintf("%s on %s, config %s:\n%s", bin, a.addr, a.configPath, cfg) },
+	}.Start(t)
 	return a
 }
 

@@ -8,28 +8,43 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
-// Ports starts a server on a free loopback port, and on another when the
-// one it picked was taken before the server could bind it.
+// Ports starts a server for a test on a free loopback port, and on
+// another when the one it picked was taken before the server could bind
+// it.
 type Ports struct {
+	// Name starts the failure message, e.g. "promtest: prometheus".
+	Name string
 	// Attempts bounds the ports tried (at least one).
 	Attempts int
-	// Logs is the server's output: a start is tried again only when it
+	// Server is the server's; a start is tried again only when its output
 	// says, since the start, that the port was "already in use".
-	Logs *LogTail
+	Server *Server
 	// Free picks a port; nil means FreePort.
 	Free func() (int, error)
 	// Run starts the server on port and waits until it is ready; Stop
-	// stops it after a Run that failed.
+	// stops it, after a Run that failed and when the test ends.
 	Run  func(port int) error
 	Stop func()
+	// About says, when the test has failed, where the server listened
+	// and how it was configured; its output follows.
+	About func() string
 }
 
-// Start runs the server on a free port and returns that port, or the last
-// start's error.
-func (p Ports) Start() (int, error) {
+// Start starts the server and returns its port. When t ends the server
+// is stopped and, if t failed, About and its output are logged. t fails
+// when the server does not come up.
+func (p Ports) Start(t testing.TB) int {
+	t.Helper()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("%s: %s\n--- output ---\n%s", p.Name, p.About(), &p.Server.Logs)
+		}
+	})
 	free := p.Free
 	if free == nil {
 		free = FreePort
@@ -38,18 +53,19 @@ func (p Ports) Start() (int, error) {
 	for range max(p.Attempts, 1) {
 		port, ferr := free()
 		if ferr != nil {
-			return 0, ferr
+			t.Fatalf("%s: %v", p.Name, ferr)
 		}
-		mark := p.Logs.Len()
+		mark := p.Server.Logs.Len()
 		if err = p.Run(port); err == nil {
-			return port, nil
+			return port
 		}
 		p.Stop()
-		if !p.Logs.ContainsSince(mark, "already in use") {
+		if !p.Server.Logs.ContainsSince(mark, "already in use") {
 			break
 		}
 	}
-	return 0, err
+	t.Fatalf("%s: start: %v (its output is logged below)", p.Name, err)
+	return 0
 }
 
 // Ready waits for a started server to be ready.

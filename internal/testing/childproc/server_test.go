@@ -28,29 +28,37 @@ func TestPortsRetriesOnlyATakenPort(t *testing.T) {
 		{name: "another failure", fail: []string{"bad config"}, wantRuns: 1, wantError: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var logs childproc.LogTail
+			var srv childproc.Server
 			runs, stops, next := 0, 0, 1000
 			var ports []int
-			port, err := childproc.Ports{
-				Attempts: 3,
-				Logs:     &logs,
-				Free:     func() (int, error) { next++; return next, nil },
-				Run: func(port int) error {
-					runs++
-					ports = append(ports, port)
-					if runs <= len(tc.fail) {
-						logs.Write([]byte(tc.fail[runs-1] + "\n"))
-						return errors.New("failed")
-					}
-					return nil
-				},
-				Stop: func() { stops++ },
-			}.Start()
-			if runs != tc.wantRuns || stops != min(len(tc.fail), tc.wantRuns) || (err != nil) != tc.wantError {
-				t.Fatalf("runs %d, stops %d, err %v; want %d runs, a stop per failure, error %v", runs, stops, err, tc.wantRuns, tc.wantError)
+			port := 0
+			msg := testkit.Fails(t, func(tb testing.TB) {
+				port = childproc.Ports{
+					Name:     "srv",
+					Attempts: 3,
+					Server:   &srv,
+					Free:     func() (int, error) { next++; return next, nil },
+					Run: func(port int) error {
+						runs++
+						ports = append(ports, port)
+						if runs <= len(tc.fail) {
+							srv.Logs.Write([]byte(tc.fail[runs-1] + "\n"))
+							return errors.New("failed")
+						}
+						return nil
+					},
+					Stop:  func() { stops++ },
+					About: func() string { return "about" },
+				}.Start(tb)
+			})
+			if runs != tc.wantRuns || stops != min(len(tc.fail), tc.wantRuns) || (msg != "") != tc.wantError {
+				t.Fatalf("runs %d, stops %d, failure %q; want %d runs, a stop per failure, a failure %v", runs, stops, msg, tc.wantRuns, tc.wantError)
 			}
-			if err == nil && port != ports[len(ports)-1] {
+			if msg == "" && port != ports[len(ports)-1] {
 				t.Fatalf("port %d, want the last one run on (%v)", port, ports)
+			}
+			if tc.wantError && !strings.HasPrefix(msg, "srv: start: failed") {
+				t.Fatalf("failure %q, want it to name the server and the error", msg)
 			}
 		})
 	}

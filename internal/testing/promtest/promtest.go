@@ -136,26 +136,18 @@ func Start(t testing.TB, opts Options) *Prometheus {
 	if err := os.WriteFile(p.configPath, cfg, 0o644); err != nil {
 		t.Fatalf("promtest: write config: %v", err)
 	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("promtest: prometheus on %s, config %s:\n%s\n--- prometheus output ---\n%s", p.addr, p.configPath, cfg, &p.srv.Logs)
-		}
-	})
-
-	_, err = childproc.Ports{
+	childproc.Ports{
+		Name:     "promtest: prometheus",
 		Attempts: startAttempts,
-		Logs:     &p.srv.Logs,
+		Server:   &p.srv,
 		Run: func(port int) error {
 			p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 			p.api = v1.NewAPI(mustClient(p))
 			return p.run()
 		},
-		Stop: p.Stop,
-	}.Start()
-	if err != nil {
-		t.Fatalf("promtest: start %s: %v (prometheus output is logged below)", bin, err)
-	}
+		Stop:  p.Stop,
+		About: func() string { return fmt.Sprintf("%s on %s, config %s:\n%s", bin, p.addr, p.configPath, cfg) },
+	}.Start(t)
 	return p
 }
 

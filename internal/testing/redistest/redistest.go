@@ -86,25 +86,18 @@ func StartWith(t testing.TB, opts Options) *Server {
 func start(t testing.TB, bin, dir string, opts Options) *Server {
 	t.Helper()
 	s := &Server{t: t, bin: bin, dir: dir, opts: opts}
-	t.Cleanup(func() {
-		s.stop(syscall.SIGTERM)
-		if t.Failed() {
-			t.Logf("redistest: redis-server on %s (dir %s) output:\n%s", s.Addr(), s.dir, &s.srv.Logs)
-		}
-	})
-	_, err := childproc.Ports{
+	childproc.Ports{
+		Name:     "redistest: redis-server",
 		Attempts: startAttempts,
-		Logs:     &s.srv.Logs,
+		Server:   &s.srv,
 		Free:     func() (int, error) { return freePort(opts.cluster) },
 		Run: func(port int) error {
 			s.port = port
 			return s.run()
 		},
-		Stop: s.Kill,
-	}.Start()
-	if err != nil {
-		t.Fatalf("redistest: start %s: %v (its output is logged below)", bin, err)
-	}
+		Stop:  s.Kill,
+		About: func() string { return fmt.Sprintf("%s on %s, dir %s", bin, s.Addr(), s.dir) },
+	}.Start(t)
 	return s
 }
 
