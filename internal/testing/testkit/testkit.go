@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -80,6 +81,19 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Lines returns the lines written since the last call of Lines, and
+// forgets them: what one step of a test logged.
+func (s *SyncBuffer) Lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	text := strings.TrimSpace(s.b.String())
+	s.b.Reset()
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n")
 }
 
 // Len returns how many bytes were written so far.
