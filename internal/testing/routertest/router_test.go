@@ -2,7 +2,6 @@ package routertest
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -66,12 +65,7 @@ func steer(t *testing.T, args []string, bound, away time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	var serveOut, serveErr testkit.SyncBuffer
 	wg.Go(func() {
 		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &serveOut, Stderr: &serveErr}
