@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -41,7 +42,7 @@ func sameValues(a, b [4]*float64) error {
 	for i := range a {
 		switch {
 		case (a[i] == nil) != (b[i] == nil):
-			return fmt.Errorf("%s: %s vs %s", routingNames[i], show(a[i]), show(b[i]))
+			return fmt.Errorf("%s: %s vs %s", routingNames[i], testkit.Show(a[i]), testkit.Show(b[i]))
 		case a[i] != nil && math.Float64bits(*a[i]) != math.Float64bits(*b[i]):
 			return fmt.Errorf("%s: %v vs %v (bits %x vs %x)", routingNames[i], *a[i], *b[i], math.Float64bits(*a[i]), math.Float64bits(*b[i]))
 		}
@@ -530,7 +531,7 @@ func TestReadRoutingCases(t *testing.T) {
 				t.Errorf("stopped %v, want %v (%d of %d lines read)", r.Stopped, tc.stopped, r.Lines, strings.Count(tc.body, "\n"))
 			}
 			if !samePtr(r.Queue, tc.queue) || !samePtr(r.KVUsage, tc.kv) {
-				t.Errorf("queue %s, KV usage %s; want %s, %s", show(r.Queue), show(r.KVUsage), show(tc.queue), show(tc.kv))
+				t.Errorf("queue %s, KV usage %s; want %s, %s", testkit.Show(r.Queue), testkit.Show(r.KVUsage), testkit.Show(tc.queue), testkit.Show(tc.kv))
 			}
 			if len(r.Errors) != len(tc.errs) {
 				t.Fatalf("errors %q, want %q", r.Errors, tc.errs)
@@ -628,7 +629,7 @@ func TestReadRoutingGzip(t *testing.T) {
 		t.Error(err)
 	}
 	if r.KVCapacityTokens == nil || *r.KVCapacityTokens != 95088 {
-		t.Errorf("capacity %s, want 95088", show(r.KVCapacityTokens))
+		t.Errorf("capacity %s, want 95088", testkit.Show(r.KVCapacityTokens))
 	}
 }
 
