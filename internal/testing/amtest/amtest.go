@@ -26,10 +26,6 @@ const (
 	DefaultGroupInterval  = time.Second
 	DefaultRepeatInterval = time.Hour
 	DefaultReadyTimeout   = 30 * time.Second
-
-	stopTimeout   = 10 * time.Second
-	startAttempts = 3
-	pollInterval  = 100 * time.Millisecond
 )
 
 // Program is the Alertmanager binary Start runs: ALERTMANAGER_BIN, then
@@ -88,9 +84,8 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 		t.Fatalf("amtest: write config: %v", err)
 	}
 	childproc.Ports{
-		Name:     "amtest: alertmanager",
-		Attempts: startAttempts,
-		Server:   &a.srv,
+		Name:   "amtest: alertmanager",
+		Server: &a.srv,
 		Run: func(port int) error {
 			a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 			return a.run()
@@ -141,14 +136,14 @@ func (a *Alertmanager) run() error {
 		return err
 	}
 	return childproc.Ready{
-		Name: "alertmanager", Addr: a.addr, Timeout: cmp.Or(a.opts.ReadyTimeout, DefaultReadyTimeout), Every: pollInterval,
+		Name: "alertmanager", Addr: a.addr, Timeout: cmp.Or(a.opts.ReadyTimeout, DefaultReadyTimeout),
 		Check: childproc.HTTPReady(&http.Client{Transport: &http.Transport{Proxy: nil}}, a.URL()+"/-/ready"),
 	}.Wait(proc)
 }
 
 // Stop stops Alertmanager by its pid (SIGTERM, SIGKILL after 10 s); it is
 // idempotent.
-func (a *Alertmanager) Stop() { a.srv.Stop(syscall.SIGTERM, stopTimeout) }
+func (a *Alertmanager) Stop() { a.srv.Stop(syscall.SIGTERM) }
 
 // URL is http://127.0.0.1:port.
 func (a *Alertmanager) URL() string { return "http://" + a.addr }

@@ -18,7 +18,7 @@ import (
 type Ports struct {
 	// Name starts the failure message, e.g. "promtest: prometheus".
 	Name string
-	// Attempts bounds the ports tried (at least one).
+	// Attempts bounds the ports tried; 0 means 3.
 	Attempts int
 	// Server is the server's; a start is tried again only when its output
 	// says, since the start, that the port was "already in use".
@@ -50,7 +50,11 @@ func (p Ports) Start(t testing.TB) int {
 		free = FreePort
 	}
 	var err error
-	for range max(p.Attempts, 1) {
+	attempts := p.Attempts
+	if attempts <= 0 {
+		attempts = 3
+	}
+	for range attempts {
 		port, ferr := free()
 		if ferr != nil {
 			t.Fatalf("%s: %v", p.Name, ferr)
@@ -72,7 +76,7 @@ func (p Ports) Start(t testing.TB) int {
 type Ready struct {
 	// Name and Addr name the server in errors.
 	Name, Addr string
-	// Timeout bounds the wait; Every paces the checks.
+	// Timeout bounds the wait; Every paces the checks (0 means 100ms).
 	Timeout, Every time.Duration
 	// Check reports whether the server is ready (nil) or why not.
 	Check func(ctx context.Context) error
@@ -83,6 +87,10 @@ type Ready struct {
 func (r Ready) Wait(proc *Proc) error {
 	ctx, cancel := context.WithTimeout(context.Background(), r.Timeout)
 	defer cancel()
+	every := r.Every
+	if every <= 0 {
+		every = 100 * time.Millisecond
+	}
 	for {
 		last := r.Check(ctx)
 		if last == nil {
@@ -93,7 +101,7 @@ func (r Ready) Wait(proc *Proc) error {
 			return fmt.Errorf("%s exited before it was ready: %v", r.Name, proc.Err())
 		case <-ctx.Done():
 			return fmt.Errorf("%s not ready on %s after %v: %v", r.Name, r.Addr, r.Timeout, last)
-		case <-time.After(r.Every):
+		case <-time.After(every):
 		}
 	}
 }
@@ -161,14 +169,18 @@ func (s *Server) Running() bool {
 	return p != nil && !p.Exited()
 }
 
+// StopTimeout is how long Server.Stop waits for the process to exit after
+// its signal, and then after SIGKILL.
+const StopTimeout = 10 * time.Second
+
 // Stop sends sig to the process, kills it if it has not exited within
-// timeout, and reaps it. Stopping a stopped server does nothing.
-func (s *Server) Stop(sig syscall.Signal, timeout time.Duration) {
+// StopTimeout, and reaps it. Stopping a stopped server does nothing.
+func (s *Server) Stop(sig syscall.Signal) {
 	s.mu.Lock()
 	proc := s.proc
 	s.proc = nil
 	s.mu.Unlock()
 	if proc != nil {
-		proc.Stop(sig, timeout)
+		proc.Stop(sig, StopTimeout)
 	}
 }

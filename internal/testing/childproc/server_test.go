@@ -112,8 +112,8 @@ func TestServer(t *testing.T) {
 		t.Fatal("the launched process is not the running one")
 	}
 	testkit.Eventually(t, time.Minute, "the first output", func() bool { return s.Logs.Len() > 0 })
-	s.Stop(syscall.SIGTERM, 5*time.Second)
-	s.Stop(syscall.SIGTERM, 5*time.Second)
+	s.Stop(syscall.SIGTERM)
+	s.Stop(syscall.SIGTERM)
 	if s.Running() || !p.Exited() {
 		t.Fatal("Stop left the process running")
 	}

@@ -39,11 +39,6 @@ const (
 	// DefaultQueryTimeout bounds Query when ctx has no deadline.
 	DefaultQueryTimeout = 15 * time.Second
 
-	// stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
-	stopTimeout = 10 * time.Second
-	// startAttempts is how often Start tries a new free port when the one
-	// it picked was taken before Prometheus could bind it.
-	startAttempts = 3
 	// pollInterval paces the readiness and sample waits.
 	pollInterval = 100 * time.Millisecond
 )
@@ -137,9 +132,8 @@ func Start(t testing.TB, opts Options) *Prometheus {
 		t.Fatalf("promtest: write config: %v", err)
 	}
 	childproc.Ports{
-		Name:     "promtest: prometheus",
-		Attempts: startAttempts,
-		Server:   &p.srv,
+		Name:   "promtest: prometheus",
+		Server: &p.srv,
 		Run: func(port int) error {
 			p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 			p.api = v1.NewAPI(mustClient(p))
@@ -272,7 +266,7 @@ func (p *Prometheus) run() error {
 // Stop stops Prometheus: SIGTERM to its pid, SIGKILL if it has not exited
 // within 10 s, then reaps it. It is idempotent, and a stopped Prometheus
 // can be brought back with Restart.
-func (p *Prometheus) Stop() { p.srv.Stop(syscall.SIGTERM, stopTimeout) }
+func (p *Prometheus) Stop() { p.srv.Stop(syscall.SIGTERM) }
 
 // Restart stops Prometheus (if running) and starts it again on the same
 // address, configuration and data directory, waiting until it is ready;

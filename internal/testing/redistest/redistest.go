@@ -38,10 +38,8 @@ var (
 )
 
 const (
-	readyTimeout  = 20 * time.Second
-	stopTimeout   = 10 * time.Second
-	startAttempts = 3
-	pollInterval  = 20 * time.Millisecond
+	readyTimeout = 20 * time.Second
+	pollInterval = 20 * time.Millisecond
 )
 
 // Options configures a server Start runs.
@@ -87,10 +85,9 @@ func start(t testing.TB, bin, dir string, opts Options) *Server {
 	t.Helper()
 	s := &Server{t: t, bin: bin, dir: dir, opts: opts}
 	childproc.Ports{
-		Name:     "redistest: redis-server",
-		Attempts: startAttempts,
-		Server:   &s.srv,
-		Free:     func() (int, error) { return freePort(opts.cluster) },
+		Name:   "redistest: redis-server",
+		Server: &s.srv,
+		Free:   func() (int, error) { return freePort(opts.cluster) },
 		Run: func(port int) error {
 			s.port = port
 			return s.run()
@@ -196,7 +193,7 @@ func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
 func (s *Server) Kill() { s.stop(syscall.SIGKILL) }
 
 func (s *Server) stop(sig syscall.Signal) {
-	s.srv.Stop(sig, stopTimeout)
+	s.srv.Stop(sig)
 }
 
 // Restart stops the server if it runs and starts it again on the same port

@@ -2,8 +2,10 @@
 // not each keep a copy: waiting on a condition with an overall deadline
 // (Eventually), a buffer safe to write from one goroutine and read from
 // another (SyncBuffer), a loopback address that refuses connections
-// (ClosedAddr), what a helper fails with (Fails), and the conventions
-// every test of a real part follows.
+// (ClosedAddr), a fake clock whose timers fire when the test moves it
+// (Clock), optional figures compared within a tolerance (Figures), what a
+// helper fails with (Fails), and the conventions every test of a real
+// part follows.
 //
 // A real program a test runs (prometheus, redis-server, chromium,
 // grpcurl) is found by Binary, one way for all: an environment override,
