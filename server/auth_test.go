@@ -152,18 +152,6 @@ clients:
 	return f
 }
 
-// bearer adds an Authorization header to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // client returns an HTTPS client trusting the server's CA, presenting cert
 // (if any) and token (if any).
 func (f *authFixture) client(t *testing.T, token string, cert *tls.Certificate) *http.Client {
@@ -179,7 +167,7 @@ func (f *authFixture) client(t *testing.T, token string, cert *tls.Certificate) 
 	t.Cleanup(tr.CloseIdleConnections)
 	var rt http.RoundTripper = tr
 	if token != "" {
-		rt = bearer{token: token, next: tr}
+		rt = testkit.Bearer{Token: token, Next: tr}
 	}
 	return &http.Client{Transport: rt, Timeout: 10 * time.Second}
 }
@@ -446,7 +434,7 @@ func TestAuthTokensReloaded(t *testing.T) {
 	srv := httptest.NewServer(server.Authorize(server.NewHandler(stubService{}, server.NewHealth(nil), server.Surfaces{}), &auth.Authenticator{Tokens: file}, slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
 	code := func(tok string) connect.Code {
-		hc := &http.Client{Transport: bearer{token: tok, next: http.DefaultTransport}}
+		hc := &http.Client{Transport: testkit.Bearer{Token: tok}}
 		_, err := unary[llmdiagv1.ListNodesRequest, llmdiagv1.ListNodesResponse](llmdiagv1connect.DiagnosisServiceListNodesProcedure)(context.Background(), hc, srv.URL)
 		if err == nil {
 			return 0

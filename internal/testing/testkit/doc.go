@@ -3,9 +3,9 @@
 // (Eventually), a buffer safe to write from one goroutine and read from
 // another (SyncBuffer), a loopback address that refuses connections
 // (ClosedAddr), a fake clock whose timers fire when the test moves it
-// (Clock), optional figures compared within a tolerance (Figures), what a
-// helper fails with (Fails), and the conventions every test of a real
-// part follows.
+// (Clock), optional figures compared within a tolerance (Figures), a
+// transport that sends a bearer token (Bearer), what a helper fails with
+// (Fails), and the conventions every test of a real part follows.
 //
 // A real program a test runs (prometheus, redis-server, chromium,
 // grpcurl) is found by Binary, one way for all: an environment override,
