@@ -197,7 +197,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 	if err != nil {
 		return err
 	}
-	// Tracing (issue 18): OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set,
+	// Tracing: OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set,
 	// else off at no cost (package tracing); spans flushed on exit.
 	tr, stopTracing, err := c.trace.setup(ctx, env.Getenv, log)
 	if err != nil {
@@ -268,7 +268,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		surfaces.Routes = append(surfaces.Routes, server.Route{Pattern: auth.MCPPath,
 			Handler: mcpserver.HTTPHandler(mcpServer(reads, &th, mcpserver.Options{Log: log}), log)})
 	}
-	// The web console (issue 16): public static files at / and /console/
+	// The web console: public static files at / and /console/
 	// (auth/policy.go); the browser calls the procedures with the
 	// person's token, so it reads what that token may read.
 	if *c.console {
@@ -283,7 +283,7 @@ func runServe(ctx context.Context, env Env, c *serveFlags) error {
 		defer closeSlack()
 		surfaces.Routes = append(surfaces.Routes, *route)
 	}
-	// Alertmanager receiver (issue 15): POST /alertmanager enriches alerts
+	// Alertmanager receiver: POST /alertmanager enriches alerts
 	// with verdicts and forwards them to the --alert-*-webhook-file sinks
 	// (cli/alerts.go); without a sink it answers 404 saying so. Its reads
 	// run after the answer, with no caller to charge: svc, not reads; they

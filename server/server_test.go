@@ -637,7 +637,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 }
 
-// TestConnectJSONOverHTTP1 is the README's curl call: a plain HTTP/1.1 POST
+// TestConnectJSONOverHTTP1 is the curl call of README's The API: a plain HTTP/1.1 POST
 // of JSON, no generated client.
 func TestConnectJSONOverHTTP1(t *testing.T) {
 	url, _ := startServer(t)

@@ -3,7 +3,7 @@
 // test has failed by then, a screenshot of the page (and its HTML) is saved
 // first, into the directory LLMDIAG_SCREENSHOTS names or else a new temporary
 // directory, which the test log names and which is kept. Screenshot saves a
-// deliberate one (the README's pictures).
+// deliberate one (the pictures in docs/integrations.md, Web console).
 //
 // The browser is /usr/bin/chromium (or LLMDIAG_CHROMIUM, or chromium on
 // PATH); scripts/deps.sh installs Debian's package when it is missing, and

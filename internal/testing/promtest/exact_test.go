@@ -24,7 +24,7 @@ import (
 	"github.com/llmdiag/llmdiag/sim"
 )
 
-// Exactness (issue 3 item 6): for every engine schema, llmdiag's
+// Exactness: for every engine schema, llmdiag's
 // percentiles must be Prometheus's histogram_quantile, bit for bit up to
 // float noise, NaN where it says NaN, on real engine histograms scraped by
 // a real Prometheus.
