@@ -67,13 +67,13 @@ type Alertmanager struct {
 // or Alertmanager does not become ready.
 func Start(t testing.TB, opts Options) *Alertmanager {
 	t.Helper()
-	bin := testkit.Binary(t, Program)
 	if opts.WebhookURL == "" {
 		t.Fatalf("amtest: Options.WebhookURL is required")
 	}
 	if opts.GroupWait < 0 || opts.GroupInterval < 0 || opts.RepeatInterval < 0 || opts.ReadyTimeout < 0 {
 		t.Fatalf("amtest: negative duration in options")
 	}
+	bin := testkit.Binary(t, Program)
 	dir := t.TempDir()
 	a := &Alertmanager{bin: bin, dir: dir, configPath: filepath.Join(dir, "alertmanager.yml"), opts: opts}
 	cfg, err := a.config()

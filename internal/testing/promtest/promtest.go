@@ -108,10 +108,10 @@ type Prometheus struct {
 // output logged if the test failed.
 func Start(t testing.TB, opts Options) *Prometheus {
 	t.Helper()
-	bin := testkit.Binary(t, Program)
 	if err := validate(opts); err != nil {
 		t.Fatalf("promtest: %v", err)
 	}
+	bin := testkit.Binary(t, Program)
 	dir := t.TempDir() // registered before our cleanup, so removed after Stop
 	p := &Prometheus{
 		bin:        bin,
