@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/sim"
@@ -211,16 +212,10 @@ func simBodies(t *testing.T) map[string]struct {
 		}
 	}
 	for _, name := range sim.Scenarios() {
-		cfg, err := sim.Scenario(name, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := simtest.Scenario(t, name, 1)
 		add(cfg, name)
 	}
-	loaded, err := sim.Scenario("schemas", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded := simtest.Scenario(t, "schemas", 1)
 	for i := range loaded.Nodes {
 		n := &loaded.Nodes[i]
 		n.Perf.MaxNumSeqs = 4
@@ -666,10 +661,7 @@ func TestRoutingPlans(t *testing.T) {
 // engine cores, about 170 KB), after warm-up.
 func seedVLLM(tb testing.TB) []byte {
 	tb.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	cfg := simtest.Scenario(tb, "seed", 1)
 	fl, err := sim.New(cfg)
 	if err != nil {
 		tb.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
@@ -53,10 +54,7 @@ func (s simExpositions) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestStreamHealthStalled(t *testing.T) {
 	const hung, peer = "qwen3-8b-0", "qwen3-8b-1"
 	const every = 5 * time.Second
-	cfg, err := sim.Scenario("stalled", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "stalled", 1)
 	cfg.Warmup = 2 * time.Minute
 	f, err := sim.New(cfg)
 	if err != nil {

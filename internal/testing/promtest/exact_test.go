@@ -226,10 +226,7 @@ type simFleet struct {
 // minutes of warm-up.
 func scenario(t *testing.T, name string) sim.Config {
 	t.Helper()
-	cfg, err := sim.Scenario(name, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, name, 1)
 	cfg.Warmup = 5 * time.Minute
 	cfg.Speed = 1
 	return cfg
