@@ -22,6 +22,7 @@ import (
 	"github.com/llmdiag/llmdiag/compare"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/human"
 	"github.com/llmdiag/llmdiag/metrics"
 )
 
@@ -300,7 +301,7 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 		}
 		mean := "-"
 		if d.d.Mean != nil {
-			mean = seconds(d.d.GetMean())
+			mean = human.Seconds(d.d.GetMean())
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\n", d.name, d.d.GetCount(), mean, strings.Join(ps, "  "))
 	}
@@ -371,7 +372,7 @@ func printHistory(w io.Writer, points []*llmdiagv1.HistoryPoint) error {
 	for _, p := range points {
 		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.GetAt().AsTime().Local().Format("15:04:05.000"), p.GetUp(),
 			enumWord(p.GetStatus().String(), "STATUS_"), fig(p.Queue, num), fig(p.Running, num), fig(p.KvPressure, pct),
-			fig(p.E2EMeanSeconds, seconds), fig(p.E2EP99Seconds, seconds), fig(p.GenerationTokensPerSecond, num))
+			fig(p.E2EMeanSeconds, human.Seconds), fig(p.E2EP99Seconds, human.Seconds), fig(p.GenerationTokensPerSecond, num))
 	}
 	return tw.Flush()
 }
@@ -545,7 +546,7 @@ func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 				cells = append(cells, "-")
 				continue
 			}
-			cell := fmt.Sprintf("%s (%s–%s)", seconds(p.GetValue()), seconds(p.GetLowerBound()), seconds(p.GetUpperBound()))
+			cell := fmt.Sprintf("%s (%s–%s)", human.Seconds(p.GetValue()), human.Seconds(p.GetLowerBound()), human.Seconds(p.GetUpperBound()))
 			if !then {
 				cell += fmt.Sprintf(" #%d %.2f×", v.GetRank(), v.GetRatioToMedian())
 			}
@@ -681,22 +682,8 @@ func dur(d *durationpb.Duration) string {
 	return d.AsDuration().Round(100 * time.Millisecond).String()
 }
 
-func seconds(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case v >= 60:
-		return fmt.Sprintf("%.1fmin", v/60)
-	case v >= 1:
-		return fmt.Sprintf("%.2fs", v)
-	}
-	return fmt.Sprintf("%.1fms", v*1000)
-}
-
 func percentile(p *llmdiagv1.Percentile) string {
-	return fmt.Sprintf("p%s=%s (%s–%s)", strconv.FormatFloat(p.GetQuantile()*100, 'f', -1, 64), seconds(p.GetValue()), seconds(p.GetLowerBound()), seconds(p.GetUpperBound()))
+	return fmt.Sprintf("p%s=%s (%s–%s)", strconv.FormatFloat(p.GetQuantile()*100, 'f', -1, 64), human.Seconds(p.GetValue()), human.Seconds(p.GetLowerBound()), human.Seconds(p.GetUpperBound()))
 }
 
 func gauge(v *float64, unit string) string {

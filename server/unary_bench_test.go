@@ -147,10 +147,7 @@ func reportUnary(b *testing.B, url string, nodes []string, conc int, call func(c
 // Interceptors ics go before telemetry's (the tracing one, as serve puts it).
 func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (string, []string) {
 	b.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := simtest.Scenario(b, "seed", 1)
 	cfg.Warmup = 5 * time.Minute
 	clock := testkit.NewClock(time.Now())
 	f, err := sim.New(cfg, sim.WithClock(testkit.NewClock(time.Now()))) // stands still: the benchmark steps it

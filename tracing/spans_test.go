@@ -49,10 +49,7 @@ func recorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExport
 // simFleet serves the seed scenario's fleet on loopback until the test ends.
 func simFleet(t *testing.T) *sim.Fleet {
 	t.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "seed", 1)
 	f, _ := simtest.Start(t, cfg)
 	return f
 }

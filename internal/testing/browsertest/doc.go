@@ -7,8 +7,9 @@
 //
 // The browser is /usr/bin/chromium (or LLMDIAG_CHROMIUM, or chromium on
 // PATH); scripts/deps.sh installs Debian's package when it is missing, and
-// New fails saying so. It runs without its sandbox (--no-sandbox): tests run
-// as root in containers, where chromium's sandbox cannot start.
+// New fails saying so (-short skips it). It runs without its sandbox
+// (--no-sandbox): tests run as root in containers, where chromium's
+// sandbox cannot start.
 //
 // The page's console messages, uncaught exceptions and browser log entries
 // (a Content-Security-Policy violation is one) go to the test log, and

@@ -12,13 +12,13 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sim"
@@ -101,24 +101,6 @@ type Result struct {
 // epoch is the fake clock's time at simulated time 0.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// clock is the fake clock every component reads.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 type nopRecorder struct{}
 
 func (nopRecorder) ObserveRefresh(time.Duration, error)      {}
@@ -146,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	f.Step(o.Warmup)
 
-	clk := &clock{t: epoch.Add(f.Now())}
+	clk := testkit.NewClock(epoch.Add(f.Now()))
 	targets := f.FleetFile().Nodes
 	client := &http.Client{Transport: simTransport{f}}
 	base := "http://sim"
@@ -182,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if at > 0 {
 			f.Step(o.Interval)
 		}
-		clk.set(epoch.Add(f.Now()))
+		clk.Set(epoch.Add(f.Now()))
 		if err := loop.Once(ctx); err != nil {
 			return nil, fmt.Errorf("refresh at %v: %w", at, err)
 		}
