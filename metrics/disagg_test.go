@@ -46,7 +46,7 @@ func TestComputeDisagg(t *testing.T) {
 			if nm.GetRole() != llmdiagv1.Role_ROLE_DECODE || nm.GetRoleSource() != "x" {
 				t.Errorf("role %v from %q", nm.GetRole(), nm.GetRoleSource())
 			}
-			fig := testkit.Figures(t, 1e-12)
+			fig := testkit.FiguresAbs(t, 1e-9)
 			fig("transfers/s", nm.KvTransfersPerSecond, tc.perSecond)
 			fig("mean", nm.KvTransferSecondsMean, tc.mean)
 			fig("bytes/s", nm.KvTransferBytesPerSecond, tc.bytes)

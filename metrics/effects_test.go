@@ -67,7 +67,7 @@ func TestEffects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nm := Compute(tc.newest, tc.base, "1m", nil, tc.newest.At, time.Hour)
-			fig := testkit.Figures(t, 1e-9)
+			fig := testkit.FiguresAbs(t, 1e-9)
 			fig("prefix_cache_hit_rate", nm.PrefixCacheHitRate, tc.want.hit)
 			fig("spec_decode_acceptance_rate", nm.SpecDecodeAcceptanceRate, tc.want.acc)
 			fig("spec_decode_accept_length", nm.SpecDecodeAcceptLength, tc.want.length)

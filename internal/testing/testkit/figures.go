@@ -43,9 +43,21 @@ func Show(p *float64) string {
 //	fig := testkit.Figures(t, 1e-12)
 //	fig("queue", got.Queue, want.Queue)
 func Figures(t testing.TB, tol float64) func(name string, got, want *float64) {
+	return figures(t, func(got, want float64) bool { return Near(got, want, tol) })
+}
+
+// FiguresAbs is Figures with an absolute tolerance: a figure agrees when
+// it is within tol of its want, however large the want.
+func FiguresAbs(t testing.TB, tol float64) func(name string, got, want *float64) {
+	return figures(t, func(got, want float64) bool {
+		return got == want || math.Abs(got-want) <= tol
+	})
+}
+
+func figures(t testing.TB, near func(got, want float64) bool) func(name string, got, want *float64) {
 	return func(name string, got, want *float64) {
 		t.Helper()
-		if !NearPtr(got, want, tol) {
+		if (got == nil) != (want == nil) || got != nil && !near(*got, *want) {
 			t.Errorf("%s = %s, want %s", name, Show(got), Show(want))
 		}
 	}
