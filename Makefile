@@ -7,7 +7,7 @@ BIN     := bin/llmdiag
 # the test cache cannot see, so every run runs them.
 TESTFLAGS ?= -race -count=1 -timeout 9m
 
-.PHONY: all build run check test vet lint generate checkgenerate deps bench image clean
+.PHONY: all build run check test vet lint generate checkgenerate deps docs bench image clean
 
 all: build
 
@@ -67,15 +67,21 @@ checkgenerate:
 manifests:
 	$(GO) test -count=1 -run '^TestPrometheusRule$$' ./deploy -update
 
-## bench: the benchmarks behind README's Benchmarks, 5 runs each, as one
+## docs: regenerate the reference part of docs/configuration.md from
+## `llmdiag serve --help` (between its marker lines; the prose around it
+## stays); cli's tests fail while it is stale
+docs:
+	$(GO) test -count=1 -run '^TestConfigurationDoc$$' ./cli -update
+
+## bench: the benchmarks behind docs/benchmarks.md, 5 runs each, as one
 ## table of medians (COUNT=3, ONLY=Unary to narrow it; raw output in bin/bench.txt)
 bench: deps
 	./scripts/bench.sh
 
 ## image: the container image llmdiag:VERSION (FROM scratch, user 65532,
 ## this machine's CA bundle) as an OCI archive, built offline with buildah:
-## bin/llmdiag-image.oci.tar (VERSION=… OUT=… GOARCH=… to choose; README,
-## Container image). Needs buildah (make deps installs it); offline.
+## bin/llmdiag-image.oci.tar (VERSION=… OUT=… GOARCH=… to choose;
+## docs/operations.md, Container image). Needs buildah (make deps installs it); offline.
 image:
 	./scripts/image.sh
 

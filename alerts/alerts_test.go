@@ -26,41 +26,9 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock advances by every wait asked of it, at once: retries take no
-// wall time, and the waits are recorded.
-type fakeClock struct {
-	mu    sync.Mutex
-	t     time.Time
-	waits []time.Duration
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	c.waits = append(c.waits, d)
-	ch := make(chan time.Time, 1)
-	ch <- c.t
-	return ch
-}
-
-func (c *fakeClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.waits...)
-}
+// fakeClock is a clock that advances by every wait asked of it, at once:
+// retries take no wall time, and the waits are recorded.
+func fakeClock() *testkit.Clock { return testkit.NewClock(t0).SkipWaits() }
 
 // fakeService answers ListNodes from nodes and DiagnoseNode from diags.
 type fakeService struct {
@@ -130,7 +98,7 @@ func alert(labels map[string]string) template.Alert {
 
 func TestMatch(t *testing.T) {
 	svc := &fakeService{nodes: fleet()}
-	ni := &nodeIndex{svc: svc, clock: &fakeClock{t: t0}, ttl: time.Minute, max: 100, timeout: time.Second}
+	ni := &nodeIndex{svc: svc, clock: fakeClock(), ttl: time.Minute, max: 100, timeout: time.Second}
 	idx, err := ni.get(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +129,7 @@ func TestMatch(t *testing.T) {
 
 func TestNodeIndexIsCachedForItsTTL(t *testing.T) {
 	svc := &fakeService{nodes: fleet()}
-	clk := &fakeClock{t: t0}
+	clk := fakeClock()
 	ni := &nodeIndex{svc: svc, clock: clk, ttl: 10 * time.Second, max: 2, timeout: time.Second}
 	for range 3 {
 		if _, err := ni.get(context.Background()); err != nil {
@@ -222,7 +190,7 @@ func newTestReceiver(t *testing.T, sinks []Sink, opts Options) (*Receiver, *fake
 	svc := &fakeService{nodes: fleet()}
 	reg := prometheus.NewRegistry()
 	if opts.Clock == nil {
-		opts.Clock = &fakeClock{t: t0}
+		opts.Clock = fakeClock()
 	}
 	opts.Jitter = func() float64 { return 0.5 }
 	r, err := New(svc, sinks, log, reg, &http.Client{}, opts)
@@ -438,7 +406,7 @@ func TestRetryBackoff(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newSinkServer(t, tc.answers...)
-			clk := &fakeClock{t: t0}
+			clk := fakeClock()
 			tc.opts.Clock = clk
 			r, _, _, logs := newTestReceiver(t, []Sink{JSONSink(srv.URL + "/hook")}, tc.opts)
 			s := r.senders[0]

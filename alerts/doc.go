@@ -1,4 +1,4 @@
-// Package alerts is llmdiag's Alertmanager receiver (issue 15, item 2):
+// Package alerts is llmdiag's Alertmanager receiver:
 // POST /alertmanager takes Alertmanager's webhook payload, attaches to each
 // alert the verdict of the node it is about, and forwards it to the
 // configured sinks — a Slack incoming webhook (Block Kit), a generic JSON

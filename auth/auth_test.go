@@ -1,7 +1,6 @@
 package auth_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -136,9 +135,8 @@ func TestFileReload(t *testing.T) {
 	}
 	write("tokens:\n" + entry("a", "reader", readerTok))
 	clk := testkit.NewClock(time.Unix(1e9, 0))
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+	var logs testkit.SyncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
 	f, err := auth.OpenFile(path, auth.FileOptions{Now: clk.Now, CheckEvery: time.Second, Log: log})
 	if err != nil {
 		t.Fatal(err)
@@ -168,9 +166,7 @@ func TestFileReload(t *testing.T) {
 			t.Fatal("a broken file replaced the tokens in force")
 		}
 	}
-	logMu.Lock()
 	got := logs.String()
-	logMu.Unlock()
 	if n := strings.Count(got, "cannot be used"); n != 1 {
 		t.Errorf("broken file logged %d times, want once:\n%s", n, got)
 	}
@@ -191,17 +187,6 @@ func TestFileReload(t *testing.T) {
 	if p, ok := f.Token(adminTok); !ok || p.Role != auth.RoleAdmin || has(routerTok) {
 		t.Fatalf("fixed file not in force: %v %v", p, ok)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 func TestAllowed(t *testing.T) {

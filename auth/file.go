@@ -181,7 +181,7 @@ type FileOptions struct {
 	Log *slog.Logger
 }
 
-// File is a tokens file (format: see README, Security): tokens and client
+// File is a tokens file (format: see docs/configuration.md, The tokens file): tokens and client
 // certificate subjects, each with a name and a role. It is re-read when it
 // changes: a lookup more than CheckEvery after the last look stats the file,
 // and reads it again when its size, modification time or identity (a

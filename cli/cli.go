@@ -221,24 +221,36 @@ func withEnv(fs *flag.FlagSet, env Env, exec func(context.Context, []string) err
 	}
 }
 
+// logConfig is --log-level and --log-format.
+type logConfig struct{ level, format string }
+
+// register defines --log-level and --log-format on fs, filling l.
+func (l *logConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.level, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&l.format, "log-format", "text", "log format: text or json")
+}
+
+// logger is the logger asked for, writing to w.
+func (l logConfig) logger(w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.level)); err != nil {
+		return nil, usageError{fmt.Errorf("--log-level: %w", err)}
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch l.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format %q: want text or json", l.format)}
+}
+
 // logFlags adds --log-level and --log-format and returns a constructor.
 func logFlags(fs *flag.FlagSet) func(io.Writer) (*slog.Logger, error) {
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	format := fs.String("log-format", "text", "log format: text or json")
-	return func(w io.Writer) (*slog.Logger, error) {
-		var lv slog.Level
-		if err := lv.UnmarshalText([]byte(*level)); err != nil {
-			return nil, usageError{fmt.Errorf("--log-level: %w", err)}
-		}
-		opts := &slog.HandlerOptions{Level: lv}
-		switch *format {
-		case "text":
-			return slog.New(slog.NewTextHandler(w, opts)), nil
-		case "json":
-			return slog.New(slog.NewJSONHandler(w, opts)), nil
-		}
-		return nil, usageError{fmt.Errorf("--log-format %q: want text or json", *format)}
-	}
+	l := &logConfig{}
+	l.register(fs)
+	return func(w io.Writer) (*slog.Logger, error) { return l.logger(w) }
 }
 
 // interspersed parses flags that follow positional arguments (`diagnose NODE

@@ -8,19 +8,21 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/peterbourgon/ff/v3/ffcli"
 
 	"github.com/llmdiag/llmdiag/dashboard"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/source/prom"
 )
 
 func dashboardCommand(env Env) *ffcli.Command {
 	fs := flag.NewFlagSet("llmdiag dashboard", flag.ContinueOnError)
 	out := fs.String("out", "", "write the dashboard to this file instead of stdout")
 	datasource := fs.String("datasource", "", "UID or name of the Prometheus data source the dashboard starts at (default: Grafana's default Prometheus)")
-	nodeLabel := fs.String("node-label", "instance", "label that identifies a node, as rules --node-label")
-	window := fs.Duration("window", 5*time.Minute, "rate window of the recording rules, as rules --window (it is part of their names)")
+	nodeLabel := fs.String("node-label", prom.DefaultNodeLabel, "label that identifies a node, as rules --node-label")
+	window := metrics.DefaultWindow
+	fs.Var(&window, "window", "rate window of the recording rules, as rules --window (it is part of their names)")
 	file := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds) whose warn and crit values the panels draw as lines; default: the built-in defaults")
 	title := fs.String("title", "llmdiag fleet", "dashboard title")
 	uid := fs.String("uid", "llmdiag-fleet", "dashboard UID (importing again replaces the dashboard of this UID)")
@@ -52,12 +54,12 @@ names):
 			if err != nil {
 				return err
 			}
-			if *window <= 0 {
+			if window.Duration() <= 0 {
 				return usageError{errors.New("--window must be positive")}
 			}
 			var b bytes.Buffer
 			err = dashboard.Write(&b, dashboard.Config{
-				NodeLabel: *nodeLabel, Window: *window, Datasource: *datasource,
+				NodeLabel: *nodeLabel, Window: window.Duration(), Datasource: *datasource,
 				Thresholds: &th, Title: *title, UID: *uid,
 			})
 			if err != nil {

@@ -21,24 +21,25 @@ import (
 // checks, a handful of callers.
 const healthListenMaxConns = 64
 
-// healthListenFlag is serve's --health-listen: grpc.health.v1 alone, in
+// healthListenConfig is serve's --health-listen: grpc.health.v1 alone, in
 // plaintext (gRPC over h2c, Connect, gRPC-Web), on an address of its own.
 // The kubelet's grpc probe speaks neither TLS nor authentication, so with
 // --tls-cert on --listen it needs this port; health carries no fleet data
 // and is open on --listen too.
-type healthListenFlag struct{ addr *string }
+type healthListenConfig struct{ addr string }
 
-func healthListenFlags(fs *flag.FlagSet) healthListenFlag {
-	return healthListenFlag{addr: fs.String("health-listen", "", "also serve grpc.health.v1 alone on this address, in plaintext and without authentication (for the kubelet's grpc probe, which speaks no TLS; deploy/ uses it); at most 64 connections")}
+// register defines --health-listen on fs, filling f.
+func (f *healthListenConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.addr, "health-listen", "", "also serve grpc.health.v1 alone on this address, in plaintext and without authentication (for the kubelet's grpc probe, which speaks no TLS; deploy/ uses it); at most 64 connections")
 }
 
 // start serves health on the flag's address until ctx is done; without
 // the flag it does nothing.
-func (f healthListenFlag) start(ctx context.Context, log *slog.Logger, health grpchealth.Checker, grace time.Duration) error {
-	if *f.addr == "" {
+func (f healthListenConfig) start(ctx context.Context, log *slog.Logger, health grpchealth.Checker, grace time.Duration) error {
+	if f.addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", *f.addr)
+	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("--health-listen: %w", err)
 	}

@@ -8,28 +8,27 @@ import (
 	"github.com/llmdiag/llmdiag/server"
 )
 
-// limitFlagSet holds serve's flags that bound what callers can hold and ask
-// (server.Limits, server.ServeOptions, server.CapConnections).
-type limitFlagSet struct {
-	maxStreams, maxStreamsPer, rateBurst, maxConns, h2Streams *int
-	rateLimit                                                 *float64
-	readTimeout                                               *time.Duration
+// limitConfig is serve's configuration that bounds what callers can hold
+// and ask (server.Limits, server.ServeOptions, server.CapConnections).
+type limitConfig struct {
+	maxStreams, maxStreamsPer, rateBurst, maxConns, h2Streams int
+	rateLimit                                                 float64
+	readTimeout                                               time.Duration
 }
 
-func limitFlags(fs *flag.FlagSet) limitFlagSet {
-	return limitFlagSet{
-		maxStreams:    fs.Int("max-streams", server.DefaultMaxStreams, "server streams (StreamHealth, health Watch) open at once on this process; beyond, resource exhausted naming this flag (0: no cap)"),
-		maxStreamsPer: fs.Int("max-streams-per-principal", server.DefaultMaxStreamsPerPrincipal, "server streams one principal (the authenticated caller, or without authentication its remote host) may have open at once (0: no cap)"),
-		rateLimit:     fs.Float64("rate-limit", server.DefaultRateLimit, "unary calls a second one principal may make, sustained; beyond, resource exhausted (0: no limit; health checks are not limited)"),
-		rateBurst:     fs.Int("rate-burst", server.DefaultRateBurst, "unary calls one principal may make in a burst (the token bucket's size); with --rate-limit"),
-		readTimeout:   fs.Duration("request-read-timeout", server.DefaultRequestReadTimeout, "time a request has to arrive in full, headers to end of body (a stream's request too; then the stream stays open); 0: none"),
-		maxConns:      fs.Int("max-connections", server.DefaultMaxConnections, "connections open at once; beyond, a new connection is closed as soon as it is accepted (0: no cap)"),
-		h2Streams:     fs.Int("http2-max-streams", server.DefaultMaxConcurrentStreams, "HTTP/2 streams (calls) one connection may have open at once"),
-	}
+// register defines the limit flags on fs, filling l.
+func (l *limitConfig) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.maxStreams, "max-streams", server.DefaultMaxStreams, "server streams (StreamHealth, health Watch) open at once on this process; beyond, resource exhausted naming this flag (0: no cap)")
+	fs.IntVar(&l.maxStreamsPer, "max-streams-per-principal", server.DefaultMaxStreamsPerPrincipal, "server streams one principal (the authenticated caller, or without authentication its remote host) may have open at once (0: no cap)")
+	fs.Float64Var(&l.rateLimit, "rate-limit", server.DefaultRateLimit, "unary calls a second one principal may make, sustained; beyond, resource exhausted (0: no limit; health checks are not limited)")
+	fs.IntVar(&l.rateBurst, "rate-burst", server.DefaultRateBurst, "unary calls one principal may make in a burst (the token bucket's size); with --rate-limit")
+	fs.DurationVar(&l.readTimeout, "request-read-timeout", server.DefaultRequestReadTimeout, "time a request has to arrive in full, headers to end of body (a stream's request too; then the stream stays open); 0: none")
+	fs.IntVar(&l.maxConns, "max-connections", server.DefaultMaxConnections, "connections open at once; beyond, a new connection is closed as soon as it is accepted (0: no cap)")
+	fs.IntVar(&l.h2Streams, "http2-max-streams", server.DefaultMaxConcurrentStreams, "HTTP/2 streams (calls) one connection may have open at once")
 }
 
-func (l limitFlagSet) check() error {
-	if *l.maxStreams < 0 || *l.maxStreamsPer < 0 || *l.rateLimit < 0 || *l.rateBurst < 1 || *l.maxConns < 0 || *l.h2Streams < 1 || *l.readTimeout < 0 {
+func (l limitConfig) check() error {
+	if l.maxStreams < 0 || l.maxStreamsPer < 0 || l.rateLimit < 0 || l.rateBurst < 1 || l.maxConns < 0 || l.h2Streams < 1 || l.readTimeout < 0 {
 		return errors.New("--max-streams, --max-streams-per-principal, --rate-limit, --max-connections and --request-read-timeout must not be negative; --rate-burst and --http2-max-streams must be at least 1")
 	}
 	return nil
@@ -37,7 +36,7 @@ func (l limitFlagSet) check() error {
 
 // limits is the server.Limits the flags ask for; 0 (no limit) becomes
 // server.Limits' negative.
-func (l limitFlagSet) limits() server.Limits {
+func (l limitConfig) limits() server.Limits {
 	off := func(v int) int {
 		if v == 0 {
 			return -1
@@ -45,11 +44,11 @@ func (l limitFlagSet) limits() server.Limits {
 		return v
 	}
 	lim := server.Limits{
-		MaxStreams:             off(*l.maxStreams),
-		MaxStreamsPerPrincipal: off(*l.maxStreamsPer),
-		RateLimit:              *l.rateLimit,
-		RateBurst:              *l.rateBurst,
-		RequestReadTimeout:     *l.readTimeout,
+		MaxStreams:             off(l.maxStreams),
+		MaxStreamsPerPrincipal: off(l.maxStreamsPer),
+		RateLimit:              l.rateLimit,
+		RateBurst:              l.rateBurst,
+		RequestReadTimeout:     l.readTimeout,
 		Principal:              server.PrincipalOr(server.RemoteHost),
 	}
 	if lim.RateLimit == 0 {
@@ -61,6 +60,6 @@ func (l limitFlagSet) limits() server.Limits {
 	return lim
 }
 
-func (l limitFlagSet) serveOptions() server.ServeOptions {
-	return server.ServeOptions{MaxConcurrentStreams: *l.h2Streams}
+func (l limitConfig) serveOptions() server.ServeOptions {
+	return server.ServeOptions{MaxConcurrentStreams: l.h2Streams}
 }

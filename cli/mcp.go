@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"runtime/debug"
 
@@ -71,41 +72,46 @@ its port, behind its authentication: agents that speak HTTP need no
 llmdiag binary.`
 
 func mcpCommand(env Env, cf *clientFlags) *ffcli.Command {
-	return clientCommand(env, cf, "mcp", "llmdiag mcp [--addr URL] [--token T] [--thresholds FILE]", "serve llmdiag's tools to an AI agent over MCP (stdio)", mcpHelp,
-		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+	// running: mcp bounds each call by --timeout instead.
+	return clientCommand(env, cf, clientCmd{name: "mcp", running: true,
+		usage: "llmdiag mcp [--addr URL] [--token T] [--thresholds FILE]", short: "serve llmdiag's tools to an AI agent over MCP (stdio)", long: mcpHelp,
+		setup: func(fs *flag.FlagSet) clientCall {
 			thFile := fs.String("thresholds", "", "offer this thresholds file (the one serve reads) as the llmdiag://thresholds resource; default: none")
 			newLog := logFlags(fs)
-			return func(ctx context.Context, cl *client.Client, args []string) error {
-				if err := noArgs(args); err != nil {
-					return err
-				}
-				log, err := newLog(env.Stderr)
-				if err != nil {
-					return err
-				}
-				var th *diagnose.Thresholds
-				if *thFile != "" {
-					t, err := loadThresholds(*thFile)
-					if err != nil {
-						return err
-					}
-					th = &t
-				}
-				s := mcpServer(cl, th, mcpserver.Options{CallTimeout: cf.timeout, Log: log})
-				var t mcp.Transport = &mcp.StdioTransport{}
-				if env.Stdin != nil {
-					t = &mcp.IOTransport{Reader: io.NopCloser(env.Stdin), Writer: nopWriteCloser{env.Stdout}}
-				} else if env.Stdout != os.Stdout {
-					t = &mcp.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{env.Stdout}}
-				}
-				log.Info("llmdiag mcp serving on stdio", "service", redact.URL(cf.addr))
-				err = s.Run(ctx, t)
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
+			return func(ctx context.Context, cl *client.Client, _ clientIn) (clientOut, error) {
+				return clientOut{}, runMCP(ctx, env, cf, cl, *thFile, newLog)
 			}
-		})
+		}})
+}
+
+// runMCP serves the MCP server on standard input and output until ctx is
+// done, asking the service through cl.
+func runMCP(ctx context.Context, env Env, cf *clientFlags, cl *client.Client, thFile string, newLog func(io.Writer) (*slog.Logger, error)) error {
+	log, err := newLog(env.Stderr)
+	if err != nil {
+		return err
+	}
+	var th *diagnose.Thresholds
+	if thFile != "" {
+		t, err := loadThresholds(thFile)
+		if err != nil {
+			return err
+		}
+		th = &t
+	}
+	s := mcpServer(cl, th, mcpserver.Options{CallTimeout: cf.timeout, Log: log})
+	var t mcp.Transport = &mcp.StdioTransport{}
+	if env.Stdin != nil {
+		t = &mcp.IOTransport{Reader: io.NopCloser(env.Stdin), Writer: nopWriteCloser{env.Stdout}}
+	} else if env.Stdout != os.Stdout {
+		t = &mcp.IOTransport{Reader: os.Stdin, Writer: nopWriteCloser{env.Stdout}}
+	}
+	log.Info("llmdiag mcp serving on stdio", "service", redact.URL(cf.addr))
+	err = s.Run(ctx, t)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // nopWriteCloser is a Writer whose Close does nothing: the protocol ends,

@@ -22,6 +22,7 @@ import (
 	"github.com/llmdiag/llmdiag/compare"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/human"
 	"github.com/llmdiag/llmdiag/metrics"
 )
 
@@ -84,15 +85,58 @@ const globalFlagsHelp = `
 The client flags --addr, --protocol, --token, --timeout, --ca, --cert and
 --key may also come before the command name (llmdiag --addr URL ` // + the command's name
 
-func clientCommand(env Env, cf *clientFlags, name, usage, short, long string, setup func(fs *flag.FlagSet) func(ctx context.Context, cl *client.Client, args []string) error) *ffcli.Command {
-	fs := flag.NewFlagSet("llmdiag "+name, flag.ContinueOnError)
+// clientCmd is one client command: its help, the positional argument and
+// output formats it takes, and the call it makes. clientCommand gives
+// every one the same start: the client flags, the environment, parsing
+// flags after arguments, dialing, the deadline, the argument, --format,
+// and printing the answer.
+type clientCmd struct {
+	name, usage, short, long string
+	// arg names the one positional argument the command takes (NODE);
+	// "": it takes none.
+	arg string
+	// formats are the values of --format, the default first; JSON prints
+	// the answer's message. None: the command has no --format.
+	formats []string
+	// running: the command runs until interrupted (watch, mcp), with no
+	// deadline of --timeout on the whole of it.
+	running bool
+	// setup defines the command's own flags on fs and returns its call.
+	setup func(fs *flag.FlagSet) clientCall
+}
+
+// clientIn is what a client call is given: the positional argument and
+// the --format chosen.
+type clientIn struct {
+	arg, format string
+}
+
+// clientOut is a call's answer: msg, printed as JSON with --format json,
+// and text, which prints it otherwise. A call that printed its output
+// itself returns neither.
+type clientOut struct {
+	msg  proto.Message
+	text func(io.Writer) error
+}
+
+// clientCall makes a client command's call.
+type clientCall func(ctx context.Context, cl *client.Client, in clientIn) (clientOut, error)
+
+// clientCommand is the command cmd describes, with the client flags bound
+// to cf.
+func clientCommand(env Env, cf *clientFlags, cmd clientCmd) *ffcli.Command {
+	fs := flag.NewFlagSet("llmdiag "+cmd.name, flag.ContinueOnError)
 	cf.bind(fs)
-	exec := setup(fs)
+	var format func() (string, error)
+	if len(cmd.formats) > 0 {
+		format = formatFlag(fs, cmd.formats[0], cmd.formats...)
+	}
+	call := cmd.setup(fs)
 	return &ffcli.Command{
-		Name:       name,
-		ShortUsage: usage,
-		ShortHelp:  short,
-		LongHelp:   strings.TrimSpace(long) + globalFlagsHelp + name + " …).",
+		Name:       cmd.name,
+		ShortUsage: cmd.usage,
+		ShortHelp:  cmd.short,
+		LongHelp:   strings.TrimSpace(cmd.long) + globalFlagsHelp + cmd.name + " …).",
 		FlagSet:    fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			args, err := interspersed(fs, args)
@@ -103,12 +147,35 @@ func clientCommand(env Env, cf *clientFlags, name, usage, short, long string, se
 			if err != nil {
 				return err
 			}
-			if name != "watch" && name != "mcp" { // long-running: mcp bounds each call
+			if !cmd.running {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, cf.timeout)
 				defer cancel()
 			}
-			return exec(ctx, cl, args)
+			var in clientIn
+			if format != nil {
+				if in.format, err = format(); err != nil {
+					return err
+				}
+			}
+			if cmd.arg == "" {
+				err = noArgs(args)
+			} else {
+				in.arg, err = oneArg(args, cmd.arg)
+			}
+			if err != nil {
+				return err
+			}
+			out, err := call(ctx, cl, in)
+			switch {
+			case err != nil:
+				return err
+			case in.format == "json" && out.msg != nil:
+				return printJSON(env.Stdout, out.msg)
+			case out.text != nil:
+				return out.text(env.Stdout)
+			}
+			return nil
 		}, cf.root),
 	}
 }
@@ -153,79 +220,62 @@ func formatFlag(fs *flag.FlagSet, def string, allowed ...string) func() (string,
 }
 
 func nodesCommand(env Env, cf *clientFlags) *ffcli.Command {
-	return clientCommand(env, cf, "nodes", "llmdiag nodes [--model NAME] [--status ok|warn|crit|unknown|down] [--format text|json]", "list the fleet with each node's health", `
+	return clientCommand(env, cf, clientCmd{name: "nodes", formats: []string{"text", "json"},
+		usage: "llmdiag nodes [--model NAME] [--status ok|warn|crit|unknown|down] [--format text|json]", short: "list the fleet with each node's health", long: `
 List every node llmdiag watches: model, engine, status, root cause, whether a
 router may send it traffic, load score and the age of its data. The service
 answers in pages of up to 1000 nodes; this reads them all.`,
-		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+		setup: func(fs *flag.FlagSet) clientCall {
 			model := fs.String("model", "", "only nodes serving this model")
 			status := fs.String("status", "", "only nodes with this status: ok, warn, crit, unknown or down")
-			format := formatFlag(fs, "text", "text", "json")
-			return func(ctx context.Context, cl *client.Client, args []string) error {
-				f, err := format()
-				if err != nil {
-					return err
-				}
+			return func(ctx context.Context, cl *client.Client, _ clientIn) (clientOut, error) {
 				req := &llmdiagv1.ListNodesRequest{Model: *model}
 				if *status != "" {
 					v, ok := llmdiagv1.Status_value["STATUS_"+strings.ToUpper(*status)]
 					if !ok || v == 0 {
-						return usageError{fmt.Errorf("--status %q: want ok, warn, crit, unknown or down", *status)}
+						return clientOut{}, usageError{fmt.Errorf("--status %q: want ok, warn, crit, unknown or down", *status)}
 					}
 					req.Status = llmdiagv1.Status(v)
 				}
 				all, err := cl.AllNodes(ctx, req)
-				if err != nil {
-					return err
-				}
-				if f == "json" {
-					return printJSON(env.Stdout, all)
-				}
-				tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NODE\tMODEL\tENGINE\tSTATUS\tROOT CAUSE\tROUTABLE\tSCORE\tAGE")
-				for _, n := range all.GetNodes() {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%.2f\t%s\n", n.GetId(), n.GetModel(), fleet.EngineName(n.GetEngine()),
-						enumWord(n.GetStatus().String(), "STATUS_"), enumWord(n.GetRootCause().String(), "CAUSE_"),
-						n.GetRoutable(), n.GetLoadScore(), dur(n.GetStaleness()))
-				}
-				return tw.Flush()
+				return clientOut{all, func(w io.Writer) error { return printNodes(w, all.GetNodes()) }}, err
 			}
-		})
+		}})
+}
+
+func printNodes(w io.Writer, nodes []*llmdiagv1.Node) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tMODEL\tENGINE\tSTATUS\tROOT CAUSE\tROUTABLE\tSCORE\tAGE")
+	for _, n := range nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%.2f\t%s\n", n.GetId(), n.GetModel(), fleet.EngineName(n.GetEngine()),
+			enumWord(n.GetStatus().String(), "STATUS_"), enumWord(n.GetRootCause().String(), "CAUSE_"),
+			n.GetRoutable(), n.GetLoadScore(), dur(n.GetStaleness()))
+	}
+	return tw.Flush()
 }
 
 func metricsCommand(env Env, cf *clientFlags) *ffcli.Command {
-	return clientCommand(env, cf, "metrics", "llmdiag metrics NODE [--window 5m|1h|lifetime] [--format text|json]", "show every indicator of one node", `
+	return clientCommand(env, cf, clientCmd{name: "metrics", arg: "NODE", formats: []string{"text", "json"},
+		usage: "llmdiag metrics NODE [--window 5m|1h|lifetime] [--format text|json]", short: "show every indicator of one node", long: `
 Show one node's indicators over a window: TTFT, E2E, inter-token, time per
 output token and queue time percentiles (each with the bucket it lies in),
 queue, running, queue/running, KV pressure, token rates and preemptions.
 Absent values are ones the engine does not expose: unknown, not zero.`,
-		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+		setup: func(fs *flag.FlagSet) clientCall {
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
 			offset := fs.Duration("offset", 0, "read the window ending this long ago (for example 1h)")
-			format := formatFlag(fs, "text", "text", "json")
-			return func(ctx context.Context, cl *client.Client, args []string) error {
-				f, err := format()
-				if err != nil {
-					return err
-				}
-				node, err := oneArg(args, "NODE")
-				if err != nil {
-					return err
-				}
-				req := &llmdiagv1.GetNodeMetricsRequest{Node: node, Window: *window}
+			return func(ctx context.Context, cl *client.Client, in clientIn) (clientOut, error) {
+				req := &llmdiagv1.GetNodeMetricsRequest{Node: in.arg, Window: *window}
 				if *offset != 0 {
 					req.Offset = durationpb.New(*offset)
 				}
 				resp, err := cl.GetNodeMetrics(ctx, connect.NewRequest(req))
 				if err != nil {
-					return err
+					return clientOut{}, err
 				}
-				if f == "json" {
-					return printJSON(env.Stdout, resp.Msg)
-				}
-				return printMetrics(env.Stdout, resp.Msg.GetMetrics())
+				return clientOut{resp.Msg, func(w io.Writer) error { return printMetrics(w, resp.Msg.GetMetrics()) }}, nil
 			}
-		})
+		}})
 }
 
 func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
@@ -251,7 +301,7 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 		}
 		mean := "-"
 		if d.d.Mean != nil {
-			mean = seconds(d.d.GetMean())
+			mean = human.Seconds(d.d.GetMean())
 		}
 		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%s\n", d.name, d.d.GetCount(), mean, strings.Join(ps, "  "))
 	}
@@ -286,37 +336,26 @@ func printMetrics(w io.Writer, m *llmdiagv1.NodeMetrics) error {
 }
 
 func historyCommand(env Env, cf *clientFlags) *ffcli.Command {
-	return clientCommand(env, cf, "history", "llmdiag history NODE [--limit N] [--format text|json]", "show one node's history: a row per refresh", `
+	return clientCommand(env, cf, clientCmd{name: "history", arg: "NODE", formats: []string{"text", "json"},
+		usage: "llmdiag history NODE [--limit N] [--format text|json]", short: "show one node's history: a row per refresh", long: `
 Show one node's history as the service keeps it (serve --history): a row per
 refresh, oldest first, with queue, running, KV pressure, the window's mean
 and P99 E2E, generation rate and the status given then. "-" is a figure the
 refresh could not read (or, for window figures, a window not yet covered):
 unknown, not zero.`,
-		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+		setup: func(fs *flag.FlagSet) clientCall {
 			limit := fs.Int("limit", 20, "the newest refreshes to show (0: every one kept)")
-			format := formatFlag(fs, "text", "text", "json")
-			return func(ctx context.Context, cl *client.Client, args []string) error {
-				f, err := format()
-				if err != nil {
-					return err
-				}
-				node, err := oneArg(args, "NODE")
-				if err != nil {
-					return err
-				}
+			return func(ctx context.Context, cl *client.Client, in clientIn) (clientOut, error) {
 				if *limit < 0 || *limit > math.MaxInt32 {
-					return usageError{fmt.Errorf("--limit %d: want 0 or more", *limit)}
+					return clientOut{}, usageError{fmt.Errorf("--limit %d: want 0 or more", *limit)}
 				}
-				resp, err := cl.GetNodeHistory(ctx, connect.NewRequest(&llmdiagv1.GetNodeHistoryRequest{Node: node, Limit: int32(*limit)}))
+				resp, err := cl.GetNodeHistory(ctx, connect.NewRequest(&llmdiagv1.GetNodeHistoryRequest{Node: in.arg, Limit: int32(*limit)}))
 				if err != nil {
-					return err
+					return clientOut{}, err
 				}
-				if f == "json" {
-					return printJSON(env.Stdout, resp.Msg)
-				}
-				return printHistory(env.Stdout, resp.Msg.GetPoints())
+				return clientOut{resp.Msg, func(w io.Writer) error { return printHistory(w, resp.Msg.GetPoints()) }}, nil
 			}
-		})
+		}})
 }
 
 func printHistory(w io.Writer, points []*llmdiagv1.HistoryPoint) error {
@@ -333,54 +372,46 @@ func printHistory(w io.Writer, points []*llmdiagv1.HistoryPoint) error {
 	for _, p := range points {
 		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.GetAt().AsTime().Local().Format("15:04:05.000"), p.GetUp(),
 			enumWord(p.GetStatus().String(), "STATUS_"), fig(p.Queue, num), fig(p.Running, num), fig(p.KvPressure, pct),
-			fig(p.E2EMeanSeconds, seconds), fig(p.E2EP99Seconds, seconds), fig(p.GenerationTokensPerSecond, num))
+			fig(p.E2EMeanSeconds, human.Seconds), fig(p.E2EP99Seconds, human.Seconds), fig(p.GenerationTokensPerSecond, num))
 	}
 	return tw.Flush()
 }
 
 func diagnoseCommand(env Env, cf *clientFlags) *ffcli.Command {
-	return clientCommand(env, cf, "diagnose", "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", "diagnose one node: findings, root cause, recommendations", `
+	return clientCommand(env, cf, clientCmd{name: "diagnose", arg: "NODE", formats: []string{"text", "markdown", "json"},
+		usage: "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", short: "diagnose one node: findings, root cause, recommendations", long: `
 Diagnose one node: one finding per indicator (value, status, conclusion),
 then the root cause with its evidence, what was ruled out and what to do.
 --format markdown suits chat tools, text suits terminals, json gives the
 whole Diagnosis message. The rules, with a worked example, are in
 docs/verdict-rules.md of the llmdiag repository.`,
-		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+		setup: func(fs *flag.FlagSet) clientCall {
 			lang := fs.String("lang", "en", "report language: en or zh")
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
-			format := formatFlag(fs, "text", "text", "markdown", "json")
-			return func(ctx context.Context, cl *client.Client, args []string) error {
-				f, err := format()
-				if err != nil {
-					return err
-				}
-				node, err := oneArg(args, "NODE")
-				if err != nil {
-					return err
-				}
+			return func(ctx context.Context, cl *client.Client, in clientIn) (clientOut, error) {
 				l, err := parseLang(*lang)
 				if err != nil {
-					return err
+					return clientOut{}, err
 				}
-				req := &llmdiagv1.DiagnoseNodeRequest{Node: node, Window: *window, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT, Language: l}
-				if f == "markdown" {
+				req := &llmdiagv1.DiagnoseNodeRequest{Node: in.arg, Window: *window, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT, Language: l}
+				if in.format == "markdown" {
 					req.Format = llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN
 				}
 				resp, err := cl.DiagnoseNode(ctx, connect.NewRequest(req))
 				if err != nil {
+					return clientOut{}, err
+				}
+				return clientOut{resp.Msg, func(w io.Writer) error {
+					_, err := fmt.Fprintln(w, strings.TrimRight(resp.Msg.GetReport(), "\n"))
 					return err
-				}
-				if f == "json" {
-					return printJSON(env.Stdout, resp.Msg)
-				}
-				_, err = fmt.Fprintln(env.Stdout, strings.TrimRight(resp.Msg.GetReport(), "\n"))
-				return err
+				}}, nil
 			}
-		})
+		}})
 }
 
 func compareCommand(env Env, cf *clientFlags) *ffcli.Command {
-	return clientCommand(env, cf, "compare", "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine|label=KEY] [--nodes a,b] [--quantiles 0.5,0.95,0.99] [--baseline 1h]", "compare a latency metric across nodes, models, engines or labels", `
+	return clientCommand(env, cf, clientCmd{name: "compare", formats: []string{"text", "json"},
+		usage: "llmdiag compare --metric ttft|e2e|itl|tpot|queue_time [--by node|model|engine|label=KEY] [--nodes a,b] [--quantiles 0.5,0.95,0.99] [--baseline 1h]", short: "compare a latency metric across nodes, models, engines or labels", long: `
 Compare one latency metric at chosen percentiles across nodes, or across
 models, engines or the values of a fleet-file label (their nodes' histograms
 summed by bucket). Each value comes with the bucket it lies in; rank 1 is the
@@ -391,7 +422,7 @@ the lowest; OUTLIER flags a subject at least twice the median at the highest
 percentile. With --baseline every subject gets a second row, the window
 ending that much earlier, and ×BASELINE is now / then at the highest
 percentile.`,
-		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+		setup: func(fs *flag.FlagSet) clientCall {
 			metric := fs.String("metric", "ttft", "ttft, e2e, itl (inter_token), tpot (time_per_output_token) or queue_time")
 			by := fs.String("by", "node", "rows: node, model, engine or label=KEY (a fleet-file label)")
 			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
@@ -399,52 +430,51 @@ percentile.`,
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
 			offset := fs.Duration("offset", 0, "compare the window ending this long ago (for example 1h)")
 			baseline := fs.Duration("baseline", 0, "also compare each subject with itself this long before (for example 1h, up to 168h)")
-			format := formatFlag(fs, "text", "text", "json")
-			return func(ctx context.Context, cl *client.Client, args []string) error {
-				f, err := format()
+			return func(ctx context.Context, cl *client.Client, _ clientIn) (clientOut, error) {
+				req, err := compareRequest(*metric, *by, *nodes, *quantiles, *window, *offset, *baseline)
 				if err != nil {
-					return err
-				}
-				if err := noArgs(args); err != nil {
-					return err
-				}
-				req := &llmdiagv1.ComparePercentilesRequest{Window: *window}
-				if *offset != 0 {
-					req.Offset = durationpb.New(*offset)
-				}
-				switch {
-				case *baseline < 0:
-					return usageError{fmt.Errorf("--baseline %v: want a positive duration", *baseline)}
-				case *baseline > 0:
-					req.BaselineOffset = durationpb.New(*baseline)
-				}
-				var ok bool
-				if req.Metric, ok = compare.MetricByName(*metric); !ok {
-					return usageError{fmt.Errorf("--metric %q: want %s", *metric, compare.MetricNamesHint)}
-				}
-				if req.GroupBy, req.Label, err = parseBy(*by); err != nil {
-					return err
-				}
-				if *nodes != "" {
-					req.Nodes = strings.Split(*nodes, ",")
-				}
-				for _, q := range strings.Split(*quantiles, ",") {
-					v, err := strconv.ParseFloat(strings.TrimSpace(q), 64)
-					if err != nil {
-						return usageError{fmt.Errorf("--quantiles: %w", err)}
-					}
-					req.Quantiles = append(req.Quantiles, v)
+					return clientOut{}, err
 				}
 				resp, err := cl.ComparePercentiles(ctx, connect.NewRequest(req))
 				if err != nil {
-					return err
+					return clientOut{}, err
 				}
-				if f == "json" {
-					return printJSON(env.Stdout, resp.Msg)
-				}
-				return printCompare(env.Stdout, resp.Msg)
+				return clientOut{resp.Msg, func(w io.Writer) error { return printCompare(w, resp.Msg) }}, nil
 			}
-		})
+		}})
+}
+
+// compareRequest is the request compare's flags ask for.
+func compareRequest(metric, by, nodes, quantiles, window string, offset, baseline time.Duration) (*llmdiagv1.ComparePercentilesRequest, error) {
+	req := &llmdiagv1.ComparePercentilesRequest{Window: window}
+	if offset != 0 {
+		req.Offset = durationpb.New(offset)
+	}
+	switch {
+	case baseline < 0:
+		return nil, usageError{fmt.Errorf("--baseline %v: want a positive duration", baseline)}
+	case baseline > 0:
+		req.BaselineOffset = durationpb.New(baseline)
+	}
+	var ok bool
+	if req.Metric, ok = compare.MetricByName(metric); !ok {
+		return nil, usageError{fmt.Errorf("--metric %q: want %s", metric, compare.MetricNamesHint)}
+	}
+	var err error
+	if req.GroupBy, req.Label, err = parseBy(by); err != nil {
+		return nil, err
+	}
+	if nodes != "" {
+		req.Nodes = strings.Split(nodes, ",")
+	}
+	for _, q := range strings.Split(quantiles, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(q), 64)
+		if err != nil {
+			return nil, usageError{fmt.Errorf("--quantiles: %w", err)}
+		}
+		req.Quantiles = append(req.Quantiles, v)
+	}
+	return req, nil
 }
 
 // parseBy reads --by: node, model, engine or label=KEY.
@@ -516,7 +546,7 @@ func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 				cells = append(cells, "-")
 				continue
 			}
-			cell := fmt.Sprintf("%s (%s–%s)", seconds(p.GetValue()), seconds(p.GetLowerBound()), seconds(p.GetUpperBound()))
+			cell := fmt.Sprintf("%s (%s–%s)", human.Seconds(p.GetValue()), human.Seconds(p.GetLowerBound()), human.Seconds(p.GetUpperBound()))
 			if !then {
 				cell += fmt.Sprintf(" #%d %.2f×", v.GetRank(), v.GetRatioToMedian())
 			}
@@ -564,19 +594,20 @@ func printCompare(w io.Writer, r *llmdiagv1.ComparePercentilesResponse) error {
 }
 
 func watchCommand(env Env, cf *clientFlags) *ffcli.Command {
-	return clientCommand(env, cf, "watch", "llmdiag watch [--model NAME] [--nodes a,b] [--labels k=v,...] [--heartbeat 15s]", "follow health changes as they happen", `
+	return clientCommand(env, cf, clientCmd{name: "watch", running: true,
+		usage: "llmdiag watch [--model NAME] [--nodes a,b] [--labels k=v,...] [--heartbeat 15s]", short: "follow health changes as they happen", long: `
 Print the current health of every selected node, then every change (status,
 root cause, routability, load score) as llmdiag sees it, until interrupted.
 Reconnects (with jittered backoff) and resumes where it left off if the
 stream breaks; when the service no longer holds that position it sends the
 current state again, marked as at the start.`,
-		func(fs *flag.FlagSet) func(context.Context, *client.Client, []string) error {
+		setup: func(fs *flag.FlagSet) clientCall {
 			model := fs.String("model", "", "only nodes serving this model")
 			nodes := fs.String("nodes", "", "comma-separated node ids (default: all)")
 			labels := fs.String("labels", "", "only nodes carrying every one of these fleet-file labels: k=v,k2=v2")
 			minScore := fs.Float64("min-score-change", 0, "report a load-score move alone only once it reaches this (0: every move llmdiag publishes, 0.05 or more)")
 			hb := fs.Duration("heartbeat", 15*time.Second, "heartbeat interval to ask for (5s to 5m)")
-			return func(ctx context.Context, cl *client.Client, args []string) error {
+			return func(ctx context.Context, cl *client.Client, _ clientIn) (clientOut, error) {
 				sel := client.Selector{Model: *model, Heartbeat: *hb, MinScoreChange: *minScore}
 				if *nodes != "" {
 					sel.Nodes = strings.Split(*nodes, ",")
@@ -586,14 +617,14 @@ current state again, marked as at the start.`,
 					for _, kv := range strings.Split(*labels, ",") {
 						k, v, ok := strings.Cut(kv, "=")
 						if !ok || k == "" {
-							return usageError{fmt.Errorf("--labels %q: want k=v,k2=v2", *labels)}
+							return clientOut{}, usageError{fmt.Errorf("--labels %q: want k=v,k2=v2", *labels)}
 						}
 						sel.Labels[k] = v
 					}
 				}
-				return watch(ctx, cl, sel, env.Stdout, env.Stderr)
+				return clientOut{}, watch(ctx, cl, sel, env.Stdout, env.Stderr)
 			}
-		})
+		}})
 }
 
 // watch prints the stream a client.Watch follows; the view reconnects and
@@ -651,22 +682,8 @@ func dur(d *durationpb.Duration) string {
 	return d.AsDuration().Round(100 * time.Millisecond).String()
 }
 
-func seconds(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "NaN"
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case v >= 60:
-		return fmt.Sprintf("%.1fmin", v/60)
-	case v >= 1:
-		return fmt.Sprintf("%.2fs", v)
-	}
-	return fmt.Sprintf("%.1fms", v*1000)
-}
-
 func percentile(p *llmdiagv1.Percentile) string {
-	return fmt.Sprintf("p%s=%s (%s–%s)", strconv.FormatFloat(p.GetQuantile()*100, 'f', -1, 64), seconds(p.GetValue()), seconds(p.GetLowerBound()), seconds(p.GetUpperBound()))
+	return fmt.Sprintf("p%s=%s (%s–%s)", strconv.FormatFloat(p.GetQuantile()*100, 'f', -1, 64), human.Seconds(p.GetValue()), human.Seconds(p.GetLowerBound()), human.Seconds(p.GetUpperBound()))
 }
 
 func gauge(v *float64, unit string) string {

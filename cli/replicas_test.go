@@ -210,7 +210,7 @@ func (m *monitor) firstWrite(epoch uint64) (time.Time, bool) {
 	return at, ok
 }
 
-// TestReplicasOneLeaderTakeoverFencing is issue 5's acceptance: three
+// TestReplicasOneLeaderTakeoverFencing runs three
 // replicas (refresh loop + ingest lease, each with its own Redis client)
 // against one real redis-server. Exactly one refreshes at a time; when the
 // leader crashes another takes over within two lease periods; an ex-leader

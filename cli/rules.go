@@ -16,7 +16,9 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/promrules"
+	"github.com/llmdiag/llmdiag/source/prom"
 )
 
 // loadThresholds reads a thresholds file (diagnose.LoadThresholds); "" is
@@ -103,9 +105,10 @@ func (e *enginesFlag) Set(v string) error {
 func rulesCommand(env Env) *ffcli.Command {
 	fs := flag.NewFlagSet("llmdiag rules", flag.ContinueOnError)
 	file := fs.String("thresholds", "", "thresholds file (YAML, see llmdiag thresholds); default: the built-in defaults")
-	window := fs.Duration("window", 5*time.Minute, "rate window of counters and histograms, as serve --window")
-	nodeLabel := fs.String("node-label", "instance", "label that identifies a node, as serve --node-label")
-	modelLabels := fs.String("model-label", "model_name,model,name", "labels that may carry the served model, in order of preference, as serve --model-label")
+	window := metrics.DefaultWindow
+	fs.Var(&window, "window", "rate window of counters and histograms, as serve --window")
+	nodeLabel := fs.String("node-label", prom.DefaultNodeLabel, "label that identifies a node, as serve --node-label")
+	modelLabels := fs.String("model-label", strings.Join(prom.DefaultModelLabels(), ","), "labels that may carry the served model, in order of preference, as serve --model-label")
 	history := fs.Duration("history", 10*time.Minute, "span over which sustained queueing is measured (serve keeps --history 120 refreshes at --interval 5s: 10m)")
 	lookback := fs.Duration("lookback", 10*time.Minute, "how long a node that stopped reporting counts as down (llmdiag's lookback)")
 	runbookBase := fs.String("runbook-base-url", promrules.DefaultRunbookBaseURL, "llmdiag's external URL, as people reach it: each alert's runbook_url is <this>/runbooks/<cause> (the default is serve's default --listen, good on that machine only)")
@@ -151,7 +154,7 @@ exactly when the SLO finding is CRIT or WARN. Without SLOs none is written.
 			if err != nil {
 				return err
 			}
-			if *window <= 0 || *history <= 0 || *lookback <= 0 {
+			if window.Duration() <= 0 || *history <= 0 || *lookback <= 0 {
 				return usageError{errors.New("--window, --history and --lookback must be positive")}
 			}
 			var models []string
@@ -162,7 +165,7 @@ exactly when the SLO finding is CRIT or WARN. Without SLOs none is written.
 			}
 			err = promrules.Write(env.Stdout, promrules.Config{
 				Thresholds: th, Engines: engines, NodeLabel: *nodeLabel, ModelLabels: models,
-				Window: *window, History: *history, Lookback: *lookback, RunbookBaseURL: *runbookBase,
+				Window: window.Duration(), History: *history, Lookback: *lookback, RunbookBaseURL: *runbookBase,
 			})
 			if err != nil {
 				return usageError{err}

@@ -17,28 +17,19 @@ import (
 	"github.com/llmdiag/llmdiag/server"
 )
 
-// securityFlagSet are serve's flags for who may call what on the port.
-type securityFlagSet struct {
-	fs                    *flag.FlagSet
-	tokens, metricsListen *string
-	reflection, insecure  *bool
+// securityConfig is serve's configuration of who may call what on the
+// port.
+type securityConfig struct {
+	tokens, metricsListen string
+	reflection, insecure  bool
 }
 
-func securityFlags(fs *flag.FlagSet) securityFlagSet {
-	return securityFlagSet{
-		fs:            fs,
-		tokens:        fs.String("auth-tokens", "", "tokens file (YAML, see README, Security): bearer tokens and client certificate subjects, each with a name and a role (reader, router, admin, alertmanager); re-read when it changes. With it (or --tls-client-ca) every request but grpc.health.v1 needs credentials"),
-		metricsListen: fs.String("metrics-listen", "", "serve /metrics on this address (plaintext, no authentication) instead of on --listen, where with authentication on it needs the admin role"),
-		reflection:    fs.Bool("reflection", false, "serve gRPC server reflection (grpcurl list, describe); with authentication on it needs the admin role"),
-		insecure:      fs.Bool("insecure", false, "allow --listen on a non-loopback address without TLS and authentication (logged as a warning)"),
-	}
-}
-
-// given reports whether the flag name is defined and not empty: the TLS
-// flags are read by name, so this file does not depend on their code.
-func (s securityFlagSet) given(name string) bool {
-	f := s.fs.Lookup(name)
-	return f != nil && f.Value.String() != "" && f.Value.String() != "false"
+// register defines the security flags on fs, filling s.
+func (s *securityConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&s.tokens, "auth-tokens", "", "tokens file (YAML, see docs/configuration.md, The tokens file): bearer tokens and client certificate subjects, each with a name and a role (reader, router, admin, alertmanager); re-read when it changes. With it (or --tls-client-ca) every request but grpc.health.v1 needs credentials")
+	fs.StringVar(&s.metricsListen, "metrics-listen", "", "serve /metrics on this address (plaintext, no authentication) instead of on --listen, where with authentication on it needs the admin role")
+	fs.BoolVar(&s.reflection, "reflection", false, "serve gRPC server reflection (grpcurl list, describe); with authentication on it needs the admin role")
+	fs.BoolVar(&s.insecure, "insecure", false, "allow --listen on a non-loopback address without TLS and authentication (logged as a warning)")
 }
 
 // setup returns the optional surfaces of the port and authorize, which
@@ -48,16 +39,16 @@ func (s securityFlagSet) given(name string) bool {
 // listen address without TLS and authentication unless --insecure, and
 // starts --metrics-listen, which stops with ctx. authorize is meant to be the
 // outermost handler, so that those after it (limits) see the principal.
-func (s securityFlagSet) setup(ctx context.Context, log *slog.Logger, listen string, reg prometheus.Gatherer, grace time.Duration) (surfaces server.Surfaces, authorize func(http.Handler) http.Handler, err error) {
-	clientCA := s.given("tls-client-ca")
-	authn := *s.tokens != "" || clientCA
-	warn, err := server.CheckExposure(listen, s.given("tls-cert"), authn, *s.insecure)
+func (s securityConfig) setup(ctx context.Context, log *slog.Logger, listen string, tls serveTLSConfig, reg prometheus.Gatherer, grace time.Duration) (surfaces server.Surfaces, authorize func(http.Handler) http.Handler, err error) {
+	clientCA := tls.clientCA != ""
+	authn := s.tokens != "" || clientCA
+	warn, err := server.CheckExposure(listen, tls.cert != "", authn, s.insecure)
 	if err != nil {
 		return surfaces, nil, usageError{err}
 	}
 	a := &auth.Authenticator{}
-	if *s.tokens != "" {
-		if a.Tokens, err = auth.OpenFile(*s.tokens, auth.FileOptions{Log: log}); err != nil {
+	if s.tokens != "" {
+		if a.Tokens, err = auth.OpenFile(s.tokens, auth.FileOptions{Log: log}); err != nil {
 			return surfaces, nil, usageError{fmt.Errorf("--auth-tokens: %w", err)}
 		}
 	} else {
@@ -67,10 +58,10 @@ func (s securityFlagSet) setup(ctx context.Context, log *slog.Logger, listen str
 	if warn != "" {
 		log.Warn(warn)
 	}
-	surfaces = server.Surfaces{Reflection: *s.reflection, Metrics: reg}
-	if *s.metricsListen != "" {
+	surfaces = server.Surfaces{Reflection: s.reflection, Metrics: reg}
+	if s.metricsListen != "" {
 		surfaces.Metrics = nil
-		ln, err := net.Listen("tcp", *s.metricsListen)
+		ln, err := net.Listen("tcp", s.metricsListen)
 		if err != nil {
 			return surfaces, nil, fmt.Errorf("--metrics-listen: %w", err)
 		}
@@ -86,6 +77,6 @@ func (s securityFlagSet) setup(ctx context.Context, log *slog.Logger, listen str
 	if !authn {
 		return surfaces, func(h http.Handler) http.Handler { return h }, nil
 	}
-	log.Info("authentication on", "tokens_file", *s.tokens, "client_certificates", clientCA, "reflection", *s.reflection)
+	log.Info("authentication on", "tokens_file", s.tokens, "client_certificates", clientCA, "reflection", s.reflection)
 	return surfaces, func(h http.Handler) http.Handler { return server.Authorize(h, a, log) }, nil
 }

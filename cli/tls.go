@@ -15,33 +15,46 @@ import (
 	"github.com/llmdiag/llmdiag/server"
 )
 
-// serveTLSFlags are serve's TLS flags.
-type serveTLSFlags struct {
-	cert, key, clientCA *string
-	clientCertRequired  *bool
+// serveTLSConfig is serve's TLS configuration.
+type serveTLSConfig struct {
+	cert, key, clientCA string
+	clientCertRequired  bool
 }
 
-func tlsServeFlags(fs *flag.FlagSet) serveTLSFlags {
-	return serveTLSFlags{
-		cert:               fs.String("tls-cert", "", "serve HTTPS with this certificate (PEM, intermediates after it); re-read when the file changes, no restart needed. HTTP/2 is negotiated by ALPN; cleartext HTTP/2 (h2c) is then off"),
-		key:                fs.String("tls-key", "", "private key of --tls-cert (PEM); re-read with it"),
-		clientCA:           fs.String("tls-client-ca", "", "verify client certificates (mTLS) against the CAs in this file (PEM; re-read when it changes). A client may still connect without a certificate (to use a bearer token) unless --tls-client-cert-required; an untrusted certificate fails the handshake"),
-		clientCertRequired: fs.Bool("tls-client-cert-required", false, "with --tls-client-ca: refuse, in the handshake, clients that present no certificate"),
-	}
+// register defines the TLS flags on fs, filling f.
+func (f *serveTLSConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.cert, "tls-cert", "", "serve HTTPS with this certificate (PEM, intermediates after it); re-read when the file changes, no restart needed. HTTP/2 is negotiated by ALPN; cleartext HTTP/2 (h2c) is then off")
+	fs.StringVar(&f.key, "tls-key", "", "private key of --tls-cert (PEM); re-read with it")
+	fs.StringVar(&f.clientCA, "tls-client-ca", "", "verify client certificates (mTLS) against the CAs in this file (PEM; re-read when it changes). A client may still connect without a certificate (to use a bearer token) unless --tls-client-cert-required; an untrusted certificate fails the handshake")
+	fs.BoolVar(&f.clientCertRequired, "tls-client-cert-required", false, "with --tls-client-ca: refuse, in the handshake, clients that present no certificate")
 }
 
-// config returns the TLS configuration the flags ask for, nil for plaintext.
-func (f serveTLSFlags) config(log *slog.Logger) (*tls.Config, error) {
+// on reports whether serve serves TLS.
+func (f serveTLSConfig) on() bool {
+	return f.cert != "" || f.key != "" || f.clientCA != "" || f.clientCertRequired
+}
+
+// check refuses TLS flags that do not go together.
+func (f serveTLSConfig) check() error {
 	switch {
-	case *f.cert == "" && *f.key == "" && *f.clientCA == "" && !*f.clientCertRequired:
+	case !f.on():
+		return nil
+	case f.cert == "" || f.key == "":
+		return errors.New("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")
+	case f.clientCertRequired && f.clientCA == "":
+		return errors.New("--tls-client-cert-required needs --tls-client-ca to verify the certificates with")
+	}
+	return nil
+}
+
+// config returns the TLS configuration asked for (checked by check), nil
+// for plaintext.
+func (f serveTLSConfig) config(log *slog.Logger) (*tls.Config, error) {
+	if !f.on() {
 		return nil, nil
-	case *f.cert == "" || *f.key == "":
-		return nil, usageError{errors.New("--tls-cert and --tls-key go together (and --tls-client-ca needs them)")}
-	case *f.clientCertRequired && *f.clientCA == "":
-		return nil, usageError{errors.New("--tls-client-cert-required needs --tls-client-ca to verify the certificates with")}
 	}
 	cfg, err := server.NewTLSConfig(server.TLSOptions{
-		CertFile: *f.cert, KeyFile: *f.key, ClientCAFile: *f.clientCA, RequireClientCert: *f.clientCertRequired, Log: log,
+		CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.clientCA, RequireClientCert: f.clientCertRequired, Log: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--tls-cert, --tls-key, --tls-client-ca: %w", err)

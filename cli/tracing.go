@@ -13,23 +13,22 @@ import (
 // serve stops.
 const traceShutdownGrace = 5 * time.Second
 
-// traceFlagSet is serve's tracing flag; the rest of tracing's configuration
-// is the standard OTEL_* environment (package tracing, README Tracing).
-type traceFlagSet struct {
-	trustRemote *bool
+// traceConfig is serve's tracing flag; the rest of tracing's configuration
+// is the standard OTEL_* environment (package tracing; docs/operations.md, Tracing).
+type traceConfig struct {
+	trustRemote bool
 }
 
-func traceFlags(fs *flag.FlagSet) traceFlagSet {
-	return traceFlagSet{
-		trustRemote: fs.Bool("trace-trust-remote", false, "with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set): make each RPC's span a child of the caller's traceparent, so a gateway's trace continues into llmdiag; off, the default, an RPC starts its own trace linked to the caller's, and callers cannot choose what is sampled"),
-	}
+// register defines the tracing flag on fs, filling t.
+func (t *traceConfig) register(fs *flag.FlagSet) {
+	fs.BoolVar(&t.trustRemote, "trace-trust-remote", false, "with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set): make each RPC's span a child of the caller's traceparent, so a gateway's trace continues into llmdiag; off, the default, an RPC starts its own trace linked to the caller's, and callers cannot choose what is sampled")
 }
 
 // setup reads the OTEL_* environment through getenv and builds tracing
 // (off without an endpoint); a bad value is a usage error naming the
 // variable. The caller defers shutdown, which flushes within
 // traceShutdownGrace.
-func (t traceFlagSet) setup(ctx context.Context, getenv func(string) string, log *slog.Logger) (tr *tracing.Tracing, shutdown func(), err error) {
+func (t traceConfig) setup(ctx context.Context, getenv func(string) string, log *slog.Logger) (tr *tracing.Tracing, shutdown func(), err error) {
 	cfg, err := tracing.FromEnv(getenv)
 	if err != nil {
 		return nil, nil, usageError{err}
@@ -38,7 +37,7 @@ func (t traceFlagSet) setup(ctx context.Context, getenv func(string) string, log
 	if err != nil {
 		return nil, nil, err
 	}
-	tr.TrustRemote = *t.trustRemote
+	tr.TrustRemote = t.trustRemote
 	return tr, func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), traceShutdownGrace)
 		defer cancel()

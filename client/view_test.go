@@ -9,71 +9,16 @@ import (
 	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
-// fakeClock is a settable clock whose timers fire when advance passes
-// their deadline.
-type fakeClock struct {
-	mu     sync.Mutex
-	t      time.Time
-	timers []*fakeTimer
-}
+// fakeClock is testkit's settable clock, whose timers are this package's
+// Timers; they fire when Add passes their deadline.
+type fakeClock struct{ *testkit.Clock }
 
-type fakeTimer struct {
-	c    *fakeClock
-	at   time.Time
-	f    func()
-	live bool
-}
+func newFakeClock() *fakeClock { return &fakeClock{testkit.NewClock(time.Unix(3600, 0))} }
 
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Unix(3600, 0)} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.t.Add(d), f: f, live: true}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.live
-	t.at, t.live = t.c.t.Add(d), true
-	return was
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.live
-	t.live = false
-	return was
-}
-
-// advance moves the clock on and runs the timers due, in this goroutine.
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	var due []func()
-	for _, t := range c.timers {
-		if t.live && !t.at.After(c.t) {
-			t.live = false
-			due = append(due, t.f)
-		}
-	}
-	c.mu.Unlock()
-	for _, f := range due {
-		f()
-	}
-}
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer { return c.Clock.AfterFunc(d, f) }
 
 func health(id string, routable bool, score float64) *llmdiagv1.NodeHealth {
 	return &llmdiagv1.NodeHealth{Node: id, Model: "m", Status: llmdiagv1.Status_STATUS_OK, Routable: routable, LoadScore: score}
@@ -171,12 +116,12 @@ func TestViewLookups(t *testing.T) {
 	}
 
 	// Silence past the bound (3 heartbeats by default) makes it stale.
-	clk.advance(44 * time.Second)
+	clk.Add(44 * time.Second)
 	if stale, age := v.Stale(); stale || age != 44*time.Second {
 		t.Fatalf("Stale() = %v, %v at 44s", stale, age)
 	}
 	w.apply(ev(heartbeat, nil, "t3"))
-	clk.advance(46 * time.Second)
+	clk.Add(46 * time.Second)
 	if stale, age := v.Stale(); !stale || age != 46*time.Second {
 		t.Fatalf("Stale() = %v, %v at 46s", stale, age)
 	}
@@ -222,7 +167,7 @@ func TestFailClosed(t *testing.T) {
 	if _, ok := v.Pick([]string{"x"}); ok {
 		t.Fatal("fail-closed: unknown candidate picked")
 	}
-	clk.advance(3 * time.Second)
+	clk.Add(3 * time.Second)
 	if v.Routable("a") {
 		t.Fatal("fail-closed: stale view routable")
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/llmdiag/llmdiag/console"
 )
 
-// maxPageWeight is the bound on what one page load transfers.
+// maxPageWeight bounds what one page load transfers.
 const maxPageWeight = 300 << 10
 
 func get(t *testing.T, h http.Handler, method, path string) *httptest.ResponseRecorder {

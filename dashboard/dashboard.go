@@ -21,17 +21,19 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/lease"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/promrules"
+	"github.com/llmdiag/llmdiag/source/prom"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
 
 // Config says what to build. Zero values take the defaults shown.
 type Config struct {
 	// NodeLabel identifies a node, as `llmdiag rules --node-label`
-	// (default "instance").
+	// (default prom.DefaultNodeLabel).
 	NodeLabel string
 	// Window is the rate window of the records, as `llmdiag rules
-	// --window` (default 5m).
+	// --window` (default metrics.DefaultWindow).
 	Window time.Duration
 	// Datasource is the UID or name of the Prometheus data source the
 	// datasource variable starts at ("" = Grafana's default Prometheus).
@@ -67,10 +69,10 @@ var (
 
 func (c *Config) defaults() error {
 	if c.NodeLabel == "" {
-		c.NodeLabel = "instance"
+		c.NodeLabel = prom.DefaultNodeLabel
 	}
 	if c.Window == 0 {
-		c.Window = 5 * time.Minute
+		c.Window = metrics.DefaultWindow.Duration()
 	}
 	if c.Title == "" {
 		c.Title = "llmdiag fleet"

@@ -1,5 +1,5 @@
-// Package dashboard builds llmdiag's fleet dashboard for Grafana (issue 18,
-// item 4), with the Grafana Foundation SDK
+// Package dashboard builds llmdiag's fleet dashboard for Grafana, with the
+// Grafana Foundation SDK
 // (github.com/grafana/grafana-foundation-sdk/go, pinned in go.mod: it is
 // pre-1.0).
 //

@@ -34,7 +34,7 @@ import (
 	"github.com/llmdiag/llmdiag/server"
 )
 
-// imageUser is the numeric user the image runs as (README, Container image).
+// imageUser is the numeric user the image runs as (docs/operations.md, Container image).
 const imageUser = 65532
 
 // ruleFile is the PrometheusRule the base ships, generated from `llmdiag

@@ -39,7 +39,7 @@ func TestPerRequestDecodeAgreesWithMetrics(t *testing.T) {
 			want: 25, from: perRequestDerived,
 		},
 		{
-			// The case of issue 11: nothing running at the read, so no
+			// Nothing running at the read, so no
 			// generation ÷ running, yet the TPOT histogram tells.
 			name: "nothing running: time per output token",
 			newest: &sample.Sample{

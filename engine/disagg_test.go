@@ -5,6 +5,7 @@ import (
 	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 )
 
@@ -50,17 +51,11 @@ func TestDisagg(t *testing.T) {
 				t.Errorf("role %v from %q, want %v from %q", s.Role, s.RoleSource, tc.role, tc.roleSource)
 			}
 			got, want := s.KVTransfer, tc.kv
-			for _, c := range []struct {
-				name      string
-				got, want *float64
-			}{
-				{"count", got.Count, want.Count}, {"seconds", got.Seconds, want.Seconds},
-				{"bytes", got.Bytes, want.Bytes}, {"failures", got.Failures, want.Failures},
-			} {
-				if !samePtr(c.got, c.want) {
-					t.Errorf("%s %s, want %s", c.name, show(c.got), show(c.want))
-				}
-			}
+			fig := testkit.Figures(t, 1e-12)
+			fig("count", got.Count, want.Count)
+			fig("seconds", got.Seconds, want.Seconds)
+			fig("bytes", got.Bytes, want.Bytes)
+			fig("failures", got.Failures, want.Failures)
 			if len(s.Errors) > 0 {
 				t.Errorf("errors: %q", s.Errors)
 			}

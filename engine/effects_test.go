@@ -5,6 +5,7 @@ import (
 	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 )
 
@@ -55,25 +56,17 @@ func TestExtractEffects(t *testing.T) {
 				t.Fatalf("errors: %q", s.Errors)
 			}
 			got, want := s.Effects, tc.want
-			for _, c := range []struct {
-				name      string
-				got, want *float64
-			}{
-				{"prefix_cache_queries", got.PrefixCacheQueries, want.PrefixCacheQueries},
-				{"prefix_cache_hits", got.PrefixCacheHits, want.PrefixCacheHits},
-				{"prefix_cache_hit_rate", got.PrefixCacheHitRate, want.PrefixCacheHitRate},
-				{"spec_drafts", got.SpecDrafts, want.SpecDrafts},
-				{"spec_draft_tokens", got.SpecDraftTokens, want.SpecDraftTokens},
-				{"spec_accepted_tokens", got.SpecAcceptedTokens, want.SpecAcceptedTokens},
-				{"spec_accept_rate", got.SpecAcceptRate, want.SpecAcceptRate},
-				{"spec_accept_length", got.SpecAcceptLength, want.SpecAcceptLength},
-				{"lora_running", got.LoRAAdaptersRunning, want.LoRAAdaptersRunning},
-				{"lora_waiting", got.LoRAAdaptersWaiting, want.LoRAAdaptersWaiting},
-			} {
-				if !samePtr(c.got, c.want) {
-					t.Errorf("%s = %s, want %s", c.name, show(c.got), show(c.want))
-				}
-			}
+			fig := testkit.Figures(t, 1e-12)
+			fig("prefix_cache_queries", got.PrefixCacheQueries, want.PrefixCacheQueries)
+			fig("prefix_cache_hits", got.PrefixCacheHits, want.PrefixCacheHits)
+			fig("prefix_cache_hit_rate", got.PrefixCacheHitRate, want.PrefixCacheHitRate)
+			fig("spec_drafts", got.SpecDrafts, want.SpecDrafts)
+			fig("spec_draft_tokens", got.SpecDraftTokens, want.SpecDraftTokens)
+			fig("spec_accepted_tokens", got.SpecAcceptedTokens, want.SpecAcceptedTokens)
+			fig("spec_accept_rate", got.SpecAcceptRate, want.SpecAcceptRate)
+			fig("spec_accept_length", got.SpecAcceptLength, want.SpecAcceptLength)
+			fig("lora_running", got.LoRAAdaptersRunning, want.LoRAAdaptersRunning)
+			fig("lora_waiting", got.LoRAAdaptersWaiting, want.LoRAAdaptersWaiting)
 			if got.KVOffload != want.KVOffload {
 				t.Errorf("kv offload = %q, want %q", got.KVOffload, want.KVOffload)
 			}
@@ -95,9 +88,9 @@ sglang:num_running_reqs{dp_rank="0",model_name="m",tp_rank="0"} 1
 `
 	s := Extract(llmdiagv1.Engine_ENGINE_SGLANG, parseString(t, body), time.Unix(0, 0))
 	if !samePtr(s.Effects.SpecAcceptLength, f(3)) || !samePtr(s.Effects.SpecAcceptRate, f(0.6)) {
-		t.Errorf("accept length %s rate %s, want 3 and 0.6", show(s.Effects.SpecAcceptLength), show(s.Effects.SpecAcceptRate))
+		t.Errorf("accept length %s rate %s, want 3 and 0.6", testkit.Show(s.Effects.SpecAcceptLength), testkit.Show(s.Effects.SpecAcceptRate))
 	}
 	if s.Effects.PrefixCacheHitRate != nil || s.Effects.KVOffload != "" {
-		t.Errorf("hit rate %s, offload %q: want absent", show(s.Effects.PrefixCacheHitRate), s.Effects.KVOffload)
+		t.Errorf("hit rate %s, offload %q: want absent", testkit.Show(s.Effects.PrefixCacheHitRate), s.Effects.KVOffload)
 	}
 }

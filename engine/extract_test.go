@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -13,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 )
 
@@ -490,24 +490,16 @@ func TestExtract(t *testing.T) {
 			if got.Engine != w.engine || got.Model != w.model {
 				t.Errorf("engine %v model %q, want %v %q", got.Engine, got.Model, w.engine, w.model)
 			}
-			for _, c := range []struct {
-				name      string
-				got, want *float64
-			}{
-				{"queue", got.Queue, w.queue},
-				{"running", got.Running, w.running},
-				{"kv usage", got.KVUsage, w.kv},
-				{"kv capacity", got.KVCapacityTokens, w.kvCap},
-				{"prompt tokens", got.PromptTokens, w.prompt},
-				{"generation tokens", got.GenerationTokens, w.gen},
-				{"preemptions", got.Preemptions, w.preempt},
-				{"requests finished", got.RequestsFinished, w.finished},
-				{"requests aborted", got.RequestsAborted, w.aborted},
-			} {
-				if !samePtr(c.got, c.want) {
-					t.Errorf("%s = %s, want %s", c.name, show(c.got), show(c.want))
-				}
-			}
+			fig := testkit.Figures(t, 1e-12)
+			fig("queue", got.Queue, w.queue)
+			fig("running", got.Running, w.running)
+			fig("kv usage", got.KVUsage, w.kv)
+			fig("kv capacity", got.KVCapacityTokens, w.kvCap)
+			fig("prompt tokens", got.PromptTokens, w.prompt)
+			fig("generation tokens", got.GenerationTokens, w.gen)
+			fig("preemptions", got.Preemptions, w.preempt)
+			fig("requests finished", got.RequestsFinished, w.finished)
+			fig("requests aborted", got.RequestsAborted, w.aborted)
 			if d := got.CountersCreated.Sub(w.created); d < -time.Microsecond || d > time.Microsecond || got.CountersCreated.IsZero() != w.created.IsZero() {
 				t.Errorf("CountersCreated = %v, want %v", got.CountersCreated, w.created)
 			}
@@ -633,11 +625,11 @@ func TestCombinedSources(t *testing.T) {
 				// 100×32 + 300×64 = 3200 + 19200; usage
 				// (0.5×3200 + 0.1×19200) / 22400 = 3520/22400.
 				if !samePtr(s.KVCapacityTokens, f(22400)) || !samePtr(s.KVUsage, f(3520.0/22400)) {
-					t.Errorf("capacity %s usage %s, want 22400 0.15714…", show(s.KVCapacityTokens), show(s.KVUsage))
+					t.Errorf("capacity %s usage %s, want 22400 0.15714…", testkit.Show(s.KVCapacityTokens), testkit.Show(s.KVUsage))
 				}
 				// No "waiting"/"scheduled" series: absent, not zero.
 				if s.Queue != nil || s.Running != nil || len(s.Errors) != 0 {
-					t.Errorf("queue %s running %s errors %q", show(s.Queue), show(s.Running), s.Errors)
+					t.Errorf("queue %s running %s errors %q", testkit.Show(s.Queue), testkit.Show(s.Running), s.Errors)
 				}
 			},
 		},
@@ -649,7 +641,7 @@ func TestCombinedSources(t *testing.T) {
 			body:   triton("nv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"tokens_per\",model=\"a\",version=\"1\"} 64\n"),
 			check: func(t *testing.T, s *sample.Sample) {
 				if s.KVCapacityTokens != nil || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], "no series matches") {
-					t.Errorf("capacity %s errors %q, want nil [no series matches]", show(s.KVCapacityTokens), s.Errors)
+					t.Errorf("capacity %s errors %q, want nil [no series matches]", testkit.Show(s.KVCapacityTokens), s.Errors)
 				}
 			},
 		},
@@ -663,7 +655,7 @@ func TestCombinedSources(t *testing.T) {
 			check: func(t *testing.T, s *sample.Sample) {
 				want := "nv_trt_llm_kv_cache_block_metrics × nv_trt_llm_kv_cache_block_metrics (kv_capacity_tokens): nv_trt_llm_kv_cache_block_metrics: no series matches"
 				if s.KVCapacityTokens != nil || !samePtr(s.KVUsage, f(0.3)) || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], want) {
-					t.Errorf("capacity %s usage %s errors %q, want nil 0.3 [%q]", show(s.KVCapacityTokens), show(s.KVUsage), s.Errors, want)
+					t.Errorf("capacity %s usage %s errors %q, want nil 0.3 [%q]", testkit.Show(s.KVCapacityTokens), testkit.Show(s.KVUsage), s.Errors, want)
 				}
 			},
 		},
@@ -686,7 +678,7 @@ func TestCombinedSources(t *testing.T) {
 			body:   "# TYPE dynamo_frontend_inflight_requests gauge\ndynamo_frontend_inflight_requests{model=\"m\"} 1\n# TYPE dynamo_frontend_queued_requests gauge\ndynamo_frontend_queued_requests{model=\"m\"} 2\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if !samePtr(s.Running, f(0)) || !samePtr(s.Queue, f(2)) {
-					t.Errorf("running %s queue %s, want 0 2", show(s.Running), show(s.Queue))
+					t.Errorf("running %s queue %s, want 0 2", testkit.Show(s.Running), testkit.Show(s.Queue))
 				}
 			},
 		},
@@ -698,7 +690,7 @@ func TestCombinedSources(t *testing.T) {
 			body:   "# TYPE dynamo_frontend_inflight_requests gauge\ndynamo_frontend_inflight_requests{model=\"m\"} 7\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if s.Running != nil || s.Queue != nil || len(s.Errors) != 0 {
-					t.Errorf("running %s queue %s errors %q, want nil nil none", show(s.Running), show(s.Queue), s.Errors)
+					t.Errorf("running %s queue %s errors %q, want nil nil none", testkit.Show(s.Running), testkit.Show(s.Queue), s.Errors)
 				}
 			},
 		},
@@ -710,7 +702,7 @@ func TestCombinedSources(t *testing.T) {
 			check: func(t *testing.T, s *sample.Sample) {
 				want := "(kv_capacity_tokens): dynamo_frontend_model_total_kv_blocks: family is a histogram, want a gauge or counter"
 				if s.KVCapacityTokens != nil || len(s.Errors) != 1 || !strings.Contains(s.Errors[0], want) {
-					t.Errorf("capacity %s errors %q, want nil [%q]", show(s.KVCapacityTokens), s.Errors, want)
+					t.Errorf("capacity %s errors %q, want nil [%q]", testkit.Show(s.KVCapacityTokens), s.Errors, want)
 				}
 			},
 		},
@@ -728,7 +720,7 @@ func TestCombinedSources(t *testing.T) {
 				"vllm_request_success{engine=\"0\"} 1000\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if !samePtr(s.RequestsAborted, f(4)) || !samePtr(s.RequestsFinished, f(1114)) || len(s.Errors) != 0 {
-					t.Errorf("aborted %s finished %s errors %q, want 4 1114 none", show(s.RequestsAborted), show(s.RequestsFinished), s.Errors)
+					t.Errorf("aborted %s finished %s errors %q, want 4 1114 none", testkit.Show(s.RequestsAborted), testkit.Show(s.RequestsFinished), s.Errors)
 				}
 			},
 		},
@@ -740,7 +732,7 @@ func TestCombinedSources(t *testing.T) {
 			body:   "# TYPE vllm:request_success_total counter\nvllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} 7\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if s.RequestsAborted != nil || !samePtr(s.RequestsFinished, f(7)) {
-					t.Errorf("aborted %s finished %s, want nil 7", show(s.RequestsAborted), show(s.RequestsFinished))
+					t.Errorf("aborted %s finished %s, want nil 7", testkit.Show(s.RequestsAborted), testkit.Show(s.RequestsFinished))
 				}
 			},
 		},
@@ -758,7 +750,7 @@ func TestCombinedSources(t *testing.T) {
 				"nv_inference_request_failure{model=\"preprocessing\",reason=\"CANCELED\",version=\"1\"} 2\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if !samePtr(s.RequestsAborted, f(3)) {
-					t.Errorf("aborted %s, want 3 (ensemble: 2 + 1)", show(s.RequestsAborted))
+					t.Errorf("aborted %s, want 3 (ensemble: 2 + 1)", testkit.Show(s.RequestsAborted))
 				}
 			},
 		},
@@ -769,7 +761,7 @@ func TestCombinedSources(t *testing.T) {
 			body:   "# TYPE sglang:num_aborted_requests_total counter\nsglang:num_aborted_requests_total{model_name=\"m\"} 5\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if !samePtr(s.RequestsAborted, f(5)) {
-					t.Errorf("aborted %s, want 5", show(s.RequestsAborted))
+					t.Errorf("aborted %s, want 5", testkit.Show(s.RequestsAborted))
 				}
 			},
 		},
@@ -783,7 +775,7 @@ func TestCombinedSources(t *testing.T) {
 				"trtllm_request_success_total{engine_type=\"trtllm\",finished_reason=\"stop\",model_name=\"m\"} 5\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if !samePtr(s.RequestsAborted, f(2)) || !samePtr(s.RequestsFinished, f(11)) {
-					t.Errorf("aborted %s finished %s, want 2 11", show(s.RequestsAborted), show(s.RequestsFinished))
+					t.Errorf("aborted %s finished %s, want 2 11", testkit.Show(s.RequestsAborted), testkit.Show(s.RequestsFinished))
 				}
 			},
 		},
@@ -795,7 +787,7 @@ func TestCombinedSources(t *testing.T) {
 			body:   "# TYPE dynamo_frontend_requests_total counter\ndynamo_frontend_requests_total{model=\"m\",status=\"success\"} 9\n",
 			check: func(t *testing.T, s *sample.Sample) {
 				if s.RequestsAborted != nil || !samePtr(s.RequestsFinished, f(9)) {
-					t.Errorf("aborted %s finished %s, want nil 9", show(s.RequestsAborted), show(s.RequestsFinished))
+					t.Errorf("aborted %s finished %s, want nil 9", testkit.Show(s.RequestsAborted), testkit.Show(s.RequestsFinished))
 				}
 			},
 		},
@@ -913,16 +905,6 @@ func parseString(t testing.TB, body string) map[string]*dto.MetricFamily {
 	return exp.Families
 }
 
-func samePtr(got, want *float64) bool {
-	if got == nil || want == nil {
-		return got == nil && want == nil
-	}
-	return math.Abs(*got-*want) <= 1e-12*math.Max(1, math.Abs(*want))
-}
-
-func show(p *float64) string {
-	if p == nil {
-		return "nil"
-	}
-	return fmt.Sprint(*p)
-}
+// samePtr reports whether two optional figures are the same up to float
+// rounding.
+func samePtr(got, want *float64) bool { return testkit.NearPtr(got, want, 1e-12) }

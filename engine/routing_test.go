@@ -19,6 +19,8 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -41,7 +43,7 @@ func sameValues(a, b [4]*float64) error {
 	for i := range a {
 		switch {
 		case (a[i] == nil) != (b[i] == nil):
-			return fmt.Errorf("%s: %s vs %s", routingNames[i], show(a[i]), show(b[i]))
+			return fmt.Errorf("%s: %s vs %s", routingNames[i], testkit.Show(a[i]), testkit.Show(b[i]))
 		case a[i] != nil && math.Float64bits(*a[i]) != math.Float64bits(*b[i]):
 			return fmt.Errorf("%s: %v vs %v (bits %x vs %x)", routingNames[i], *a[i], *b[i], math.Float64bits(*a[i]), math.Float64bits(*b[i]))
 		}
@@ -210,16 +212,10 @@ func simBodies(t *testing.T) map[string]struct {
 		}
 	}
 	for _, name := range sim.Scenarios() {
-		cfg, err := sim.Scenario(name, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := simtest.Scenario(t, name, 1)
 		add(cfg, name)
 	}
-	loaded, err := sim.Scenario("schemas", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loaded := simtest.Scenario(t, "schemas", 1)
 	for i := range loaded.Nodes {
 		n := &loaded.Nodes[i]
 		n.Perf.MaxNumSeqs = 4
@@ -530,7 +526,7 @@ func TestReadRoutingCases(t *testing.T) {
 				t.Errorf("stopped %v, want %v (%d of %d lines read)", r.Stopped, tc.stopped, r.Lines, strings.Count(tc.body, "\n"))
 			}
 			if !samePtr(r.Queue, tc.queue) || !samePtr(r.KVUsage, tc.kv) {
-				t.Errorf("queue %s, KV usage %s; want %s, %s", show(r.Queue), show(r.KVUsage), show(tc.queue), show(tc.kv))
+				t.Errorf("queue %s, KV usage %s; want %s, %s", testkit.Show(r.Queue), testkit.Show(r.KVUsage), testkit.Show(tc.queue), testkit.Show(tc.kv))
 			}
 			if len(r.Errors) != len(tc.errs) {
 				t.Fatalf("errors %q, want %q", r.Errors, tc.errs)
@@ -628,7 +624,7 @@ func TestReadRoutingGzip(t *testing.T) {
 		t.Error(err)
 	}
 	if r.KVCapacityTokens == nil || *r.KVCapacityTokens != 95088 {
-		t.Errorf("capacity %s, want 95088", show(r.KVCapacityTokens))
+		t.Errorf("capacity %s, want 95088", testkit.Show(r.KVCapacityTokens))
 	}
 }
 
@@ -665,10 +661,7 @@ func TestRoutingPlans(t *testing.T) {
 // engine cores, about 170 KB), after warm-up.
 func seedVLLM(tb testing.TB) []byte {
 	tb.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	cfg := simtest.Scenario(tb, "seed", 1)
 	fl, err := sim.New(cfg)
 	if err != nil {
 		tb.Fatal(err)

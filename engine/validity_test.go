@@ -288,7 +288,7 @@ func TestLimits(t *testing.T) {
 	}
 }
 
-// The 264,000-series exposition of the issue: every series a distinct
+// A 264,000-series exposition: every series a distinct
 // value of a non-rank label (the series cap refuses it) or of vLLM's engine
 // label (the rank cap refuses it, long before). Either way the parse stops
 // at the cap, and it allocates well under 64 MiB in all (so the heap never

@@ -344,25 +344,25 @@ func TestHeartbeatTiming(t *testing.T) {
 			t.Fatalf("no message; want kind %v", kind)
 		}
 	}
-	clk.waitTimers(t, 1)
-	clk.Advance(9 * time.Second)
+	clk.WaitArmed(t, 1)
+	clk.Add(9 * time.Second)
 	expectNone()
-	clk.Advance(time.Second)
+	clk.Add(time.Second)
 	expect(fanout.Heartbeat, pos)
 	other := publish(t, st, health("b", 1, 0)) // not selected: only moves the token
 	waitRead(t, h, 1)
-	clk.waitTimers(t, 1)
-	clk.Advance(10 * time.Second)
+	clk.WaitArmed(t, 1)
+	clk.Add(10 * time.Second)
 	expect(fanout.Heartbeat, other.Token)
-	clk.waitTimers(t, 1)
-	clk.Advance(5 * time.Second)
+	clk.WaitArmed(t, 1)
+	clk.Add(5 * time.Second)
 	ev := publish(t, st, health("a", 1, 0))
 	waitRead(t, h, 2)
 	expect(fanout.Change, ev.Token)
-	clk.waitTimers(t, 1)
-	clk.Advance(9 * time.Second) // 14s after the last heartbeat, 9s after the change
+	clk.WaitArmed(t, 1)
+	clk.Add(9 * time.Second) // 14s after the last heartbeat, 9s after the change
 	expectNone()
-	clk.Advance(time.Second)
+	clk.Add(time.Second)
 	expect(fanout.Heartbeat, ev.Token)
 }
 
@@ -373,7 +373,7 @@ func TestTryNext(t *testing.T) {
 	clk := newFakeClock()
 	st, h, _ := start(t, 0, fanout.Options{Clock: clk})
 	s, _ := syncSub(t, h, fanout.SubOptions{Heartbeat: 10 * time.Second})
-	clk.Advance(time.Minute)
+	clk.Add(time.Minute)
 	if m, ok := s.TryNext(); ok {
 		t.Fatalf("TryNext with nothing pending gave %+v", m)
 	}
@@ -397,8 +397,8 @@ func TestTryNext(t *testing.T) {
 			msgs <- m
 		}
 	}()
-	clk.waitTimers(t, 1)
-	clk.Advance(10 * time.Second)
+	clk.WaitArmed(t, 1)
+	clk.Add(10 * time.Second)
 	select {
 	case m := <-msgs:
 		if m.Kind != fanout.Heartbeat || m.Token != b.Token {

@@ -9,18 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/loadtest"
 )
 
-// stepClock is a clock that only calls move: a call of latency d advances
-// it by d, so at concurrency 1 every latency is exact.
-type stepClock struct{ ns atomic.Int64 }
-
-func (c *stepClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *stepClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
-func (c *stepClock) call(lat func(i int) time.Duration) func(context.Context, int, int) error {
+// call is a call of latency lat(i) on a clock that only calls move: it
+// moves clk on by its latency, so at concurrency 1 every latency is exact.
+func call(clk *testkit.Clock, lat func(i int) time.Duration) func(context.Context, int, int) error {
 	return func(_ context.Context, _, i int) error {
-		c.advance(lat(i))
+		clk.Add(lat(i))
 		return nil
 	}
 }
@@ -30,7 +27,7 @@ func constant(d time.Duration) func(int) time.Duration { return func(int) time.D
 // Rows come per concurrency, then per call, with each figure's median
 // over rounds and the p50 ratio to the first call.
 func TestRowsAndRatios(t *testing.T) {
-	clk := &stepClock{}
+	clk := testkit.NewClock(time.Unix(0, 0))
 	// tail is 2 ms, and 20 ms for one call in ten: p50 and p90 2 ms, p99 20 ms.
 	tail := func(i int) time.Duration {
 		if i%10 == 9 {
@@ -38,10 +35,10 @@ func TestRowsAndRatios(t *testing.T) {
 		}
 		return 2 * time.Millisecond
 	}
-	res, err := loadtest.Run(context.Background(), loadtest.Config{Concurrency: []int{1}, Calls: 100, Rounds: 3, Warmup: 10, Now: clk.now}, []loadtest.Call{
-		{Name: "floor", Do: clk.call(constant(time.Millisecond))},
-		{Name: "double", Do: clk.call(constant(2 * time.Millisecond))},
-		{Name: "tail", Do: clk.call(tail)},
+	res, err := loadtest.Run(context.Background(), loadtest.Config{Concurrency: []int{1}, Calls: 100, Rounds: 3, Warmup: 10, Now: clk.Now}, []loadtest.Call{
+		{Name: "floor", Do: call(clk, constant(time.Millisecond))},
+		{Name: "double", Do: call(clk, constant(2*time.Millisecond))},
+		{Name: "tail", Do: call(clk, tail)},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"fmt"
 	"math"
 	"os"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 )
 
@@ -395,10 +395,10 @@ func TestComputeSeriesBornInWindow(t *testing.T) {
 		got := Compute(n, b, "5m", nil, n.At, time.Minute)
 		// 300 tokens over the 20 s held, shared by 2 running.
 		if g := got.GenerationTokensPerSecond; g == nil || *g != 15 {
-			t.Errorf("generation = %s, want 15", showF(g))
+			t.Errorf("generation = %s, want 15", testkit.Show(g))
 		}
 		if v, from := PerRequestDecode(got); v != 7.5 || from != DecodeDerived || got.GetDecodeTokensPerSecondPerRequest() != 7.5 {
-			t.Errorf("decode per request %v from %v, field %s; want 7.5 derived in both", v, from, showF(got.DecodeTokensPerSecondPerRequest))
+			t.Errorf("decode per request %v from %v, field %s; want 7.5 derived in both", v, from, testkit.Show(got.DecodeTokensPerSecondPerRequest))
 		}
 	})
 }
@@ -474,26 +474,18 @@ func checkMetrics(t *testing.T, got *llmdiagv1.NodeMetrics, w wantMetrics) {
 	if got.Staleness != nil && got.Staleness.AsDuration() != w.staleness {
 		t.Errorf("staleness %v, want %v", got.Staleness.AsDuration(), w.staleness)
 	}
-	for _, c := range []struct {
-		name      string
-		got, want *float64
-	}{
-		{"queue", got.Queue, w.queue},
-		{"running", got.Running, w.running},
-		{"queue_running_ratio", got.QueueRunningRatio, w.ratio},
-		{"kv_pressure", got.KvPressure, w.kv},
-		{"kv_capacity_tokens", got.KvCapacityTokens, w.kvCap},
-		{"prompt_tokens_per_second", got.PromptTokensPerSecond, w.prompt},
-		{"generation_tokens_per_second", got.GenerationTokensPerSecond, w.gen},
-		{"decode_tokens_per_second_per_request", got.DecodeTokensPerSecondPerRequest, w.decodePerReq},
-		{"preemptions_per_second", got.PreemptionsPerSecond, w.preempt},
-		{"requests_per_second", got.RequestsPerSecond, w.rps},
-		{"aborted_requests_per_second", got.AbortedRequestsPerSecond, w.aborted},
-	} {
-		if (c.got == nil) != (c.want == nil) || (c.got != nil && !near(*c.got, *c.want)) {
-			t.Errorf("%s = %s, want %s", c.name, showF(c.got), showF(c.want))
-		}
-	}
+	fig := testkit.Figures(t, 1e-12)
+	fig("queue", got.Queue, w.queue)
+	fig("running", got.Running, w.running)
+	fig("queue_running_ratio", got.QueueRunningRatio, w.ratio)
+	fig("kv_pressure", got.KvPressure, w.kv)
+	fig("kv_capacity_tokens", got.KvCapacityTokens, w.kvCap)
+	fig("prompt_tokens_per_second", got.PromptTokensPerSecond, w.prompt)
+	fig("generation_tokens_per_second", got.GenerationTokensPerSecond, w.gen)
+	fig("decode_tokens_per_second_per_request", got.DecodeTokensPerSecondPerRequest, w.decodePerReq)
+	fig("preemptions_per_second", got.PreemptionsPerSecond, w.preempt)
+	fig("requests_per_second", got.RequestsPerSecond, w.rps)
+	fig("aborted_requests_per_second", got.AbortedRequestsPerSecond, w.aborted)
 	for _, d := range []struct {
 		name string
 		got  *llmdiagv1.Distribution
@@ -534,7 +526,7 @@ func checkDist(t *testing.T, name string, got *llmdiagv1.Distribution, want *dis
 		t.Errorf("%s sum %v, want %v", name, got.Sum, *want.sum)
 	}
 	if (got.Mean == nil) != (want.mean == nil) || (got.Mean != nil && !near(*got.Mean, *want.mean)) {
-		t.Errorf("%s mean %s, want %s", name, showF(got.Mean), showF(want.mean))
+		t.Errorf("%s mean %s, want %s", name, testkit.Show(got.Mean), testkit.Show(want.mean))
 	}
 	if len(got.Percentiles) != len(want.pcts) {
 		t.Fatalf("%s has %d percentiles, want %d", name, len(got.Percentiles), len(want.pcts))
@@ -547,22 +539,7 @@ func checkDist(t *testing.T, name string, got *llmdiagv1.Distribution, want *dis
 	}
 }
 
-func near(got, want float64) bool {
-	switch {
-	case math.IsNaN(want) || math.IsNaN(got):
-		return math.IsNaN(want) && math.IsNaN(got)
-	case got == want:
-		return true
-	}
-	return math.Abs(got-want) <= 1e-12*math.Max(1, math.Abs(want))
-}
-
-func showF(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return fmt.Sprint(*p)
-}
+func near(got, want float64) bool { return testkit.Near(got, want, 1e-12) }
 
 // TestDistributionOf: DistributionOf, its bucket scratch shared by
 // histograms of every size one after another, gives what Distribution

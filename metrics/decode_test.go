@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 func TestPerRequestDecode(t *testing.T) {
@@ -40,7 +41,7 @@ func TestPerRequestDecode(t *testing.T) {
 			}
 			SetPerRequestDecode(c.m)
 			if g := c.m.DecodeTokensPerSecondPerRequest; (g == nil) != (c.field == nil) || g != nil && *g != *c.field {
-				t.Errorf("after SetPerRequestDecode the field is %s, want %s", showF(g), showF(c.field))
+				t.Errorf("after SetPerRequestDecode the field is %s, want %s", testkit.Show(g), testkit.Show(c.field))
 			}
 			// Filled by SetPerRequestDecode, the field reads back the same
 			// value from the same source.

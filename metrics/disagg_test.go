@@ -5,6 +5,7 @@ import (
 	"time"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 )
 
@@ -45,28 +46,11 @@ func TestComputeDisagg(t *testing.T) {
 			if nm.GetRole() != llmdiagv1.Role_ROLE_DECODE || nm.GetRoleSource() != "x" {
 				t.Errorf("role %v from %q", nm.GetRole(), nm.GetRoleSource())
 			}
-			for _, c := range []struct {
-				name      string
-				got, want *float64
-			}{
-				{"transfers/s", nm.KvTransfersPerSecond, tc.perSecond},
-				{"mean", nm.KvTransferSecondsMean, tc.mean},
-				{"bytes/s", nm.KvTransferBytesPerSecond, tc.bytes},
-				{"failures/s", nm.KvTransferFailuresPerSecond, tc.failed},
-			} {
-				if (c.got == nil) != (c.want == nil) || c.got != nil && !approx(*c.got, *c.want) {
-					t.Errorf("%s = %v, want %v", c.name, ptrText(c.got), ptrText(c.want))
-				}
-			}
+			fig := testkit.FiguresAbs(t, 1e-9)
+			fig("transfers/s", nm.KvTransfersPerSecond, tc.perSecond)
+			fig("mean", nm.KvTransferSecondsMean, tc.mean)
+			fig("bytes/s", nm.KvTransferBytesPerSecond, tc.bytes)
+			fig("failures/s", nm.KvTransferFailuresPerSecond, tc.failed)
 		})
 	}
-}
-
-func approx(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
-
-func ptrText(p *float64) any {
-	if p == nil {
-		return "absent"
-	}
-	return *p
 }

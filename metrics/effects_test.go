@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sample"
 )
 
@@ -66,38 +67,15 @@ func TestEffects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nm := Compute(tc.newest, tc.base, "1m", nil, tc.newest.At, time.Hour)
-			for _, c := range []struct {
-				name      string
-				got, want *float64
-			}{
-				{"prefix_cache_hit_rate", nm.PrefixCacheHitRate, tc.want.hit},
-				{"spec_decode_acceptance_rate", nm.SpecDecodeAcceptanceRate, tc.want.acc},
-				{"spec_decode_accept_length", nm.SpecDecodeAcceptLength, tc.want.length},
-				{"lora_adapters_running", nm.LoraAdaptersRunning, tc.want.loraRun},
-				{"lora_adapters_waiting", nm.LoraAdaptersWaiting, tc.want.loraWait},
-			} {
-				if !nearPtr(c.got, c.want) {
-					t.Errorf("%s = %v, want %v", c.name, showPtr(c.got), showPtr(c.want))
-				}
-			}
+			fig := testkit.FiguresAbs(t, 1e-9)
+			fig("prefix_cache_hit_rate", nm.PrefixCacheHitRate, tc.want.hit)
+			fig("spec_decode_acceptance_rate", nm.SpecDecodeAcceptanceRate, tc.want.acc)
+			fig("spec_decode_accept_length", nm.SpecDecodeAcceptLength, tc.want.length)
+			fig("lora_adapters_running", nm.LoraAdaptersRunning, tc.want.loraRun)
+			fig("lora_adapters_waiting", nm.LoraAdaptersWaiting, tc.want.loraWait)
 			if nm.GetKvOffload() != tc.offload {
 				t.Errorf("kv_offload = %q, want %q", nm.GetKvOffload(), tc.offload)
 			}
 		})
 	}
-}
-
-func nearPtr(got, want *float64) bool {
-	if got == nil || want == nil {
-		return got == nil && want == nil
-	}
-	d := *got - *want
-	return d < 1e-9 && d > -1e-9
-}
-
-func showPtr(p *float64) any {
-	if p == nil {
-		return "absent"
-	}
-	return *p
 }

@@ -108,3 +108,67 @@ func Pick(samples []*sample.Sample, window time.Duration) (newest, base *sample.
 	}
 	return newest, base
 }
+
+// Window is a window as configuration holds it: a positive duration of at
+// most MaxWindow, or LifetimeWindow. It is a flag.Value that reads what
+// ParseWindow reads and prints the canonical spelling (CanonicalWindow);
+// on the wire, windows stay strings (String). The zero Window is unset:
+// whoever takes one uses DefaultWindow in its place (Or).
+type Window time.Duration
+
+const (
+	// DefaultWindow is the window verdicts are computed for when none is
+	// configured: serve's --window, the rate window of `llmdiag rules` and
+	// `llmdiag dashboard`.
+	DefaultWindow = Window(5 * time.Minute)
+	// LifetimeWindow is the window named Lifetime.
+	LifetimeWindow = Window(-1)
+)
+
+// NewWindow reads s as ParseWindow does.
+func NewWindow(s string) (Window, error) {
+	d, lifetime, err := ParseWindow(s)
+	if err != nil {
+		return 0, err
+	}
+	if lifetime {
+		return LifetimeWindow, nil
+	}
+	return Window(d), nil
+}
+
+// String is the canonical spelling ("5m", "1h30m", "lifetime"); "" for
+// the zero Window.
+func (w Window) String() string {
+	switch {
+	case w == LifetimeWindow:
+		return Lifetime
+	case w <= 0:
+		return ""
+	}
+	return FormatWindow(time.Duration(w))
+}
+
+// Set reads s as ParseWindow does (flag.Value).
+func (w *Window) Set(s string) error {
+	v, err := NewWindow(s)
+	if err != nil {
+		return err
+	}
+	*w = v
+	return nil
+}
+
+// Duration is the window's span; 0 for LifetimeWindow and the zero Window.
+func (w Window) Duration() time.Duration { return time.Duration(max(w, 0)) }
+
+// Lifetime reports whether w is LifetimeWindow.
+func (w Window) Lifetime() bool { return w == LifetimeWindow }
+
+// Or is w, or def when w is the zero Window.
+func (w Window) Or(def Window) Window {
+	if w == 0 {
+		return def
+	}
+	return w
+}

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"flag"
 	"testing"
 	"time"
 
@@ -139,4 +140,48 @@ func show(s *sample.Sample) string {
 		return "nil"
 	}
 	return s.At.Format(time.TimeOnly)
+}
+
+// TestWindowFlag: a Window reads what ParseWindow reads, prints the
+// canonical spelling, and is a flag.Value; the zero Window is unset.
+func TestWindowFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want string
+		dur  time.Duration
+	}{
+		{"5m", "5m", 5 * time.Minute},
+		{"300s", "5m", 5 * time.Minute},
+		{"1h30m", "1h30m", 90 * time.Minute},
+		{"7d", "7d", 7 * 24 * time.Hour},
+		{"lifetime", "lifetime", 0},
+	} {
+		var w Window
+		if err := w.Set(tc.in); err != nil {
+			t.Errorf("Set(%q): %v", tc.in, err)
+			continue
+		}
+		if w.String() != tc.want || w.Duration() != tc.dur || w.Lifetime() != (tc.in == Lifetime) {
+			t.Errorf("Set(%q) = %q, %v, lifetime %v; want %q, %v", tc.in, w, w.Duration(), w.Lifetime(), tc.want, tc.dur)
+		}
+	}
+	for _, bad := range []string{"", "0s", "8d", "1.5h", "soon"} {
+		w := DefaultWindow
+		if err := w.Set(bad); !errors.Is(err, ErrInvalidWindow) || w != DefaultWindow {
+			t.Errorf("Set(%q) = %v, left %v; want ErrInvalidWindow, unchanged", bad, err, w)
+		}
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	w := DefaultWindow
+	fs.Var(&w, "window", "")
+	if def := fs.Lookup("window").DefValue; def != "5m" {
+		t.Errorf("default %q, want 5m", def)
+	}
+	if err := fs.Parse([]string{"--window", "1h"}); err != nil || w != Window(time.Hour) {
+		t.Errorf("--window 1h: %v, %v", err, w)
+	}
+	var zero Window
+	if zero.String() != "" || zero.Or(DefaultWindow) != DefaultWindow || w.Or(DefaultWindow) != w {
+		t.Errorf("zero Window %q, Or %v", zero, zero.Or(DefaultWindow))
+	}
 }

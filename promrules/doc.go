@@ -1,5 +1,5 @@
 // Package promrules writes llmdiag's thresholds as a Prometheus rule file, so
-// that alerts and verdicts never disagree (issue 4, item 6).
+// that alerts and verdicts never disagree.
 //
 // The file has one rule group, evaluated in order:
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redact"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/source/prom"
 )
@@ -29,14 +30,14 @@ type Config struct {
 	// Engines to write rules for (default every engine of the mapping
 	// table, in its order).
 	Engines []llmdiagv1.Engine
-	// NodeLabel identifies a node (default "instance", as serve's
-	// --node-label).
+	// NodeLabel identifies a node (default prom.DefaultNodeLabel, as
+	// serve's --node-label).
 	NodeLabel string
 	// ModelLabels may carry the model after the engine's own label
-	// (default model_name, model, name, as serve's --model-label).
+	// (default prom.DefaultModelLabels, as serve's --model-label).
 	ModelLabels []string
-	// Window is the rate range of counters and histograms (default 5m, as
-	// serve's --window).
+	// Window is the rate range of counters and histograms (default
+	// metrics.DefaultWindow, as serve's --window).
 	Window time.Duration
 	// History is the span over which the sustained-queue alert measures the
 	// share of time queueing (default 10m: serve keeps --history 120
@@ -147,10 +148,10 @@ func (c *Config) defaults() {
 		c.Engines = engine.Engines()
 	}
 	if c.NodeLabel == "" {
-		c.NodeLabel = "instance"
+		c.NodeLabel = prom.DefaultNodeLabel
 	}
 	if c.Window <= 0 {
-		c.Window = 5 * time.Minute
+		c.Window = metrics.DefaultWindow.Duration()
 	}
 	if c.History <= 0 {
 		c.History = 10 * time.Minute

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/promrules"
 	"github.com/llmdiag/llmdiag/sample"
@@ -27,14 +28,11 @@ import (
 // missing: the rule file must be checked, never assumed valid.
 func promtool(t *testing.T) string {
 	t.Helper()
-	if p, err := exec.LookPath("promtool"); err == nil {
-		return p
-	}
-	if _, err := os.Stat("/usr/bin/promtool"); err == nil {
-		return "/usr/bin/promtool"
-	}
-	t.Fatal("promtool not found in PATH or /usr/bin: install it with `apt-get install -y prometheus` (Debian's package ships promtool)")
-	return ""
+	return testkit.Binary(t, testkit.Program{
+		Name:       "promtool",
+		Candidates: []string{"promtool", "/usr/bin/promtool"},
+		Get:        "apt-get install -y prometheus (Debian's package ships promtool)",
+	})
 }
 
 // writeRules writes the rule file of cfg into dir/rules.yaml.

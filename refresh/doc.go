@@ -48,7 +48,7 @@
 // The lane does not starve the refresh: it holds no lock of the refresh's
 // beyond a node's own for the microseconds of an apply, no scrape slot and
 // no connection of the scraper's, and its reads in flight are bounded;
-// its CPU at 1,000 nodes every 250 ms is measured in README, Benchmarks.
+// its CPU at 1,000 nodes every 250 ms is measured in docs/benchmarks.md.
 // Nodes known only through Prometheus are not read: their routability is
 // as fresh as the refresh, and the data as Prometheus's scrape.
 package refresh

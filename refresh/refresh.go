@@ -39,8 +39,9 @@ type Recorder interface {
 type Config struct {
 	// Interval between refreshes (default 5s).
 	Interval time.Duration
-	// Window is the default window verdicts are computed for (default "5m").
-	Window string
+	// Window is the default window verdicts are computed for (default
+	// metrics.DefaultWindow).
+	Window metrics.Window
 	// Thresholds of the verdict rules.
 	Thresholds diagnose.Thresholds
 	// MinScoreChange is the load-score change that alone makes a health
@@ -119,9 +120,7 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
 	}
-	if cfg.Window == "" {
-		cfg.Window = "5m"
-	}
+	cfg.Window = cfg.Window.Or(metrics.DefaultWindow)
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = max(2*cfg.Interval, 10*time.Second)
 	}
@@ -135,7 +134,7 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 		cfg.MaxNodes = DefaultMaxNodes
 	}
 	l := &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
-		slo: newSLOWindows(cfg.Thresholds, cfg.Window, cfg.Interval)}
+		slo: newSLOWindows(cfg.Thresholds, cfg.Window.String(), cfg.Interval)}
 	l.tracer = noop.NewTracerProvider().Tracer("")
 	if cfg.TracerProvider != nil {
 		l.tracer = cfg.TracerProvider.Tracer(tracing.Scope)
@@ -231,7 +230,7 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
 	sctx, sspan := tracing.Child(ctx, "source.refresh")
-	obs, err := l.src.Refresh(sctx, l.cfg.Window)
+	obs, err := l.src.Refresh(sctx, l.cfg.Window.String())
 	tracing.End(sspan, err)
 	if err != nil {
 		return false, fmt.Errorf("read source: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/source/scrape"
 	"github.com/llmdiag/llmdiag/store/memory"
@@ -79,7 +80,7 @@ func TestSLOWindowsThroughDirectScrape(t *testing.T) {
 		scrape.Options{LongRetention: refresh.SLORetention(th)})}
 	st := memory.New(memory.Options{}, "t")
 	const interval = 5 * time.Second
-	loop := refresh.New(src, st, &nopRecorder{}, log, clock, refresh.Config{Interval: interval, Window: "5m", Thresholds: th})
+	loop := refresh.New(src, st, &nopRecorder{}, log, clock, refresh.Config{Interval: interval, Window: metrics.DefaultWindow, Thresholds: th})
 	ctx := context.Background()
 
 	finding := func() *llmdiagv1.Finding {
@@ -157,7 +158,7 @@ func TestLoopSLOWindows(t *testing.T) {
 	loopOf := func(th diagnose.Thresholds) (*refresh.Loop, *memory.Store) {
 		src := scrape.New([]fleet.Node{{ID: "n", URL: url, Engine: "vllm"}}, nil, log, clock, scrape.Options{LongRetention: refresh.SLORetention(th)})
 		st := memory.New(memory.Options{}, "t")
-		return refresh.New(src, st, &nopRecorder{}, log, clock, refresh.Config{Interval: 5 * time.Second, Window: "5m", Thresholds: th}), st
+		return refresh.New(src, st, &nopRecorder{}, log, clock, refresh.Config{Interval: 5 * time.Second, Window: metrics.DefaultWindow, Thresholds: th}), st
 	}
 	loop, st := loopOf(th)
 	// Six hours of samples, so that every window is covered.

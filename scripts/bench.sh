@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The benchmarks behind README's Benchmarks section, each run COUNT times
+# The benchmarks behind docs/benchmarks.md, each run COUNT times
 # (default 5), printed as one table of medians (internal/cmd/benchtable).
 # Ratios against a baseline measured in the same run (x-health: a call's
 # p50 over the health check's; ratio-%: an incremental replica sync's bytes

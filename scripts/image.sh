@@ -83,7 +83,7 @@ b add --chmod 0444 "$ctr" "$work/rootfs/etc/passwd" /etc/passwd >/dev/null
 b add --chmod 0444 "$ctr" "$work/rootfs/etc/group" /etc/group >/dev/null
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 # The default command: serve on every interface, as a cluster runs it, so
-# TLS and tokens are required (README, Security) and read from the mounts
+# TLS and tokens are required (docs/security.md) and read from the mounts
 # below; /metrics on its own plaintext port for Prometheus.
 b config \
   --os linux --arch "$GOARCH" \

@@ -20,6 +20,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
@@ -75,11 +76,11 @@ func testPreparedAnswers(t *testing.T, slos []diagnose.SLO) {
 	th.StaleAfter = 30 * time.Second
 	th.SLOs = diagnose.NewSLOSet(slos...)
 	st := memory.New(memory.Options{}, "test")
-	loop := refresh.New(src, st, tm, log, clock.Now, refresh.Config{Window: "5m", Thresholds: th})
+	loop := refresh.New(src, st, tm, log, clock.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th})
 	if err := loop.Once(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	cfg := server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th, SLOReads: loop}
+	cfg := server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: th.StaleAfter, Thresholds: th, SLOReads: loop}
 	prep := servertest.Start(t, servertest.Options{Store: st, Source: src, Log: log, Now: clock.Now, Config: cfg})
 	fresh := servertest.Start(t, servertest.Options{Store: noGeneration{st}, Source: src, Log: log, Now: clock.Now, Config: cfg})
 	prepAPIs, freshAPI := apis(t, prep.URL), apis(t, fresh.URL)["grpc-go"]
@@ -244,7 +245,7 @@ func TestPreparedAnswersUnderConcurrency(t *testing.T) {
 	}
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = 30 * time.Second
-	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th})
+	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th})
 	t0 := src.now
 	observed := map[int64]bool{} // what the refreshes write, Unix ns
 	for i := range 4 {

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -13,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -84,30 +82,6 @@ func (stubService) StreamHealth(ctx context.Context, _ *connect.Request[llmdiagv
 	return s.Send(&llmdiagv1.StreamHealthResponse{})
 }
 
-// logBuffer collects log lines; safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// take returns the lines written since the last take.
-func (l *logBuffer) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := strings.TrimSpace(l.buf.String())
-	l.buf.Reset()
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
-
 // authFixture is a TLS server with authentication, and what its clients
 // present.
 type authFixture struct {
@@ -115,7 +89,7 @@ type authFixture struct {
 	serverCA  *certtest.CA
 	clientCA  *certtest.CA
 	requests  atomic.Int64 // that reached the handler behind Authorize
-	logs      *logBuffer
+	logs      *testkit.SyncBuffer
 	mapped    tls.Certificate    // issued by clientCA, mapped to admin
 	unmapped  tls.Certificate    // issued by clientCA, mapped to nothing
 	untrusted tls.Certificate    // issued by another CA
@@ -133,7 +107,7 @@ func (f *authFixture) refused() int {
 // uses with --auth-tokens and --tls-client-ca.
 func startAuthServer(t *testing.T, reflection bool) *authFixture {
 	t.Helper()
-	f := &authFixture{serverCA: certtest.NewCA(t, "server CA"), clientCA: certtest.NewCA(t, "client CA"), logs: &logBuffer{}}
+	f := &authFixture{serverCA: certtest.NewCA(t, "server CA"), clientCA: certtest.NewCA(t, "client CA"), logs: &testkit.SyncBuffer{}}
 	// The mapping names the certificate by its URI SAN, not its common
 	// name; the rogue CA's certificate carries the same names.
 	f.mapped = f.clientCA.Client(t, "oncall-laptop").TLS(t)
@@ -178,18 +152,6 @@ clients:
 	return f
 }
 
-// bearer adds an Authorization header to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // client returns an HTTPS client trusting the server's CA, presenting cert
 // (if any) and token (if any).
 func (f *authFixture) client(t *testing.T, token string, cert *tls.Certificate) *http.Client {
@@ -205,7 +167,7 @@ func (f *authFixture) client(t *testing.T, token string, cert *tls.Certificate) 
 	t.Cleanup(tr.CloseIdleConnections)
 	var rt http.RoundTripper = tr
 	if token != "" {
-		rt = bearer{token: token, next: tr}
+		rt = testkit.Bearer{Token: token, Next: tr}
 	}
 	return &http.Client{Transport: rt, Timeout: 10 * time.Second}
 }
@@ -360,7 +322,7 @@ func TestAuthMatrix(t *testing.T) {
 						t.Errorf("%s: got %v, want %v", name, err, codeName(want))
 						continue
 					}
-					logs := f.logs.take()
+					logs := f.logs.Lines()
 					denied := want == connect.CodeUnauthenticated || want == connect.CodePermissionDenied
 					switch {
 					case denied:
@@ -472,7 +434,7 @@ func TestAuthTokensReloaded(t *testing.T) {
 	srv := httptest.NewServer(server.Authorize(server.NewHandler(stubService{}, server.NewHealth(nil), server.Surfaces{}), &auth.Authenticator{Tokens: file}, slog.New(slog.DiscardHandler)))
 	t.Cleanup(srv.Close)
 	code := func(tok string) connect.Code {
-		hc := &http.Client{Transport: bearer{token: tok, next: http.DefaultTransport}}
+		hc := &http.Client{Transport: testkit.Bearer{Token: tok}}
 		_, err := unary[llmdiagv1.ListNodesRequest, llmdiagv1.ListNodesResponse](llmdiagv1connect.DiagnosisServiceListNodesProcedure)(context.Background(), hc, srv.URL)
 		if err == nil {
 			return 0

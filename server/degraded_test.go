@@ -18,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
@@ -87,7 +88,7 @@ func TestSharedStoreOutage(t *testing.T) {
 	shared := &downable{Store: memory.New(memory.Options{}, "shared")}
 	rep := replica.New(shared, memory.New(memory.Options{}, "copy"), replica.Options{SyncEvery: 10 * time.Second}) // synced by hand below
 	ctx := context.Background()
-	loop := refresh.New(src, rep, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th})
+	loop := refresh.New(src, rep, tm, log, time.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th})
 	if err := loop.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func TestSharedStoreOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, servertest.Options{Store: rep, Source: src, Log: log, Registry: reg,
-		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th, MinHeartbeat: time.Second}})
+		Config: server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: time.Minute, Thresholds: th, MinHeartbeat: time.Second}})
 	c, err := client.New(srv.URL)
 	if err != nil {
 		t.Fatal(err)

@@ -456,7 +456,7 @@ func TestGzipBombIsRefused(t *testing.T) {
 }
 
 // BenchmarkGzipBomb sends a 1 MiB gzip gRPC request that inflates to 1 GiB
-// (the probe) and reports the process CPU its refusal costs (client
+// (a decompression bomb) and reports the process CPU its refusal costs (client
 // and server: the client only writes the megabyte), with the server's
 // bounded gzip and, for comparison, connect-go's own.
 //

@@ -118,7 +118,7 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 // generation (answers.go). Anything else, invalid input included, takes
 // the general path, which validates it.
 func (s *Service) isDefault(node, window string, offset *durationpb.Duration) bool {
-	if (window != "" && window != s.cfg.DefaultWindow && window != s.defaultWindow) || !fleet.ValidID(node) {
+	if (window != "" && window != s.defaultWindow) || !fleet.ValidID(node) {
 		return false
 	}
 	return offset == nil || (offset.CheckValid() == nil && offset.AsDuration() == 0)
@@ -199,7 +199,7 @@ type span struct {
 // spanOf validates window (empty: the default) and normalises it and
 // offset (already validated) into the span read.
 func (s *Service) spanOf(window string, offset time.Duration) (span, error) {
-	w, err := metrics.CanonicalWindow(windowOr(window, s.cfg.DefaultWindow))
+	w, err := metrics.CanonicalWindow(windowOr(window, s.defaultWindow))
 	if err != nil {
 		return span{}, invalid("window", err)
 	}
@@ -300,7 +300,7 @@ func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiag
 	m := rec.Metrics
 	if sp.window != s.defaultWindow || sp.offset != 0 {
 		if s.win == nil {
-			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", sp.window, s.cfg.DefaultWindow))
+			return nil, nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("window %q: only the default window %q is available", sp.window, s.defaultWindow))
 		}
 		if m, err = s.readWindow(ctx, node, sp); err != nil {
 			var ce *connect.Error

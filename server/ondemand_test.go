@@ -18,6 +18,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
@@ -169,11 +170,11 @@ func serviceOver(t *testing.T, src source.Source, cfg server.Config) *server.Ser
 	}
 	th := diagnose.DefaultThresholds()
 	st := memory.New(memory.Options{}, "ondemand")
-	if err := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th}).Once(context.Background()); err != nil {
+	if err := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th}).Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	cfg.DefaultWindow, cfg.StaleAfter, cfg.Thresholds = "5m", 30*time.Second, th
+	cfg.DefaultWindow, cfg.StaleAfter, cfg.Thresholds = metrics.DefaultWindow, 30*time.Second, th
 	return server.NewService(st, src, log, time.Now, cfg, ctx.Done())
 }

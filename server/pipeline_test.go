@@ -26,10 +26,7 @@ import (
 // serving a histogram cut off mid-way and one down: those three are UNKNOWN
 // or DOWN with the cause in the evidence; the others are diagnosed as usual.
 func TestBrokenTargetsAreIsolated(t *testing.T) {
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "seed", 1)
 	cfg.Warmup = 2 * time.Minute
 	f, err := sim.New(cfg)
 	if err != nil {

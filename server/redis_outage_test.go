@@ -22,6 +22,7 @@ import (
 	"github.com/llmdiag/llmdiag/internal/testing/redistest"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
@@ -100,7 +101,7 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	rep := replica.New(redisstore.New(rdb, redisstore.Options{}), memory.New(memory.Options{}, "copy"), replica.Options{SyncEvery: 200 * time.Millisecond})
 	leader := &recording{Store: rep}
 	src := &flipSource{fakeSource: fakeSource{nodes: []fleet.Node{{ID: "glm-0", Model: "glm-4.6"}, {ID: "glm-1", Model: "glm-4.6"}}}}
-	loop := refresh.New(src, leader, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th, Interval: 200 * time.Millisecond})
+	loop := refresh.New(src, leader, tm, log, time.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th, Interval: 200 * time.Millisecond})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -120,7 +121,7 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	defer func() { stopLeader(); <-leaderDone }()
 
 	srv := servertest.Start(t, servertest.Options{Store: rep, Source: src, Registry: reg, Log: log,
-		Config: server.Config{DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th, MinHeartbeat: time.Second}})
+		Config: server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: time.Minute, Thresholds: th, MinHeartbeat: time.Second}})
 	c, err := client.New(srv.URL)
 	if err != nil {
 		t.Fatal(err)

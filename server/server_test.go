@@ -155,12 +155,12 @@ func startServerAt(t *testing.T, now time.Time) (string, *memory.Store, *fakeSou
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = 30 * time.Second
 	st := memory.New(memory.Options{}, "test")
-	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th})
+	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th})
 	if err := loop.Once(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, servertest.Options{Store: st, Source: src, Log: log, Registry: reg,
-		Config:         server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second, Thresholds: th, OffsetStep: 5 * time.Second, MinHeartbeat: time.Second},
+		Config:         server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: 30 * time.Second, Thresholds: th, OffsetStep: 5 * time.Second, MinHeartbeat: time.Second},
 		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(tm.Interceptor())}})
 	return srv.URL, st, src
 }
@@ -637,7 +637,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 }
 
-// TestConnectJSONOverHTTP1 is the README's curl call: a plain HTTP/1.1 POST
+// TestConnectJSONOverHTTP1 is the curl call of README's The API: a plain HTTP/1.1 POST
 // of JSON, no generated client.
 func TestConnectJSONOverHTTP1(t *testing.T) {
 	url, _ := startServer(t)

@@ -22,9 +22,10 @@ import (
 
 // Config configures the service.
 type Config struct {
-	// DefaultWindow is the refresh's window; requests naming it (or none)
-	// are answered from the store.
-	DefaultWindow string
+	// DefaultWindow is the refresh's window (default
+	// metrics.DefaultWindow); requests naming it (or none) are answered
+	// from the store.
+	DefaultWindow metrics.Window
 	// StaleAfter marks data stale (and verdicts UNKNOWN) when older.
 	StaleAfter time.Duration
 	Thresholds diagnose.Thresholds
@@ -84,9 +85,7 @@ var _ llmdiagv1connect.DiagnosisServiceHandler = (*Service)(nil)
 // NewService returns the service. win may be nil when only the default
 // window is available. done, when closed, ends open streams.
 func NewService(st store.Store, win source.Source, log *slog.Logger, now func() time.Time, cfg Config, done <-chan struct{}) *Service {
-	if cfg.DefaultWindow == "" {
-		cfg.DefaultWindow = "5m"
-	}
+	cfg.DefaultWindow = cfg.DefaultWindow.Or(metrics.DefaultWindow)
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = 30 * time.Second
 	}
@@ -99,10 +98,7 @@ func NewService(st store.Store, win source.Source, log *slog.Logger, now func() 
 	if cfg.MinHeartbeat <= 0 {
 		cfg.MinHeartbeat = DefaultMinHeartbeat
 	}
-	defaultWindow, err := metrics.CanonicalWindow(cfg.DefaultWindow)
-	if err != nil {
-		defaultWindow = cfg.DefaultWindow // the caller checked it; requests name it as given
-	}
+	defaultWindow := cfg.DefaultWindow.String()
 	// One context for the whole service: a stream ties itself to it with
 	// context.AfterFunc, which costs no goroutine per stream.
 	doneCtx := context.Background()

@@ -16,6 +16,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store/memory"
@@ -74,11 +75,11 @@ func TestOnDemandDiagnosesReadSLOWindows(t *testing.T) {
 			th.StaleAfter = 30 * time.Second
 			th.SLOs = diagnose.NewSLOSet(testSLO)
 			st := memory.New(memory.Options{}, "test")
-			loop := refresh.New(src, st, tm, log, clock.Now, refresh.Config{Window: "5m", Thresholds: th})
+			loop := refresh.New(src, st, tm, log, clock.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th})
 			if err := loop.Once(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			cfg := server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th, RequestQueryBudget: tc.budget}
+			cfg := server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: th.StaleAfter, Thresholds: th, RequestQueryBudget: tc.budget}
 			if tc.refresh {
 				cfg.SLOReads = loop
 			}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,9 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
@@ -26,24 +28,6 @@ import (
 	"github.com/llmdiag/llmdiag/store/memory"
 	"github.com/llmdiag/llmdiag/telemetry"
 )
-
-// simClock is a settable clock: the simulated instant the pipeline reads.
-type simClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *simClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *simClock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // simExpositions answers GET http://sim/<node>/metrics with the simulated
 // node's exposition at the current simulated instant.
@@ -71,10 +55,7 @@ func (s simExpositions) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestStreamHealthStalled(t *testing.T) {
 	const hung, peer = "qwen3-8b-0", "qwen3-8b-1"
 	const every = 5 * time.Second
-	cfg, err := sim.Scenario("stalled", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "stalled", 1)
 	cfg.Warmup = 2 * time.Minute
 	f, err := sim.New(cfg)
 	if err != nil {
@@ -82,7 +63,7 @@ func TestStreamHealthStalled(t *testing.T) {
 	}
 	f.Step(cfg.Warmup + sim.StalledAt - time.Minute)
 	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clk := &simClock{t: epoch.Add(f.Now())}
+	clk := testkit.NewClock(epoch.Add(f.Now()))
 
 	targets := f.FleetFile().Nodes
 	byID := map[string]fleet.Node{}
@@ -96,7 +77,7 @@ func TestStreamHealthStalled(t *testing.T) {
 	st := memory.New(memory.Options{Now: clk.Now, FeedLen: 1 << 12}, "stalled")
 	scraper := scrape.New(targets, &http.Client{Transport: simExpositions{f}}, log, clk.Now, scrape.Options{StaleAfter: th.StaleAfter})
 	tm, _ := telemetry.New(prometheus.NewRegistry(), clk.Now)
-	loop := refresh.New(scraper, st, tm, log, clk.Now, refresh.Config{Interval: every, Window: "5m", Thresholds: th, Fleet: byID})
+	loop := refresh.New(scraper, st, tm, log, clk.Now, refresh.Config{Interval: every, Window: metrics.DefaultWindow, Thresholds: th, Fleet: byID})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := loop.Once(ctx); err != nil {
@@ -125,7 +106,7 @@ func TestStreamHealthStalled(t *testing.T) {
 	hangAt := epoch.Add(cfg.Warmup + sim.StalledAt)
 	for f.Now() < cfg.Warmup+sim.StalledAt+time.Minute {
 		f.Step(every)
-		clk.set(epoch.Add(f.Now()))
+		clk.Set(epoch.Add(f.Now()))
 		if err := loop.Once(ctx); err != nil {
 			t.Fatal(err)
 		}

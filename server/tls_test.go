@@ -26,6 +26,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/certtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
@@ -60,7 +61,7 @@ func startTLSServer(t *testing.T, cfg *tls.Config) *tlsServer {
 	close(ready)
 	log := slog.New(slog.DiscardHandler)
 	ctx, cancel := context.WithCancel(context.Background())
-	svc := server.NewService(memory.New(memory.Options{}, "tls"), nil, log, time.Now, server.Config{DefaultWindow: "5m", StaleAfter: 30 * time.Second}, ctx.Done())
+	svc := server.NewService(memory.New(memory.Options{}, "tls"), nil, log, time.Now, server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: 30 * time.Second}, ctx.Done())
 	h := server.Handler(svc, server.NewHealth(ready), prometheus.NewRegistry())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
@@ -146,10 +147,7 @@ func reportUnary(b *testing.B, url string, nodes []string, conc int, call func(c
 // Interceptors ics go before telemetry's (the tracing one, as serve puts it).
 func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (string, []string) {
 	b.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := simtest.Scenario(b, "seed", 1)
 	cfg.Warmup = 5 * time.Minute
 	clock := testkit.NewClock(time.Now())
 	f, err := sim.New(cfg, sim.WithClock(testkit.NewClock(time.Now()))) // stands still: the benchmark steps it
@@ -166,7 +164,7 @@ func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (str
 	}
 	th := diagnose.DefaultThresholds()
 	scraper := scrape.New(f.FleetFile().Nodes, nil, log, clock.Now, scrape.Options{Timeout: 5 * time.Second})
-	loop := refresh.New(scraper, st, tm, log, clock.Now, refresh.Config{Window: "5m", Thresholds: th})
+	loop := refresh.New(scraper, st, tm, log, clock.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th})
 	testkit.Eventually(b, 10*time.Second, "the simulator to warm up", func() bool { return f.Now() >= cfg.Warmup })
 	for range 24 {
 		f.Step(5 * time.Second)
@@ -181,7 +179,7 @@ func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (str
 		}
 	}
 	srv := servertest.Start(b, servertest.Options{Store: st, Source: scraper, Log: log, Registry: reg, Now: clock.Now,
-		Config:         server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th},
+		Config:         server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: th.StaleAfter, Thresholds: th},
 		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(append(ics, tm.Interceptor())...)},
 		Limits:         &server.Limits{RateLimit: 1e9},
 	})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -14,10 +15,7 @@ import (
 // reported on its own (warmup-cpu-s). One iteration is one second of real
 // time: -benchtime 10x measures ten seconds.
 func BenchmarkRealTimeCPU(b *testing.B) {
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cfg := simtest.Scenario(b, "seed", 1)
 	for _, n := range append([]sim.Node(nil), cfg.Nodes...) {
 		n.ID += "-b"
 		cfg.Nodes = append(cfg.Nodes, n)

@@ -8,6 +8,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -53,10 +54,7 @@ func TestDCGMPhysics(t *testing.T) {
 		dramMin, dramMax, tensorMax float64
 		utilMin                     float64
 	}
-	seed, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed := simtest.Scenario(t, "seed", 1)
 	idle := denseDecode(1)
 	idle.ID, idle.Workload = "idle", sim.Workload{Rate: 1e-9, Prompt: sim.LogNormal(10, 0.1), Output: sim.LogNormal(10, 0.1)}
 	for _, tc := range []struct {
@@ -109,10 +107,7 @@ func TestDCGMFaults(t *testing.T) {
 		{"gpu-xid", "kimi-k2.6-0", nil, nil, 48, "5"},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
-			cfg, err := sim.Scenario(tc.scenario, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := simtest.Scenario(t, tc.scenario, 1)
 			f, err := sim.New(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -143,10 +138,7 @@ func TestDCGMFaults(t *testing.T) {
 	// A throttled GPU slows its engine core: the same node, the same seed,
 	// generates fewer tokens per second per request.
 	speed := func(throttle sim.Throttle) float64 {
-		cfg, err := sim.Scenario("gpu-throttled", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := simtest.Scenario(t, "gpu-throttled", 1)
 		cfg.Nodes = cfg.Nodes[:1]
 		cfg.Nodes[0].GPUFault.Throttle = throttle
 		cfg.Nodes[0].Workload = sim.Workload{Sessions: 64, Think: time.Second, Prompt: sim.LogNormal(200, 0.3), Output: sim.LogNormal(500, 0.3)}

@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -30,10 +31,7 @@ func TestDisaggregated(t *testing.T) {
 		{sim.SGLang, "sglang:kv_transfer_latency_ms", prefill, decode, 1000, "prefill", "", ""},
 	} {
 		t.Run(string(tc.engine), func(t *testing.T) {
-			cfg, err := sim.Scenario("disaggregated", 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := simtest.Scenario(t, "disaggregated", 1)
 			cfg = sim.WithEngine(cfg, tc.engine)
 			f, err := sim.New(cfg)
 			if err != nil {
@@ -89,13 +87,10 @@ func hasLabel(mf *dto.MetricFamily, name, value string) bool {
 }
 
 func TestRoleValidation(t *testing.T) {
-	cfg, err := sim.Scenario("disaggregated", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "disaggregated", 1)
 	cfg.Nodes[0].KVTransfer = sim.KVLink{}
 	cfg.Nodes[1].Role = "encode"
-	err = cfg.Validate()
+	err := cfg.Validate()
 	if err == nil || !strings.Contains(err.Error(), "kv transfer") || !strings.Contains(err.Error(), `unknown role "encode"`) {
 		t.Fatalf("Validate: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -48,10 +49,7 @@ var engineSees = map[sim.Engine]exposes{
 // loaded one also with a queue timeout, so that requests are abandoned.
 func TestEngineCrossCheck(t *testing.T) {
 	t.Parallel()
-	healthy, err := sim.Scenario("schemas", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	healthy := simtest.Scenario(t, "schemas", 1)
 	loaded := healthy
 	loaded.Nodes = slices.Clone(healthy.Nodes)
 	for i := range loaded.Nodes {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -17,10 +18,7 @@ func BenchmarkScenarioFigures(b *testing.B) {
 	var warmest time.Duration
 	for range b.N {
 		for _, name := range sim.Scenarios() {
-			cfg, err := sim.Scenario(name, testSeed())
-			if err != nil {
-				b.Fatal(err)
-			}
+			cfg := simtest.Scenario(b, name, testSeed())
 			f, err := sim.New(cfg)
 			if err != nil {
 				b.Fatal(err)

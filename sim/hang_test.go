@@ -8,6 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -36,10 +37,7 @@ func TestStalledScenario(t *testing.T) {
 	t.Parallel()
 	for _, e := range sim.Engines() {
 		t.Run(string(e), func(t *testing.T) {
-			cfg, err := sim.Scenario("stalled", testSeed())
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := simtest.Scenario(t, "stalled", testSeed())
 			cfg = sim.WithEngine(cfg, e)
 			cfg.Warmup = 2 * time.Minute
 			f, err := sim.New(cfg)

@@ -5,14 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
 func TestSetRate(t *testing.T) {
-	cfg, err := sim.Scenario("overloaded", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "overloaded", 1)
 	f, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -14,10 +15,7 @@ import (
 func TestKVOffload(t *testing.T) {
 	for _, e := range []sim.Engine{sim.VLLM, sim.SGLang, sim.Triton} {
 		t.Run(string(e), func(t *testing.T) {
-			cfg, err := sim.Scenario("kv-offload", testSeed())
-			if err != nil {
-				t.Fatal(err)
-			}
+			cfg := simtest.Scenario(t, "kv-offload", testSeed())
 			cfg = sim.WithEngine(cfg, e)
 			cfg.Warmup = 4 * time.Minute
 			f, err := sim.New(cfg)

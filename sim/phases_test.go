@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -92,10 +93,7 @@ func TestPhases(t *testing.T) {
 // every 5 s from the end of a 2-minute warm-up.
 func TestPhasedScenarios(t *testing.T) {
 	sample := func(t *testing.T, name string, d time.Duration) (*sim.Fleet, []sim.NodeStats) {
-		cfg, err := sim.Scenario(name, testSeed())
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := simtest.Scenario(t, name, testSeed())
 		cfg.Warmup = 2 * time.Minute
 		f, err := sim.New(cfg)
 		if err != nil {

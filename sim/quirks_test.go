@@ -9,6 +9,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -54,10 +55,7 @@ func seriesOf(mfs map[string]*dto.MetricFamily, f failure) int {
 // schemaNode is the schemas scenario's node of engine e.
 func schemaNode(t *testing.T, e sim.Engine) sim.Node {
 	t.Helper()
-	cfg, err := sim.Scenario("schemas", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "schemas", 1)
 	for _, n := range cfg.Nodes {
 		if n.Engine == e {
 			return n

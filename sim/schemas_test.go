@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -406,10 +407,7 @@ func checkValues(t *testing.T, e sim.Engine, n sim.Node, mfs map[string]*dto.Met
 // the simulated state, and listed in the fleet file under the engine's
 // fleet name.
 func TestSchemas(t *testing.T) {
-	cfg, err := sim.Scenario("schemas", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "schemas", 1)
 	engines := sim.Engines()
 	if len(cfg.Nodes) != len(engines) {
 		t.Fatalf("schemas has %d nodes, want one per engine (%d)", len(cfg.Nodes), len(engines))
@@ -455,13 +453,10 @@ func TestSchemas(t *testing.T) {
 // TestSchemasServe serves the schemas scenario on loopback and scrapes
 // every node over HTTP.
 func TestSchemasServe(t *testing.T) {
-	cfg, err := sim.Scenario("schemas", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "schemas", 1)
 	cfg.Warmup = 20 * time.Second
 	// The clock never advances: the state stays that of the end of warm-up.
-	f, ff := listen(t, cfg, &clock{})
+	f, ff := listen(t, cfg, testkit.NewClock(time.Unix(0, 0)))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Start(ctx) }()
@@ -472,7 +467,10 @@ func TestSchemasServe(t *testing.T) {
 		}
 	}()
 	for i, fn := range ff.Nodes {
-		var body []byte
+		var (
+			body []byte
+			err  error
+		)
 		testkit.Eventually(t, time.Minute, fn.ID+" to answer", func() bool {
 			body, err = get(t, fn.URL)
 			return err == nil
@@ -496,10 +494,7 @@ func TestSchemasServe(t *testing.T) {
 func TestWithEngine(t *testing.T) {
 	t.Parallel()
 	for _, name := range sim.Scenarios() {
-		cfg, err := sim.Scenario(name, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := simtest.Scenario(t, name, 1)
 		orig := slices.Clone(cfg.Nodes)
 		for _, e := range sim.Engines() {
 			w := sim.WithEngine(cfg, e)
@@ -521,14 +516,8 @@ func TestWithEngine(t *testing.T) {
 	// lockstep (seed's DeepSeek) and SGLang with a growing queue
 	// (overloaded's GLM). A node's random draws depend on its id and the
 	// seed only, so each behaves as in its scenario.
-	seed, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	over, err := sim.Scenario("overloaded", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seed := simtest.Scenario(t, "seed", 1)
+	over := simtest.Scenario(t, "overloaded", 1)
 	cfg := sim.Config{Seed: 1, Nodes: []sim.Node{seed.Nodes[0], over.Nodes[0]}}
 	run := func(cfg sim.Config) *sim.Fleet {
 		f, err := sim.New(cfg)

@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -22,16 +21,14 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
 func newScenario(t testing.TB, name string, seed int64) *sim.Fleet {
 	t.Helper()
-	cfg, err := sim.Scenario(name, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, name, seed)
 	f, err := sim.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -89,10 +86,7 @@ func TestScenarios(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	base, err := sim.Scenario("burst", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	base := simtest.Scenario(t, "burst", 1)
 	tests := []struct {
 		name   string
 		mutate func(*sim.Config)
@@ -596,12 +590,6 @@ func listen(t *testing.T, cfg sim.Config, clk sim.Clock) (*sim.Fleet, *fleet.Fil
 	return f, ff
 }
 
-// clock is a settable wall clock.
-type clock struct{ ns atomic.Int64 }
-
-func (c *clock) Now() time.Time      { return time.Unix(0, c.ns.Load()) }
-func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
-
 func get(t *testing.T, u string) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -629,14 +617,11 @@ func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 // from the start, SetDown both ways, the clock driving simulated time, and
 // Start returning once ctx is cancelled.
 func TestServe(t *testing.T) {
-	cfg, err := sim.Scenario("down", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "down", 1)
 	cfg.Warmup = time.Minute
 	cfg.Speed = 60
-	clk := &clock{}
-	clk.add(time.Hour)
+	clk := testkit.NewClock(time.Unix(0, 0))
+	clk.Add(time.Hour)
 	f, ff := listen(t, cfg, clk)
 	urls, dcgmURLs := map[string]string{}, map[string]string{}
 	for _, n := range ff.Nodes {
@@ -665,7 +650,10 @@ func TestServe(t *testing.T) {
 	go func() { done <- f.Start(ctx) }()
 
 	testkit.Eventually(t, time.Minute, "warm-up", func() bool { return f.Now() >= cfg.Warmup })
-	var body []byte
+	var (
+		body []byte
+		err  error
+	)
 	testkit.Eventually(t, time.Minute, "glm-4.6-0 to answer", func() bool {
 		body, err = get(t, urls["glm-4.6-0"])
 		return err == nil
@@ -691,7 +679,7 @@ func TestServe(t *testing.T) {
 
 	// The clock drives simulated time at Speed.
 	before := f.Now()
-	clk.add(time.Second)
+	clk.Add(time.Second)
 	testkit.Eventually(t, time.Minute, "a simulated minute", func() bool { return f.Now() >= before+time.Minute })
 
 	if err := f.SetDown("kimi-k2.6-0", true); err != nil {
@@ -738,10 +726,7 @@ func TestServe(t *testing.T) {
 // TestDownWindow checks a scheduled down window, measured from the end of
 // warm-up.
 func TestDownWindow(t *testing.T) {
-	cfg, err := sim.Scenario("burst", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "burst", 1)
 	cfg.Warmup = time.Minute
 	cfg.Nodes[0].Down = []sim.Window{{Start: time.Minute, End: 2 * time.Minute}}
 	f, err := sim.New(cfg)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sim"
 )
 
@@ -17,10 +18,7 @@ import (
 // a vLLM Qwen3-8B with light chat traffic, decode-bound per request.
 func lightNode(t *testing.T) sim.Config {
 	t.Helper()
-	cfg, err := sim.Scenario("kv-offload", testSeed())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "kv-offload", testSeed())
 	cfg.Nodes[0].KVOffload = ""
 	cfg.Warmup = 3 * time.Minute
 	return cfg

@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/human"
 	"github.com/llmdiag/llmdiag/report"
 )
 
@@ -396,21 +397,6 @@ func unhealthyMessage(r *llmdiagv1.ListNodesResponse) *Message {
 	return m.done()
 }
 
-// seconds formats a latency: 120ms, 2.50s, 13.3min.
-func seconds(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "-"
-	case math.IsInf(v, 1):
-		return "+Inf"
-	case v >= 60:
-		return fmt.Sprintf("%.1fmin", v/60)
-	case v >= 1:
-		return fmt.Sprintf("%.2fs", v)
-	}
-	return fmt.Sprintf("%.0fms", v*1000)
-}
-
 func quantileName(q float64) string { return "P" + strconv.FormatFloat(q*100, 'f', -1, 64) }
 
 // metricTitle names a latency metric.
@@ -459,7 +445,7 @@ func compareMessage(c command, r *llmdiagv1.ComparePercentilesResponse) *Message
 				vals = append(vals, quantileName(p.GetQuantile())+" -")
 				continue
 			}
-			s := fmt.Sprintf("%s %s (%s–%s)", quantileName(p.GetQuantile()), seconds(p.GetValue()), seconds(p.GetLowerBound()), seconds(p.GetUpperBound()))
+			s := fmt.Sprintf("%s %s (%s–%s)", quantileName(p.GetQuantile()), human.Seconds(p.GetValue()), human.Seconds(p.GetLowerBound()), human.Seconds(p.GetUpperBound()))
 			if v.GetWithinResolution() {
 				s += " ≈"
 				within = true

@@ -25,6 +25,7 @@ import (
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/sim"
@@ -48,10 +49,7 @@ func recorder(t *testing.T) (*sdktrace.TracerProvider, *tracetest.InMemoryExport
 // simFleet serves the seed scenario's fleet on loopback until the test ends.
 func simFleet(t *testing.T) *sim.Fleet {
 	t.Helper()
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "seed", 1)
 	f, _ := simtest.Start(t, cfg)
 	return f
 }
@@ -167,7 +165,7 @@ func TestDiagnoseNodeSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := servertest.Start(t, servertest.Options{Store: st, Source: scraper, Log: log, Registry: reg,
-		Config:         server.Config{DefaultWindow: "5m", StaleAfter: th.StaleAfter, Thresholds: th},
+		Config:         server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: th.StaleAfter, Thresholds: th},
 		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(append(ics, tm.Interceptor())...)}})
 	c, err := client.New(srv.URL)
 	if err != nil {

@@ -10,7 +10,8 @@ import (
 	"unicode"
 )
 
-// Problem is one reference that does not resolve inside the repository.
+// Problem is one reference that does not resolve inside the repository,
+// or one phrase that tells how the text was made (see History).
 type Problem struct {
 	File string // slash-separated, relative to the repository root
 	Line int    // 1-based
@@ -46,7 +47,7 @@ var (
 // checked reports whether Check reads the file name.
 func checked(name string) bool {
 	switch path.Ext(name) {
-	case ".go", ".proto", ".md", ".yaml", ".yml", ".sh":
+	case ".go", ".proto", ".md", ".yaml", ".yml", ".sh", ".js", ".html", ".css":
 		return true
 	}
 	return name == "Makefile" || strings.HasSuffix(name, ".mk")
@@ -124,6 +125,7 @@ func (c *checker) file(name, text string) {
 				c.add(name, n, "%s does not exist", m[1])
 			}
 		}
+		c.history(name, n, line)
 		if !md {
 			continue
 		}

@@ -19,6 +19,16 @@ import (
 	"github.com/llmdiag/llmdiag/metrics"
 )
 
+// DefaultNodeLabel is the label that identifies a node when none is
+// configured: Prometheus's own target label. serve's --node-label, and
+// the rules and dashboard written for it, default to it.
+const DefaultNodeLabel = "instance"
+
+// DefaultModelLabels are the labels that may carry the served model, in
+// order of preference, when none are configured (serve's and rules'
+// --model-label).
+func DefaultModelLabels() []string { return []string{"model_name", "model", "name"} }
+
 // Config configures a Source. Zero values take the defaults shown.
 type Config struct {
 	// URL of the Prometheus server (or any server of its HTTP API: Thanos,
@@ -65,7 +75,7 @@ type Config struct {
 	// which goes on when the request that started it gives up, for the
 	// others waiting on it (default 1m).
 	WindowTimeout time.Duration
-	// NodeLabel identifies a node (default "instance").
+	// NodeLabel identifies a node (default DefaultNodeLabel).
 	NodeLabel string
 	// DCGMJoin, when set, reads the NVIDIA DCGM exporter's series
 	// (DCGM_FI_*) at every refresh, one query, and joins each GPU to a
@@ -74,7 +84,7 @@ type Config struct {
 	// label's value or its host (dcgm.go). Empty: no GPU figures.
 	DCGMJoin []string
 	// ModelLabels may carry the served model, in order of preference, after
-	// the engine's own label (default model_name, model, name).
+	// the engine's own label (default DefaultModelLabels).
 	ModelLabels []string
 	// StaleAfter marks metrics stale when the node's last scrape is older
 	// than this at the evaluation time (default 30s).
@@ -124,10 +134,10 @@ func (c *Config) defaults() {
 		c.WindowTimeout = time.Minute
 	}
 	if c.NodeLabel == "" {
-		c.NodeLabel = "instance"
+		c.NodeLabel = DefaultNodeLabel
 	}
 	if c.ModelLabels == nil {
-		c.ModelLabels = []string{"model_name", "model", "name"}
+		c.ModelLabels = DefaultModelLabels()
 	}
 	if c.StaleAfter <= 0 {
 		c.StaleAfter = 30 * time.Second

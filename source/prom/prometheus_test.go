@@ -13,6 +13,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/source"
@@ -106,7 +107,7 @@ func TestRealPrometheus(t *testing.T) {
 	for _, o := range windowed {
 		x, got := want[o.Node.ID], o.Metrics.AbortedRequestsPerSecond
 		if (got != nil) != (x.RequestsAborted != nil) || got != nil && *got != 0 {
-			t.Errorf("%s: 1m aborted rate %s, scrape has aborted count %s", files[slices.Index(targets, o.Node.ID)], show(got), show(x.RequestsAborted))
+			t.Errorf("%s: 1m aborted rate %s, scrape has aborted count %s", files[slices.Index(targets, o.Node.ID)], testkit.Show(got), testkit.Show(x.RequestsAborted))
 		}
 		checkDisagg(t, files[slices.Index(targets, o.Node.ID)]+" 1m", o, x)
 	}
@@ -145,7 +146,7 @@ func TestRealPrometheus(t *testing.T) {
 				{"kv transfer failures", o.Sample.KVTransfer.Failures, x.KVTransfer.Failures},
 			} {
 				if !nearPtr(c.got, c.want) {
-					t.Errorf("%s = %s, scrape says %s", c.name, show(c.got), show(c.want))
+					t.Errorf("%s = %s, scrape says %s", c.name, testkit.Show(c.got), testkit.Show(c.want))
 				}
 			}
 			// The same node read on its own (Source.Window).
@@ -169,7 +170,7 @@ func TestRealPrometheus(t *testing.T) {
 				{"kv", m.KvPressure, x.KVUsage}, {"kv capacity", m.KvCapacityTokens, x.KVCapacityTokens},
 			} {
 				if !nearPtr(c.got, c.want) {
-					t.Errorf("%s = %s, scrape says %s", c.name, show(c.got), show(c.want))
+					t.Errorf("%s = %s, scrape says %s", c.name, testkit.Show(c.got), testkit.Show(c.want))
 				}
 			}
 			// Lifetime rates share one duration (since the counters
@@ -178,10 +179,10 @@ func TestRealPrometheus(t *testing.T) {
 			switch ab, rps := m.AbortedRequestsPerSecond, m.RequestsPerSecond; {
 			case x.RequestsAborted == nil || rps == nil:
 				if ab != nil {
-					t.Errorf("lifetime aborted rate %s, scrape has aborted %s and the requests rate is %s", show(ab), show(x.RequestsAborted), show(rps))
+					t.Errorf("lifetime aborted rate %s, scrape has aborted %s and the requests rate is %s", testkit.Show(ab), testkit.Show(x.RequestsAborted), testkit.Show(rps))
 				}
 			case ab == nil:
-				t.Errorf("no lifetime aborted rate, scrape has aborted %s", show(x.RequestsAborted))
+				t.Errorf("no lifetime aborted rate, scrape has aborted %s", testkit.Show(x.RequestsAborted))
 			case x.RequestsFinished != nil && *x.RequestsFinished > 0:
 				if !near(*ab / *rps, *x.RequestsAborted / *x.RequestsFinished) {
 					t.Errorf("aborted/finished rates %v/%v, scrape says %v/%v", *ab, *rps, *x.RequestsAborted, *x.RequestsFinished)
@@ -239,7 +240,7 @@ func checkEffects(t *testing.T, window string, obs []source.Observation, want ma
 			{"lora waiting", m.LoraAdaptersWaiting, d.LoraAdaptersWaiting},
 		} {
 			if !nearPtr(c.got, c.want) {
-				t.Errorf("%s %s: %s = %s through prometheus, %s direct", window, file(o.Node.ID), c.name, show(c.got), show(c.want))
+				t.Errorf("%s %s: %s = %s through prometheus, %s direct", window, file(o.Node.ID), c.name, testkit.Show(c.got), testkit.Show(c.want))
 			}
 			if c.got != nil {
 				seen[c.name]++
@@ -289,10 +290,10 @@ func checkDisagg(t *testing.T, what string, o source.Observation, x *sample.Samp
 		// Over the lifetime a rate needs the counters' start, which no
 		// fixture has: absent, as metrics.Compute has it.
 		if want := windowed && c.of != nil; (c.got != nil) != want || c.got != nil && *c.got != 0 {
-			t.Errorf("%s: %s = %s, scrape has %s", what, c.name, show(c.got), show(c.of))
+			t.Errorf("%s: %s = %s, scrape has %s", what, c.name, testkit.Show(c.got), testkit.Show(c.of))
 		}
 	}
 	if m.KvTransferSecondsMean != nil {
-		t.Errorf("%s: mean KV transfer time %s with no transfer", what, show(m.KvTransferSecondsMean))
+		t.Errorf("%s: mean KV transfer time %s with no transfer", what, testkit.Show(m.KvTransferSecondsMean))
 	}
 }

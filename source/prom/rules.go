@@ -10,15 +10,16 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 )
 
 // RuleConfig configures RuleExpressions. Zero values take the defaults of
 // Config and of `llmdiag serve`.
 type RuleConfig struct {
-	// NodeLabel identifies a node (default "instance").
+	// NodeLabel identifies a node (default DefaultNodeLabel).
 	NodeLabel string
 	// ModelLabels may carry the model, after the engine's own label
-	// (default model_name, model, name).
+	// (default DefaultModelLabels).
 	ModelLabels []string
 	// Window is the rate range (default 5m).
 	Window time.Duration
@@ -64,13 +65,13 @@ func RuleExpressions(e llmdiagv1.Engine, cfg RuleConfig) (RuleExprs, error) {
 		return RuleExprs{}, fmt.Errorf("engine %s: no mapping", e)
 	}
 	if cfg.NodeLabel == "" {
-		cfg.NodeLabel = "instance"
+		cfg.NodeLabel = DefaultNodeLabel
 	}
 	if cfg.ModelLabels == nil {
-		cfg.ModelLabels = []string{"model_name", "model", "name"}
+		cfg.ModelLabels = DefaultModelLabels()
 	}
 	if cfg.Window <= 0 {
-		cfg.Window = 5 * time.Minute
+		cfg.Window = metrics.DefaultWindow.Duration()
 	}
 	if cfg.Lookback <= 0 {
 		cfg.Lookback = 10 * time.Minute

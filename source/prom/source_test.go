@@ -16,6 +16,7 @@ import (
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/histogram"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/source"
 )
 
@@ -193,7 +194,7 @@ func checkObservation(t *testing.T, o source.Observation, w wantNode, window str
 			{"preemptions", m.PreemptionsPerSecond, w.preempt}, {"requests", m.RequestsPerSecond, w.reqs},
 		} {
 			if !nearPtr(c.got, c.want) {
-				t.Errorf("%s = %s, want %s", c.name, show(c.got), show(c.want))
+				t.Errorf("%s = %s, want %s", c.name, testkit.Show(c.got), testkit.Show(c.want))
 			}
 		}
 		checkDist(t, "ttft", m.GetTtft(), w.ttft)
@@ -226,7 +227,7 @@ func checkDist(t *testing.T, name string, got *llmdiagv1.Distribution, want *wan
 		return
 	}
 	if !near(got.GetCount(), want.count) || !near(got.GetSum(), want.sum) || !nearPtr(got.Mean, want.mean) {
-		t.Errorf("%s count %v sum %v mean %s, want %v %v %s", name, got.GetCount(), got.GetSum(), show(got.Mean), want.count, want.sum, show(want.mean))
+		t.Errorf("%s count %v sum %v mean %s, want %v %v %s", name, got.GetCount(), got.GetSum(), testkit.Show(got.Mean), want.count, want.sum, testkit.Show(want.mean))
 	}
 	if !slices.Equal(got.GetBucketBounds(), want.bounds) || !slices.EqualFunc(got.GetBucketCounts(), want.counts, near) {
 		t.Errorf("%s buckets %v %v, want %v %v", name, got.GetBucketBounds(), got.GetBucketCounts(), want.bounds, want.counts)
@@ -254,13 +255,6 @@ func nearPtr(a, b *float64) bool {
 		return a == b
 	}
 	return near(*a, *b)
-}
-
-func show(p *float64) string {
-	if p == nil {
-		return "absent"
-	}
-	return strconv.FormatFloat(*p, 'g', -1, 64)
 }
 
 // TestPercentilesMatchHistogramQuantile checks that the percentiles of a
@@ -446,7 +440,7 @@ func TestLifetime(t *testing.T) {
 	m := obs[0].Metrics
 	// Cumulative counts as they are; rates over the 1000 s since start.
 	if !nearPtr(m.GenerationTokensPerSecond, f(50)) || m.PromptTokensPerSecond != nil || m.GetCovered() != nil {
-		t.Errorf("generation %s prompt %s covered %v", show(m.GenerationTokensPerSecond), show(m.PromptTokensPerSecond), m.GetCovered())
+		t.Errorf("generation %s prompt %s covered %v", testkit.Show(m.GenerationTokensPerSecond), testkit.Show(m.PromptTokensPerSecond), m.GetCovered())
 	}
 	d := m.GetTtft()
 	if d.GetCount() != 20 || d.GetSum() != 30 || !slices.Equal(d.GetBucketCounts(), []float64{10, 20}) || d.GetPercentiles()[0].GetValue() != 1 {
@@ -481,7 +475,7 @@ func TestKV(t *testing.T) {
 			ns.reps[engine.KVUsage], ns.reps[engine.KVCapacityTokens], ns.reps[engine.KVUsedTokens] = tc.usage, tc.capa, tc.used
 			kv, capa := ns.kv()
 			if !nearPtr(kv, tc.wantKV) || !nearPtr(capa, tc.wantCap) {
-				t.Errorf("kv %s capacity %s, want %s %s", show(kv), show(capa), show(tc.wantKV), show(tc.wantCap))
+				t.Errorf("kv %s capacity %s, want %s %s", testkit.Show(kv), testkit.Show(capa), testkit.Show(tc.wantKV), testkit.Show(tc.wantCap))
 			}
 		})
 	}

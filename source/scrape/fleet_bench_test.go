@@ -21,7 +21,7 @@ import (
 // the child process expofarm.StartChild runs; elsewhere it skips.
 func TestExpofarmChild(t *testing.T) { expofarm.ServeChild(t) }
 
-// fleetInterval and fleetNodes are the fast lane's target (issue 17): 1,000
+// fleetInterval and fleetNodes are the fast lane's target: 1,000
 // nodes read every 250 ms.
 const (
 	fleetNodes    = 1000

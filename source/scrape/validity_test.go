@@ -103,7 +103,7 @@ func TestExpositionProblems(t *testing.T) {
 	}
 }
 
-// flood is the exposition: 264,000 series of
+// flood is an exposition that floods the parser: 264,000 series of
 // vllm:num_requests_running, each a distinct value of label, 15 MB (under
 // the 16 MiB body cap).
 func flood(label string) string {

@@ -2,8 +2,6 @@ package amtest
 
 import (
 	"cmp"
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -11,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // Defaults of Options' zero fields.
@@ -28,15 +26,17 @@ const (
 	DefaultGroupInterval  = time.Second
 	DefaultRepeatInterval = time.Hour
 	DefaultReadyTimeout   = 30 * time.Second
-
-	stopTimeout   = 10 * time.Second
-	startAttempts = 3
-	pollInterval  = 100 * time.Millisecond
 )
 
-// InstallHint says how to get the binary Start needs.
-const InstallHint = "install Debian's package: apt-get install -y prometheus-alertmanager " +
-	"(or run `make deps`, which runs scripts/deps.sh), or set ALERTMANAGER_BIN to an alertmanager binary"
+// Program is the Alertmanager binary Start runs: ALERTMANAGER_BIN, then
+// alertmanager or prometheus-alertmanager on PATH, then Debian's
+// /usr/bin/prometheus-alertmanager.
+var Program = testkit.Program{
+	Name:       "alertmanager",
+	Env:        "ALERTMANAGER_BIN",
+	Candidates: []string{"alertmanager", "prometheus-alertmanager", "/usr/bin/prometheus-alertmanager"},
+	Get:        "apt-get install -y prometheus-alertmanager",
+}
 
 // Options configure the Alertmanager Start runs.
 type Options struct {
@@ -59,52 +59,23 @@ type Options struct {
 type Alertmanager struct {
 	bin, dir, configPath, addr string
 	opts                       Options
-	logs                       *childproc.LogTail
-
-	mu   sync.Mutex
-	proc *childproc.Proc
+	srv                        childproc.Server
 }
 
-// Binary locates the Alertmanager binary; the error says how to install it.
-func Binary() (string, error) {
-	if p := os.Getenv("ALERTMANAGER_BIN"); p != "" {
-		if isExecutable(p) {
-			return p, nil
-		}
-		return "", fmt.Errorf("amtest: ALERTMANAGER_BIN=%q is not an executable file; %s", p, InstallHint)
-	}
-	for _, name := range []string{"alertmanager", "prometheus-alertmanager"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-	}
-	if p := "/usr/bin/prometheus-alertmanager"; isExecutable(p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("amtest: alertmanager binary not found on PATH or at /usr/bin/prometheus-alertmanager; %s", InstallHint)
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
-}
-
-// Start runs an Alertmanager and returns once it is ready. It fails the
-// test (never skips) if the binary is missing or it does not become ready.
+// Start runs an Alertmanager and returns once it is ready. Under -short it
+// skips the test; it fails the test (never skips) if the binary is missing
+// or Alertmanager does not become ready.
 func Start(t testing.TB, opts Options) *Alertmanager {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
 	if opts.WebhookURL == "" {
 		t.Fatalf("amtest: Options.WebhookURL is required")
 	}
 	if opts.GroupWait < 0 || opts.GroupInterval < 0 || opts.RepeatInterval < 0 || opts.ReadyTimeout < 0 {
 		t.Fatalf("amtest: negative duration in options")
 	}
+	bin := testkit.Binary(t, Program)
 	dir := t.TempDir()
-	a := &Alertmanager{bin: bin, dir: dir, configPath: filepath.Join(dir, "alertmanager.yml"), opts: opts, logs: &childproc.LogTail{}}
+	a := &Alertmanager{bin: bin, dir: dir, configPath: filepath.Join(dir, "alertmanager.yml"), opts: opts}
 	cfg, err := a.config()
 	if err != nil {
 		t.Fatalf("amtest: %v", err)
@@ -112,30 +83,17 @@ func Start(t testing.TB, opts Options) *Alertmanager {
 	if err := os.WriteFile(a.configPath, cfg, 0o600); err != nil {
 		t.Fatalf("amtest: write config: %v", err)
 	}
-	t.Cleanup(func() {
-		a.Stop()
-		if t.Failed() {
-			t.Logf("amtest: alertmanager on %s, config %s:\n%s\n--- alertmanager output ---\n%s", a.addr, a.configPath, cfg, a.logs)
-		}
-	})
-	var lastErr error
-	for range startAttempts {
-		port, err := childproc.FreePort()
-		if err != nil {
-			t.Fatalf("amtest: %v", err)
-		}
-		a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		mark := a.logs.Len()
-		if lastErr = a.run(); lastErr == nil {
-			return a
-		}
-		a.Stop()
-		if !a.logs.ContainsSince(mark, "address already in use") {
-			break
-		}
-	}
-	t.Fatalf("amtest: start %s: %v (alertmanager output is logged below)", bin, lastErr)
-	return nil
+	childproc.Ports{
+		Name:   "amtest: alertmanager",
+		Server: &a.srv,
+		Run: func(port int) error {
+			a.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			return a.run()
+		},
+		Stop:  a.Stop,
+		About: func() string { return fmt.Sprintf("%s on %s, config %s:\n%s", bin, a.addr, a.configPath, cfg) },
+	}.Start(t)
+	return a
 }
 
 // config renders alertmanager.yml (and the credentials file).
@@ -165,11 +123,6 @@ func (a *Alertmanager) config() ([]byte, error) {
 }
 
 func (a *Alertmanager) run() error {
-	a.mu.Lock()
-	if a.proc != nil {
-		a.mu.Unlock()
-		return errors.New("already running")
-	}
 	cmd := exec.Command(a.bin,
 		"--config.file="+a.configPath,
 		"--storage.path="+filepath.Join(a.dir, "data"),
@@ -178,65 +131,19 @@ func (a *Alertmanager) run() error {
 		"--log.level=warn",
 	)
 	cmd.Dir = a.dir
-	cmd.Stdout, cmd.Stderr = a.logs, a.logs
-	cmd.WaitDelay = 5 * time.Second
-	proc, err := childproc.Start(cmd)
-	if err != nil {
-		a.mu.Unlock()
-		return fmt.Errorf("exec %s: %w", a.bin, err)
-	}
-	a.proc = proc
-	a.mu.Unlock()
-
-	timeout := cmp.Or(a.opts.ReadyTimeout, DefaultReadyTimeout)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
-	var last error
-	for {
-		last = ready(ctx, client, a.URL()+"/-/ready")
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("alertmanager exited before it was ready: %v", proc.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("alertmanager not ready on %s after %v: %v", a.addr, timeout, last)
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-func ready(ctx context.Context, c *http.Client, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	proc, err := a.srv.Launch(cmd)
 	if err != nil {
 		return err
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/-/ready: %s", resp.Status)
-	}
-	return nil
+	return childproc.Ready{
+		Name: "alertmanager", Addr: a.addr, Timeout: cmp.Or(a.opts.ReadyTimeout, DefaultReadyTimeout),
+		Check: childproc.HTTPReady(&http.Client{Transport: &http.Transport{Proxy: nil}}, a.URL()+"/-/ready"),
+	}.Wait(proc)
 }
 
 // Stop stops Alertmanager by its pid (SIGTERM, SIGKILL after 10 s); it is
 // idempotent.
-func (a *Alertmanager) Stop() {
-	a.mu.Lock()
-	proc := a.proc
-	a.proc = nil
-	a.mu.Unlock()
-	if proc != nil {
-		proc.Stop(syscall.SIGTERM, stopTimeout)
-	}
-}
+func (a *Alertmanager) Stop() { a.srv.Stop(syscall.SIGTERM) }
 
 // URL is http://127.0.0.1:port.
 func (a *Alertmanager) URL() string { return "http://" + a.addr }
@@ -245,4 +152,4 @@ func (a *Alertmanager) URL() string { return "http://" + a.addr }
 func (a *Alertmanager) Addr() string { return a.addr }
 
 // Output is the tail of Alertmanager's output.
-func (a *Alertmanager) Output() string { return a.logs.String() }
+func (a *Alertmanager) Output() string { return a.srv.Logs.String() }

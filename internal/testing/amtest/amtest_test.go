@@ -3,7 +3,6 @@ package amtest
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -50,34 +49,10 @@ func TestAlertmanagerPostsToTheWebhook(t *testing.T) {
 	})
 }
 
-// fatalTB records what Start fails with instead of failing the test.
-type fatalTB struct {
-	testing.TB
-	msg string
-}
-
-type fatal struct{}
-
-func (f *fatalTB) Helper() {}
-func (f *fatalTB) Fatalf(format string, args ...any) {
-	f.msg = fmt.Sprintf(format, args...)
-	panic(fatal{})
-}
-
 func TestMissingBinaryFailsWithInstallHint(t *testing.T) {
 	t.Setenv("ALERTMANAGER_BIN", t.TempDir()+"/no-such-alertmanager")
-	tb := &fatalTB{TB: t}
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				if _, ok := r.(fatal); !ok {
-					panic(r)
-				}
-			}
-		}()
-		Start(tb, Options{WebhookURL: "http://127.0.0.1:9/"})
-	}()
-	if !strings.Contains(tb.msg, "apt-get install -y prometheus-alertmanager") {
-		t.Errorf("message %q does not say how to install Alertmanager", tb.msg)
+	msg := testkit.Fails(t, func(tb testing.TB) { Start(tb, Options{WebhookURL: "http://127.0.0.1:9/"}) })
+	if !strings.Contains(msg, "apt-get install -y prometheus-alertmanager") {
+		t.Errorf("message %q does not say how to install Alertmanager", msg)
 	}
 }

@@ -9,9 +9,9 @@
 // group_interval —, starts Alertmanager on a free 127.0.0.1 port with its
 // --storage.path in the same directory and clustering off
 // (--cluster.listen-address=""), and returns once /-/ready answers. A
-// missing binary fails the test with an install hint; it never skips. The
-// process is stopped by its pid when the test ends (SIGTERM, SIGKILL after
-// a timeout), and its output is logged if the test failed.
+// missing binary fails the test with an install hint; only -short skips
+// it. The process is stopped by its pid when the test ends (SIGTERM,
+// SIGKILL after a timeout), and its output is logged if the test failed.
 //
 // Point a Prometheus at URL (promtest.Options.Alertmanagers) to have it
 // send its alerts there.

@@ -2,10 +2,8 @@ package browsertest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // StartTimeout bounds the browser's start and the opening of its tab.
@@ -33,22 +33,13 @@ const ScreenshotsEnv = "LLMDIAG_SCREENSHOTS"
 // maxProblems bounds the errors kept per tab.
 const maxProblems = 200
 
-// Chromium returns the path of the browser, or an error saying how to
-// install it.
-func Chromium() (string, error) {
-	if p := os.Getenv("LLMDIAG_CHROMIUM"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("LLMDIAG_CHROMIUM=%s: %w", p, err)
-		}
-		return p, nil
-	}
-	if _, err := os.Stat("/usr/bin/chromium"); err == nil {
-		return "/usr/bin/chromium", nil
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p, nil
-	}
-	return "", errors.New("chromium not found (not at /usr/bin/chromium nor on PATH): install it with `apt-get install -y chromium` (scripts/deps.sh does, as root), or point LLMDIAG_CHROMIUM at a Chromium binary")
+// Chromium is the browser New runs: LLMDIAG_CHROMIUM, then
+// /usr/bin/chromium, then chromium on PATH.
+var Chromium = testkit.Program{
+	Name:       "chromium",
+	Env:        "LLMDIAG_CHROMIUM",
+	Candidates: []string{"/usr/bin/chromium", "chromium"},
+	Get:        "apt-get install -y chromium",
 }
 
 // tab is what New keeps for one test's tab.
@@ -65,10 +56,7 @@ type tabKey struct{}
 // t has failed, then closes the browser.
 func New(t testing.TB) context.Context {
 	t.Helper()
-	path, err := Chromium()
-	if err != nil {
-		t.Fatal("browsertest: ", err)
-	}
+	path := testkit.Binary(t, Chromium)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox,
@@ -82,7 +70,7 @@ func New(t testing.TB) context.Context {
 	// The first Do starts the browser, bound to ctx (not to a timeout,
 	// which would stop the browser with it): a timer bounds it instead.
 	stuck := time.AfterFunc(StartTimeout, cancel)
-	err = chromedp.Do(ctx)
+	err := chromedp.Do(ctx)
 	if !stuck.Stop() {
 		err = fmt.Errorf("no browser tab within %v (%v)", StartTimeout, err)
 	}

@@ -169,17 +169,3 @@ func RepoPath(t testing.TB, elem ...string) string {
 		dir = up
 	}
 }
-
-// Bearer is an http.RoundTripper that adds Token as a bearer token to
-// every request it passes to Next.
-type Bearer struct {
-	Token string
-	Next  http.RoundTripper
-}
-
-// RoundTrip sends a clone of r with the Authorization header set.
-func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.Token)
-	return b.Next.RoundTrip(r)
-}

@@ -52,5 +52,5 @@
 // running (or when every read slot is taken) rather than queueing behind
 // it, and returns the CPU time the reading process used per second of wall
 // time. What reads one node is a Reader: the full scrape-and-parse path
-// today, the fast lane's reader later.
+// or the fast lane's read.
 package expofarm

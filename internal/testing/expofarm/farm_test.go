@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/sim"
 )
@@ -148,10 +149,7 @@ func TestUpdateSeedFixture(t *testing.T) {
 	if os.Getenv(updateSeedEnv) != "1" {
 		t.Skip("set " + updateSeedEnv + "=1 to write testdata/vllm-seed.prom from the simulator")
 	}
-	cfg, err := sim.Scenario("seed", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "seed", 1)
 	cfg.Warmup = sim.SeedWarmup
 	f, err := sim.New(cfg)
 	if err != nil {

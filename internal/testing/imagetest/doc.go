@@ -13,5 +13,5 @@
 // state in the test's temporary directory (vfs driver), removed at the end.
 //
 // A missing buildah fails the test saying how to install it (make deps, or
-// apt-get install -y buildah); it never skips.
+// apt-get install -y buildah); only -short skips it.
 package imagetest

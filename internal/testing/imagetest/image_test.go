@@ -44,7 +44,7 @@ const (
 // TestImage builds the image with scripts/image.sh, checks the archive,
 // then serves the seed fleet from inside it.
 func TestImage(t *testing.T) {
-	bah := buildah(t)
+	bah := testkit.Binary(t, buildah)
 	repo, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
@@ -101,15 +101,8 @@ func TestImage(t *testing.T) {
 	t.Run("serve", func(t *testing.T) { serveInImage(t, st) })
 }
 
-// buildah finds buildah; a missing one fails the test saying how to get it.
-func buildah(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("buildah")
-	if err != nil {
-		t.Fatal("buildah is not installed: run `make deps` (scripts/deps.sh installs it) or apt-get install -y buildah")
-	}
-	return p
-}
+// buildah is the program that builds and runs the image.
+var buildah = testkit.Program{Name: "buildah", Get: "apt-get install -y buildah"}
 
 // build runs scripts/image.sh, as make image does, writing out.
 func build(t *testing.T, repo, out string) {

@@ -23,6 +23,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/source/prom"
@@ -116,7 +117,7 @@ func TestDiscovery(t *testing.T) {
 	}
 	tm, _ := telemetry.New(prometheus.NewRegistry(), time.Now)
 	st := memory.New(memory.Options{}, "r")
-	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "15s", Thresholds: diagnose.DefaultThresholds(), Interval: time.Second})
+	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: metrics.Window(15 * time.Second), Thresholds: diagnose.DefaultThresholds(), Interval: time.Second})
 	if err := loop.Once(ctx); err != nil {
 		t.Fatal(err)
 	}

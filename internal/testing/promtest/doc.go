@@ -5,9 +5,9 @@
 // writes a prometheus.yml scraping the given loopback targets into a
 // t.TempDir, starts Prometheus on a free 127.0.0.1 port with its TSDB in
 // the same temporary directory, and waits until it reports ready. A missing
-// binary fails the test with instructions; it never skips. The process is
-// stopped when the test ends (SIGTERM to its pid, SIGKILL after a timeout),
-// and its output is logged if the test failed.
+// binary fails the test with instructions; only -short skips it. The
+// process is stopped when the test ends (SIGTERM to its pid, SIGKILL after
+// a timeout), and its output is logged if the test failed.
 //
 // Options.RuleFiles and Options.Alertmanagers add rule files, evaluated
 // every scrape interval, and the Alertmanagers (internal/testing/amtest) alerts go

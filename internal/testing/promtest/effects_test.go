@@ -3,7 +3,6 @@ package promtest_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,17 +18,10 @@ import (
 // every node: each schema exports what it has of them (vLLM its counters
 // and lora_requests_info, SGLang its gauges, the others nothing).
 func effectsScenario(t *testing.T) sim.Config {
-	t.Helper()
-	cfg := scenario(t, "schemas")
-	cfg.Name = "effects"
-	cfg.Nodes = slices.Clone(cfg.Nodes)
-	for i := range cfg.Nodes {
-		n := &cfg.Nodes[i]
-		n.ID = "effects-" + n.ID
+	return schemasTwin(t, "effects", func(n *sim.Node) {
 		n.SpecDecode = &sim.SpecDecode{DraftTokens: 3, AcceptRate: 0.7}
 		n.LoRA = &sim.LoRA{Adapters: []string{"sql", "chat", "code", "math"}, MaxLoaded: 2}
-	}
-	return cfg
+	})
 }
 
 // effectsSeries are, per schema, the cache and decoding effects as

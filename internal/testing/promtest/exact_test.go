@@ -24,7 +24,7 @@ import (
 	"github.com/llmdiag/llmdiag/sim"
 )
 
-// Exactness (issue 3 item 6): for every engine schema, llmdiag's
+// Exactness: for every engine schema, llmdiag's
 // percentiles must be Prometheus's histogram_quantile, bit for bit up to
 // float noise, NaN where it says NaN, on real engine histograms scraped by
 // a real Prometheus.
@@ -226,10 +226,7 @@ type simFleet struct {
 // minutes of warm-up.
 func scenario(t *testing.T, name string) sim.Config {
 	t.Helper()
-	cfg, err := sim.Scenario(name, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, name, 1)
 	cfg.Warmup = 5 * time.Minute
 	cfg.Speed = 1
 	return cfg
@@ -452,38 +449,37 @@ func (r *exactReport) String() string {
 	return b.String()
 }
 
+// schemasTwin is the schemas scenario named name, its node ids prefixed
+// with name-, every node changed by edit.
+func schemasTwin(t *testing.T, name string, edit func(n *sim.Node)) sim.Config {
+	t.Helper()
+	cfg := scenario(t, "schemas")
+	cfg.Name = name
+	cfg.Nodes = slices.Clone(cfg.Nodes)
+	for i := range cfg.Nodes {
+		n := &cfg.Nodes[i]
+		n.ID = name + "-" + n.ID
+		edit(n)
+	}
+	return cfg
+}
+
 // idleScenario is the schemas scenario without traffic, its node ids
 // prefixed with idle-: servers that have finished no request, whose
 // histograms are all zero, so that Prometheus answers NaN for every
 // quantile over every window, and so must llmdiag.
 func idleScenario(t *testing.T) sim.Config {
-	t.Helper()
-	cfg := scenario(t, "schemas")
-	cfg.Name = "idle"
-	cfg.Nodes = slices.Clone(cfg.Nodes)
-	for i := range cfg.Nodes {
-		n := &cfg.Nodes[i]
-		n.ID = "idle-" + n.ID
-		n.Workload.Rate = 0
-	}
-	return cfg
+	return schemasTwin(t, "idle", func(n *sim.Node) { n.Workload.Rate = 0 })
 }
 
 // abortingScenario is the schemas fleet with more traffic than its 4 batch
 // slots serve and a 3 s queue timeout: every node abandons requests.
 func abortingScenario(t *testing.T) sim.Config {
-	t.Helper()
-	cfg := scenario(t, "schemas")
-	cfg.Name = "aborting"
-	cfg.Nodes = slices.Clone(cfg.Nodes)
-	for i := range cfg.Nodes {
-		n := &cfg.Nodes[i]
-		n.ID = "aborting-" + n.ID
+	return schemasTwin(t, "aborting", func(n *sim.Node) {
 		n.Perf.MaxNumSeqs = 4
 		n.Workload.Rate = 4
 		n.Workload.QueueTimeout = 3 * time.Second
-	}
-	return cfg
+	})
 }
 
 // TestExactness runs the seed fleet (vLLM, SGLang), the schemas fleet (one

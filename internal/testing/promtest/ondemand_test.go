@@ -25,6 +25,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source/prom"
@@ -220,7 +221,7 @@ func TestOnDemandCostAgainstRealPrometheus(t *testing.T) {
 	tm, _ := telemetry.New(prometheus.NewRegistry(), time.Now)
 	th := diagnose.DefaultThresholds()
 	st := memory.New(memory.Options{}, "ondemand")
-	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "5m", Thresholds: th})
+	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: metrics.DefaultWindow, Thresholds: th})
 	if err := loop.Once(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestOnDemandCostAgainstRealPrometheus(t *testing.T) {
 	}
 	svc := func(budget int) *server.Service {
 		return server.NewService(st, src, log, time.Now, server.Config{
-			DefaultWindow: "5m", StaleAfter: time.Minute, Thresholds: th,
+			DefaultWindow: metrics.DefaultWindow, StaleAfter: time.Minute, Thresholds: th,
 			OffsetStep: 20 * time.Second, RequestQueryBudget: budget,
 		}, ctx.Done())
 	}

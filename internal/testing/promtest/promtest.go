@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // Defaults applied by Start to zero Options fields and by the waits to
@@ -39,18 +39,18 @@ const (
 	// DefaultQueryTimeout bounds Query when ctx has no deadline.
 	DefaultQueryTimeout = 15 * time.Second
 
-	// stopTimeout is how long Stop waits after SIGTERM before SIGKILL.
-	stopTimeout = 10 * time.Second
-	// startAttempts is how often Start tries a new free port when the one
-	// it picked was taken before Prometheus could bind it.
-	startAttempts = 3
 	// pollInterval paces the readiness and sample waits.
 	pollInterval = 100 * time.Millisecond
 )
 
-// InstallHint says how to get the binary Start needs.
-const InstallHint = "install Debian's package: apt-get install -y prometheus " +
-	"(or run `make deps`, which runs scripts/deps.sh), or set PROMETHEUS_BIN to a prometheus binary"
+// Program is the prometheus binary Start runs: PROMETHEUS_BIN, then
+// prometheus on PATH, then /usr/bin/prometheus.
+var Program = testkit.Program{
+	Name:       "prometheus",
+	Env:        "PROMETHEUS_BIN",
+	Candidates: []string{"prometheus", "/usr/bin/prometheus"},
+	Get:        "apt-get install -y prometheus",
+}
 
 // Options configures the Prometheus Start runs.
 type Options struct {
@@ -96,51 +96,22 @@ type Prometheus struct {
 	job        string
 	targets    []string
 	opts       Options
-	logs       *childproc.LogTail
 	httpc      *http.Client
 	api        v1.API
-
-	mu   sync.Mutex
-	proc *childproc.Proc // nil while stopped
-}
-
-// Binary locates the prometheus binary: $PROMETHEUS_BIN, then PATH, then
-// /usr/bin/prometheus. The error says how to install it.
-func Binary() (string, error) {
-	if p := os.Getenv("PROMETHEUS_BIN"); p != "" {
-		if isExecutable(p) {
-			return p, nil
-		}
-		return "", fmt.Errorf("promtest: PROMETHEUS_BIN=%q is not an executable file; %s", p, InstallHint)
-	}
-	if p, err := exec.LookPath("prometheus"); err == nil {
-		return p, nil
-	}
-	if p := "/usr/bin/prometheus"; isExecutable(p) {
-		return p, nil
-	}
-	return "", fmt.Errorf("promtest: prometheus binary not found on PATH or at /usr/bin/prometheus; %s", InstallHint)
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	srv        childproc.Server
 }
 
 // Start runs a Prometheus scraping opts.Targets and returns once it is
-// ready. It fails the test (never skips) if the binary is missing, the
-// options are invalid or Prometheus does not become ready in time. The
-// server is stopped when the test ends, and its output logged if the test
-// failed.
+// ready. Under -short it skips the test; it fails the test (never skips)
+// if the binary is missing, the options are invalid or Prometheus does not
+// become ready in time. The server is stopped when the test ends, and its
+// output logged if the test failed.
 func Start(t testing.TB, opts Options) *Prometheus {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
 	if err := validate(opts); err != nil {
 		t.Fatalf("promtest: %v", err)
 	}
+	bin := testkit.Binary(t, Program)
 	dir := t.TempDir() // registered before our cleanup, so removed after Stop
 	p := &Prometheus{
 		bin:        bin,
@@ -150,7 +121,6 @@ func Start(t testing.TB, opts Options) *Prometheus {
 		job:        cmp.Or(opts.Job, DefaultJob),
 		targets:    append([]string(nil), opts.Targets...),
 		opts:       opts,
-		logs:       &childproc.LogTail{},
 		// Loopback only: no proxy from the environment, short timeouts.
 		httpc: &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true, MaxIdleConnsPerHost: 4}},
 	}
@@ -161,32 +131,18 @@ func Start(t testing.TB, opts Options) *Prometheus {
 	if err := os.WriteFile(p.configPath, cfg, 0o644); err != nil {
 		t.Fatalf("promtest: write config: %v", err)
 	}
-	t.Cleanup(func() {
-		p.Stop()
-		if t.Failed() {
-			t.Logf("promtest: prometheus on %s, config %s:\n%s\n--- prometheus output ---\n%s", p.addr, p.configPath, cfg, p.logs)
-		}
-	})
-
-	var lastErr error
-	for range startAttempts {
-		port, err := childproc.FreePort()
-		if err != nil {
-			t.Fatalf("promtest: %v", err)
-		}
-		p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		p.api = v1.NewAPI(mustClient(p))
-		mark := p.logs.Len()
-		if lastErr = p.run(); lastErr == nil {
-			return p
-		}
-		p.Stop()
-		if !p.logs.ContainsSince(mark, "address already in use") {
-			break
-		}
-	}
-	t.Fatalf("promtest: start %s: %v (prometheus output is logged below)", bin, lastErr)
-	return nil
+	childproc.Ports{
+		Name:   "promtest: prometheus",
+		Server: &p.srv,
+		Run: func(port int) error {
+			p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			p.api = v1.NewAPI(mustClient(p))
+			return p.run()
+		},
+		Stop:  p.Stop,
+		About: func() string { return fmt.Sprintf("%s on %s, config %s:\n%s", bin, p.addr, p.configPath, cfg) },
+	}.Start(t)
+	return p
 }
 
 func mustClient(p *Prometheus) api.Client {
@@ -288,18 +244,6 @@ func (p *Prometheus) config() ([]byte, error) {
 
 // run launches the binary and waits for readiness.
 func (p *Prometheus) run() error {
-	if err := p.launch(); err != nil {
-		return err
-	}
-	return p.waitReady(cmp.Or(p.opts.ReadyTimeout, DefaultReadyTimeout))
-}
-
-func (p *Prometheus) launch() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.proc != nil {
-		return errors.New("already running")
-	}
 	args := []string{
 		"--config.file=" + p.configPath,
 		"--storage.tsdb.path=" + p.dataDir,
@@ -307,78 +251,22 @@ func (p *Prometheus) launch() error {
 		"--web.listen-address=" + p.addr,
 		"--log.level=warn",
 	}
-	args = append(args, p.opts.ExtraFlags...)
-	cmd := exec.Command(p.bin, args...)
+	cmd := exec.Command(p.bin, append(args, p.opts.ExtraFlags...)...)
 	cmd.Dir = p.dir
-	cmd.Stdout = p.logs
-	cmd.Stderr = p.logs
-	cmd.WaitDelay = 5 * time.Second // bounds the output copy after exit
-	proc, err := childproc.Start(cmd)
-	if err != nil {
-		return fmt.Errorf("exec %s: %w", p.bin, err)
-	}
-	p.proc = proc
-	return nil
-}
-
-// waitReady polls /-/ready until it answers 200, the process exits or
-// timeout passes.
-func (p *Prometheus) waitReady(timeout time.Duration) error {
-	p.mu.Lock()
-	proc := p.proc
-	p.mu.Unlock()
-	if proc == nil {
-		return errors.New("not running")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var last error
-	for {
-		last = p.ready(ctx)
-		if last == nil {
-			return nil
-		}
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("prometheus exited before it was ready: %v", proc.Err())
-		case <-ctx.Done():
-			return fmt.Errorf("prometheus not ready on %s after %v: %v", p.addr, timeout, last)
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-func (p *Prometheus) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL()+"/-/ready", nil)
+	proc, err := p.srv.Launch(cmd)
 	if err != nil {
 		return err
 	}
-	resp, err := p.httpc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("/-/ready: %s", resp.Status)
-	}
-	return nil
+	return childproc.Ready{
+		Name: "prometheus", Addr: p.addr, Timeout: cmp.Or(p.opts.ReadyTimeout, DefaultReadyTimeout), Every: pollInterval,
+		Check: childproc.HTTPReady(p.httpc, p.URL()+"/-/ready"),
+	}.Wait(proc)
 }
 
 // Stop stops Prometheus: SIGTERM to its pid, SIGKILL if it has not exited
 // within 10 s, then reaps it. It is idempotent, and a stopped Prometheus
 // can be brought back with Restart.
-func (p *Prometheus) Stop() {
-	p.mu.Lock()
-	proc := p.proc
-	p.proc = nil
-	p.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	proc.Stop(syscall.SIGTERM, stopTimeout)
-}
+func (p *Prometheus) Stop() { p.srv.Stop(syscall.SIGTERM) }
 
 // Restart stops Prometheus (if running) and starts it again on the same
 // address, configuration and data directory, waiting until it is ready;
@@ -394,14 +282,7 @@ func (p *Prometheus) Restart(t testing.TB) {
 }
 
 // Running reports whether the process is running.
-func (p *Prometheus) Running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.proc == nil {
-		return false
-	}
-	return !p.proc.Exited()
-}
+func (p *Prometheus) Running() bool { return p.srv.Running() }
 
 // URL is the base URL of the HTTP API, http://127.0.0.1:port.
 func (p *Prometheus) URL() string { return "http://" + p.addr }
@@ -422,7 +303,7 @@ func (p *Prometheus) ConfigFile() string { return p.configPath }
 func (p *Prometheus) DataDir() string { return p.dataDir }
 
 // Output is the tail of what Prometheus has written to stdout and stderr.
-func (p *Prometheus) Output() string { return p.logs.String() }
+func (p *Prometheus) Output() string { return p.srv.Logs.String() }
 
 // API is a client_golang v1 API client for this server, for calls Query
 // does not cover (and for its warnings).

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // exporter serves one counter on a loopback httptest server.
@@ -96,38 +97,13 @@ func TestStartQueryRestartStop(t *testing.T) {
 	}
 }
 
-// fatalTB records Fatalf instead of ending the goroutine, so a test can
-// check what Start fails with.
-type fatalTB struct {
-	testing.TB
-	msg string
-}
-
-type fatal struct{}
-
-func (f *fatalTB) Helper() {}
-func (f *fatalTB) Fatalf(format string, args ...any) {
-	f.msg = fmt.Sprintf(format, args...)
-	panic(fatal{})
-}
-
 func startFails(t *testing.T, opts promtest.Options) string {
 	t.Helper()
-	tb := &fatalTB{TB: t}
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				if _, ok := r.(fatal); !ok {
-					panic(r)
-				}
-			}
-		}()
-		promtest.Start(tb, opts)
-	}()
-	if tb.msg == "" {
+	msg := testkit.Fails(t, func(tb testing.TB) { promtest.Start(tb, opts) })
+	if msg == "" {
 		t.Fatalf("Start(%+v) did not fail", opts)
 	}
-	return tb.msg
+	return msg
 }
 
 func TestMissingBinaryFailsWithInstallHint(t *testing.T) {

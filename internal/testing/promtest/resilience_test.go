@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source/prom"
@@ -37,10 +38,10 @@ func TestPrometheusOutageAndRecovery(t *testing.T) {
 	th := diagnose.DefaultThresholds()
 	th.StaleAfter = staleAfter
 	st := memory.New(memory.Options{}, "r")
-	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "15s", Thresholds: th, Interval: 500 * time.Millisecond})
+	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: metrics.Window(15 * time.Second), Thresholds: th, Interval: 500 * time.Millisecond})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: "15s", StaleAfter: staleAfter, Thresholds: th}, ctx.Done())
+	svc := server.NewService(st, src, log, time.Now, server.Config{DefaultWindow: metrics.Window(15 * time.Second), StaleAfter: staleAfter, Thresholds: th}, ctx.Done())
 
 	node := "glm-4.6-0"
 	diag := func() *llmdiagv1.Diagnosis {

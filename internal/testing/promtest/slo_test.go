@@ -12,6 +12,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/source/prom"
 	"github.com/llmdiag/llmdiag/store/memory"
@@ -43,7 +44,7 @@ func TestSLOWindowsFromPrometheus(t *testing.T) {
 	th.SLOs = diagnose.NewSLOSet(diagnose.SLO{Name: "ttft-40ms", Metric: diagnose.SLOTTFT, Target: 40 * time.Millisecond, Objective: 0.99, Period: 30 * 24 * time.Hour})
 	tm, _ := telemetry.New(prometheus.NewRegistry(), time.Now)
 	st := memory.New(memory.Options{}, "r")
-	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: "15s", Thresholds: th, Interval: time.Minute})
+	loop := refresh.New(src, st, tm, log, time.Now, refresh.Config{Window: metrics.Window(15 * time.Second), Thresholds: th, Interval: time.Minute})
 	if err := loop.Once(ctx); err != nil {
 		t.Fatal(err)
 	}

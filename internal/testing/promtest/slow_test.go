@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/source/prom"
 	"github.com/llmdiag/llmdiag/store"
@@ -127,7 +128,7 @@ func TestSlowPrometheus(t *testing.T) {
 		tm, _ := telemetry.New(prometheus.NewRegistry(), time.Now)
 		st := memory.New(memory.Options{}, "r")
 		return refresh.New(src, st, tm, log, time.Now, refresh.Config{
-			Window: "15s", Thresholds: diagnose.DefaultThresholds(),
+			Window: metrics.Window(15 * time.Second), Thresholds: diagnose.DefaultThresholds(),
 			Interval: scaled(5 * time.Second), Timeout: refreshTimeout,
 		}), st
 	}

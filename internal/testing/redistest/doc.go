@@ -12,6 +12,6 @@
 // Restart (same port and directory) and Kill (SIGKILL) are for outage tests.
 //
 // A missing redis-server or redis-cli fails the test with an install hint
-// (apt-get install -y redis-server); it never skips. REDIS_SERVER_BIN and
-// REDIS_CLI_BIN override the binaries found on PATH.
+// (apt-get install -y redis-server); only -short skips it.
+// REDIS_SERVER_BIN and REDIS_CLI_BIN override the binaries found on PATH.
 package redistest

@@ -3,6 +3,7 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,22 +12,34 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/llmdiag/llmdiag/internal/testing/childproc"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
-// InstallHint says how to get the binaries Start and StartCluster need.
-const InstallHint = "install it: apt-get install -y redis-server (or run `make deps`, which runs scripts/deps.sh)"
+// ServerProgram and CLIProgram are the binaries Start and StartCluster
+// run: REDIS_SERVER_BIN and REDIS_CLI_BIN, then PATH, then /usr/bin.
+var (
+	ServerProgram = testkit.Program{
+		Name:       "redis-server",
+		Env:        "REDIS_SERVER_BIN",
+		Candidates: []string{"redis-server", "/usr/bin/redis-server"},
+		Get:        "apt-get install -y redis-server",
+	}
+	CLIProgram = testkit.Program{
+		Name:       "redis-cli",
+		Env:        "REDIS_CLI_BIN",
+		Candidates: []string{"redis-cli", "/usr/bin/redis-cli"},
+		Get:        "apt-get install -y redis-server",
+	}
+)
 
 const (
-	readyTimeout  = 20 * time.Second
-	stopTimeout   = 10 * time.Second
-	startAttempts = 3
-	pollInterval  = 20 * time.Millisecond
+	readyTimeout = 20 * time.Second
+	pollInterval = 20 * time.Millisecond
 )
 
 // Options configures a server Start runs.
@@ -50,48 +63,13 @@ type Server struct {
 	dir  string
 	port int
 	opts Options
-	logs *childproc.LogTail
-
-	mu   sync.Mutex
-	proc *childproc.Proc // nil while stopped
-}
-
-// Binaries locates redis-server and redis-cli: $REDIS_SERVER_BIN and
-// $REDIS_CLI_BIN, then PATH, then /usr/bin. The error says how to install
-// them.
-func Binaries() (server, cli string, err error) {
-	find := func(env, name string) (string, error) {
-		if p := os.Getenv(env); p != "" {
-			if isExecutable(p) {
-				return p, nil
-			}
-			return "", fmt.Errorf("redistest: %s=%q is not an executable file; %s", env, p, InstallHint)
-		}
-		if p, err := exec.LookPath(name); err == nil {
-			return p, nil
-		}
-		if p := "/usr/bin/" + name; isExecutable(p) {
-			return p, nil
-		}
-		return "", fmt.Errorf("redistest: %s not found on PATH or in /usr/bin; %s", name, InstallHint)
-	}
-	if server, err = find("REDIS_SERVER_BIN", "redis-server"); err != nil {
-		return "", "", err
-	}
-	if cli, err = find("REDIS_CLI_BIN", "redis-cli"); err != nil {
-		return "", "", err
-	}
-	return server, cli, nil
-}
-
-func isExecutable(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+	srv  childproc.Server
 }
 
 // Start runs a redis-server without persistence on a free loopback port
-// and returns once it answers PING. It fails the test (never skips) when
-// the binary is missing or the server does not come up.
+// and returns once it answers PING. Under -short it skips the test; it
+// fails the test (never skips) when the binary is missing or the server
+// does not come up.
 func Start(t testing.TB) *Server {
 	t.Helper()
 	return StartWith(t, Options{})
@@ -100,40 +78,24 @@ func Start(t testing.TB) *Server {
 // StartWith is Start with options.
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
-	bin, _, err := Binaries()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
-	return start(t, bin, t.TempDir(), opts)
+	return start(t, testkit.Binary(t, ServerProgram), t.TempDir(), opts)
 }
 
 func start(t testing.TB, bin, dir string, opts Options) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: bin, dir: dir, opts: opts, logs: &childproc.LogTail{}}
-	t.Cleanup(func() {
-		s.stop(syscall.SIGTERM)
-		if t.Failed() {
-			t.Logf("redistest: redis-server on %s (dir %s) output:\n%s", s.Addr(), s.dir, s.logs)
-		}
-	})
-	var lastErr error
-	for range startAttempts {
-		port, err := freePort(opts.cluster)
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		s.port = port
-		mark := s.logs.Len()
-		if lastErr = s.run(); lastErr == nil {
-			return s
-		}
-		s.stop(syscall.SIGKILL)
-		if !s.logs.ContainsSince(mark, "already in use") {
-			break
-		}
-	}
-	t.Fatalf("redistest: start %s: %v (its output is logged below)", bin, lastErr)
-	return nil
+	s := &Server{t: t, bin: bin, dir: dir, opts: opts}
+	childproc.Ports{
+		Name:   "redistest: redis-server",
+		Server: &s.srv,
+		Free:   func() (int, error) { return freePort(opts.cluster) },
+		Run: func(port int) error {
+			s.port = port
+			return s.run()
+		},
+		Stop:  s.Kill,
+		About: func() string { return fmt.Sprintf("%s on %s, dir %s", bin, s.Addr(), s.dir) },
+	}.Start(t)
+	return s
 }
 
 // freePort returns a loopback port that was free a moment ago; for a
@@ -190,30 +152,20 @@ func (s *Server) args() []string {
 func (s *Server) run() error {
 	cmd := exec.Command(s.bin, s.args()...)
 	cmd.Dir = s.dir
-	cmd.Stdout, cmd.Stderr = s.logs, s.logs
-	proc, err := childproc.Start(cmd)
+	proc, err := s.srv.Launch(cmd)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.proc = proc
-	s.mu.Unlock()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		select {
-		case <-proc.Done():
-			return fmt.Errorf("redis-server exited: %v", proc.Err())
-		default:
-		}
-		reply, err := s.Do("PING")
-		if err == nil && reply == "PONG" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("no PONG from %s within %v: %v %q", s.Addr(), readyTimeout, err, reply)
-		}
-		time.Sleep(pollInterval)
-	}
+	return childproc.Ready{
+		Name: "redis-server", Addr: s.Addr(), Timeout: readyTimeout, Every: pollInterval,
+		Check: func(context.Context) error {
+			reply, err := s.Do("PING")
+			if err == nil && reply != "PONG" {
+				err = fmt.Errorf("PING answered %q", reply)
+			}
+			return err
+		},
+	}.Wait(proc)
 }
 
 // Addr returns the server's host:port.
@@ -227,12 +179,10 @@ func (s *Server) Dir() string { return s.dir }
 
 // Pid returns the process id, or 0 while stopped.
 func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.proc == nil {
-		return 0
+	if p := s.srv.Proc(); p != nil {
+		return p.Pid()
 	}
-	return s.proc.Pid()
+	return 0
 }
 
 // Stop shuts the server down (SIGTERM to its pid, SIGKILL after a timeout)
@@ -243,14 +193,7 @@ func (s *Server) Stop() { s.stop(syscall.SIGTERM) }
 func (s *Server) Kill() { s.stop(syscall.SIGKILL) }
 
 func (s *Server) stop(sig syscall.Signal) {
-	s.mu.Lock()
-	proc := s.proc
-	s.proc = nil
-	s.mu.Unlock()
-	if proc == nil {
-		return
-	}
-	proc.Stop(sig, stopTimeout)
+	s.srv.Stop(sig)
 }
 
 // Restart stops the server if it runs and starts it again on the same port
@@ -261,12 +204,12 @@ func (s *Server) Restart() {
 	s.Stop()
 	var err error
 	for range 50 { // the port may linger briefly after the old process
-		mark := s.logs.Len()
+		mark := s.srv.Logs.Len()
 		if err = s.run(); err == nil {
 			return
 		}
 		s.stop(syscall.SIGKILL)
-		if !s.logs.ContainsSince(mark, "already in use") {
+		if !s.srv.Logs.ContainsSince(mark, "already in use") {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -375,10 +318,7 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 	if masters < 3 {
 		t.Fatalf("redistest: a cluster needs at least 3 masters, got %d", masters)
 	}
-	bin, cli, err := Binaries()
-	if err != nil {
-		t.Fatalf("%v", err)
-	}
+	bin, cli := testkit.Binary(t, ServerProgram), testkit.Binary(t, CLIProgram)
 	root := t.TempDir()
 	c := &Cluster{}
 	for i := range masters {

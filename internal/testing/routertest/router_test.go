@@ -2,7 +2,6 @@ package routertest
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
-	"github.com/llmdiag/llmdiag/sim"
 )
 
 // waitedUntil waits for ok, polling every 10ms so the latency measured
@@ -54,10 +52,7 @@ func steer(t *testing.T, args []string, bound, away time.Duration) {
 	if testing.Short() {
 		t.Skip("-short: a router end to end, about 20 s")
 	}
-	cfg, err := sim.Scenario("overloaded", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := simtest.Scenario(t, "overloaded", 1)
 	cfg.Nodes[0].Workload.Rate = 1 // start light; SetRate overloads it later
 	// 5× real time: the queue builds and drains in seconds of wall time.
 	cfg.Speed, cfg.Warmup = 5, 2*time.Minute
@@ -66,12 +61,7 @@ func steer(t *testing.T, args []string, bound, away time.Duration) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	var serveOut, serveErr testkit.SyncBuffer
 	wg.Go(func() {
 		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &serveOut, Stderr: &serveErr}

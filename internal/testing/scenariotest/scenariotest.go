@@ -12,13 +12,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sim"
 	"github.com/llmdiag/llmdiag/source/scrape"
@@ -40,9 +41,9 @@ type Options struct {
 	// Duration is simulated time refreshed after the warm-up (default 15m).
 	Duration time.Duration
 	// Interval between refreshes (default 5s) and the verdicts' window
-	// (default "5m"), as `llmdiag serve` defaults them.
+	// (default metrics.DefaultWindow), as `llmdiag serve` defaults them.
 	Interval time.Duration
-	Window   string
+	Window   metrics.Window
 	// Loopback serves the expositions from a loopback HTTP server instead
 	// of the in-process transport.
 	Loopback bool
@@ -69,9 +70,7 @@ func (o *Options) defaults() {
 	if o.Interval == 0 {
 		o.Interval = 5 * time.Second
 	}
-	if o.Window == "" {
-		o.Window = "5m"
-	}
+	o.Window = o.Window.Or(metrics.DefaultWindow)
 }
 
 // Reading is one node's state as stored by one refresh.
@@ -102,24 +101,6 @@ type Result struct {
 // epoch is the fake clock's time at simulated time 0.
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// clock is the fake clock every component reads.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
-
 type nopRecorder struct{}
 
 func (nopRecorder) ObserveRefresh(time.Duration, error)      {}
@@ -147,7 +128,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	f.Step(o.Warmup)
 
-	clk := &clock{t: epoch.Add(f.Now())}
+	clk := testkit.NewClock(epoch.Add(f.Now()))
 	targets := f.FleetFile().Nodes
 	client := &http.Client{Transport: simTransport{f}}
 	base := "http://sim"
@@ -183,7 +164,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		if at > 0 {
 			f.Step(o.Interval)
 		}
-		clk.set(epoch.Add(f.Now()))
+		clk.Set(epoch.Add(f.Now()))
 		if err := loop.Once(ctx); err != nil {
 			return nil, fmt.Errorf("refresh at %v: %w", at, err)
 		}

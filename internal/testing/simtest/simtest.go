@@ -75,3 +75,14 @@ func Seed(t testing.TB) (*sim.Fleet, string) {
 	cfg.Warmup = sim.SeedWarmup
 	return Start(t, cfg)
 }
+
+// Scenario is the named scenario's configuration with seed; an unknown
+// name fails the test.
+func Scenario(t testing.TB, name string, seed int64) sim.Config {
+	t.Helper()
+	cfg, err := sim.Scenario(name, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}

@@ -3,9 +3,11 @@ package testkit
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -81,6 +83,19 @@ func (s *SyncBuffer) String() string {
 	return s.b.String()
 }
 
+// Lines returns the lines written since the last call of Lines, and
+// forgets them: what one step of a test logged.
+func (s *SyncBuffer) Lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	text := strings.TrimSpace(s.b.String())
+	s.b.Reset()
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n")
+}
+
 // Len returns how many bytes were written so far.
 func (s *SyncBuffer) Len() int {
 	s.mu.Lock()
@@ -153,26 +168,41 @@ func ClosedAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
-// Clock is a clock a test sets, for code that takes its time from a func()
-// time.Time; safe for concurrent use.
-type Clock struct {
-	mu sync.Mutex
-	t  time.Time
+// Fails runs f with a testing.TB whose Fatal and Fatalf end f and return
+// their message instead of failing t: for a test of what a helper fails
+// with. It returns "" when f returned without calling them.
+func Fails(t testing.TB, f func(tb testing.TB)) string {
+	t.Helper()
+	tb := &fatalTB{TB: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				if _, ok := r.(fatalStop); !ok {
+					panic(r)
+				}
+			}
+		}()
+		f(tb)
+	}()
+	return tb.msg
 }
 
-// NewClock returns a Clock reading t.
-func NewClock(t time.Time) *Clock { return &Clock{t: t} }
-
-// Now returns the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
+// fatalTB ends the function Fails runs at its first Fatal or Fatalf.
+type fatalTB struct {
+	testing.TB
+	msg string
 }
 
-// Add moves the clock by d.
-func (c *Clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+type fatalStop struct{}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	panic(fatalStop{})
+}
+
+func (f *fatalTB) Fatal(args ...any) {
+	f.msg = fmt.Sprint(args...)
+	panic(fatalStop{})
 }

@@ -59,6 +59,21 @@ func TestSyncBufferConcurrentWrites(t *testing.T) {
 	}
 }
 
+func TestSyncBufferLines(t *testing.T) {
+	var b SyncBuffer
+	if got := b.Lines(); got != nil {
+		t.Fatalf("Lines of nothing = %q", got)
+	}
+	fmt.Fprint(&b, "one\ntwo\n")
+	if got := b.Lines(); len(got) != 2 || got[0] != "one" || got[1] != "two" {
+		t.Fatalf("Lines = %q, want one, two", got)
+	}
+	fmt.Fprint(&b, "three\n")
+	if got := b.Lines(); len(got) != 1 || got[0] != "three" {
+		t.Fatalf("Lines = %q, want only what came since", got)
+	}
+}
+
 func TestWaitLogsWhatItLastSaw(t *testing.T) {
 	var logged []string
 	f := &logFailer{failer: failer{TB: t}, logs: &logged}

@@ -29,8 +29,8 @@ func pointsText(points []diagnose.Point) string {
 	return b.String()
 }
 
-// The v1 fixtures are histories as the layout before E2EP99 wrote them
-// (MarshalBinary at commit bc068ca): storetest.MakeNode(43, 75, nil)'s
+// The v1 fixtures are histories as the v1 layout, before E2EP99, wrote them
+// (its MarshalBinary): storetest.MakeNode(43, 75, nil)'s
 // points (an overloaded node) appended with limit 60, so the first chunk
 // has 15 points dropped, and MakeNode(3, 40, nil)'s (a node down for its
 // last 20 refreshes, its gauges unknown) with limit 120. Each .txt golden

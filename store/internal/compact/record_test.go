@@ -52,8 +52,9 @@ func recordWire(t testing.TB, r *store.Record) [3]string {
 }
 
 // roundTrip encodes and decodes rec and checks nothing changed, rec
-// included; it returns the encoded size. The store used to keep proto.Clone
-// copies, and Clone turns a proto3 double -0 into 0: either is fine.
+// included; it returns the encoded size. The decoded record may match rec
+// or its proto.Clone copy (Clone turns a proto3 double -0 into 0): either is
+// fine.
 func roundTrip(t testing.TB, c *Codec, id string, rec *store.Record) int {
 	t.Helper()
 	unchanged := recordWire(t, rec)

@@ -286,7 +286,7 @@ func TestConsoleNodeAndCompare(t *testing.T) {
 	})
 
 	if os.Getenv(updateScreenshotsEnv) == "1" {
-		// The README's picture, once the history has a few refreshes and
+		// The picture in docs/integrations.md, Web console, once the history has a few refreshes and
 		// the window is the default 5m.
 		t.Run("screenshot", func(t *testing.T) {
 			ctx := browsertest.New(t)

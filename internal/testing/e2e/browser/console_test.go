@@ -26,7 +26,7 @@ import (
 	"github.com/llmdiag/llmdiag/sim"
 )
 
-// updateScreenshotsEnv set to 1 makes the console tests write the README's
+// updateScreenshotsEnv set to 1 makes the console tests write docs/integrations.md's
 // screenshots into docs/.
 const updateScreenshotsEnv = "LLMDIAG_UPDATE_SCREENSHOTS"
 
@@ -50,7 +50,7 @@ func consoleServe(t *testing.T, fleetPath string, nodes int, token string, extra
 	base := "http://" + addr
 	hc := http.DefaultClient
 	if token != "" {
-		hc = &http.Client{Transport: clitest.Bearer{Token: token, Next: http.DefaultTransport}}
+		hc = &http.Client{Transport: testkit.Bearer{Token: token, Next: http.DefaultTransport}}
 	}
 	c := llmdiagv1connect.NewDiagnosisServiceClient(hc, base)
 	var last string
@@ -192,7 +192,7 @@ func TestConsoleFleet(t *testing.T) {
 	pushed := time.Now()
 	step(t, ctx, 90*time.Second, hot+" to turn CRIT on the page", chromedp.WaitVisible(chromedp.CSS(`[data-node="`+hot+`"][data-status="STATUS_CRIT"]`)))
 	t.Logf("%s CRIT on the page %v after its rate was raised", hot, time.Since(pushed).Round(time.Millisecond))
-	if os.Getenv(updateScreenshotsEnv) == "1" { // the README's picture: the seed fleet with one node overloaded
+	if os.Getenv(updateScreenshotsEnv) == "1" { // the picture in docs/integrations.md: the seed fleet with one node overloaded
 		step(t, ctx, 10*time.Second, "the change's highlight to fade", chromedp.Poll[chromedp.Void](`document.getAnimations().length === 0`))
 		browsertest.Screenshot(t, ctx, clitest.RepoPath(t, "docs", "console-fleet.png"))
 	}

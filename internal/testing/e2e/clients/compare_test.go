@@ -116,12 +116,13 @@ func parseValueCell(s string) (valueCell, bool) {
 	return c, ok1 && ok2 && ok3
 }
 
-// parseSeconds reads the CLI's durations: 350.0ms, 1.20s, 2.5min, +Inf.
+// parseSeconds reads the CLI's durations: 250µs, 2.5ms, 350ms, 1.20s,
+// 2.5min, +Inf.
 func parseSeconds(s string) (float64, bool) {
 	for _, u := range []struct {
 		suffix string
 		scale  float64
-	}{{"ms", 1e-3}, {"min", 60}, {"s", 1}} {
+	}{{"µs", 1e-6}, {"ms", 1e-3}, {"min", 60}, {"s", 1}} {
 		if v, ok := strings.CutSuffix(s, u.suffix); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			return f * u.scale, err == nil

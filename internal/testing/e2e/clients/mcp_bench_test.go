@@ -43,7 +43,7 @@ func BenchmarkMCPDiagnose(b *testing.B) {
 	clitest.WaitFor(b, "serve", 30*time.Second, func() bool { return clitest.AuthPost(b, base+"/grpc.health.v1.Health/Check", "") == http.StatusOK })
 
 	ctx := context.Background()
-	hc := &http.Client{Transport: clitest.Bearer{Token: clitest.ReaderToken, Next: http.DefaultTransport}, Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: testkit.Bearer{Token: clitest.ReaderToken, Next: http.DefaultTransport}, Timeout: 10 * time.Second}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "v0"}, nil).Connect(ctx,
 		&mcp.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: hc, MaxRetries: -1, DisableStandaloneSSE: true}, nil)
 	if err != nil {

@@ -117,7 +117,7 @@ func TestMCPEndToEnd(t *testing.T) {
 			t.Errorf("connect without a token: %v, want Unauthorized", err)
 		}
 		cs, err := mcpSession(ctx, t, &mcp.StreamableClientTransport{Endpoint: endpoint, MaxRetries: -1,
-			HTTPClient: &http.Client{Transport: clitest.Bearer{Token: clitest.ReaderToken, Next: http.DefaultTransport}, Timeout: 10 * time.Second}})
+			HTTPClient: &http.Client{Transport: testkit.Bearer{Token: clitest.ReaderToken, Next: http.DefaultTransport}, Timeout: 10 * time.Second}})
 		if err != nil {
 			t.Fatalf("connect with a reader token: %v", err)
 		}

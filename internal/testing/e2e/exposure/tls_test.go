@@ -26,16 +26,12 @@ import (
 // it; a missing one fails the test saying how to get it.
 func tool(t *testing.T, name string) string {
 	t.Helper()
-	if p, err := exec.LookPath(name); err == nil {
-		return p
+	p := testkit.Program{Name: name, Candidates: []string{name}}
+	if bin := os.Getenv("GOBIN"); bin != "" {
+		p.Candidates = append(p.Candidates, filepath.Join(bin, name))
 	}
-	for _, dir := range []string{os.Getenv("GOBIN"), filepath.Join(build.Default.GOPATH, "bin")} {
-		if p, err := exec.LookPath(filepath.Join(dir, name)); dir != "" && err == nil {
-			return p
-		}
-	}
-	t.Fatalf("%s is not installed: run `make deps` (scripts/deps.sh installs it)", name)
-	return ""
+	p.Candidates = append(p.Candidates, filepath.Join(build.Default.GOPATH, "bin", name))
+	return testkit.Binary(t, p)
 }
 
 // runTool runs a program with a deadline and returns its output.

@@ -60,8 +60,8 @@ type genericMessage struct {
 	Diagnosis  json.RawMessage `json:"diagnosis"`
 }
 
-// TestAlertmanagerEndToEnd is issue 15's acceptance "Real Alertmanager end
-// to end": the simulator's overloaded scenario; llmdiag serving it (direct
+// TestAlertmanagerEndToEnd runs a real Alertmanager end to end: the
+// simulator's overloaded scenario; llmdiag serving it (direct
 // scrape) with authentication on and the Alertmanager receiver forwarding
 // to a Slack and a JSON sink; a real Prometheus scraping the same nodes and
 // evaluating `llmdiag rules` every second, alerting to a real Alertmanager

@@ -26,7 +26,7 @@ import (
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
-// TestServeIsolatesBrokenTargets is issue 10's fault-isolation acceptance,
+// TestServeIsolatesBrokenTargets checks fault isolation,
 // through the real binary: the seed simulator's five nodes beside 60
 // targets that accept a connection and never answer, 10 that answer HTTP
 // 500 and 10 that refuse connections. Health is SERVING by the second
