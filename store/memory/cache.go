@@ -60,6 +60,12 @@ func (s *Store) Cached(ctx context.Context, key string, ttl time.Duration, load 
 		return v, nil
 	}
 	ch := s.cache.group.DoChan(key, func() (any, error) {
+		// A load that ended between the lookup above and this flight has
+		// filled the cache: a caller that missed it then reads it now
+		// rather than loading again.
+		if v, ok := s.cache.get(key); ok {
+			return v, nil
+		}
 		// The load outlives any one caller's cancellation, so a caller that
 		// gives up does not fail the others waiting on the same key.
 		v, err := load(context.WithoutCancel(ctx))
