@@ -73,6 +73,14 @@ func WaitFor(t testing.TB, what string, d time.Duration, ok func() bool, last ..
 // running tests: a real llmdiag process without a build.
 const AsLLMDiag = "CLI_TEST_RUN_AS_LLMDIAG"
 
+// Sim starts `llmdiag sim --scenario scenario` until the test ends and
+// waits, up to a minute, for it to write its fleet file to fleetOut.
+func Sim(t testing.TB, scenario, fleetOut string) {
+	t.Helper()
+	Background(t, nil, "sim", "--scenario", scenario, "--fleet-out", fleetOut, "--log-level", "warn")
+	WaitFor(t, "the fleet file", time.Minute, func() bool { _, err := os.Stat(fleetOut); return err == nil })
+}
+
 // Main is a TestMain: it runs the tests, or, with AsLLMDiag=1 in the
 // environment, runs llmdiag and exits with its exit code.
 func Main(m *testing.M) {

@@ -145,8 +145,7 @@ func TestCompareSeedByModel(t *testing.T) {
 	}
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", simFleet, "--log-level", "warn")
-	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(simFleet); return err == nil })
+	clitest.Sim(t, "seed", simFleet)
 
 	// Label the simulator's fleet: deepseek nodes pool=a, glm pool=b, kimi none.
 	f, err := fleet.Load(simFleet)

@@ -34,8 +34,7 @@ func BenchmarkMCPDiagnose(b *testing.B) {
 		b.Fatal(err)
 	}
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	clitest.Background(b, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	clitest.WaitFor(b, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Sim(b, "seed", fleetPath)
 	addr := testkit.FreeAddr(b)
 	// The RPCs are not to meet --rate-limit: the benchmark calls flat out.
 	clitest.Background(b, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--auth-tokens", tokens, "--rate-limit", "1e6", "--rate-burst", "1000000", "--log-level", "warn")

@@ -96,8 +96,7 @@ func TestMCPEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Sim(t, "seed", fleetPath)
 	addr := testkit.FreeAddr(t)
 	clitest.Background(t, nil, "serve", "--fleet", fleetPath, "--listen", addr, "--interval", "500ms", "--auth-tokens", tokens, "--log-level", "warn")
 	base := "http://" + addr

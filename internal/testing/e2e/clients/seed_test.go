@@ -2,7 +2,6 @@ package clients_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,8 +23,7 @@ func TestSeedEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Sim(t, "seed", fleetPath)
 
 	addr := testkit.FreeAddr(t)
 	// Flags from the environment, as LLMDIAG_* variables.

@@ -70,8 +70,7 @@ func TestSlackCommandEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Sim(t, "seed", fleetPath)
 
 	const secret = "e2e-slack-signing-secret-0123456789"
 	secretPath, tokens := filepath.Join(dir, "slack-secret"), filepath.Join(dir, "tokens.yaml")

@@ -95,8 +95,7 @@ func TestPlainGETs(t *testing.T) {
 	}
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
-	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", fleetPath, "--log-level", "warn")
-	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(fleetPath); return err == nil })
+	clitest.Sim(t, "seed", fleetPath)
 	const console, poller, burst = "console-token-0123456789abcdef", "poller-token-0123456789abcdef", "burst-token-0123456789abcdef"
 	tokens := filepath.Join(dir, "tokens.yaml")
 	if err := os.WriteFile(tokens, []byte("tokens:\n"+

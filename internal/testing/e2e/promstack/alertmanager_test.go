@@ -75,8 +75,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	clitest.Background(t, nil, "sim", "--scenario", "overloaded", "--fleet-out", simFleet, "--log-level", "warn")
-	clitest.WaitFor(t, "the fleet file", 60*time.Second, func() bool { _, err := os.Stat(simFleet); return err == nil })
+	clitest.Sim(t, "overloaded", simFleet)
 	f, err := fleet.Load(simFleet)
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,8 +30,7 @@ func TestDashboardOnPrometheus(t *testing.T) {
 	start := time.Now()
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	clitest.Background(t, nil, "sim", "--scenario", "seed", "--fleet-out", simFleet, "--log-level", "warn")
-	clitest.WaitFor(t, "the fleet file", 30*time.Second, func() bool { _, err := os.Stat(simFleet); return err == nil })
+	clitest.Sim(t, "seed", simFleet)
 	f, err := fleet.Load(simFleet)
 	if err != nil {
 		t.Fatal(err)
