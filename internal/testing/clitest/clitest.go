@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
@@ -73,12 +74,18 @@ func WaitFor(t testing.TB, what string, d time.Duration, ok func() bool, last ..
 // running tests: a real llmdiag process without a build.
 const AsLLMDiag = "CLI_TEST_RUN_AS_LLMDIAG"
 
-// Sim starts `llmdiag sim --scenario scenario` until the test ends and
-// waits, up to a minute, for it to write its fleet file to fleetOut.
-func Sim(t testing.TB, scenario, fleetOut string) {
+// Sim starts `llmdiag sim --scenario scenario` until the test ends, waits,
+// up to a minute, for it to write its fleet file to fleetOut, and returns
+// the fleet it wrote.
+func Sim(t testing.TB, scenario, fleetOut string) *fleet.File {
 	t.Helper()
 	Background(t, nil, "sim", "--scenario", scenario, "--fleet-out", fleetOut, "--log-level", "warn")
 	WaitFor(t, "the fleet file", time.Minute, func() bool { _, err := os.Stat(fleetOut); return err == nil })
+	f, err := fleet.Load(fleetOut)
+	if err != nil {
+		t.Fatalf("the simulator's fleet file: %v", err)
+	}
+	return f
 }
 
 // Main is a TestMain: it runs the tests, or, with AsLLMDiag=1 in the

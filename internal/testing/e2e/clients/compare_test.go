@@ -12,7 +12,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
@@ -145,13 +144,9 @@ func TestCompareSeedByModel(t *testing.T) {
 	}
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	clitest.Sim(t, "seed", simFleet)
+	f := clitest.Sim(t, "seed", simFleet)
 
 	// Label the simulator's fleet: deepseek nodes pool=a, glm pool=b, kimi none.
-	f, err := fleet.Load(simFleet)
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i, n := range f.Nodes {
 		switch {
 		case strings.HasPrefix(n.ID, "deepseek"):

@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/alertmanager/template"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/amtest"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
@@ -75,11 +74,7 @@ func TestAlertmanagerEndToEnd(t *testing.T) {
 	}
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	clitest.Sim(t, "overloaded", simFleet)
-	f, err := fleet.Load(simFleet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := clitest.Sim(t, "overloaded", simFleet)
 
 	sinks := &sinkRecorder{}
 	sinkSrv := httptest.NewServer(sinks)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/dashboard"
-	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
 	"github.com/llmdiag/llmdiag/internal/testing/redistest"
@@ -30,11 +29,7 @@ func TestDashboardOnPrometheus(t *testing.T) {
 	start := time.Now()
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	clitest.Sim(t, "seed", simFleet)
-	f, err := fleet.Load(simFleet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := clitest.Sim(t, "seed", simFleet)
 	var targets []string
 	for _, n := range f.Nodes {
 		u, err := url.Parse(n.URL)

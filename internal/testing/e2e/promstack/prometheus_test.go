@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
@@ -28,11 +27,7 @@ func TestServeFromPrometheus(t *testing.T) {
 	}
 	dir := t.TempDir()
 	simFleet := filepath.Join(dir, "sim.yaml")
-	clitest.Sim(t, "seed", simFleet)
-	f, err := fleet.Load(simFleet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := clitest.Sim(t, "seed", simFleet)
 	var targets []string
 	labels := map[string]map[string]string{}
 	for i, n := range f.Nodes {
