@@ -229,3 +229,16 @@ func TestDCGMSentinelTable(t *testing.T) {
 		}
 	}
 }
+
+// TestAggregateGPUNoClampedXID: an XID reading too large for a uint32
+// (DCGM's int64 sentinel, were it to reach AggregateGPU) is no XID, never
+// XID 4294967295.
+func TestAggregateGPUNoClampedXID(t *testing.T) {
+	g := AggregateGPU([]GPUReading{
+		{GPU: "0", Values: [NumGPUFields]*float64{GPUXID: f64(math.Exp2(63))}},
+		{GPU: "1", Values: [NumGPUFields]*float64{GPUXID: f64(79)}},
+	})
+	if x := g.GetXidErrors(); len(x) != 1 || x[0].GetGpu() != "1" || x[0].GetXid() != 79 {
+		t.Errorf("XIDs %v, want only GPU 1's 79", x)
+	}
+}
