@@ -1,13 +1,16 @@
 package diagnose_test
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/diagnose/diagnosetest"
+	"github.com/llmdiag/llmdiag/engine"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
@@ -153,6 +156,61 @@ func TestGPUAbsentChangesNothing(t *testing.T) {
 		}
 		if !strings.HasPrefix(gpu.GetSummary(), plain.GetSummary()) {
 			t.Errorf("%v: the GPU summary does not extend the plain one:\n%s\n%s", lang, gpu.GetSummary(), plain.GetSummary())
+		}
+	}
+}
+
+// TestGPUXIDSentinelRoutable: a node whose DCGM exporter reports the XID
+// field at DCGM's int64 "not supported" value (read from an exposition as
+// the engine reads it) has no XID figure: it stays routable, with no
+// GPU-fault finding, where a real XID drains it.
+func TestGPUXIDSentinelRoutable(t *testing.T) {
+	read := func(xid string) *llmdiagv1.GPUMetrics {
+		body, err := os.ReadFile("../engine/testdata/dcgm-a100-throttled-xid.prom")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every GPU's last XID, and none throttled.
+		re := regexp.MustCompile(`(?m)^((?:DCGM_FI_DEV_XID_ERRORS|DCGM_FI_DEV_CLOCK_THROTTLE_REASONS)\{[^}]*\}) \S+$`)
+		text := re.ReplaceAllStringFunc(string(body), func(l string) string {
+			m := re.FindStringSubmatch(l)
+			if strings.HasPrefix(l, "DCGM_FI_DEV_XID_ERRORS") {
+				return m[1] + " " + xid
+			}
+			return m[1] + " 0"
+		})
+		exp, err := engine.Parse(strings.NewReader(text), engine.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _ := engine.ExtractGPU(exp.Families)
+		return g
+	}
+	for _, tc := range []struct {
+		xid      string
+		routable bool
+	}{
+		{"9223372036854775794", true}, // DCGM_INT64_NOT_SUPPORTED as the exporter prints it
+		{"48", false},                 // a real XID still drains the node
+	} {
+		m := healthyMetrics()
+		m.Gpu = read(tc.xid)
+		d := diagnose.Diagnose(diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}, diagnose.DefaultThresholds(), llmdiagv1.Language_LANGUAGE_EN)
+		if d.GetRoutable() != tc.routable {
+			t.Errorf("XID %s: routable %v, want %v (%v / %v)", tc.xid, d.GetRoutable(), tc.routable, d.GetStatus(), d.GetRootCause())
+		}
+		for _, f := range d.GetFindings() {
+			if f.GetIndicator() == llmdiagv1.Indicator_INDICATOR_GPU_XID && tc.routable {
+				t.Errorf("XID %s: a GPU XID finding %v %q", tc.xid, f.GetStatus(), f.GetValue())
+			}
+			if tc.routable && f.GetStatus() == llmdiagv1.Status_STATUS_CRIT {
+				t.Errorf("XID %s: CRIT finding %v %q", tc.xid, f.GetIndicator(), f.GetConclusion())
+			}
+		}
+		if !tc.routable && !slices.ContainsFunc(d.GetFindings(), func(f *llmdiagv1.Finding) bool {
+			return f.GetIndicator() == llmdiagv1.Indicator_INDICATOR_GPU_XID && f.GetStatus() == llmdiagv1.Status_STATUS_CRIT
+		}) {
+			t.Errorf("XID %s: no CRIT XID finding", tc.xid)
 		}
 	}
 }

@@ -3,9 +3,11 @@ package engine
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -168,7 +170,12 @@ func ExtractGPU(families map[string]*dto.MetricFamily) (*llmdiagv1.GPUMetrics, [
 // GPUFromSeries aggregates one node's DCGM series (AggregateGPU), each
 // field from the first of its DCGMFamilies that has a series; nil when none
 // is a DCGM family. A series without gpu or UUID label is left out with a
-// warning, one that is not a number silently.
+// warning, one that is not a number silently. A value that is one of
+// DCGM's sentinels (DCGMSentinels: blank, not found, not supported, not
+// permissioned) is absent, with one warning per field naming the
+// sentinel and the GPUs that report it; one outside its field's
+// plausible range (DCGMBound) is absent, with a warning naming the field,
+// the GPU and the value.
 func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 	rank := map[string][2]int{} // family → field, preference
 	for f, names := range DCGMFamilies {
@@ -190,6 +197,10 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 	var keys []string
 	var warnings []string
 	warned := map[string]bool{}
+	// Per field, the GPUs that report it, and those that report a DCGM
+	// sentinel by sentinel.
+	var reporting [NumGPUFields][]string
+	var blank [NumGPUFields]map[string][]string
 	for _, s := range ss {
 		r, ok := rank[s.Family]
 		if !ok || r[1] != best[r[0]] {
@@ -212,10 +223,26 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 			byKey[key] = g
 			keys = append(keys, key)
 		}
-		if g.Values[r[0]] == nil {
-			g.Values[r[0]] = sample.F(s.Value)
+		f := GPUField(r[0])
+		if g.Values[f] != nil {
+			continue
 		}
+		name := gpuName(*g)
+		reporting[f] = append(reporting[f], name)
+		if what := dcgmSentinel(f, s.Value); what != "" {
+			if blank[f] == nil {
+				blank[f] = map[string][]string{}
+			}
+			blank[f][what] = append(blank[f][what], name)
+			continue
+		}
+		if why := implausible(f, s.Family, name, s.Value); why != "" {
+			warnings = append(warnings, why)
+			continue
+		}
+		g.Values[f] = sample.F(s.Value)
 	}
+	warnings = append(warnings, sentinelWarnings(best, reporting, blank)...)
 	if len(byKey) == 0 {
 		return nil, warnings
 	}
@@ -224,6 +251,29 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 		rs = append(rs, *byKey[k])
 	}
 	return AggregateGPU(rs), warnings
+}
+
+// sentinelWarnings are one warning per field and DCGM sentinel reported
+// for it: on every GPU, or on which of them.
+func sentinelWarnings(best [NumGPUFields]int, reporting [NumGPUFields][]string, blank [NumGPUFields]map[string][]string) []string {
+	var out []string
+	for f := range NumGPUFields {
+		if len(blank[f]) == 0 {
+			continue
+		}
+		fam := DCGMFamilies[f][best[f]]
+		whats := slices.Sorted(maps.Keys(blank[f]))
+		for _, what := range whats {
+			gpus := blank[f][what]
+			on := "every GPU"
+			if len(gpus) < len(reporting[f]) {
+				slices.SortFunc(gpus, compareGPU)
+				on = fmt.Sprintf("%d of %d GPUs (%s)", len(gpus), len(reporting[f]), strings.Join(gpus, ", "))
+			}
+			out = append(out, fmt.Sprintf("DCGM family %s reports %s on %s: read as absent", fam, what, on))
+		}
+	}
+	return out
 }
 
 // metricValue is m's gauge, counter or untyped value.
@@ -340,8 +390,10 @@ func AggregateGPU(rs []GPUReading) *llmdiagv1.GPUMetrics {
 			continue
 		}
 		g.XidRead = true
-		if *v > 0 {
-			g.XidErrors = append(g.XidErrors, &llmdiagv1.GPUXid{Gpu: gpuName(r), Xid: uint32(min(*v, math.MaxUint32))})
+		// GPUFromSeries keeps an XID within DCGMBound(GPUXID); one that
+		// does not fit a uint32 is no XID, never clamped into one.
+		if *v > 0 && *v <= math.MaxUint32 {
+			g.XidErrors = append(g.XidErrors, &llmdiagv1.GPUXid{Gpu: gpuName(r), Xid: uint32(*v)})
 		}
 	}
 	return g

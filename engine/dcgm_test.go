@@ -190,3 +190,38 @@ func TestDCGMPage(t *testing.T) {
 		}
 	}
 }
+
+// TestDCGMPageValues: docs/engine-metrics.md names every DCGM sentinel
+// llmdiag reads as absent, and states each family's bounds as the code
+// has them.
+func TestDCGMPageValues(t *testing.T) {
+	b, err := os.ReadFile("../docs/engine-metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := string(b)
+	for _, s := range DCGMSentinels {
+		if !strings.Contains(page, "`"+s.Macro+"`") {
+			t.Errorf("docs/engine-metrics.md does not name %s", s.Macro)
+		}
+	}
+	lines := strings.Split(page, "\n")
+	for f := range NumGPUFields {
+		bd := DCGMBound(f)
+		want := "| " + plain(bd.Min) + ".." + plain(bd.Max)
+		fam := DCGMFamilies[f][0]
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "| `"+fam+"`") && strings.Contains(l, "..") })
+		if i < 0 {
+			t.Errorf("docs/engine-metrics.md has no bounds row for %s", fam)
+			continue
+		}
+		if !strings.Contains(lines[i], want) {
+			t.Errorf("docs/engine-metrics.md's bounds of %s: %q, want %q", fam, lines[i], want)
+		}
+		for _, alt := range DCGMFamilies[f][1:] {
+			if !strings.Contains(lines[i], "`"+alt+"`") {
+				t.Errorf("the bounds row of %s does not name %s", fam, alt)
+			}
+		}
+	}
+}

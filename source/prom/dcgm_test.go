@@ -128,3 +128,55 @@ func TestDCGMOff(t *testing.T) {
 		}
 	}
 }
+
+// TestDCGMJoinSentinels: DCGM's "not supported" values in Prometheus read
+// as absent, as they do scraped directly: no XID 4294967295, no 9.2e18 °C,
+// and a warning on the node per field.
+func TestDCGMJoinSentinels(t *testing.T) {
+	const fixture = "../../engine/testdata/dcgm-l40s-not-supported.prom"
+	body, err := os.Open(fixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := engine.Parse(body, engine.Limits{})
+	body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	direct, _ := engine.ExtractGPU(exp.Families)
+
+	join := []string{"instance"}
+	cfg := Config{DCGMJoin: join}
+	cfg.defaults()
+	bodies := fixtureBodies(t, "testdata/fleet", plan(t, defaultBuilder("5m"), engine.Engines()...))
+	bodies[dcgmQuery(cfg).expr] = canned{Status: http.StatusOK, Body: vectorBody(testNow, dcgmSamples(t, fixture, "instance", "vllm-a:9400"))}
+	fake := newFakeProm(t, bodies)
+	src := newTestSource(t, fake.URL, func(c *Config) { c.DCGMJoin = join })
+	obs, err := src.Refresh(context.Background(), "5m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range obs {
+		if o.Node.ID != "vllm-a:8000" {
+			continue
+		}
+		found = true
+		g := o.Metrics.GetGpu()
+		if !proto.Equal(g, direct) {
+			t.Errorf("through Prometheus\n%s\ndirect\n%s", prototext.Format(g), prototext.Format(direct))
+		}
+		if g.GetXidRead() || len(g.GetXidErrors()) > 0 || g.TemperatureCelsiusMax != nil || g.DramActive != nil {
+			t.Errorf("a sentinel became a figure: %s", prototext.Format(g))
+		}
+		ws := strings.Join(o.Metrics.GetWarnings(), "\n")
+		for _, fam := range []string{"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_DRAM_ACTIVE"} {
+			if n := strings.Count(ws, "dcgm: DCGM family "+fam+" reports DCGM_"); n != 1 {
+				t.Errorf("%d warnings name %s's sentinel, want 1:\n%s", n, fam, ws)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no node vllm-a:8000")
+	}
+}
