@@ -8,15 +8,15 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmdiag/llmdiag/engine"
 )
 
-// dcgmSamples are the series of a DCGM exposition file as Prometheus
-// returns them, with extra labels (instance, …) added to each.
-func dcgmSamples(t *testing.T, path string, extra ...string) []fakeSample {
+// dcgmFamilies are the metric families of a DCGM exposition file.
+func dcgmFamilies(t *testing.T, path string) map[string]*dto.MetricFamily {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -27,9 +27,17 @@ func dcgmSamples(t *testing.T, path string, extra ...string) []fakeSample {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return exp.Families
+}
+
+// dcgmSamples are the series of a DCGM exposition file as Prometheus
+// returns them, with extra labels (instance, …) added to each.
+func dcgmSamples(t *testing.T, path string, extra ...string) []fakeSample {
+	t.Helper()
+	families := dcgmFamilies(t, path)
 	var out []fakeSample
 	for _, name := range engine.DCGMFamilyNames() {
-		for _, m := range exp.Families[name].GetMetric() {
+		for _, m := range families[name].GetMetric() {
 			ls := []string{"__name__", name}
 			for _, l := range m.GetLabel() {
 				ls = append(ls, l.GetName(), l.GetValue())
@@ -45,16 +53,7 @@ func dcgmSamples(t *testing.T, path string, extra ...string) []fakeSample {
 // gives (engine.ExtractGPU of the same exposition).
 func TestDCGMJoin(t *testing.T) {
 	const fixture = "../../engine/testdata/dcgm-h100-decode.prom"
-	body, err := os.Open(fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, err := engine.Parse(body, engine.Limits{})
-	body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct, _ := engine.ExtractGPU(exp.Families)
+	direct, _ := engine.ExtractGPU(dcgmFamilies(t, fixture))
 
 	for _, tc := range []struct {
 		name    string
@@ -134,16 +133,7 @@ func TestDCGMOff(t *testing.T) {
 // and a warning on the node per field.
 func TestDCGMJoinSentinels(t *testing.T) {
 	const fixture = "../../engine/testdata/dcgm-l40s-not-supported.prom"
-	body, err := os.Open(fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	exp, err := engine.Parse(body, engine.Limits{})
-	body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct, _ := engine.ExtractGPU(exp.Families)
+	direct, _ := engine.ExtractGPU(dcgmFamilies(t, fixture))
 
 	join := []string{"instance"}
 	cfg := Config{DCGMJoin: join}
