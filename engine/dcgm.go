@@ -72,7 +72,43 @@ const (
 	DCGMGPULabel   = "gpu"
 	DCGMModelLabel = "modelName"
 	DCGMUUIDLabel  = "UUID"
+	// A MIG instance's series carry its GPU instance id and profile
+	// (1g.10gb, …) besides the gpu and UUID labels of the physical GPU
+	// it is part of.
+	DCGMInstanceLabel = "GPU_I_ID"
+	DCGMProfileLabel  = "GPU_I_PROFILE"
+	// Under Kubernetes with pod mapping, the pod and namespace a GPU (or
+	// MIG instance) is allocated to.
+	DCGMPodLabel       = "pod"
+	DCGMNamespaceLabel = "namespace"
 )
+
+// DCGMPod selects the series of one pod's GPUs, where several engines
+// share an exporter: Pod, and Namespace when set, must equal the series'
+// pod and namespace labels. The zero DCGMPod keeps every series.
+type DCGMPod struct{ Pod, Namespace string }
+
+// NodePod is the DCGMPod of a fleet node's labels: its pod and namespace
+// labels, when it has a pod label; else the zero DCGMPod.
+func NodePod(labels map[string]string) DCGMPod {
+	if labels[DCGMPodLabel] == "" {
+		return DCGMPod{}
+	}
+	return DCGMPod{Pod: labels[DCGMPodLabel], Namespace: labels[DCGMNamespaceLabel]}
+}
+
+// Keeps reports whether s is one of p's GPUs.
+func (p DCGMPod) Keeps(s DCGMSeries) bool {
+	return p.Pod == "" || s.Pod == p.Pod && (p.Namespace == "" || s.Namespace == p.Namespace)
+}
+
+// String names p in warnings: namespace/pod.
+func (p DCGMPod) String() string {
+	if p.Namespace == "" {
+		return p.Pod
+	}
+	return p.Namespace + "/" + p.Pod
+}
 
 // ClockEventReasons are the bits of DCGM's clock-event mask (NVML's
 // clocks-event reasons), by bit.
@@ -136,10 +172,15 @@ type GPUReading struct {
 }
 
 // DCGMSeries is one series of a DCGM family: its GPU's labels and value.
+// Instance and Profile are set on a MIG instance's series (GPU_I_ID,
+// GPU_I_PROFILE); GPU and UUID are then its physical GPU's. Pod and
+// Namespace are the pod mapping's, when the exporter has it on.
 type DCGMSeries struct {
-	Family           string
-	GPU, UUID, Model string
-	Value            float64
+	Family            string
+	GPU, UUID, Model  string
+	Instance, Profile string
+	Pod, Namespace    string
+	Value             float64
 }
 
 // ExtractGPU reads a DCGM exporter's exposition into one GPUMetrics per
@@ -147,6 +188,13 @@ type DCGMSeries struct {
 // family of the wrong type, a series without gpu label) are returned as
 // warnings, the figures they touch left out.
 func ExtractGPU(families map[string]*dto.MetricFamily) (*llmdiagv1.GPUMetrics, []string) {
+	return ExtractPodGPU(families, DCGMPod{})
+}
+
+// ExtractPodGPU is ExtractGPU of pod's series only (DCGMPod.Keeps), for
+// an exporter that serves the GPUs of several engines' pods. A pod with
+// no series has no GPU figures, with a warning saying so.
+func ExtractPodGPU(families map[string]*dto.MetricFamily, pod DCGMPod) (*llmdiagv1.GPUMetrics, []string) {
 	var ss []DCGMSeries
 	var warnings []string
 	for _, name := range DCGMFamilyNames() {
@@ -160,11 +208,45 @@ func ExtractGPU(families map[string]*dto.MetricFamily) (*llmdiagv1.GPUMetrics, [
 		}
 		for _, m := range fam.GetMetric() {
 			l := labelMap(m)
-			ss = append(ss, DCGMSeries{Family: name, GPU: l[DCGMGPULabel], UUID: l[DCGMUUIDLabel], Model: l[DCGMModelLabel], Value: metricValue(m)})
+			ss = append(ss, DCGMSeries{
+				Family: name, GPU: l[DCGMGPULabel], UUID: l[DCGMUUIDLabel], Model: l[DCGMModelLabel],
+				Instance: l[DCGMInstanceLabel], Profile: l[DCGMProfileLabel],
+				Pod: l[DCGMPodLabel], Namespace: l[DCGMNamespaceLabel], Value: metricValue(m),
+			})
 		}
 	}
+	ss, w := pod.Filter(ss)
+	warnings = append(warnings, w...)
 	g, w := GPUFromSeries(ss)
 	return g, append(warnings, w...)
+}
+
+// HasDCGMFamily reports whether families hold a family of DCGMFamilies.
+func HasDCGMFamily(families map[string]*dto.MetricFamily) bool {
+	for _, name := range DCGMFamilyNames() {
+		if families[name] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Filter keeps p's series of ss (DCGMPod.Keeps); when p drops every
+// DCGM series there is, a warning names the pod.
+func (p DCGMPod) Filter(ss []DCGMSeries) ([]DCGMSeries, []string) {
+	if p.Pod == "" {
+		return ss, nil
+	}
+	var out []DCGMSeries
+	for _, s := range ss {
+		if p.Keeps(s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 && len(ss) > 0 {
+		return nil, []string{fmt.Sprintf("no DCGM series of pod %s (the node's pod label): no GPU figures", p)}
+	}
+	return out, nil
 }
 
 // GPUFromSeries aggregates one node's DCGM series (AggregateGPU), each
@@ -193,7 +275,7 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 			best[r[0]] = r[1]
 		}
 	}
-	byKey := map[string]*GPUReading{}
+	byKey := map[string]*migReading{}
 	var keys []string
 	var warnings []string
 	warned := map[string]bool{}
@@ -216,10 +298,10 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 			continue
 		}
-		key := s.GPU + "\xff" + s.UUID
+		key := s.GPU + "\xff" + s.UUID + "\xff" + s.Instance
 		g := byKey[key]
 		if g == nil {
-			g = &GPUReading{GPU: s.GPU, UUID: s.UUID, Model: s.Model}
+			g = &migReading{GPUReading: GPUReading{GPU: s.GPU, UUID: s.UUID, Model: s.Model}, instance: s.Instance, profile: s.Profile}
 			byKey[key] = g
 			keys = append(keys, key)
 		}
@@ -227,7 +309,7 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 		if g.Values[f] != nil {
 			continue
 		}
-		name := gpuName(*g)
+		name := g.name()
 		reporting[f] = append(reporting[f], name)
 		if what := dcgmSentinel(f, s.Value); what != "" {
 			if blank[f] == nil {
@@ -246,11 +328,133 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 	if len(byKey) == 0 {
 		return nil, warnings
 	}
-	rs := make([]GPUReading, 0, len(byKey))
+	units := make([]migReading, 0, len(byKey))
 	for _, k := range keys {
-		rs = append(rs, *byKey[k])
+		units = append(units, *byKey[k])
+	}
+	rs, note := physicalGPUs(units)
+	if note != "" {
+		warnings = append(warnings, note)
 	}
 	return AggregateGPU(rs), warnings
+}
+
+// migReading is the reading of one physical GPU's own series (instance
+// "") or of one of its MIG instances.
+type migReading struct {
+	GPUReading
+	instance, profile string
+}
+
+// name is how warnings name the reading: its GPU, and its MIG instance.
+func (m migReading) name() string {
+	if m.instance == "" {
+		return gpuName(m.GPUReading)
+	}
+	return gpuName(m.GPUReading) + " instance " + m.instance
+}
+
+// physicalGPUs folds MIG instances' readings into their physical GPU's
+// (same gpu and UUID labels), one reading per physical GPU in first-seen
+// order. Each field is the GPU's own series' when it has one; else, of
+// its instances', the mean for utilisation and the activities, the sum
+// for framebuffer used and free, the union of the bits for the
+// clock-event mask, and the highest for power, SM clock, temperature
+// and XID (per-device figures each instance repeats). note names the
+// GPUs some of whose figures come from their instances, "" when none do.
+func physicalGPUs(units []migReading) ([]GPUReading, string) {
+	type group struct {
+		own   *GPUReading
+		insts []migReading
+	}
+	byGPU := map[string]*group{}
+	var order []string
+	for _, u := range units {
+		k := u.GPU + "\xff" + u.UUID
+		g := byGPU[k]
+		if g == nil {
+			g = &group{}
+			byGPU[k] = g
+			order = append(order, k)
+		}
+		if u.instance == "" {
+			own := u.GPUReading
+			g.own = &own
+		} else {
+			g.insts = append(g.insts, u)
+		}
+	}
+	out := make([]GPUReading, 0, len(order))
+	var from []string
+	for _, k := range order {
+		g := byGPU[k]
+		if len(g.insts) == 0 {
+			out = append(out, *g.own)
+			continue
+		}
+		slices.SortFunc(g.insts, func(a, b migReading) int { return compareGPU(a.instance, b.instance) })
+		r := GPUReading{GPU: g.insts[0].GPU, UUID: g.insts[0].UUID, Model: g.insts[0].Model}
+		if g.own != nil {
+			r = *g.own
+		}
+		used := false
+		for f := range NumGPUFields {
+			if r.Values[f] != nil {
+				continue
+			}
+			var vs []float64
+			for _, in := range g.insts {
+				if v := in.Values[f]; v != nil {
+					vs = append(vs, *v)
+				}
+			}
+			if len(vs) == 0 {
+				continue
+			}
+			used = true
+			r.Values[f] = sample.F(foldInstances(f, vs))
+		}
+		if used {
+			var is []string
+			for _, in := range g.insts {
+				is = append(is, strings.TrimSpace(in.instance+" "+in.profile))
+			}
+			from = append(from, fmt.Sprintf("GPU %s from MIG instances %s", gpuName(r), strings.Join(is, ", ")))
+		}
+		out = append(out, r)
+	}
+	if len(from) == 0 {
+		return out, ""
+	}
+	return out, fmt.Sprintf("DCGM figures without a series of the physical GPU's own aggregate its MIG instances' (mean of activities, sum of framebuffer, highest of the rest): %s", strings.Join(from, "; "))
+}
+
+// foldInstances is one physical GPU's figure of field f from its MIG
+// instances' values vs (physicalGPUs).
+func foldInstances(f GPUField, vs []float64) float64 {
+	switch f {
+	case GPUUtil, GPUSMActive, GPUTensor, GPUDRAM:
+		var s float64
+		for _, v := range vs {
+			s += v
+		}
+		return round6(s / float64(len(vs)))
+	case GPUFBUsed, GPUFBFree:
+		var s float64
+		for _, v := range vs {
+			s += v
+		}
+		return round6(s)
+	case GPUClockEvents:
+		var m uint64
+		for _, v := range vs {
+			if v >= 0 {
+				m |= uint64(v)
+			}
+		}
+		return float64(m)
+	}
+	return slices.Max(vs)
 }
 
 // sentinelWarnings are one warning per field and DCGM sentinel reported

@@ -29,7 +29,7 @@ func (r gpuRead) into(smp *sample.Sample) {
 
 // scrapeDCGM reads t's DCGM exporter within ctx's deadline, with the
 // limits of an engine's /metrics, and aggregates its GPUs
-// (engine.ExtractGPU). It never fails: problems become warnings.
+// (engine.ExtractPodGPU). It never fails: problems become warnings.
 func (s *Scraper) scrapeDCGM(ctx context.Context, t fleet.Node) gpuRead {
 	where := redact.URL(t.DCGM)
 	fail := func(err error) gpuRead {
@@ -45,12 +45,14 @@ func (s *Scraper) scrapeDCGM(ctx context.Context, t fleet.Node) gpuRead {
 		return fail(err)
 	}
 	defer release()
-	gpu, warnings := engine.ExtractGPU(exp.Families)
+	// An exporter serving several engines' pods: the node's pod label
+	// picks its GPUs (engine.NodePod).
+	gpu, warnings := engine.ExtractPodGPU(exp.Families, engine.NodePod(t.Labels))
 	out := gpuRead{gpu: gpu}
 	for _, w := range append(exp.Warnings, warnings...) {
 		out.warnings = append(out.warnings, fmt.Sprintf("dcgm %s: %s", where, w))
 	}
-	if gpu == nil {
+	if gpu == nil && !engine.HasDCGMFamily(exp.Families) {
 		out.warnings = append(out.warnings, fmt.Sprintf("dcgm %s: no DCGM_FI_* family: no GPU figures", where))
 	}
 	return out

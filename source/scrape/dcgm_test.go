@@ -23,22 +23,29 @@ func TestDCGM(t *testing.T) {
 	throttled := serveFile(t, "../../engine/testdata/dcgm-a100-throttled-xid.prom")
 	notFound := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(notFound.Close)
+	pods := serveFile(t, "../../engine/testdata/dcgm-h100-pods.prom")
 	engineOnly := serveBody(t, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=\"m\"} 3\n")
 	for _, tc := range []struct {
 		name, dcgm string
+		labels     map[string]string // the node's
 		wantGPUs   uint32
 		wantWarn   string // in the metrics' warnings; "" for none
 	}{
-		{"no exporter", "", 0, ""},
-		{"h100", dcgm.URL + "/metrics", 8, ""},
-		{"throttled", throttled.URL + "/metrics", 4, ""},
-		{"exporter down", deadURL(t), 0, "no GPU figures"},
-		{"404", notFound.URL + "/metrics", 0, "HTTP 404"},
-		{"not dcgm", engineOnly.URL + "/metrics", 0, "no DCGM_FI_* family"},
+		{"no exporter", "", nil, 0, ""},
+		{"h100", dcgm.URL + "/metrics", nil, 8, ""},
+		{"throttled", throttled.URL + "/metrics", nil, 4, ""},
+		{"exporter down", deadURL(t), nil, 0, "no GPU figures"},
+		{"404", notFound.URL + "/metrics", nil, 0, "HTTP 404"},
+		{"not dcgm", engineOnly.URL + "/metrics", nil, 0, "no DCGM_FI_* family"},
+		// One exporter, two engines' pods: each node its own pod's GPUs.
+		{"shared exporter, no pod label", pods.URL + "/metrics", nil, 5, ""},
+		{"shared exporter, pod a", pods.URL + "/metrics", map[string]string{"pod": "llama-a-0"}, 2, ""},
+		{"shared exporter, pod b", pods.URL + "/metrics", map[string]string{"pod": "llama-b-0", "namespace": "inference"}, 1, ""},
+		{"shared exporter, no such pod", pods.URL + "/metrics", map[string]string{"pod": "gone-0"}, 0, "no DCGM series of pod gone-0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1768264439, 0)
-			s := scrape.New([]fleet.Node{{ID: "n", URL: vllm.URL + "/metrics", DCGM: tc.dcgm}}, nil,
+			s := scrape.New([]fleet.Node{{ID: "n", URL: vllm.URL + "/metrics", DCGM: tc.dcgm, Labels: tc.labels}}, nil,
 				slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, scrape.Options{Timeout: 2 * time.Second})
 			obs, err := s.Refresh(context.Background(), "5m")
 			if err != nil {
