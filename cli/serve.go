@@ -460,7 +460,18 @@ func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention t
 		o.src, o.from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
 		return o, nil
 	}
-	ps, err := prom.New(c.prom.config(c.staleAfter), log, time.Now)
+	pcfg := c.prom.config(c.staleAfter)
+	// A fleet node's pod label picks its GPUs among the DCGM series
+	// joined to it (engine.NodePod).
+	for _, n := range f.Nodes {
+		if p := engine.NodePod(n.Labels); p.Pod != "" {
+			if pcfg.DCGMPods == nil {
+				pcfg.DCGMPods = map[string]engine.DCGMPod{}
+			}
+			pcfg.DCGMPods[n.ID] = p
+		}
+	}
+	ps, err := prom.New(pcfg, log, time.Now)
 	if err != nil {
 		return o, usageError{fmt.Errorf("--prometheus: %w", err)}
 	}

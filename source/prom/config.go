@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/metrics"
 )
@@ -83,6 +84,13 @@ type Config struct {
 	// instance): to the one node whose id, or whose id's host, is the
 	// label's value or its host (dcgm.go). Empty: no GPU figures.
 	DCGMJoin []string
+	// DCGMPods are the pods whose GPUs a node's are, by node id (the
+	// fleet file's pod and namespace labels, engine.NodePod): where a
+	// join label's value names several nodes, as a host serving two
+	// engines does, a series joins the one whose pod it carries (else the
+	// one not in DCGMPods); a node with a pod joins only its pod's
+	// series. A node not in it takes every series joined to it.
+	DCGMPods map[string]engine.DCGMPod
 	// ModelLabels may carry the served model, in order of preference, after
 	// the engine's own label (default DefaultModelLabels).
 	ModelLabels []string
