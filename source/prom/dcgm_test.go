@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/llmdiag/llmdiag/engine"
+	"github.com/llmdiag/llmdiag/source"
 )
 
 // dcgmFamilies are the metric families of a DCGM exposition file.
@@ -135,6 +137,27 @@ func TestDCGMJoinSentinels(t *testing.T) {
 	const fixture = "../../engine/testdata/dcgm-l40s-not-supported.prom"
 	direct, _ := engine.ExtractGPU(dcgmFamilies(t, fixture))
 
+	o := refreshJoined(t, fixture)
+	g := o.Metrics.GetGpu()
+	if !proto.Equal(g, direct) {
+		t.Errorf("through Prometheus\n%s\ndirect\n%s", prototext.Format(g), prototext.Format(direct))
+	}
+	if g.GetXidRead() || len(g.GetXidErrors()) > 0 || g.TemperatureCelsiusMax != nil || g.DramActive != nil {
+		t.Errorf("a sentinel became a figure: %s", prototext.Format(g))
+	}
+	ws := strings.Join(o.Metrics.GetWarnings(), "\n")
+	for _, fam := range []string{"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_DRAM_ACTIVE"} {
+		if n := strings.Count(ws, "dcgm: DCGM family "+fam+" reports DCGM_"); n != 1 {
+			t.Errorf("%d warnings name %s's sentinel, want 1:\n%s", n, fam, ws)
+		}
+	}
+}
+
+// refreshJoined refreshes a source whose Prometheus serves the fleet
+// fixture and fixture's DCGM series on instance vllm-a:9400, joined to
+// nodes by instance, and returns node vllm-a:8000's observation.
+func refreshJoined(t *testing.T, fixture string) source.Observation {
+	t.Helper()
 	join := []string{"instance"}
 	cfg := Config{DCGMJoin: join}
 	cfg.defaults()
@@ -146,27 +169,9 @@ func TestDCGMJoinSentinels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	found := false
-	for _, o := range obs {
-		if o.Node.ID != "vllm-a:8000" {
-			continue
-		}
-		found = true
-		g := o.Metrics.GetGpu()
-		if !proto.Equal(g, direct) {
-			t.Errorf("through Prometheus\n%s\ndirect\n%s", prototext.Format(g), prototext.Format(direct))
-		}
-		if g.GetXidRead() || len(g.GetXidErrors()) > 0 || g.TemperatureCelsiusMax != nil || g.DramActive != nil {
-			t.Errorf("a sentinel became a figure: %s", prototext.Format(g))
-		}
-		ws := strings.Join(o.Metrics.GetWarnings(), "\n")
-		for _, fam := range []string{"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_PROF_DRAM_ACTIVE"} {
-			if n := strings.Count(ws, "dcgm: DCGM family "+fam+" reports DCGM_"); n != 1 {
-				t.Errorf("%d warnings name %s's sentinel, want 1:\n%s", n, fam, ws)
-			}
-		}
-	}
-	if !found {
+	i := slices.IndexFunc(obs, func(o source.Observation) bool { return o.Node.ID == "vllm-a:8000" })
+	if i < 0 {
 		t.Fatal("no node vllm-a:8000")
 	}
+	return obs[i]
 }

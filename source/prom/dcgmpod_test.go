@@ -24,22 +24,7 @@ func TestDCGMJoinMIG(t *testing.T) {
 	if direct.GetGpus() != 2 {
 		t.Fatalf("direct read has %d GPUs, want 2", direct.GetGpus())
 	}
-	join := []string{"instance"}
-	cfg := Config{DCGMJoin: join}
-	cfg.defaults()
-	bodies := fixtureBodies(t, "testdata/fleet", plan(t, defaultBuilder("5m"), engine.Engines()...))
-	bodies[dcgmQuery(cfg).expr] = canned{Status: http.StatusOK, Body: vectorBody(testNow, dcgmSamples(t, fixture, "instance", "vllm-a:9400"))}
-	fake := newFakeProm(t, bodies)
-	src := newTestSource(t, fake.URL, func(c *Config) { c.DCGMJoin = join })
-	obs, err := src.Refresh(context.Background(), "5m")
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := slices.IndexFunc(obs, func(o source.Observation) bool { return o.Node.ID == "vllm-a:8000" })
-	if i < 0 {
-		t.Fatal("no node vllm-a:8000")
-	}
-	if g := obs[i].Metrics.GetGpu(); !proto.Equal(g, direct) {
+	if g := refreshJoined(t, fixture).Metrics.GetGpu(); !proto.Equal(g, direct) {
 		t.Errorf("through Prometheus\n%s\ndirect\n%s", prototext.Format(g), prototext.Format(direct))
 	}
 }
