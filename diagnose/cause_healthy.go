@@ -27,7 +27,7 @@ func (f *facts) healthy(p printer, findings []*llmdiagv1.Finding) verdict {
 		}
 		off = append(off, p.f(evReading, x.GetName(), x.GetValue()))
 		v.evidence = append(v.evidence, p.f(evReadingWhy, x.GetName(), x.GetValue(), x.GetConclusion()))
-		addRec(recFor(x.GetIndicator(), groupSlow))
+		addRec(f.recFor(x.GetIndicator(), groupSlow))
 	}
 	known := float64(f.coreKnown())
 	v.ruledOut = f.ruledOut(p, llmdiagv1.Cause_CAUSE_UNEXPLAINED, findings)
@@ -60,8 +60,8 @@ func (f *facts) healthy(p printer, findings []*llmdiagv1.Finding) verdict {
 }
 
 // recFor is the recommendation for an indicator no cause explains.
-func recFor(ind llmdiagv1.Indicator, groupSlow bool) msg {
-	if m, ok := gpuRec(ind); ok {
+func (f *facts) recFor(ind llmdiagv1.Indicator, groupSlow bool) msg {
+	if m, ok := f.gpuRec(ind); ok {
 		return m
 	}
 	switch ind {

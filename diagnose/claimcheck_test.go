@@ -199,6 +199,18 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 	case aboutGPUXID:
 		g := f.m.GetGpu()
 		return g.GetXidRead(), float64(len(g.GetXidErrors())), len(g.GetXidErrors()) > 0
+	case aboutGPUXIDFault:
+		// Read apart from xid.go: an XID the catalogue says needs a reset
+		// or a reboot, seen to occur (not at the first read) within
+		// gpu_xid_window.
+		g := f.m.GetGpu()
+		fault := false
+		for _, x := range g.GetXidErrors() {
+			at := x.GetOccurredAt()
+			fault = fault || xidCatalog[x.GetXid()].severity == xidHardware && at != nil && !x.GetAtFirstRead() &&
+				!f.m.GetObservedAt().AsTime().After(at.AsTime().Add(t.GPUXIDWindow))
+		}
+		return g.GetXidRead() || len(g.GetXidErrors()) > 0, 0, fault
 	}
 	panic(fmt.Sprintf("subject %d has no figure", s))
 }
@@ -225,6 +237,7 @@ func (s subject) indicator() (llmdiagv1.Indicator, bool) {
 		aboutGPUStarved:  llmdiagv1.Indicator_INDICATOR_GPU_ACTIVITY,
 		aboutGPUThrottle: llmdiagv1.Indicator_INDICATOR_GPU_THROTTLING,
 		aboutGPUXID:      llmdiagv1.Indicator_INDICATOR_GPU_XID,
+		aboutGPUXIDFault: llmdiagv1.Indicator_INDICATOR_GPU_XID,
 	}[s]
 	return ind, ok
 }
@@ -234,7 +247,7 @@ func (s subject) String() string {
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
 		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age",
 		"prefix-cache hit rate", "speculative decoding", "LoRA adapters", "KV offload by design",
-		"GPU DRAM active", "GPU tensor active", "GPU starved", "GPU throttling", "GPU XID"}
+		"GPU DRAM active", "GPU tensor active", "GPU starved", "GPU throttling", "GPU XID", "GPU XID fault"}
 	if int(s) < len(names) {
 		return names[s]
 	}

@@ -55,7 +55,8 @@ const (
 	aboutGPUTensor   // mean tensor-pipe activity: high is at gpuTensorHigh or more
 	aboutGPUStarved  // GPU activity: high is starved (gpuShape)
 	aboutGPUThrottle // clock-event reasons: high is a thermal or power limit on some GPU
-	aboutGPUXID      // XID errors: high is some GPU's last XID not 0
+	aboutGPUXID      // XID errors: high is some GPU reporting an XID
+	aboutGPUXIDFault // XID errors: high is a current one that drains the node (xidDrains)
 )
 
 // reading is what a claim says about its subject.
@@ -303,11 +304,22 @@ var catalogClaims = map[msg][]claim{
 	conGPUUtilOnly:         {{aboutGPUTensor, isUnknown}, {aboutGPUDRAM, isUnknown}},
 	conGPUThrottled:        {{aboutGPUThrottle, isHigh}},
 	conGPUNotThrottled:     {{aboutGPUThrottle, isLow}},
-	conGPUXID:              {{aboutGPUXID, isHigh}},
+	conGPUXID:              {{aboutGPUXIDFault, isHigh}},
 	conGPUNoXID:            {{aboutGPUXID, isLow}},
-	valueGPUXID:            {{aboutGPUXID, isHigh}},
+	conGPUXIDApp:           {{aboutGPUXID, isHigh}, {aboutGPUXIDFault, isLow}},
+	conGPUXIDUnlisted:      {{aboutGPUXID, isHigh}, {aboutGPUXIDFault, isLow}},
+	conGPUXIDAged:          {{aboutGPUXID, isHigh}, {aboutGPUXIDFault, isLow}},
+	conGPUXIDFirstRead:     {{aboutGPUXID, isHigh}, {aboutGPUXIDFault, isLow}},
+	conGPUXIDQuiet:         {{aboutGPUXID, isHigh}, {aboutGPUXIDFault, isLow}},
+	valueGPUXIDAgo:         {{aboutGPUXID, isHigh}},
+	valueGPUXIDNew:         {{aboutGPUXID, isHigh}},
+	valueGPUXIDFirstRead:   {{aboutGPUXID, isHigh}},
+	evGPUXIDEntry:          {{aboutGPUXID, isHigh}},
+	evGPUXIDCount:          {{aboutGPUXID, isHigh}},
+	evGPUXIDWindow:         {{aboutGPUXID, isHigh}},
+	recGPUXIDApp:           {{aboutGPUXID, isHigh}, {aboutGPUXIDFault, isLow}},
+	recGPUXIDCheck:         {{aboutGPUXID, isHigh}, {aboutGPUXIDFault, isLow}},
 	valueGPUThrottled:      {{aboutGPUThrottle, isHigh}},
-	evGPUXIDMeaning:        {{aboutGPUXID, isHigh}},
 	evGPUDecodeBandwidth:   {{aboutGPUDRAM, isHigh}},
 	evGPUDecodeStarved:     {{aboutGPUStarved, isHigh}},
 	evGPUDecodeCompute:     {{aboutGPUTensor, isHigh}},
@@ -323,7 +335,7 @@ var catalogClaims = map[msg][]claim{
 	recGPUCPUStalls:        {{aboutGPUStarved, isHigh}},
 	recGPUCompute:          {{aboutGPUTensor, isHigh}},
 	recGPUThrottle:         {{aboutGPUThrottle, isHigh}},
-	recGPUXID:              {{aboutGPUXID, isHigh}},
+	recGPUXID:              {{aboutGPUXIDFault, isHigh}},
 	// Names, figures quoted as read, and what an XID code means.
 	nameGPUActivity:   nil,
 	nameGPUThrottling: nil,

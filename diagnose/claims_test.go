@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -451,17 +453,35 @@ func claimVariants() []claimVariant {
 			in.Metrics.Gpu = diagnosetest.GPU(8, "", 0.2, -1, -1)
 		})},
 		{"seed, GPU throttled and XID", seedGPU(func(in *diagnose.Input) {
-			in.Metrics.Gpu = diagnosetest.XID(diagnosetest.Throttle(diagnosetest.GPU(8, "NVIDIA H20", 0.36, 0.18, 0.12), 3), 5, 48)
+			in.Metrics.Gpu = diagnosetest.XID(diagnosetest.Throttle(diagnosetest.GPU(8, "NVIDIA H20", 0.36, 0.18, 0.12), 3), 5, 48, in.Metrics.GetObservedAt())
 		})},
 		{"healthy, GPU throttled", withM(func(m *llmdiagv1.NodeMetrics) {
 			m.Gpu = diagnosetest.Throttle(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 3)
 		})},
 		{"healthy, GPU XID", withM(func(m *llmdiagv1.NodeMetrics) {
-			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 79)
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 79, m.GetObservedAt())
+		})},
+		{"healthy, GPU XID 79 older than gpu_xid_window", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 79,
+				timestamppb.New(m.GetObservedAt().AsTime().Add(-2*time.Hour)))
+		})},
+		{"healthy, GPU XID 79 at the first read", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 79, m.GetObservedAt())
+			m.Gpu.XidErrors[0].AtFirstRead = true
+		})},
+		{"healthy, GPU XID 31 counted", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 31, m.GetObservedAt())
+			m.Gpu.XidErrors[0].Count = new(uint64(3))
+		})},
+		{"healthy, GPU XID not in the catalogue", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 4, 60001, m.GetObservedAt())
+		})},
+		{"healthy, GPU XID 63 informational", withM(func(m *llmdiagv1.NodeMetrics) {
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 63, m.GetObservedAt())
 		})},
 		{"KV exhausted, GPU XID", withM(func(m *llmdiagv1.NodeMetrics) {
 			m.KvPressure = f64(0.97)
-			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 13)
+			m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.4, 0.1, 0.2), 2, 13, m.GetObservedAt())
 		})},
 	}
 }

@@ -135,7 +135,7 @@ func diagnose(in Input, t Thresholds, lang llmdiagv1.Language, rec *recorder) *l
 	}
 	d.RuledOut = v.ruledOut
 	d.Recommendations = v.recs
-	d.Routable = !saturated && routableApart(v.status, v.cause, m)
+	d.Routable = !saturated && routableApart(v.status, v.cause, m, t)
 	if m != nil && !d.Routable && !saturated {
 		// Stale, down, unreadable, stalled or a GPU fault: the gauges say nothing about
 		// what the node can take, so the score does not claim saturation.

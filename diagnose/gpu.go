@@ -2,7 +2,6 @@ package diagnose
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/llmdiag/llmdiag/engine"
@@ -176,28 +175,6 @@ func (f *facts) gpuThrottleFinding(p printer) *llmdiagv1.Finding {
 var xidMeanings = map[uint32]msg{13: xid13, 31: xid31, 43: xid43, 48: xid48, 63: xid63, 64: xid64,
 	74: xid74, 79: xid79, 92: xid92, 94: xid94, 95: xid95, 119: xid119}
 
-func (f *facts) gpuXIDFinding(p printer) *llmdiagv1.Finding {
-	xs := f.m.GetGpu().GetXidErrors()
-	if len(xs) == 0 {
-		return finding(p, llmdiagv1.Indicator_INDICATOR_GPU_XID, nameGPUXID, p.f(valueNone), statusOK, p.f(conGPUNoXID))
-	}
-	var vals, codes, ev []string
-	seen := map[uint32]bool{}
-	for _, x := range xs {
-		vals = append(vals, p.f(valueGPUXID, x.GetGpu(), int(x.GetXid())))
-		if seen[x.GetXid()] {
-			continue
-		}
-		seen[x.GetXid()] = true
-		codes = append(codes, strconv.FormatUint(uint64(x.GetXid()), 10))
-		if m, ok := xidMeanings[x.GetXid()]; ok {
-			ev = append(ev, p.f(evGPUXIDMeaning, int(x.GetXid()), p.f(m)))
-		}
-	}
-	return finding(p, llmdiagv1.Indicator_INDICATOR_GPU_XID, nameGPUXID, p.join(vals), statusCrit,
-		p.f(conGPUXID, strings.Join(codes, ", ")), ev...)
-}
-
 // gpuFault reports the GPU rows no load pattern explains: throttling and
 // XID errors are the hardware's, whatever the cause of the rest.
 func gpuFault(ind llmdiagv1.Indicator) bool {
@@ -205,12 +182,12 @@ func gpuFault(ind llmdiagv1.Indicator) bool {
 }
 
 // gpuRec is the recommendation for a GPU row no cause explains.
-func gpuRec(ind llmdiagv1.Indicator) (msg, bool) {
+func (f *facts) gpuRec(ind llmdiagv1.Indicator) (msg, bool) {
 	switch ind {
 	case llmdiagv1.Indicator_INDICATOR_GPU_THROTTLING:
 		return recGPUThrottle, true
 	case llmdiagv1.Indicator_INDICATOR_GPU_XID:
-		return recGPUXID, true
+		return f.xidRec(), true
 	}
 	return 0, false
 }
@@ -224,7 +201,7 @@ func (f *facts) gpuFaultRecs(p printer, v *verdict, findings []*llmdiagv1.Findin
 	}
 	var recs []string
 	for _, x := range findings {
-		if m, ok := gpuRec(x.GetIndicator()); ok && elevated(x.GetStatus()) {
+		if m, ok := f.gpuRec(x.GetIndicator()); ok && elevated(x.GetStatus()) {
 			recs = append(recs, p.f(m))
 		}
 	}

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/diagnose/diagnosetest"
@@ -29,7 +32,7 @@ func TestGPUGolden(t *testing.T) {
 	}
 	xid := func() diagnose.Input {
 		m := healthyMetrics()
-		m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.42, 0.11, 0.21), 5, 48)
+		m.Gpu = diagnosetest.XID(diagnosetest.GPU(8, "NVIDIA H100 80GB HBM3", 0.42, 0.11, 0.21), 5, 48, timestamppb.New(m.GetObservedAt().AsTime().Add(-time.Minute)))
 		return diagnose.Input{Metrics: m, History: flatHistory(10, 0, 10)}
 	}
 	for _, tc := range []struct {
@@ -100,8 +103,8 @@ func TestGPUGolden(t *testing.T) {
 				llmdiagv1.Language_LANGUAGE_ZH: "GPU XID 错误：GPU 5：XID 48",
 			},
 			evidence: map[llmdiagv1.Language]string{
-				llmdiagv1.Language_LANGUAGE_EN: "GPU fault: the driver reported XID 48",
-				llmdiagv1.Language_LANGUAGE_ZH: "GPU 故障：驱动报告了 XID 48",
+				llmdiagv1.Language_LANGUAGE_EN: "GPU fault: XID 48 needs a GPU reset or a reboot",
+				llmdiagv1.Language_LANGUAGE_ZH: "GPU 故障：XID 48 需要重置 GPU 或重启",
 			},
 			firstRec: map[llmdiagv1.Language]string{
 				llmdiagv1.Language_LANGUAGE_EN: "Drain the node",
@@ -184,6 +187,9 @@ func TestGPUXIDSentinelRoutable(t *testing.T) {
 			t.Fatal(err)
 		}
 		g, _ := engine.ExtractGPU(exp.Families)
+		// Read after a read that found no XID: what it holds occurred
+		// since.
+		engine.StampXIDs(&llmdiagv1.GPUMetrics{XidRead: true}, g, time.Date(2026, 5, 1, 8, 0, 0, 0, time.UTC))
 		return g
 	}
 	for _, tc := range []struct {

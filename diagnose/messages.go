@@ -571,7 +571,6 @@ const (
 	valueGPUTensor
 	valueGPUUtil
 	valueNone
-	valueGPUXID
 	conGPUBandwidth
 	conGPUStarved
 	conGPUCompute
@@ -581,6 +580,17 @@ const (
 	conGPUNotThrottled
 	conGPUXID
 	conGPUNoXID
+	conGPUXIDApp
+	conGPUXIDUnlisted
+	conGPUXIDAged
+	conGPUXIDFirstRead
+	conGPUXIDQuiet
+	valueGPUXIDAgo
+	valueGPUXIDNew
+	valueGPUXIDFirstRead
+	evGPUXIDEntry
+	evGPUXIDCount
+	evGPUXIDWindow
 	evGPUCount
 	evGPUUtil
 	evGPUClock
@@ -588,7 +598,6 @@ const (
 	evGPUTemp
 	evGPUFramebuffer
 	evGPUReasons
-	evGPUXIDMeaning
 	evGPUDecodeBandwidth
 	evGPUDecodeStarved
 	evGPUDecodeCompute
@@ -606,6 +615,8 @@ const (
 	recGPUCompute
 	recGPUThrottle
 	recGPUXID
+	recGPUXIDApp
+	recGPUXIDCheck
 	xid13
 	xid31
 	xid43
@@ -1317,7 +1328,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	valueGPUTensor:    {"tensor %s", "Tensor %s"},
 	valueGPUUtil:      {"util %s", "利用率 %s"},
 	valueNone:         {"none", "无"},
-	valueGPUXID:       {"GPU %s: XID %d", "GPU %s：XID %d"},
 	valueGPUThrottled: {"GPU %s: %s", "GPU %s：%s"},
 	conGPUBandwidth: {
 		"Memory interface near its limit: memory-bandwidth-bound",
@@ -1339,10 +1349,37 @@ var catalog = [numMsgs]struct{ en, zh string }{
 		"GPU %[2]s 的时钟被 %[1]s 压低：GPU 未以应有速度运行"},
 	conGPUNotThrottled: {"No thermal or power throttling", "无温度或功耗降频"},
 	conGPUXID: {
-		"GPU fault: the driver reported XID %s: drain the node",
-		"GPU 故障：驱动报告了 XID %s：请摘除该节点"},
+		"GPU fault: XID %s needs a GPU reset or a reboot (NVIDIA's XID catalogue): drain the node",
+		"GPU 故障：XID %s 需要重置 GPU 或重启（NVIDIA XID 目录）：请摘除该节点"},
 	conGPUNoXID: {"No XID error", "无 XID 错误"},
-	evGPUCount:  {"%d GPUs (%s)", "%d 块 GPU（%s）"},
+	conGPUXIDApp: {
+		"XID %s comes from the application's own GPU work, not a GPU fault (NVIDIA's XID catalogue): the node stays routable",
+		"XID %s 来自应用自身的 GPU 工作，并非 GPU 故障（NVIDIA XID 目录）：该节点仍可路由"},
+	conGPUXIDUnlisted: {
+		"XID %s is not in NVIDIA's XID catalogue as llmdiag knows it: the node stays routable until it is read in the kernel log",
+		"XID %s 不在 llmdiag 所知的 NVIDIA XID 目录中：在内核日志中查明之前，该节点仍可路由"},
+	conGPUXIDAged: {
+		"XID %s occurred %s ago and has not repeated within gpu_xid_window: the node is routable again, though the GPU may still need a reset",
+		"XID %s 发生于 %s 前，且在 gpu_xid_window 内未再出现：该节点重新可路由，但 GPU 可能仍需重置"},
+	conGPUXIDFirstRead: {
+		"XID %s was already reported when llmdiag first read the GPUs and may be old: the node is not drained for it",
+		"llmdiag 首次读取 GPU 时 XID %s 已存在，可能是旧的：不因此摘除该节点"},
+	conGPUXIDQuiet: {
+		"No current GPU fault: XID %s is informational, old, or from the application",
+		"当前无 GPU 故障：XID %s 属于提示性、已过时或来自应用"},
+	valueGPUXIDAgo:       {"GPU %s: XID %d, %s ago", "GPU %s：XID %d，%s 前"},
+	valueGPUXIDNew:       {"GPU %s: XID %d, new", "GPU %s：XID %d，新出现"},
+	valueGPUXIDFirstRead: {"GPU %s: XID %d, at first read", "GPU %s：XID %d，首次读取时已存在"},
+	evGPUXIDEntry: {
+		"XID %d on GPU %s: %s; the catalogue's action: %s",
+		"GPU %[2]s 上的 XID %[1]d：%[3]s；目录建议的处理：%[4]s"},
+	evGPUXIDCount: {
+		"XID %d on GPU %s: %s times since the exporter started",
+		"GPU %[2]s 上的 XID %[1]d：exporter 启动以来 %[3]s 次"},
+	evGPUXIDWindow: {
+		"an XID counts as current for gpu_xid_window (%s) after it last occurred",
+		"XID 最后一次出现后的 gpu_xid_window（%s）内视为当前故障"},
+	evGPUCount: {"%d GPUs (%s)", "%d 块 GPU（%s）"},
 	evGPUUtil: {
 		"GPU utilisation %s (the time any kernel ran, not how much of the GPU it used)",
 		"GPU 利用率 %s（有 kernel 运行的时间占比，不代表 GPU 被用满）"},
@@ -1351,7 +1388,6 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	evGPUTemp:        {"hottest GPU %s °C", "最热 GPU %s °C"},
 	evGPUFramebuffer: {"framebuffer up to %s used", "显存占用最高 %s"},
 	evGPUReasons:     {"clock-event reasons set: %s", "时钟事件原因：%s"},
-	evGPUXIDMeaning:  {"XID %d: %s", "XID %d：%s"},
 	evGPUDecodeBandwidth: {
 		"GPUs at the memory-bandwidth limit of decode: DRAM active %s (≥ %s) with SM active %s: every step reads the weights and the KV cache of every running request, so kernel tuning will not make a step faster; fewer requests per step, or fewer bytes per token, will",
 		"GPU 处于 Decode 的显存带宽上限：DRAM 活跃度 %s（≥ %s），SM 活跃度 %s：每一步都要读取权重和所有运行中请求的 KV Cache，kernel 调优无法让每一步变快；减少每步的请求数或每个 Token 的字节数才行"},
@@ -1400,6 +1436,12 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	recGPUXID: {
 		"Drain the node, read the XID in the kernel log (dmesg) and reset or replace the GPU.",
 		"摘除该节点，在内核日志（dmesg）中查看 XID，重置或更换 GPU。"},
+	recGPUXIDApp: {
+		"Read the engine's log for the kernel that raised the XID; the GPU needs no action unless the XID repeats.",
+		"在引擎日志中查找引发该 XID 的 kernel；除非该 XID 再次出现，GPU 无需处理。"},
+	recGPUXIDCheck: {
+		"Read the XID in the kernel log (dmesg) to tell when it occurred, and do what NVIDIA's XID catalogue says of it at the next maintenance window.",
+		"在内核日志（dmesg）中查看该 XID 发生的时间，并在下一个维护窗口按 NVIDIA XID 目录的建议处理。"},
 	xid13:                  {"graphics engine exception (often the application)", "图形引擎异常（多为应用问题）"},
 	xid31:                  {"GPU memory page fault (often the application)", "GPU 内存页错误（多为应用问题）"},
 	xid43:                  {"GPU stopped processing", "GPU 停止处理"},

@@ -26,7 +26,7 @@ func Routing(in Input, full *llmdiagv1.Diagnosis, t Thresholds) (routable bool, 
 	switch {
 	case m == nil:
 		return false, 0
-	case isStale(m, t) || !m.GetUp() || !routableApart(full.GetStatus(), full.GetRootCause(), m):
+	case isStale(m, t) || !m.GetUp() || !routableApart(full.GetStatus(), full.GetRootCause(), m, t):
 		return false, round3(math.Min(Pressure(m.Queue, m.Running, m.KvPressure, t), 1))
 	}
 	m, _ = consistent(in)
@@ -50,9 +50,9 @@ func Routing(in Input, full *llmdiagv1.Diagnosis, t Thresholds) (routable bool, 
 // take requests as far as anything but saturation says: it is up and read
 // (not UNKNOWN or DOWN), its engine is not stalled (requests sent to a hung
 // engine wait without end) and its GPUs report no fault (the node is to be
-// drained, gpu.go).
-func routableApart(status llmdiagv1.Status, cause llmdiagv1.Cause, m *llmdiagv1.NodeMetrics) bool {
+// drained: a current XID that needs a GPU reset or a reboot, xid.go).
+func routableApart(status llmdiagv1.Status, cause llmdiagv1.Cause, m *llmdiagv1.NodeMetrics, t Thresholds) bool {
 	return status != llmdiagv1.Status_STATUS_UNKNOWN && status != llmdiagv1.Status_STATUS_DOWN &&
 		cause != llmdiagv1.Cause_CAUSE_STALLED &&
-		len(m.GetGpu().GetXidErrors()) == 0
+		!xidDrains(m, t.GPUXIDWindow)
 }

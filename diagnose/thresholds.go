@@ -131,6 +131,11 @@ type Thresholds struct {
 	// long prefill emits no token until it ends).
 	StalledMinFor time.Duration `yaml:"stalled_min_for"`
 
+	// GPUXIDWindow is how long after it last occurred an XID counts as
+	// current (xid.go): a current one that needs a GPU reset or a reboot
+	// makes the node not routable; an older one is graded down.
+	GPUXIDWindow time.Duration `yaml:"gpu_xid_window"`
+
 	// SLOs are latency objectives whose error-budget burn is a finding
 	// (slo.go); none by default. The file's key is "slos", a list
 	// (sloconfig.go), which the scalar machinery below leaves alone.
@@ -183,6 +188,8 @@ func DefaultThresholds() Thresholds {
 		StalledRefreshes:          3,
 		StalledRequestCountersFor: 2 * time.Minute,
 		StalledMinFor:             8 * time.Second,
+
+		GPUXIDWindow: time.Hour,
 	}
 }
 
@@ -196,6 +203,7 @@ func (t Thresholds) Validate() error {
 		}
 	}
 	check(t.StaleAfter > 0, "stale_after", "must be positive, got %v", t.StaleAfter)
+	check(t.GPUXIDWindow > 0, "gpu_xid_window", "must be positive, got %v", t.GPUXIDWindow)
 
 	check(t.KVSaturated > 0 && t.KVSaturated <= 1, "kv_saturated", "must be in (0, 1], got %v", t.KVSaturated)
 	check(t.KVWarn > 0 && t.KVWarn <= 1, "kv_warn", "must be in (0, 1], got %v", t.KVWarn)
@@ -324,6 +332,11 @@ var thresholdDocs = []struct{ key, doc string }{
 		"Default 8s: llmdiag's choice, below the 10 s that stalled_refreshes spans at serve's 5 s interval (so the default reading is unchanged) " +
 		"and above the longest step a busy engine takes between tokens (a long prefill batch can hold every token for seconds): " +
 		"at --interval 1s three flat refreshes span 2 s, less than such a step."},
+	{"gpu_xid_window", "How long after it last occurred (its value changed, or its DCGM_EXP_XID_ERRORS_TOTAL rose) an XID counts as current. " +
+		"A current XID that NVIDIA's XID catalogue says needs a GPU reset or a reboot is CRIT and the node not routable; after this window without a repeat it is graded down to WARN " +
+		"and the node is routable again (an application's XID from WARN to OK). " +
+		"Default 1h: llmdiag's choice; the catalogue's actions for such XIDs (reset the GPU, reboot the node) are an operator's work of minutes to an hour, " +
+		"so the node stays out of rotation until someone could have acted, and an engine whose GPU is really gone is held out by its own failure (DOWN or STALLED) anyway (docs/gpu-xid.md)."},
 }
 
 // thresholdFields maps each yaml key of Thresholds to its field index.

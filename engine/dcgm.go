@@ -83,6 +83,15 @@ const (
 	DCGMNamespaceLabel = "namespace"
 )
 
+// dcgm-exporter's opt-in XID counter: per GPU and XID (its xid label),
+// how many times the exporter saw that XID since it started. It counts
+// the repeats of an XID that DCGM_FI_DEV_XID_ERRORS, the last XID, cannot
+// show.
+const (
+	DCGMXIDTotalFamily = "DCGM_EXP_XID_ERRORS_TOTAL"
+	DCGMXIDLabel       = "xid"
+)
+
 // DCGMPod selects the series of one pod's GPUs, where several engines
 // share an exporter: Pod, and Namespace when set, must equal the series'
 // pod and namespace labels. The zero DCGMPod keeps every series.
@@ -169,6 +178,8 @@ type GPUReading struct {
 	GPU, UUID string
 	Model     string
 	Values    [NumGPUFields]*float64
+	// XIDCounts is DCGMXIDTotalFamily by XID, nil when not exported.
+	XIDCounts map[uint32]float64
 }
 
 // DCGMSeries is one series of a DCGM family: its GPU's labels and value.
@@ -180,7 +191,9 @@ type DCGMSeries struct {
 	GPU, UUID, Model  string
 	Instance, Profile string
 	Pod, Namespace    string
-	Value             float64
+	// XID is the xid label of a DCGMXIDTotalFamily series.
+	XID   string
+	Value float64
 }
 
 // ExtractGPU reads a DCGM exporter's exposition into one GPUMetrics per
@@ -197,7 +210,7 @@ func ExtractGPU(families map[string]*dto.MetricFamily) (*llmdiagv1.GPUMetrics, [
 func ExtractPodGPU(families map[string]*dto.MetricFamily, pod DCGMPod) (*llmdiagv1.GPUMetrics, []string) {
 	var ss []DCGMSeries
 	var warnings []string
-	for _, name := range DCGMFamilyNames() {
+	for _, name := range append(DCGMFamilyNames(), DCGMXIDTotalFamily) {
 		fam := families[name]
 		if fam == nil {
 			continue
@@ -211,7 +224,7 @@ func ExtractPodGPU(families map[string]*dto.MetricFamily, pod DCGMPod) (*llmdiag
 			ss = append(ss, DCGMSeries{
 				Family: name, GPU: l[DCGMGPULabel], UUID: l[DCGMUUIDLabel], Model: l[DCGMModelLabel],
 				Instance: l[DCGMInstanceLabel], Profile: l[DCGMProfileLabel],
-				Pod: l[DCGMPodLabel], Namespace: l[DCGMNamespaceLabel], Value: metricValue(m),
+				Pod: l[DCGMPodLabel], Namespace: l[DCGMNamespaceLabel], XID: l[DCGMXIDLabel], Value: metricValue(m),
 			})
 		}
 	}
@@ -283,7 +296,36 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 	// sentinel by sentinel.
 	var reporting [NumGPUFields][]string
 	var blank [NumGPUFields]map[string][]string
+	reading := func(s DCGMSeries) *migReading {
+		key := s.GPU + "\xff" + s.UUID + "\xff" + s.Instance
+		g := byKey[key]
+		if g == nil {
+			g = &migReading{GPUReading: GPUReading{GPU: s.GPU, UUID: s.UUID, Model: s.Model}, instance: s.Instance, profile: s.Profile}
+			byKey[key] = g
+			keys = append(keys, key)
+		}
+		return g
+	}
 	for _, s := range ss {
+		if s.Family == DCGMXIDTotalFamily {
+			if s.GPU == "" && s.UUID == "" {
+				continue
+			}
+			x, err := strconv.ParseUint(s.XID, 10, 32)
+			switch {
+			case err != nil || x == 0 || x > uint64(DCGMBound(GPUXID).Max):
+				warnings = append(warnings, fmt.Sprintf("DCGM family %s has a series with xid label %q: left out", s.Family, s.XID))
+			case !(s.Value >= 0 && s.Value <= 1<<53):
+				warnings = append(warnings, fmt.Sprintf("DCGM family %s of GPU %s, XID %d, reads %g, not a count: left out", s.Family, cmp.Or(s.GPU, s.UUID), x, s.Value))
+			default:
+				g := reading(s)
+				if g.XIDCounts == nil {
+					g.XIDCounts = map[uint32]float64{}
+				}
+				g.XIDCounts[uint32(x)] += s.Value
+			}
+			continue
+		}
 		r, ok := rank[s.Family]
 		if !ok || r[1] != best[r[0]] {
 			continue
@@ -298,13 +340,7 @@ func GPUFromSeries(ss []DCGMSeries) (*llmdiagv1.GPUMetrics, []string) {
 		if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 			continue
 		}
-		key := s.GPU + "\xff" + s.UUID + "\xff" + s.Instance
-		g := byKey[key]
-		if g == nil {
-			g = &migReading{GPUReading: GPUReading{GPU: s.GPU, UUID: s.UUID, Model: s.Model}, instance: s.Instance, profile: s.Profile}
-			byKey[key] = g
-			keys = append(keys, key)
-		}
+		g := reading(s)
 		f := GPUField(r[0])
 		if g.Values[f] != nil {
 			continue
@@ -413,6 +449,16 @@ func physicalGPUs(units []migReading) ([]GPUReading, string) {
 			}
 			used = true
 			r.Values[f] = sample.F(foldInstances(f, vs))
+		}
+		if r.XIDCounts == nil {
+			for _, in := range g.insts {
+				for x, n := range in.XIDCounts {
+					if r.XIDCounts == nil {
+						r.XIDCounts = map[uint32]float64{}
+					}
+					r.XIDCounts[x] = max(r.XIDCounts[x], n)
+				}
+			}
 		}
 		if used {
 			var is []string
@@ -589,18 +635,38 @@ func AggregateGPU(rs []GPUReading) *llmdiagv1.GPUMetrics {
 		g.ClockEventReasons = ClockEventNames(*g.ClockEventMask)
 	}
 	for _, r := range rs {
-		v := r.Values[GPUXID]
-		if v == nil {
-			continue
-		}
-		g.XidRead = true
+		g.XidErrors = append(g.XidErrors, gpuXIDs(r, &g.XidRead)...)
+	}
+	return g
+}
+
+// gpuXIDs are r's XIDs in xid order: its last XID when not 0, and each
+// XID its counter names, with its count. read is set when r reports its
+// last XID.
+func gpuXIDs(r GPUReading, read *bool) []*llmdiagv1.GPUXid {
+	var last uint32
+	if v := r.Values[GPUXID]; v != nil {
+		*read = true
 		// GPUFromSeries keeps an XID within DCGMBound(GPUXID); one that
 		// does not fit a uint32 is no XID, never clamped into one.
 		if *v > 0 && *v <= math.MaxUint32 {
-			g.XidErrors = append(g.XidErrors, &llmdiagv1.GPUXid{Gpu: gpuName(r), Xid: uint32(*v)})
+			last = uint32(*v)
 		}
 	}
-	return g
+	codes := slices.Sorted(maps.Keys(r.XIDCounts))
+	if last != 0 && !slices.Contains(codes, last) {
+		codes = append(codes, last)
+		slices.Sort(codes)
+	}
+	out := make([]*llmdiagv1.GPUXid, 0, len(codes))
+	for _, x := range codes {
+		e := &llmdiagv1.GPUXid{Gpu: gpuName(r), Xid: x, Last: x == last}
+		if n, ok := r.XIDCounts[x]; ok {
+			e.Count = new(uint64(n))
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 // gpuName is how a GPU is named in GPUMetrics: its gpu label, else its

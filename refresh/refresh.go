@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/redact"
@@ -113,6 +114,9 @@ type wrote struct {
 	// trend is what the node's last diagnosis left for fitting the next
 	// one's latency trend (diagnose.TrendHint); nil before one.
 	trend *diagnose.TrendHint
+	// xids are the GPU figures of the last refresh that read the node's
+	// XIDs, stamped (engine.StampXIDs); nil before one.
+	xids *llmdiagv1.GPUMetrics
 }
 
 // New returns a Loop; call Run to start it.
@@ -374,13 +378,14 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 			return 0, fmt.Errorf("read %s: %w", o.Node.ID, err)
 		}
 		if rec != nil {
-			prev, known = wrote{health: Health(rec.Node, rec.Metrics.GetObservedAt()), lastSeen: rec.Node.GetLastSeen(), progress: rec.Metrics.Progress, progressSince: rec.Metrics.GetProgressSince()}, true
+			prev, known = wrote{health: Health(rec.Node, rec.Metrics.GetObservedAt()), lastSeen: rec.Node.GetLastSeen(), progress: rec.Metrics.Progress, progressSince: rec.Metrics.GetProgressSince(), xids: xidsOf(rec.Metrics.GetGpu(), nil)}, true
 		}
 	}
 	if fn != nil && fn.health != nil {
 		prev.health, known = fn.health, true // a fast read's, when newer
 	}
 	m.ProgressSince = ProgressSince(prev.progress, prev.progressSince, m)
+	engine.StampXIDs(prev.xids, m.GetGpu(), m.GetObservedAt().AsTime())
 	var hist []diagnose.Point
 	var err error
 	if hr, ok := l.st.(store.HistoryReader); ok {
@@ -439,7 +444,7 @@ func (l *Loop) update(ctx context.Context, o source.Observation, peers []*llmdia
 		return 0, fmt.Errorf("write %s: %w", o.Node.ID, err)
 	}
 	h := Health(node, m.GetObservedAt())
-	l.wrote[o.Node.ID] = wrote{health: h, lastSeen: node.LastSeen, progress: m.Progress, progressSince: m.GetProgressSince(), trend: trend}
+	l.wrote[o.Node.ID] = wrote{health: h, lastSeen: node.LastSeen, progress: m.Progress, progressSince: m.GetProgressSince(), trend: trend, xids: xidsOf(m.GetGpu(), prev.xids)}
 	if fn != nil {
 		fn.health = h
 	}
@@ -603,3 +608,13 @@ func peersOf(m *llmdiagv1.NodeMetrics, group []*llmdiagv1.NodeMetrics) []*llmdia
 func isNotFound(err error) bool { return err != nil && errors.Is(err, store.ErrNotFound) }
 
 func round2(v float64) float64 { return math.Round(v*100) / 100 }
+
+// xidsOf is g when it read the node's XIDs (engine.StampXIDs's prev for
+// the next read), else before: a refresh whose DCGM read failed does not
+// make the next one's XIDs look new.
+func xidsOf(g, before *llmdiagv1.GPUMetrics) *llmdiagv1.GPUMetrics {
+	if g.GetXidRead() || len(g.GetXidErrors()) > 0 {
+		return g
+	}
+	return before
+}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
@@ -309,6 +310,8 @@ func (s *Service) metricsAt(ctx context.Context, node string, sp span) (*llmdiag
 			}
 			return nil, nil, windowErr(sp, node, err)
 		}
+		// When its XIDs occurred is known from the refreshes only.
+		engine.StampXIDs(rec.Metrics.GetGpu(), m.GetGpu(), m.GetObservedAt().AsTime())
 	}
 	// Staleness is measured against the time asked about: data from an hour
 	// ago is fresh for "one hour ago".

@@ -52,9 +52,10 @@ func Throttle(g *llmdiagv1.GPUMetrics, gpus ...int) *llmdiagv1.GPUMetrics {
 	return g
 }
 
-// XID records the last XID xid on GPU gpu in g.
-func XID(g *llmdiagv1.GPUMetrics, gpu, xid int) *llmdiagv1.GPUMetrics {
-	g.XidErrors = append(g.XidErrors, &llmdiagv1.GPUXid{Gpu: strconv.Itoa(gpu), Xid: uint32(xid)})
+// XID records the last XID xid on GPU gpu in g, seen to occur at at (a
+// change between two reads).
+func XID(g *llmdiagv1.GPUMetrics, gpu, xid int, at *timestamppb.Timestamp) *llmdiagv1.GPUMetrics {
+	g.XidErrors = append(g.XidErrors, &llmdiagv1.GPUXid{Gpu: strconv.Itoa(gpu), Xid: uint32(xid), Last: true, OccurredAt: at})
 	return g
 }
 

@@ -1679,7 +1679,9 @@ type GPUMetrics struct {
 	ThrottledGpus []string `protobuf:"bytes,18,rep,name=throttled_gpus,json=throttledGpus,proto3" json:"throttled_gpus,omitempty"`
 	// Whether DCGM_FI_DEV_XID_ERRORS was read; xid_errors is then complete.
 	XidRead bool `protobuf:"varint,19,opt,name=xid_read,json=xidRead,proto3" json:"xid_read,omitempty"`
-	// The GPUs whose last XID error is not 0, in gpu order.
+	// The XIDs the GPUs report, in gpu then xid order: each GPU's last XID
+	// when it is not 0 (DCGM_FI_DEV_XID_ERRORS), and each XID the exporter's
+	// opt-in counter DCGM_EXP_XID_ERRORS_TOTAL names for the GPU.
 	XidErrors     []*GPUXid `protobuf:"bytes,20,rep,name=xid_errors,json=xidErrors,proto3" json:"xid_errors,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1855,13 +1857,26 @@ func (x *GPUMetrics) GetXidErrors() []*GPUXid {
 	return nil
 }
 
-// GPUXid is the last XID error one GPU reported.
+// GPUXid is one XID one GPU reported, and when llmdiag saw it occur.
 type GPUXid struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The gpu label.
 	Gpu string `protobuf:"bytes,1,opt,name=gpu,proto3" json:"gpu,omitempty"`
-	// The XID code (DCGM_FI_DEV_XID_ERRORS).
-	Xid           uint32 `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	// The XID code.
+	Xid uint32 `protobuf:"varint,2,opt,name=xid,proto3" json:"xid,omitempty"`
+	// Whether it is the GPU's last XID (DCGM_FI_DEV_XID_ERRORS); false for
+	// an XID only the counter names.
+	Last bool `protobuf:"varint,3,opt,name=last,proto3" json:"last,omitempty"`
+	// DCGM_EXP_XID_ERRORS_TOTAL of this GPU and XID: how often the exporter
+	// saw it since it started; absent when the counter is not exported.
+	Count *uint64 `protobuf:"varint,4,opt,name=count,proto3,oneof" json:"count,omitempty"`
+	// When llmdiag last saw it occur: the GPU's last XID changed to it, or
+	// its count rose, between two reads. With at_first_read, when llmdiag
+	// first read it instead.
+	OccurredAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=occurred_at,json=occurredAt,proto3" json:"occurred_at,omitempty"`
+	// The XID was already reported when llmdiag first read the node's GPUs:
+	// it may be far older than occurred_at.
+	AtFirstRead   bool `protobuf:"varint,6,opt,name=at_first_read,json=atFirstRead,proto3" json:"at_first_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1908,6 +1923,34 @@ func (x *GPUXid) GetXid() uint32 {
 		return x.Xid
 	}
 	return 0
+}
+
+func (x *GPUXid) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
+func (x *GPUXid) GetCount() uint64 {
+	if x != nil && x.Count != nil {
+		return *x.Count
+	}
+	return 0
+}
+
+func (x *GPUXid) GetOccurredAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OccurredAt
+	}
+	return nil
+}
+
+func (x *GPUXid) GetAtFirstRead() bool {
+	if x != nil {
+		return x.AtFirstRead
+	}
+	return false
 }
 
 // Finding is one row of a diagnosis: indicator, value, status, conclusion.
@@ -3944,10 +3987,16 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\r_sm_clock_mhzB\x13\n" +
 	"\x11_sm_clock_mhz_minB\x1a\n" +
 	"\x18_temperature_celsius_maxB\x13\n" +
-	"\x11_clock_event_mask\",\n" +
+	"\x11_clock_event_mask\"\xc6\x01\n" +
 	"\x06GPUXid\x12\x10\n" +
 	"\x03gpu\x18\x01 \x01(\tR\x03gpu\x12\x10\n" +
-	"\x03xid\x18\x02 \x01(\rR\x03xid\"\xf7\x01\n" +
+	"\x03xid\x18\x02 \x01(\rR\x03xid\x12\x12\n" +
+	"\x04last\x18\x03 \x01(\bR\x04last\x12\x19\n" +
+	"\x05count\x18\x04 \x01(\x04H\x00R\x05count\x88\x01\x01\x12;\n" +
+	"\voccurred_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"occurredAt\x12\"\n" +
+	"\rat_first_read\x18\x06 \x01(\bR\vatFirstReadB\b\n" +
+	"\x06_count\"\xf7\x01\n" +
 	"\aFinding\x123\n" +
 	"\tindicator\x18\x01 \x01(\x0e2\x15.llmdiag.v1.IndicatorR\tindicator\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4316,76 +4365,77 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	15, // 20: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
 	1,  // 21: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
 	16, // 22: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
-	4,  // 23: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
-	2,  // 24: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
-	18, // 25: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	42, // 26: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
-	19, // 27: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
-	0,  // 28: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
-	2,  // 29: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
-	3,  // 30: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
-	17, // 31: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	41, // 32: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	42, // 33: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
-	7,  // 34: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
-	1,  // 35: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
-	0,  // 36: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
-	2,  // 37: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	11, // 38: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	23, // 39: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 40: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	42, // 41: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	14, // 42: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	23, // 43: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	5,  // 44: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	6,  // 45: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	42, // 46: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	42, // 47: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	12, // 48: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	27, // 49: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	42, // 50: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	5,  // 51: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	28, // 52: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	41, // 53: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	42, // 54: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	23, // 55: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 56: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	42, // 57: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	7,  // 58: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	8,  // 59: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	20, // 60: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	23, // 61: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 62: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	39, // 63: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	2,  // 64: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	3,  // 65: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	42, // 66: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	41, // 67: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	40, // 68: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	9,  // 69: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	33, // 70: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	41, // 71: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	41, // 72: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
-	2,  // 73: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
-	36, // 74: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
-	23, // 75: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
-	21, // 76: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	24, // 77: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	26, // 78: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	30, // 79: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	32, // 80: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	35, // 81: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
-	22, // 82: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	25, // 83: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	29, // 84: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	31, // 85: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	34, // 86: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	37, // 87: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
-	82, // [82:88] is the sub-list for method output_type
-	76, // [76:82] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	41, // 23: llmdiag.v1.GPUXid.occurred_at:type_name -> google.protobuf.Timestamp
+	4,  // 24: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
+	2,  // 25: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
+	18, // 26: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
+	42, // 27: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	19, // 28: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
+	0,  // 29: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
+	2,  // 30: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
+	3,  // 31: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
+	17, // 32: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
+	41, // 33: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	42, // 34: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	7,  // 35: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
+	1,  // 36: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
+	0,  // 37: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
+	2,  // 38: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
+	11, // 39: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	23, // 40: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	42, // 41: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	42, // 42: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	14, // 43: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	23, // 44: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 45: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 46: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	42, // 47: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	42, // 48: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 49: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	27, // 50: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	42, // 51: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 52: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	28, // 53: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	41, // 54: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	42, // 55: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	23, // 56: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	42, // 57: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	42, // 58: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 59: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 60: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	20, // 61: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	23, // 62: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	42, // 63: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	39, // 64: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 65: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 66: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	42, // 67: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	41, // 68: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	40, // 69: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 70: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	33, // 71: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	41, // 72: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	41, // 73: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
+	2,  // 74: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
+	36, // 75: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
+	23, // 76: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
+	21, // 77: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	24, // 78: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	26, // 79: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	30, // 80: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	32, // 81: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	35, // 82: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
+	22, // 83: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	25, // 84: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	29, // 85: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	31, // 86: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	34, // 87: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	37, // 88: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
+	83, // [83:89] is the sub-list for method output_type
+	77, // [77:83] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -4396,6 +4446,7 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	file_llmdiag_v1_diagnosis_proto_msgTypes[3].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[4].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[5].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[6].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[9].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[26].OneofWrappers = []any{}
 	type x struct{}
