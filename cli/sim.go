@@ -50,7 +50,8 @@ Scenarios:
   kv-offload          an LMCache offload tier keeps GPU KV at ~0.99 by design: no preemption, no queue
   slo-burn            a healthy kimi node whose TTFT (~220 ms median) misses a tight SLO such as 99% within 250 ms
   gpu-throttled       glm with one GPU thermally throttled (DCGM clock-event reasons), its compute slower
-  gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM)
+  gpu-xid             kimi-k2.6 with a GPU reporting XID 48 (DCGM) 2 min after warm-up, and again a minute later
+  gpu-xid-old         kimi-k2.6 with a GPU holding an old XID 31 (the application's) from before the run
   disaggregated       1 prefill + 1 decode worker (roles in the fleet file), KV over a slow path: high decode-side TTFT
   stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
   gpu-bandwidth       a dense 70B on four L40S decoding a large batch of long answers: DRAM ~62% (DCGM), ~9 tok/s per request

@@ -58,7 +58,7 @@ func TestExtractGPU(t *testing.T) {
 			ClockEventReasons:       []string{"sw_power_cap", "sw_thermal_slowdown", "hw_thermal_slowdown"},
 			ThrottledGpus:           []string{"2", "3"},
 			XidRead:                 true,
-			XidErrors:               []*llmdiagv1.GPUXid{{Gpu: "1", Xid: 48}},
+			XidErrors:               []*llmdiagv1.GPUXid{{Gpu: "1", Xid: 48, Last: true}},
 		}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

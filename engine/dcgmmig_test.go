@@ -54,7 +54,7 @@ func TestExtractGPUMIG(t *testing.T) {
 		ClockEventReasons:       []string{"sw_power_cap"},
 		ThrottledGpus:           []string{"1"},
 		XidRead:                 true,
-		XidErrors:               []*llmdiagv1.GPUXid{{Gpu: "1", Xid: 79}},
+		XidErrors:               []*llmdiagv1.GPUXid{{Gpu: "1", Xid: 79, Last: true}},
 	}
 	got, warnings := ExtractGPU(readFixture(t, "dcgm-a100-mig.prom"))
 	if !proto.Equal(got, want) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -22,9 +23,15 @@ type GPUFault struct {
 	// parallelism waits for its slowest rank); reading memory is not
 	// slowed.
 	Throttle Throttle
-	// XID is the last XID error the GPUs report (0: none): the node
-	// goes on serving, as after a contained error.
+	// XID is the XID error the GPUs report (0: none): the node goes on
+	// serving, as after a contained error.
 	XID int
+	// XIDAt are the moments, from the end of warm-up, at which the GPUs
+	// report XID: before the first their last XID is 0, from it XID, and
+	// the exporter's counter DCGM_EXP_XID_ERRORS_TOTAL counts each. Empty,
+	// the GPUs report XID from the start, once, as an XID left from
+	// before the exporter's reader came.
+	XIDAt []time.Duration
 	// GPUs are the affected GPUs, by index on the node (core·TP·PP + rank);
 	// empty means GPU 0.
 	GPUs []int
@@ -243,11 +250,16 @@ var dcgmFamilies = []struct{ name, help string }{
 
 var dcgmLabels = []string{"gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname"}
 
+// dcgmXIDTotal is the exporter's opt-in XID counter, one series per GPU
+// and XID, from the XID's first report on.
+const dcgmXIDTotal = "DCGM_EXP_XID_ERRORS_TOTAL"
+
 func newDCGMCollector(n *node) *dcgmCollector {
 	c := &dcgmCollector{n: n, descs: map[string]*prometheus.Desc{}}
 	for _, f := range dcgmFamilies {
 		c.descs[f.name] = prometheus.NewDesc(f.name, f.help, dcgmLabels, nil)
 	}
+	c.descs[dcgmXIDTotal] = prometheus.NewDesc(dcgmXIDTotal, "Total XID errors observed since exporter start.", append(slices.Clone(dcgmLabels), "xid"), nil)
 	return c
 }
 
@@ -262,6 +274,9 @@ type gpuFigures struct {
 	util, sm, gr, tensor, dram float64
 	clock, temp, power, fbUsed float64
 	fbFree, reasons, xid       float64
+	// xids is how many times the GPU reported xid (its
+	// DCGM_EXP_XID_ERRORS_TOTAL).
+	xids int
 }
 
 // figures is GPU i's reading, of its core's activity at the node's
@@ -296,9 +311,30 @@ func (n *node) figures(i int) gpuFigures {
 				f.power = m.spec.TDPWatts
 			}
 		}
-		f.xid = float64(cfg.GPUFault.XID)
+		f.xid, f.xids = n.xidsAt(cfg.GPUFault)
 	}
 	return f
+}
+
+// xidsAt is the last XID a GPU of fault reports at the node's current
+// time, and how many times it reported it.
+func (n *node) xidsAt(fault GPUFault) (float64, int) {
+	if fault.XID == 0 {
+		return 0, 0
+	}
+	if len(fault.XIDAt) == 0 {
+		return float64(fault.XID), 1
+	}
+	k := 0
+	for _, at := range fault.XIDAt {
+		if n.now >= n.warmup+at.Seconds() {
+			k++
+		}
+	}
+	if k == 0 {
+		return 0, 0
+	}
+	return float64(fault.XID), k
 }
 
 // gpuMemoryUtilization is the share of GPU memory the engines take up
@@ -330,6 +366,10 @@ func (c *dcgmCollector) Collect(ch chan<- prometheus.Metric) {
 			"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": f.tensor, "DCGM_FI_PROF_DRAM_ACTIVE": f.dram,
 		} {
 			ch <- prometheus.MustNewConstMetric(c.descs[name], prometheus.GaugeValue, v, labels...)
+		}
+		if f.xids > 0 {
+			ch <- prometheus.MustNewConstMetric(c.descs[dcgmXIDTotal], prometheus.CounterValue, float64(f.xids),
+				append(labels, strconv.Itoa(int(f.xid)))...)
 		}
 	}
 }

@@ -102,9 +102,11 @@ func TestDCGMFaults(t *testing.T) {
 		throttled    []string
 		xid          uint32
 		xidGPU       string
+		xidCount     uint64 // DCGM_EXP_XID_ERRORS_TOTAL at 5 minutes
 	}{
-		{"gpu-throttled", "glm-4.6-0", []string{"sw_thermal_slowdown", "hw_thermal_slowdown"}, []string{"3"}, 0, ""},
-		{"gpu-xid", "kimi-k2.6-0", nil, nil, 48, "5"},
+		{"gpu-throttled", "glm-4.6-0", []string{"sw_thermal_slowdown", "hw_thermal_slowdown"}, []string{"3"}, 0, "", 0},
+		{"gpu-xid", "kimi-k2.6-0", nil, nil, 48, "5", 2},
+		{"gpu-xid-old", "kimi-k2.6-0", nil, nil, 31, "2", 1},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
 			cfg := simtest.Scenario(t, tc.scenario, 1)
@@ -124,8 +126,9 @@ func TestDCGMFaults(t *testing.T) {
 				t.Errorf("throttled: lowest clock %v MHz, hottest %v °C; want 1155 (0.58 × 1980, by 15 MHz) and 92", g.GetSmClockMhzMin(), g.GetTemperatureCelsiusMax())
 			}
 			xs := g.GetXidErrors()
-			if (tc.xid == 0) != (len(xs) == 0) || (len(xs) > 0 && (xs[0].GetXid() != tc.xid || xs[0].GetGpu() != tc.xidGPU)) {
-				t.Errorf("XIDs %v, want %d on GPU %s", xs, tc.xid, tc.xidGPU)
+			if (tc.xid == 0) != (len(xs) == 0) || (len(xs) > 0 && (len(xs) != 1 || xs[0].GetXid() != tc.xid || xs[0].GetGpu() != tc.xidGPU ||
+				!xs[0].GetLast() || xs[0].GetCount() != tc.xidCount)) {
+				t.Errorf("XIDs %v, want %d on GPU %s, counted %d", xs, tc.xid, tc.xidGPU, tc.xidCount)
 			}
 			// The peer is healthy.
 			peer := cfg.Nodes[1].ID
@@ -207,4 +210,34 @@ func TestGPUBandwidthScenario(t *testing.T) {
 	check(t, "DRAM active at least", dramMin >= 0.6, dramMin)
 	check(t, "DRAM active at most", dramMax < 0.7, dramMax)
 	check(t, "tensor active at most", tensorMax < 0.3, tensorMax)
+}
+
+// TestDCGMXIDAt: the gpu-xid scenario's GPU reports no XID until
+// sim.GPUXIDAt after warm-up, then XID 48 counted once, then twice a
+// minute later.
+func TestDCGMXIDAt(t *testing.T) {
+	cfg := simtest.Scenario(t, "gpu-xid", 1)
+	f, err := sim.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Step(cfg.Warmup)
+	for _, tc := range []struct {
+		to    time.Duration // from the end of warm-up
+		count uint64        // 0: no XID
+	}{
+		{sim.GPUXIDAt - time.Second, 0},
+		{sim.GPUXIDAt, 1},
+		{sim.GPUXIDAt + time.Minute - time.Second, 1},
+		{sim.GPUXIDAt + time.Minute, 2},
+	} {
+		f.Step(cfg.Warmup + tc.to - f.Now())
+		xs := gpuOf(t, f, "kimi-k2.6-0").GetXidErrors()
+		switch {
+		case tc.count == 0 && len(xs) != 0:
+			t.Errorf("at %v: XIDs %v before the first", tc.to, xs)
+		case tc.count > 0 && (len(xs) != 1 || xs[0].GetXid() != 48 || xs[0].GetCount() != tc.count):
+			t.Errorf("at %v: XIDs %v, want XID 48 counted %d", tc.to, xs, tc.count)
+		}
+	}
 }

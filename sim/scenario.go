@@ -31,13 +31,18 @@ const (
 // healthy first.
 const StalledAt = 6 * time.Minute
 
+// GPUXIDAt is when the gpu-xid scenario's GPU first reports its XID, from
+// the end of warm-up: after llmdiag's first reads, which must see it
+// appear.
+const GPUXIDAt = 2 * time.Minute
+
 // SeedWarmup is the warm-up the seed scenario needs before its figures are
 // steady: its long generations take up to ~15 minutes.
 const SeedWarmup = 15 * time.Minute
 
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
-	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "disaggregated",
+	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "gpu-xid-old", "disaggregated",
 	"stalled", "gpu-bandwidth", "spec-decode"}
 
 // Scenarios lists the names Scenario accepts.
@@ -127,7 +132,13 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     compute runs that much slower, as tensor parallelism waits for its
 //     slowest rank; glm-4.6-1 a healthy peer.
 //   - gpu-xid: kimi-k2.6-0 whose GPU 5 reports XID 48 (a double-bit ECC
-//     error) and goes on serving; kimi-k2.6-1 a healthy peer.
+//     error) GPUXIDAt after warm-up and again a minute later (its
+//     DCGM_EXP_XID_ERRORS_TOTAL counts both), and goes on serving;
+//     kimi-k2.6-1 a healthy peer.
+//   - gpu-xid-old: kimi-k2.6-0 whose GPU 2 reports XID 31 (a GPU memory
+//     page fault, which the application's own kernels cause) from before
+//     the run, and nothing new: an old XID of the application's that must
+//     not drain the node; kimi-k2.6-1 a peer without XID.
 //   - stalled: qwen3-8b-0, the schemas node (vLLM) with open-loop chat
 //     traffic of longer answers (~1 request/s, median 1,000 tokens: ~10
 //     running, no queue), hangs 6 minutes after warm-up (StalledAt) and
@@ -307,7 +318,11 @@ func Scenario(name string, seed int64) (Config, error) {
 		cfg.Nodes = []Node{n, glm(1)}
 	case "gpu-xid":
 		n := kimi(0)
-		n.GPUFault = GPUFault{XID: 48, GPUs: []int{5}}
+		n.GPUFault = GPUFault{XID: 48, GPUs: []int{5}, XIDAt: []time.Duration{GPUXIDAt, GPUXIDAt + time.Minute}}
+		cfg.Nodes = []Node{n, kimi(1)}
+	case "gpu-xid-old":
+		n := kimi(0)
+		n.GPUFault = GPUFault{XID: 31, GPUs: []int{2}}
 		cfg.Nodes = []Node{n, kimi(1)}
 	case "disaggregated":
 		cfg.Nodes = disaggregated()

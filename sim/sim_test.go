@@ -53,6 +53,7 @@ func TestScenarios(t *testing.T) {
 		"slo-burn":           {"kimi-k2.6-0"},
 		"gpu-throttled":      {"glm-4.6-0", "glm-4.6-1"},
 		"gpu-xid":            {"kimi-k2.6-0", "kimi-k2.6-1"},
+		"gpu-xid-old":        {"kimi-k2.6-0", "kimi-k2.6-1"},
 		"disaggregated":      {"kimi-k2.6-prefill-0", "kimi-k2.6-decode-0"},
 		"stalled":            {"qwen3-8b-0", "qwen3-8b-1"},
 		"gpu-bandwidth":      {"llama-3.3-70b-0", "llama-3.3-70b-1"},

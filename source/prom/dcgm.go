@@ -14,16 +14,17 @@ import (
 )
 
 // dcgmQuery is the one instant query that reads every DCGM series the
-// nodes' GPUs are read from (engine.DCGMFamilies), with the labels that
+// nodes' GPUs are read from (engine.DCGMFamilies, and the exporter's XID
+// counter engine.DCGMXIDTotalFamily), with the labels that
 // name a GPU and those that join it to a node (Config.DCGMJoin).
 func dcgmQuery(cfg Config) query {
-	names := engine.DCGMFamilyNames()
+	names := append(engine.DCGMFamilyNames(), engine.DCGMXIDTotalFamily)
 	quoted := make([]string, len(names))
 	for i, n := range names {
 		quoted[i] = regexp.QuoteMeta(n)
 	}
 	want := uniq(append([]string{"__name__", engine.DCGMGPULabel, engine.DCGMUUIDLabel, engine.DCGMModelLabel,
-		engine.DCGMInstanceLabel, engine.DCGMProfileLabel, engine.DCGMPodLabel, engine.DCGMNamespaceLabel,
+		engine.DCGMInstanceLabel, engine.DCGMProfileLabel, engine.DCGMPodLabel, engine.DCGMNamespaceLabel, engine.DCGMXIDLabel,
 		exportedPod, exportedNamespace}, cfg.DCGMJoin...)...)
 	return query{shape: shapeDCGM, want: want, expr: fmt.Sprintf(`{__name__=~"%s"}`, strings.Join(quoted, "|"))}
 }
@@ -100,7 +101,7 @@ func (s *Source) joinGPU(ctx context.Context, obs []source.Observation, t time.T
 			Family: ls[at["__name__"]], GPU: ls[at[engine.DCGMGPULabel]], UUID: ls[at[engine.DCGMUUIDLabel]],
 			Model: ls[at[engine.DCGMModelLabel]], Instance: ls[at[engine.DCGMInstanceLabel]], Profile: ls[at[engine.DCGMProfileLabel]],
 			Pod: cmp.Or(ls[at[exportedPod]], ls[at[engine.DCGMPodLabel]]), Namespace: cmp.Or(ls[at[exportedNamespace]], ls[at[engine.DCGMNamespaceLabel]]),
-			Value: w.vec.vs[i],
+			XID: ls[at[engine.DCGMXIDLabel]], Value: w.vec.vs[i],
 		}
 		node := -1
 	join:

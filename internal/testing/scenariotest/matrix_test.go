@@ -127,7 +127,12 @@ var expected = []struct {
 	// named. Their peers are healthy. DCGM data does not depend on the
 	// engine schema.
 	{"gpu-throttled", []target{{"glm-4.6-0", unexplained, nil, "", nil}, {"glm-4.6-1", healthy, nil, "", nil}}, 0, acceptGPUThrottled},
+	// XID 48 at sim.GPUXIDAt (2 minutes), again a minute later: CRIT until
+	// gpu_xid_window (gpuXIDWindow, 4 minutes) after the repeat, then WARN
+	// and routable; UNEXPLAINED throughout (no load pattern explains a GPU
+	// fault). An old XID 31 of the application's drains nothing.
 	{"gpu-xid", []target{{"kimi-k2.6-0", unexplained, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, acceptGPUXID},
+	{"gpu-xid-old", []target{{"kimi-k2.6-0", healthy, nil, "", nil}, {"kimi-k2.6-1", healthy, nil, "", nil}}, 0, acceptGPUXIDOld},
 	// 1P1D (vllm#22454) over a slow KV path: the prefill worker reads
 	// PREFILL_BOUND (heavy prompts, TTFT tail, no queue, its one-token
 	// decode not judged); the decode worker's TTFT P99 ~15 s is the KV

@@ -12,6 +12,7 @@ import (
 // matrix: SLOs are llmdiag's configuration, not the fleet's.
 var scenarioThresholds = map[string]func(*diagnose.Thresholds){
 	"slo-burn": func(th *diagnose.Thresholds) { th.SLOs = diagnose.NewSLOSet(sloBurnSLO) },
+	"gpu-xid":  func(th *diagnose.Thresholds) { th.GPUXIDWindow = gpuXIDWindow },
 }
 
 // sloBurnSLO is the slo-burn scenario's SLO: 99% of first tokens within
