@@ -202,3 +202,19 @@ func (f *facts) xidRec() msg {
 	}
 	return recGPUXIDCheck
 }
+
+// XIDCodes lists, ascending, the XIDs of NVIDIA's catalogue
+// (xidCatalog, docs/gpu-xid.md) that a current occurrence grades s: CRIT
+// those that need a GPU reset or a reboot, WARN the application's, OK
+// the informational ones. An XID the catalogue does not list is WARN too,
+// and in none of the lists.
+func XIDCodes(s llmdiagv1.Status) []uint32 {
+	var out []uint32
+	for code, e := range xidCatalog {
+		if severityStatus[e.severity] == s {
+			out = append(out, code)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -380,6 +381,7 @@ func alerts(cfg Config) []Rule {
 			description: "The node exported " + "{{ $labels.engine }} metrics within the last " + model.Duration(cfg.Lookback).String() + " and exports none now: target down (up == 0) or no longer exporting. llmdiag's verdict is DOWN. After " + model.Duration(cfg.Lookback).String() + " llmdiag forgets the node; keep a generic up == 0 alert for longer outages.",
 		},
 	}
+	as = append(as, xidAlerts(t)...)
 	// The latency P99s are graded alike: warning at _warn, critical at _crit.
 	for _, l := range []struct {
 		name, record, indicator, key, what, finding string
@@ -466,3 +468,63 @@ func num(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
 // percent writes a fraction as a percentage.
 func percent(v float64) string { return strconv.FormatFloat(v*100, 'g', -1, 64) + "%" }
+
+// The DCGM exporter's XID series: the last XID per GPU, and its opt-in
+// counter per GPU and XID.
+const (
+	dcgmXID      = "DCGM_FI_DEV_XID_ERRORS"
+	dcgmXIDTotal = "DCGM_EXP_XID_ERRORS_TOTAL"
+)
+
+// xidAlerts mirror the GPU XID finding: they fire on an XID that
+// occurred within gpu_xid_window (the last XID changed, or its counter
+// rose), never on the value alone, which DCGM keeps until the exporter
+// restarts. Critical for the XIDs NVIDIA's XID catalogue says need a GPU
+// reset or a reboot (the finding CRIT, the node not routable), warning
+// for the others but the informational ones. A value the exporter already
+// held when Prometheus first scraped it has not changed, and fires
+// nothing: as llmdiag's first read, it may be old.
+func xidAlerts(t diagnose.Thresholds) []alert {
+	w := model.Duration(t.GPUXIDWindow).String()
+	crit := diagnose.XIDCodes(llmdiagv1.Status_STATUS_CRIT)
+	quiet := append(slices.Clone(crit), diagnose.XIDCodes(llmdiagv1.Status_STATUS_OK)...)
+	slices.Sort(quiet)
+	changed := dcgmXID + " > 0 and changes(" + dcgmXID + "[" + w + "]) > 0"
+	where := "GPU {{ $labels.gpu }} of {{ $labels.Hostname }} ({{ $labels.instance }})"
+	return []alert{
+		{
+			name:     "LLMDiagGPUXIDFault",
+			expr:     "(" + changed + " and " + valueIn(dcgmXID, crit) + ") or increase(" + dcgmXIDTotal + `{xid=~"` + joinCodes(crit) + `"}[` + w + "]) > 0",
+			severity: SeverityCritical, indicator: "gpu_xid", thresholds: []string{"gpu_xid_window"}, runbook: llmdiagv1.Cause_CAUSE_UNEXPLAINED,
+			summary: "GPU fault (XID) on " + where,
+			description: "The GPU reported, within gpu_xid_window (" + diagnose.ShortDuration(t.GPUXIDWindow) + "), an XID that NVIDIA's XID catalogue says needs a GPU reset or a reboot " +
+				"(the last XID changed, or DCGM_EXP_XID_ERRORS_TOTAL rose): drain the node. llmdiag's GPU XID finding is CRIT and the node not routable.",
+		},
+		{
+			name:     "LLMDiagGPUXID",
+			expr:     "(" + changed + " unless " + valueIn(dcgmXID, quiet) + ") or increase(" + dcgmXIDTotal + `{xid!~"` + joinCodes(quiet) + `"}[` + w + "]) > 0",
+			severity: SeverityWarning, indicator: "gpu_xid", thresholds: []string{"gpu_xid_window"}, runbook: llmdiagv1.Cause_CAUSE_UNEXPLAINED,
+			summary: "GPU XID on " + where,
+			description: "The GPU reported, within gpu_xid_window (" + diagnose.ShortDuration(t.GPUXIDWindow) + "), an XID that the application's own GPU work causes, or one NVIDIA's XID catalogue does not list. " +
+				"llmdiag's GPU XID finding is WARN; the node stays routable.",
+		},
+	}
+}
+
+// valueIn selects the series of metric whose value is one of codes.
+func valueIn(metric string, codes []uint32) string {
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = metric + " == " + strconv.FormatUint(uint64(c), 10)
+	}
+	return "(" + strings.Join(parts, " or ") + ")"
+}
+
+// joinCodes is codes as a regular expression's alternatives.
+func joinCodes(codes []uint32) string {
+	parts := make([]string, len(codes))
+	for i, c := range codes {
+		parts[i] = strconv.FormatUint(uint64(c), 10)
+	}
+	return strings.Join(parts, "|")
+}

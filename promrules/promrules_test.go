@@ -535,13 +535,72 @@ func TestAlertsAgreeWithDiagnose(t *testing.T) {
 				return
 			}
 			for _, r := range built.Groups[0].Rules {
-				if r.Alert == "" {
+				if r.Alert == "" || r.Labels["llmdiag_indicator"] == "gpu_xid" { // TestXIDAlerts
 					continue
 				}
 				key := r.Labels["llmdiag_indicator"] + "/" + r.Labels["severity"]
 				if !fired[key] || !silent[key] {
 					t.Errorf("alert %s (%s): fired in a case %v, silent in a case %v; want both", r.Alert, key, fired[key], silent[key])
 				}
+			}
+		})
+	}
+}
+
+// TestXIDAlerts: the XID alerts fire on an XID that occurred within
+// gpu_xid_window (the last XID changed, or its counter rose), critical
+// for one that needs a GPU reset or a reboot and warning for the
+// application's, and never on a value held from the start or an
+// informational XID, as the GPU XID finding grades them (TestXIDGrades).
+func TestXIDAlerts(t *testing.T) {
+	bin := promtool(t)
+	dir := t.TempDir()
+	th := diagnose.DefaultThresholds()
+	th.GPUXIDWindow = 10 * time.Minute
+	writeRules(t, dir, promrules.Config{Thresholds: th})
+	const gpu = `gpu="3", Hostname="h", UUID="GPU-x"`
+	for _, tc := range []struct {
+		name   string
+		last   string // DCGM_FI_DEV_XID_ERRORS, promtool series notation, a sample a minute
+		counts string // DCGM_EXP_XID_ERRORS_TOTAL of the XID, "" when not exported
+		xid    string
+		// want maps an evaluation minute to the severity firing then ("" none).
+		want map[int]string
+	}{
+		{"79 at minute 5", "0x4 79x35", "", "79", map[int]string{4: "", 6: "critical", 12: "critical", 17: ""}},
+		{"79 at minute 5, counted again at 12", "0x4 79x35", "_x4 1x6 2x28", "79",
+			map[int]string{6: "critical", 17: "critical", 20: "critical", 24: ""}},
+		{"13 at minute 5", "0x4 13x35", "", "13", map[int]string{6: "warning", 12: "warning", 17: ""}},
+		{"31 from the start", "31x39", "1x39", "31", map[int]string{1: "", 6: "", 17: ""}},
+		{"63 at minute 5", "0x4 63x35", "", "63", map[int]string{6: "", 12: ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			group := testGroup{Interval: "1m", InputSeries: []inputSeries{{Series: "DCGM_FI_DEV_XID_ERRORS{" + gpu + `, instance="i"}`, Values: tc.last}}}
+			if tc.counts != "" {
+				group.InputSeries = append(group.InputSeries, inputSeries{Series: "DCGM_EXP_XID_ERRORS_TOTAL{" + gpu + `, instance="i", xid="` + tc.xid + `"}`, Values: tc.counts})
+			}
+			for _, minute := range slices.Sorted(maps.Keys(tc.want)) {
+				var exp []sampleExp
+				if s := tc.want[minute]; s != "" {
+					exp = append(exp, sampleExp{fmt.Sprintf(`{severity=%q}`, s), 1})
+				}
+				group.ExprTests = append(group.ExprTests, exprTest{
+					Expr:       `count by (severity) (ALERTS{alertstate="firing", llmdiag_indicator="gpu_xid"})`,
+					EvalTime:   fmt.Sprintf("%dm", minute),
+					ExpSamples: exp,
+				})
+			}
+			b, err := yaml.Marshal(testFile{RuleFiles: []string{"rules.yaml"}, EvaluationInterval: "1m", Tests: []testGroup{group}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "tests.yaml"), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "test", "rules", "tests.yaml")
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("promtool test rules: %v\n%s", err, out)
 			}
 		})
 	}

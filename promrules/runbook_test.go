@@ -31,6 +31,8 @@ func TestRunbookURLs(t *testing.T) {
 		"LLMDiagE2EP99High":            "decode-bound",
 		"LLMDiagInterTokenP99Critical": "decode-bound",
 		"LLMDiagInterTokenP99High":     "decode-bound",
+		"LLMDiagGPUXIDFault":           "unexplained",
+		"LLMDiagGPUXID":                "unexplained",
 	}
 	// sloWant is the runbook of the SLO burn alerts by the SLO's metric.
 	sloWant := map[string]string{"slo_ttft": "prefill-bound", "slo_e2e": "decode-bound", "slo_inter_token": "decode-bound"}

@@ -34,11 +34,11 @@ var causeRecs = map[llmdiagv1.Cause][]string{
 	llmdiagv1.Cause_CAUSE_DECODE_BOUND: {"recTensorParallel", "recTPAlready", "recConcurrency", "recSpeculative",
 		"recClientTimeout", "recProfile", "recSpecDraft", "recChunkedPrefill", "recSmallerChunks",
 		"recGPUBandwidth", "recGPUStarved", "recGPUCPUStalls", "recGPUCompute"},
-	llmdiagv1.Cause_CAUSE_NODE_OUTLIER: {"recOutlierDrain", "recOutlierCompare", "recGPUThrottle", "recGPUXID"},
+	llmdiagv1.Cause_CAUSE_NODE_OUTLIER: {"recOutlierDrain", "recOutlierCompare", "recGPUThrottle", "recGPUXID", "recGPUXIDApp", "recGPUXIDCheck"},
 	llmdiagv1.Cause_CAUSE_HEALTHY:      {"recNone"},
 	llmdiagv1.Cause_CAUSE_UNEXPLAINED: {"recKVWatch", "recPreemptWatch", "recGroupSlow", "recLatency", "recITL",
 		"recAborts", "recTrend", "recQueueTime", "recScrape", "recConcurrency", "recChunkedPrefill",
-		"recOutlierCompare", "recGPUThrottle", "recGPUXID", "recPrefillWorkers", "recKVTransfer", "recKVFailures",
+		"recOutlierCompare", "recGPUThrottle", "recGPUXID", "recGPUXIDApp", "recGPUXIDCheck", "recPrefillWorkers", "recKVTransfer", "recKVFailures",
 		"recWatch"},
 	llmdiagv1.Cause_CAUSE_STALLED: {"recStalledRouting", "recStalledDump", "recStalledRestart", "recStalledProbe"},
 }
