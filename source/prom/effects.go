@@ -96,7 +96,8 @@ func (a *assembly) addEffect(es *engineState, ns *nodeState, q query, ls []strin
 // metrics.SetEffects does for a direct scrape, from the node's effect
 // concepts (rates over the window, or cumulative counters for the
 // lifetime: only ratios of counters are used), LoRA series and offload
-// tier. The inputs stay on the stack: only nm's fields are allocated.
+// tier. The inputs stay on the stack: only nm's fields and the LoRA
+// adapters' names are allocated.
 func (ns *nodeState) setEffects(nm *llmdiagv1.NodeMetrics) {
 	var buf [10]float64
 	n := 0
