@@ -56,6 +56,7 @@ Scenarios:
   stalled             an engine hangs 6 min after warm-up: /metrics answers, counters freeze, the queue grows
   gpu-bandwidth       a dense 70B on four L40S decoding a large batch of long answers: DRAM ~62% (DCGM), ~9 tok/s per request
   spec-decode         speculative decoding (~2.5 tokens per step) and four LoRA adapters on a light node
+  lora-contention     three LoRA adapters with room for one (max_lora 1): requests for the others queue
 
 Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
 /dcgm/metrics on its port; the fleet file written names it (dcgm).

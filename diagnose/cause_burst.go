@@ -8,7 +8,7 @@ import (
 
 // burstCause is BURST: the queue saturated now but not yet for
 // OverloadedAfter (rule 4, WARN), or queue spikes that drained and explain
-// every finding off (rule 4′, checked after rules 5–7 because it rests on
+// every finding off (rule 4′, checked after rules 6–8 because it rests on
 // weaker evidence).
 var burstCause = cause{
 	id:       llmdiagv1.Cause_CAUSE_BURST,

@@ -7,8 +7,8 @@ import (
 )
 
 // decodeBoundCause is DECODE_BOUND: slow per-request decode with a long E2E
-// tail, explained by the model's size and parallel strategy (rule 6), or
-// output stalling between tokens (rule 6′, checked after rules 5–7). Like
+// tail, explained by the model's size and parallel strategy (rule 7), or
+// output stalling between tokens (rule 7′, checked after rules 6–8). Like
 // prefill, it gives way to the peer comparison.
 var decodeBoundCause = cause{
 	id:           llmdiagv1.Cause_CAUSE_DECODE_BOUND,
@@ -51,7 +51,7 @@ func (f *facts) decodeRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 	}
 }
 
-// decodeApplies is rule 6: low queue, KV below warn, a long E2E tail and
+// decodeApplies is rule 7: low queue, KV below warn, a long E2E tail and
 // slow per-request decode, and not an outlier among its peers.
 func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
 	if f.prefillWorker() { // role.go: a prefill worker's decode is not judged
@@ -60,11 +60,11 @@ func (f *facts) decodeApplies([]*llmdiagv1.Finding) bool {
 	return !f.hist.now && !f.kvHigh() && elevated(f.e2eStatus()) && f.slowDecode() && !f.peer.outlier
 }
 
-// decodeStallsApplies is rule 6′: decode stalls explain the node: output
+// decodeStallsApplies is rule 7′: decode stalls explain the node: output
 // pausing a second or more between tokens (inter-token P99 CRIT), the queue
 // not surging, KV below warn, nothing off that decode does not explain, and
 // not an outlier among its peers (a GPU cache an offload tier keeps full,
-// offloadByDesign, is not KV high); the shape rule 6 misses while
+// offloadByDesign, is not KV high); the shape rule 7 misses while
 // per-request decode is not slow enough, or the tail not yet long enough.
 func (f *facts) decodeStallsApplies(findings []*llmdiagv1.Finding) bool {
 	if f.prefillWorker() || f.hist.surgeNow || f.kvHigh() || f.interTokenStatus() != statusCrit {
@@ -103,7 +103,7 @@ func (f *facts) decodeFactors(p printer) []string {
 	return fs
 }
 
-// decode is the verdict of rule 6: WARN, or E2E's status.
+// decode is the verdict of rule 7: WARN, or E2E's status.
 func (f *facts) decode(p printer, _ []*llmdiagv1.Finding) verdict {
 	t, pr := f.t, f.profile
 	v := verdict{status: worse(statusWarn, f.e2eStatus())}
@@ -173,7 +173,7 @@ func (f *facts) decode(p printer, _ []*llmdiagv1.Finding) verdict {
 	return v
 }
 
-// stalls is the verdict of rule 6′, DECODE_BOUND read from the gaps between
+// stalls is the verdict of rule 7′, DECODE_BOUND read from the gaps between
 // tokens: prefills interrupting decode. WARN, or the inter-token status.
 func (f *facts) stalls(p printer, _ []*llmdiagv1.Finding) verdict {
 	pr := f.profile

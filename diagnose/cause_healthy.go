@@ -7,7 +7,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
-// healthy is rule 8: HEALTHY when every finding is OK or UNKNOWN. When
+// healthy is rule 9: HEALTHY when every finding is OK or UNKNOWN. When
 // some finding is WARN or CRIT and no cause explains it, the cause is
 // UNEXPLAINED: the status is the worst finding's, the evidence names each
 // one, and the recommendations follow from them.

@@ -6,7 +6,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
-// nodeOutlierCause is NODE_OUTLIER (rule 7): latency several times the
+// nodeOutlierCause is NODE_OUTLIER (rule 8): latency several times the
 // median of peers serving the same model under similar load (peers.go).
 var nodeOutlierCause = cause{
 	id:       llmdiagv1.Cause_CAUSE_NODE_OUTLIER,
@@ -28,7 +28,7 @@ func outlierExplains(x *llmdiagv1.Finding) bool {
 	}
 }
 
-// outlierApplies is rule 7: the peer comparison found the node an outlier.
+// outlierApplies is rule 8: the peer comparison found the node an outlier.
 func (f *facts) outlierApplies([]*llmdiagv1.Finding) bool { return f.peer.outlier }
 
 // outlierRuledOut says why the node is not an outlier, or that it has too
@@ -44,7 +44,7 @@ func (f *facts) outlierRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 	return ""
 }
 
-// outlier is the verdict of rule 7: WARN, or the compared latency's status.
+// outlier is the verdict of rule 8: WARN, or the compared latency's status.
 func (f *facts) outlier(p printer, _ []*llmdiagv1.Finding) verdict {
 	t, c := f.t, f.peer
 	s := f.e2eStatus()

@@ -4,7 +4,7 @@ import (
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 )
 
-// prefillBoundCause is PREFILL_BOUND (rule 5): a high TTFT tail with little
+// prefillBoundCause is PREFILL_BOUND (rule 6): a high TTFT tail with little
 // queueing and heavy prompts. It gives way to the peer comparison: when
 // peers serving the same model are several times faster under similar
 // load, the workload does not explain the slowness.
@@ -31,7 +31,7 @@ func prefillExplains(x *llmdiagv1.Finding) bool {
 	}
 }
 
-// prefillApplies is rule 5: prefillBound (findings.go), and not an outlier
+// prefillApplies is rule 6: prefillBound (findings.go), and not an outlier
 // among its peers.
 func (f *facts) prefillApplies([]*llmdiagv1.Finding) bool { return f.prefillBound() && !f.peer.outlier }
 
@@ -60,7 +60,7 @@ func (f *facts) prefillRuledOut(p printer, _ []*llmdiagv1.Finding) string {
 	}
 }
 
-// prefill is the verdict of rule 5: TTFT's status.
+// prefill is the verdict of rule 6: TTFT's status.
 func (f *facts) prefill(p printer, _ []*llmdiagv1.Finding) verdict {
 	t := f.t
 	v := verdict{status: f.ttftStatus()}

@@ -45,9 +45,11 @@ import (
 //     sentences and recommendations.
 //  4. Put its rule(s) in rules below, where they belong in the order, and
 //     the matching row(s) in docs/verdict-rules.md.
+//  5. Write its runbook (runbook/en and runbook/zh, which runbook's tests
+//     check quote its recommendations) and its label in the web console.
 //
-// Nothing else lists the causes: weighing and ruled-out read the table, and
-// reports title a cause with its name (CauseName). A cause with routing or
+// Nothing else in this package lists the causes: weighing and ruled-out
+// read the table, and reports title a cause with its name (CauseName). A cause with routing or
 // score effects of its own would need more: routing follows saturation
 // (saturation.go) and the status (Diagnose), whatever the cause.
 
@@ -84,7 +86,7 @@ type rule struct {
 	verdict func(f *facts, p printer, findings []*llmdiagv1.Finding) verdict
 }
 
-// rules are the rules in the order they are tried: rules 2–7 of
+// rules are the rules in the order they are tried: rules 2–8 of
 // docs/verdict-rules.md, the primed ones being a cause's second shape.
 //
 // A package-level variable because Go has no constant composite values; it
@@ -95,11 +97,16 @@ var rules = [...]rule{
 	{&overloadedCause, (*facts).overloadedApplies, (*facts).overloaded},    // 3
 	{&burstCause, (*facts).burstNowApplies, (*facts).burst},                // 4
 	{&overloadedCause, (*facts).recoveringApplies, (*facts).recovered},     // 3′
-	{&prefillBoundCause, (*facts).prefillApplies, (*facts).prefill},        // 5
-	{&decodeBoundCause, (*facts).decodeApplies, (*facts).decode},           // 6
-	{&nodeOutlierCause, (*facts).outlierApplies, (*facts).outlier},         // 7
-	{&burstCause, (*facts).burstDrainedApplies, (*facts).burst},            // 4′
-	{&decodeBoundCause, (*facts).decodeStallsApplies, (*facts).stalls},     // 6′
+	// After the saturation rules above: a saturated queue is overload or a
+	// burst whatever its requests wait for. Before prefill, decode,
+	// outliers and drained bursts: the wait for an adapter slot lengthens
+	// TTFT and E2E, which they would read as their own.
+	{&loraContentionCause, (*facts).loraContentionApplies, (*facts).loraContention}, // 5
+	{&prefillBoundCause, (*facts).prefillApplies, (*facts).prefill},                 // 6
+	{&decodeBoundCause, (*facts).decodeApplies, (*facts).decode},                    // 7
+	{&nodeOutlierCause, (*facts).outlierApplies, (*facts).outlier},                  // 8
+	{&burstCause, (*facts).burstDrainedApplies, (*facts).burst},                     // 4′
+	{&decodeBoundCause, (*facts).decodeStallsApplies, (*facts).stalls},              // 7′
 }
 
 // verdict applies the rules to fresh data from a node that answers (HEALTHY

@@ -182,6 +182,9 @@ func (f *facts) figure(s subject) (known bool, v float64, high bool) {
 	case aboutLoRA:
 		r, w := f.m.LoraAdaptersRunning, f.m.LoraAdaptersWaiting
 		return r != nil || w != nil, f.m.GetLoraAdaptersWaiting(), w != nil && *w > 0
+	case aboutLoRASlots:
+		l := f.loraSlots()
+		return l.exported && l.named && l.max.ok, float64(len(l.running)), l.full()
 	case aboutOffload:
 		return f.offloadTier() != "", 0, f.offloadByDesign()
 	case aboutGPUDRAM:
@@ -246,7 +249,7 @@ func (s subject) String() string {
 	names := []string{"", "KV pressure", "KV capacity", "queue", "queueing", "queue/running", "running", "waiting",
 		"preemptions", "prompts", "generation", "finished requests", "per-request decode", "E2E P99", "TTFT P99",
 		"latency", "queue-time share", "inter-token P99", "aborts", "E2E trend", "peers", "history", "first-token wait", "queue saturation", "KV saturation", "queue spikes", "data age",
-		"prefix-cache hit rate", "speculative decoding", "LoRA adapters", "KV offload by design",
+		"prefix-cache hit rate", "speculative decoding", "LoRA adapters", "LoRA adapter slots", "KV offload by design",
 		"GPU DRAM active", "GPU tensor active", "GPU starved", "GPU throttling", "GPU XID", "GPU XID fault"}
 	if int(s) < len(names) {
 		return names[s]

@@ -49,6 +49,7 @@ const (
 	aboutPrefixCache // prefix-cache hit rate: high is at prefixHitHigh or above
 	aboutSpec        // speculative decoding: high is acceptance below specAcceptLow
 	aboutLoRA        // LoRA adapters: high is some adapter waited for
+	aboutLoRASlots   // LoRA adapter slots (cause_lora.go): high is every adapter waited for unloaded and max_lora held by others (loraSlots.full)
 	aboutOffload     // a GPU KV cache full by design (offloadByDesign): high is so
 	// GPU figures from DCGM (gpu.go).
 	aboutGPUDRAM     // mean DRAM active: high is at gpuDRAMHigh or more
@@ -551,7 +552,20 @@ var catalogClaims = map[msg][]claim{
 	evLoRAWaiting:      {{aboutLoRA, isHigh}, {aboutQueue, isAbove0}},
 	kvOffload:          {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
 	roMemoryOffload:    {{aboutOffload, isHigh}, {aboutKV, isHigh}, {aboutPreemptions, isZero}, {aboutQueueing, isLow}},
-	evSLOWindowPartial: nil,
+	// LoRA adapter contention (cause_lora.go).
+	causeNameLoRAContention: nil,
+	summaryLoRAContention:   {{aboutLoRASlots, isHigh}, {aboutQueue, isAbove0}},
+	evLoRAContention:        {{aboutLoRASlots, isHigh}},
+	evLoRAQueue:             {{aboutLoRASlots, isHigh}, {aboutQueue, isAbove0}},
+	recLoRAMaxLoras:         {{aboutLoRASlots, isHigh}},
+	recLoRARoute:            {{aboutLoRASlots, isHigh}},
+	roLoRANoWait:            {{aboutLoRA, isLow}},
+	roLoRAUnknown:           {{aboutLoRA, isHigh}, {aboutLoRASlots, isUnknown}},
+	roLoRALoaded:            {{aboutLoRA, isHigh}, {aboutLoRASlots, isLow}},
+	roLoRASlotsFree:         {{aboutLoRASlots, isLow}},
+	roLoRANoQueue:           {{aboutLoRASlots, isHigh}},
+	ratioLoRA:               {{aboutRatio, isKnown}, {aboutQueueing, isHigh}, {aboutLoRASlots, isHigh}},
+	evSLOWindowPartial:      nil,
 	// role.go
 	nameRole: nil, nameKVTransferTime: nil, nameKVTransferVolume: nil, nameKVTransferFailures: nil,
 	valueRolePrefill: nil, valueRoleDecode: nil, rolePrefill: nil, roleDecode: nil, evRoleSource: nil,

@@ -421,6 +421,31 @@ func claimVariants() []claimVariant {
 			m.Queue = f64(12)
 			m.LoraAdaptersRunning, m.LoraAdaptersWaiting = f64(4), f64(2)
 		})},
+		// LoRA adapter contention (cause_lora.go) and why it is ruled out.
+		{"LoRA contention", withM(func(m *llmdiagv1.NodeMetrics) { loraContention(m) })},
+		{"LoRA contention, TTFT mostly queued", withM(func(m *llmdiagv1.NodeMetrics) {
+			loraContention(m)
+			m.Ttft = dist(2, 25)
+			m.QueueTime = dist(1.5, 20)
+			m.QueueTime.Mean, m.Ttft.Mean = f64(3), f64(4)
+			m.E2E = dist(20, 90)
+		})},
+		{"prefill bound, no adapter waited for", withM(func(m *llmdiagv1.NodeMetrics) {
+			prefillLoRA(m, []string{"a"}, nil, 1)
+		})},
+		{"prefill bound, adapters waited for loaded", withM(func(m *llmdiagv1.NodeMetrics) {
+			prefillLoRA(m, []string{"a"}, []string{"a", "b"}, 1)
+		})},
+		{"prefill bound, an adapter slot free", withM(func(m *llmdiagv1.NodeMetrics) {
+			prefillLoRA(m, []string{"a"}, []string{"b"}, 2)
+		})},
+		{"prefill bound, max_lora unknown", withM(func(m *llmdiagv1.NodeMetrics) {
+			prefillLoRA(m, []string{"a"}, []string{"b"}, 0)
+		})},
+		{"prefill bound, adapters contend, no queue", withM(func(m *llmdiagv1.NodeMetrics) {
+			prefillLoRA(m, []string{"a"}, []string{"b"}, 1)
+			m.Queue = f64(0)
+		})},
 		{"scrape errors", withM(func(m *llmdiagv1.NodeMetrics) {
 			m.KvPressure = nil
 			m.Errors = []string{"family vllm:kv_cache_usage_perc: missing"}
@@ -533,6 +558,7 @@ func claimKnockouts() []claimKnockout {
 		"spec accept length":    func(m *llmdiagv1.NodeMetrics) **float64 { return &m.SpecDecodeAcceptLength },
 		"LoRA running":          func(m *llmdiagv1.NodeMetrics) **float64 { return &m.LoraAdaptersRunning },
 		"LoRA waiting":          func(m *llmdiagv1.NodeMetrics) **float64 { return &m.LoraAdaptersWaiting },
+		"max LoRA":              func(m *llmdiagv1.NodeMetrics) **float64 { return &m.MaxLora },
 	} {
 		metric(name, func(m *llmdiagv1.NodeMetrics) { *get(m) = nil })
 	}
@@ -617,6 +643,7 @@ func claimKnockouts() []claimKnockout {
 			m.QueueTime.Mean = f64(3)
 		}
 	})
+	metric("LoRA adapter names", func(m *llmdiagv1.NodeMetrics) { m.LoraRunningAdapters, m.LoraWaitingAdapters = nil, nil })
 	out = append(out,
 		claimKnockout{"history", func(in *diagnose.Input) { in.History = nil }},
 		claimKnockout{"history's running", func(in *diagnose.Input) {
@@ -721,4 +748,28 @@ func stuckRunningInput(rising bool) diagnose.Input {
 		m.GenerationTokensPerSecond = f64(390)
 	}
 	return diagnose.Input{Metrics: m, History: h}
+}
+
+// loraContention edits m into the LoRA shape of the simulator's
+// lora-contention scenario: two adapters, one slot (max_lora 1), a held by
+// the 3 running requests, 3 queued for b.
+func loraContention(m *llmdiagv1.NodeMetrics) {
+	m.Queue, m.Running, m.QueueRunningRatio = f64(3), f64(3), f64(1)
+	m.LoraAdaptersRunning, m.LoraAdaptersWaiting, m.MaxLora = f64(1), f64(1), f64(1)
+	m.LoraRunningAdapters, m.LoraWaitingAdapters = []string{"a"}, []string{"b"}
+}
+
+// prefillLoRA edits m into a prefill-bound node (a TTFT tail, heavy
+// prompts, a short queue) with the given LoRA adapters running and waited
+// for, and max_lora (0: not exported), so that LoRA contention is weighed
+// and ruled out.
+func prefillLoRA(m *llmdiagv1.NodeMetrics, running, waiting []string, maxLoRA float64) {
+	m.Ttft = dist(3, 25)
+	m.PromptTokensPerSecond = f64(500000)
+	m.Queue = f64(1)
+	m.LoraAdaptersRunning, m.LoraAdaptersWaiting = f64(float64(len(running))), f64(float64(len(waiting)))
+	m.LoraRunningAdapters, m.LoraWaitingAdapters = running, waiting
+	if maxLoRA > 0 {
+		m.MaxLora = f64(maxLoRA)
+	}
 }

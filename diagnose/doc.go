@@ -16,20 +16,22 @@
 //     OVERLOADED (WARN), recovering
 //  4. queue high now but not for OverloadedAfter → BURST (WARN); spikes that drained
 //     (or TTFT mostly queue time with an empty queue) → BURST too, but only
-//     after rules 5–7 and only when the bursts explain every finding off
+//     after rules 6–8 and only when the bursts explain every finding off
 //     (TTFT and E2E tails, queue time, inter-token latency, the E2E trend)
-//  5. TTFT tail high, low queue, heavy prompts → PREFILL_BOUND
-//  6. low queue, normal KV, long E2E tail, slow per-request decode →
+//  5. requests queued for LoRA adapters that are not loaded, every adapter
+//     slot (max_lora) held by others → LORA_CONTENTION
+//  6. TTFT tail high, low queue, heavy prompts → PREFILL_BOUND
+//  7. low queue, normal KV, long E2E tail, slow per-request decode →
 //     DECODE_BOUND, explained by model size and parallel strategy
 //     (or: output stalling a second or more between tokens, inter-token P99
 //     CRIT, with nothing off that decode does not explain: prefills
 //     interrupting the decode batch, in lockstep across DP-attention ranks)
-//  7. latency several × the median of peers serving the same model under
+//  8. latency several × the median of peers serving the same model under
 //     similar load → NODE_OUTLIER
-//  8. nothing off → HEALTHY; a WARN or CRIT finding no cause explains →
+//  9. nothing off → HEALTHY; a WARN or CRIT finding no cause explains →
 //     UNEXPLAINED, naming the findings
 //
-// Rules 2–7 are one ordered table, rules in causes.go, the only place their
+// Rules 2–8 are one ordered table, rules in causes.go, the only place their
 // order is written; each cause has its own file (cause_*.go) saying when it
 // applies, what it explains, why it is ruled out and what it recommends.
 // How to add a cause is written in causes.go ("Adding a cause");
@@ -56,9 +58,9 @@
 // carry information, TTFT P99 (WARN or CRIT), preemptions (above 0), the
 // peer group (enough fresh peers serving the model) and scrape errors.
 //
-// Rules 5 and 6 explain slowness by the workload or the model; when peers
+// Rules 6 and 7 explain slowness by the workload or the model; when peers
 // serving the same model are several times faster under similar load, that
-// explanation does not hold, so those rules give way to rule 7.
+// explanation does not hold, so those rules give way to rule 8.
 //
 // Contradictory inputs (a negative rate, KV pressure above 1, running stuck
 // at 0 while tokens come out, a mean TTFT below the mean queue time) are

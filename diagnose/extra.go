@@ -40,7 +40,7 @@ func (f *facts) decodeSpeedFinding(p printer) *llmdiagv1.Finding {
 
 // prefillDecodeFinding is the prompt/generation token-rate ratio: a gap of
 // ~100× is physics (docs/verdict-rules.md); it is WARN only when heavy prompts
-// hold back the first token (rule 5).
+// hold back the first token (rule 6).
 func (f *facts) prefillDecodeFinding(p printer) *llmdiagv1.Finding {
 	ind, name := llmdiagv1.Indicator_INDICATOR_PREFILL_DECODE_RATIO, namePrefillDecode
 	switch {

@@ -216,6 +216,10 @@ func (f *facts) ratioFinding(p printer) *llmdiagv1.Finding {
 	t, h := f.t, f.hist
 	s, c := statusOK, ratioOK
 	switch {
+	case h.sustained(t) && f.loraSlots().full():
+		// The backlog is requests waiting for a LoRA adapter slot
+		// (cause_lora.go), not more load than the node can take.
+		s, c = statusCrit, ratioLoRA
 	case h.sustained(t):
 		s, c = statusCrit, ratioSustained
 	case h.noHistory() && f.ratio.v >= t.QueueRunningRatioWarn:
@@ -269,7 +273,7 @@ func (f *facts) heavyPrompts() bool {
 	return f.rps.ok && f.rps.v > 0 && f.prompt.v/f.rps.v >= f.t.HeavyPromptTokens
 }
 
-// prefillBound reports whether the evidence fits rule 5 (peers aside): a high
+// prefillBound reports whether the evidence fits rule 6 (peers aside): a high
 // TTFT tail with little queueing and heavy prompts.
 //
 // Queueing is read three ways: not queueing now; not mostly queue time when

@@ -500,6 +500,19 @@ const (
 	recSpecDraft
 	kvOffload
 	roMemoryOffload
+	// LoRA adapter contention (cause_lora.go).
+	causeNameLoRAContention
+	summaryLoRAContention
+	evLoRAContention
+	evLoRAQueue
+	recLoRAMaxLoras
+	recLoRARoute
+	roLoRANoWait
+	roLoRAUnknown
+	roLoRALoaded
+	roLoRASlotsFree
+	roLoRANoQueue
+	ratioLoRA
 
 	causeNameUnspecified
 	causeNameNoData
@@ -1265,6 +1278,41 @@ var catalog = [numMsgs]struct{ en, zh string }{
 	roMemoryOffload: {
 		"not memory: GPU KV full by design: offload tier (%s); KV pressure %s with no preemptions and no queue",
 		"不是显存耗尽：GPU KV 按设计占满：卸载层（%s）；KV 压力 %s，无抢占、无排队"},
+	// LoRA adapter contention (cause_lora.go).
+	causeNameLoRAContention: {"LoRA adapter contention", "LoRA 适配器争用"},
+	summaryLoRAContention: {
+		"Requests queue for LoRA adapter(s) %[1]s, which are not loaded: all %[2]s adapter slot(s) (max_lora) are held by %[3]s. The queue (%[4]s waiting, %[5]s running) is those requests waiting for a slot.",
+		"请求在排队等待未加载的 LoRA 适配器 %[1]s：全部 %[2]s 个适配器槽位（max_lora）被 %[3]s 占用。队列（等待 %[4]s，运行中 %[5]s）就是这些等待槽位的请求。"},
+	evLoRAContention: {
+		"LoRA adapters: %[1]s waited for and not loaded; %[2]s hold the slots (max_lora %[3]s) (vLLM lora_requests_info)",
+		"LoRA 适配器：%[1]s 被等待且未加载；%[2]s 占用全部槽位（max_lora %[3]s）（vLLM lora_requests_info）"},
+	evLoRAQueue: {
+		"queue %[1]s, running %[2]s (queue/running %[3]s): every adapter the waiting requests name (%[4]s) is one no running request holds, so the queue is made of requests waiting for an adapter slot as far as the metrics tell",
+		"排队 %[1]s，运行中 %[2]s（排队/运行 %[3]s）：等待中的请求所指定的适配器（%[4]s）均未被运行中的请求占用，就指标所见，队列由等待适配器槽位的请求组成"},
+	recLoRAMaxLoras: {
+		"Raise max_loras (vLLM --max-loras, now %[1]s) so that the running batch can hold the %[2]d adapters in use; each slot takes GPU memory for an adapter's weights (set by --max-lora-rank).",
+		"调高 max_loras（vLLM --max-loras，当前 %[1]s），使运行批次能同时容纳正在使用的 %[2]d 个适配器；每个槽位都要占用适配器权重的显存（由 --max-lora-rank 决定）。"},
+	recLoRARoute: {
+		"Route each adapter's requests to the nodes that have it loaded (adapter-aware routing), or give the waiting adapter(s) %s nodes of their own.",
+		"按适配器路由请求，发往已加载该适配器的节点（适配器感知路由），或为等待中的适配器 %s 单独分配节点。"},
+	roLoRANoWait: {
+		"not LoRA adapters: no request waits for an adapter",
+		"不是 LoRA 适配器争用：没有请求在等待适配器"},
+	roLoRAUnknown: {
+		"not known whether LoRA adapters explain it: requests wait for %s adapter(s), but the engine does not say which adapters hold the slots or max_lora",
+		"无法判断是否为 LoRA 适配器争用：有请求在等待 %s 个适配器，但引擎未给出占用槽位的适配器或 max_lora"},
+	roLoRALoaded: {
+		"not LoRA adapters: some adapters waited for (%s) are loaded, so requests wait for more than an adapter slot",
+		"不是 LoRA 适配器争用：被等待的适配器（%s）中有已加载的，请求等待的不只是适配器槽位"},
+	roLoRASlotsFree: {
+		"not LoRA adapters: %d of %s adapter slots (max_lora) are held, so an adapter waited for can be loaded",
+		"不是 LoRA 适配器争用：%[2]s 个适配器槽位（max_lora）只占用了 %[1]d 个，被等待的适配器可以加载"},
+	roLoRANoQueue: {
+		"not LoRA adapters: adapter(s) %s wait for a slot, but the queue reads %s",
+		"不是 LoRA 适配器争用：适配器 %s 在等待槽位，但队列读数为 %s"},
+	ratioLoRA: {
+		"Sustained backlog: requests wait for a LoRA adapter slot, not for capacity",
+		"排队比持续偏高：请求在等待 LoRA 适配器槽位，而非算力不足"},
 	causeNameUnspecified:  {"Undetermined", "未判定"},
 	causeNameNoData:       {"No data", "无数据"},
 	causeNameTargetDown:   {"Target down", "目标宕机"},

@@ -25,8 +25,8 @@ func (f *facts) offloadByDesign() bool {
 }
 
 // kvHigh reports KV pressure at or above KVWarn that counts as pressure:
-// not a GPU cache full by design (offloadByDesign). The decode rules (6 and
-// 6′) hold only without it.
+// not a GPU cache full by design (offloadByDesign). The decode rules (7 and
+// 7′) hold only without it.
 func (f *facts) kvHigh() bool {
 	return f.kv.ok && f.kv.v >= f.t.KVWarn && !f.offloadByDesign()
 }

@@ -127,9 +127,9 @@ func TestEffectsGolden(t *testing.T) {
 	}
 }
 
-// TestDecodeStallsOffload: the decode-stalls rule (6′) reads a GPU KV
+// TestDecodeStallsOffload: the decode-stalls rule (7′) reads a GPU KV
 // cache an offload tier keeps full, with no preemptions and no queue, as
-// not KV high, as rule 6 does: output stalling between tokens is then
+// not KV high, as rule 7 does: output stalling between tokens is then
 // DECODE_BOUND; without the tier the same figures are not.
 func TestDecodeStallsOffload(t *testing.T) {
 	en := llmdiagv1.Language_LANGUAGE_EN

@@ -314,7 +314,7 @@ var thresholdDocs = []struct{ key, doc string }{
 	{"heavy_prompt_tokens", "Prompt tokens per finished request from which prompts count as heavy. " +
 		"Default 8192: llmdiag's choice; an 8k prompt takes seconds of prefill on a busy node."},
 	{"outlier_ratio", "How many times the peer median a node's P99 (E2E or TTFT) must be for the node to be a NODE_OUTLIER. " +
-		"Default 3: \"several x\" the peer median (rule 7 in docs/verdict-rules.md)."},
+		"Default 3: \"several x\" the peer median (rule 8 in docs/verdict-rules.md)."},
 	{"outlier_min_latency", "P99 below which a node is never an outlier: sub-second differences need no verdict. Default 1s: llmdiag's choice."},
 	{"outlier_load_margin", "How much higher than the peer median a node's load score may be for the load to count as similar. " +
 		"Default 0.25: llmdiag's choice."},

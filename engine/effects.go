@@ -3,6 +3,7 @@ package engine
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/llmdiag/llmdiag/sample"
@@ -33,7 +34,7 @@ func (x *extractor) effects() sample.Effects {
 		SpecAcceptLength:   x.value(SpecAcceptLength),
 	}
 	e = CleanEffects(e)
-	e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = x.lora()
+	e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting, e.LoRARunning, e.LoRAWaiting, e.LoRAMax = x.lora()
 	e.KVOffload = x.offload()
 	return e
 }
@@ -64,8 +65,9 @@ func CleanEffects(e sample.Effects) sample.Effects {
 // to the time of the change on a new series (labels running_lora_adapters
 // and waiting_lora_adapters, each a comma-separated list of names) and
 // keeps the old ones, so per engine core only the series with the largest
-// value, the newest, is read; names are then counted once over cores.
-func (x *extractor) lora() (running, waiting *float64) {
+// value, the newest, is read; names are then counted once over cores, and
+// also returned by name with the max_lora label (ReadLoRA).
+func (x *extractor) lora() (running, waiting *float64, runNames, waitNames []string, maxLoRA *float64) {
 	for _, name := range x.m.LoRAInfo {
 		mf := x.families[name]
 		if len(mf.GetMetric()) == 0 {
@@ -73,7 +75,7 @@ func (x *extractor) lora() (running, waiting *float64) {
 		}
 		if err := checkType(Gauge, mf.GetType()); err != nil {
 			x.errs = append(x.errs, name+" (lora_adapters): "+err.Error())
-			return nil, nil
+			return nil, nil, nil, nil, nil
 		}
 		newest := map[string]series{}
 		newestAt := map[string]float64{}
@@ -89,16 +91,18 @@ func (x *extractor) lora() (running, waiting *float64) {
 			}
 		}
 		if len(newest) == 0 {
-			return nil, nil
+			return nil, nil, nil, nil, nil
 		}
 		lists := make([]LoRALists, 0, len(newest))
 		for _, s := range newest {
-			lists = append(lists, LoRALists{Running: s.labels.get(LoRARunningLabel), Waiting: s.labels.get(LoRAWaitingLabel)})
+			lists = append(lists, LoRALists{Running: s.labels.get(LoRARunningLabel), Waiting: s.labels.get(LoRAWaitingLabel),
+				Max: s.labels.get(LoRAMaxLabel)})
 		}
 		r, w := CountLoRA(lists)
-		return sample.F(r), sample.F(w)
+		runNames, waitNames, maxLoRA = ReadLoRA(lists)
+		return sample.F(r), sample.F(w), runNames, waitNames, maxLoRA
 	}
-	return nil, nil
+	return nil, nil, nil, nil, nil
 }
 
 // The labels of a LoRA info gauge (Mapping.LoRAInfo) listing the adapters,
@@ -106,12 +110,34 @@ func (x *extractor) lora() (running, waiting *float64) {
 const (
 	LoRARunningLabel = "running_lora_adapters"
 	LoRAWaitingLabel = "waiting_lora_adapters"
+	// LoRAMaxLabel is the label of the same gauge giving the most adapters
+	// one engine core's running batch may hold (vLLM's --max-loras).
+	LoRAMaxLabel = "max_lora"
 )
 
 // LoRALists are the adapter lists of the newest LoRA info series of one
-// replica.
+// replica, and its max_lora label ("" when absent).
 type LoRALists struct {
 	Running, Waiting string
+	Max              string
+}
+
+// ReadLoRA names the distinct adapters running and waited for over the
+// replicas' lists, each sorted (nil when none), and reads max_lora: the
+// largest over the replicas that give a positive number, nil when none
+// does.
+func ReadLoRA(lists []LoRALists) (running, waiting []string, maxLoRA *float64) {
+	for _, l := range lists {
+		running = addNames(running, l.Running)
+		waiting = addNames(waiting, l.Waiting)
+		if v, err := strconv.ParseFloat(strings.TrimSpace(l.Max), 64); err == nil && v > 0 && !math.IsInf(v, 0) &&
+			(maxLoRA == nil || v > *maxLoRA) {
+			maxLoRA = sample.F(v)
+		}
+	}
+	slices.Sort(running)
+	slices.Sort(waiting)
+	return running, waiting, maxLoRA
 }
 
 // CountLoRA counts the distinct adapters named running and waiting over

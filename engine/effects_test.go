@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -26,12 +27,14 @@ func TestExtractEffects(t *testing.T) {
 		},
 		{
 			// Synthetic: two cores summed; LoRA from each core's newest
-			// series: running {sql, chat} ∪ {chat}, waiting {code} ∪ {code, math}.
+			// series: running {sql, chat} ∪ {chat}, waiting {code} ∪ {code, math},
+			// by name and sorted; max_lora 4.
 			file: "vllm-effects-synthetic.prom",
 			want: sample.Effects{
 				PrefixCacheQueries: f(10000), PrefixCacheHits: f(7000),
 				SpecDrafts: f(200), SpecDraftTokens: f(600), SpecAcceptedTokens: f(360),
 				LoRAAdaptersRunning: f(2), LoRAAdaptersWaiting: f(2),
+				LoRARunning: []string{"chat", "sql"}, LoRAWaiting: []string{"code", "math"}, LoRAMax: f(4),
 				KVOffload: "lmcache",
 			},
 		},
@@ -67,6 +70,10 @@ func TestExtractEffects(t *testing.T) {
 			fig("spec_accept_length", got.SpecAcceptLength, want.SpecAcceptLength)
 			fig("lora_running", got.LoRAAdaptersRunning, want.LoRAAdaptersRunning)
 			fig("lora_waiting", got.LoRAAdaptersWaiting, want.LoRAAdaptersWaiting)
+			fig("max_lora", got.LoRAMax, want.LoRAMax)
+			if !slices.Equal(got.LoRARunning, want.LoRARunning) || !slices.Equal(got.LoRAWaiting, want.LoRAWaiting) {
+				t.Errorf("lora adapters running %q waiting %q, want %q and %q", got.LoRARunning, got.LoRAWaiting, want.LoRARunning, want.LoRAWaiting)
+			}
 			if got.KVOffload != want.KVOffload {
 				t.Errorf("kv offload = %q, want %q", got.KVOffload, want.KVOffload)
 			}
@@ -92,5 +99,32 @@ sglang:num_running_reqs{dp_rank="0",model_name="m",tp_rank="0"} 1
 	}
 	if s.Effects.PrefixCacheHitRate != nil || s.Effects.KVOffload != "" {
 		t.Errorf("hit rate %s, offload %q: want absent", testkit.Show(s.Effects.PrefixCacheHitRate), s.Effects.KVOffload)
+	}
+}
+
+// TestReadLoRA names the adapters over the replicas' lists, each once and
+// sorted, and reads max_lora as the largest positive value given.
+func TestReadLoRA(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		lists     []LoRALists
+		run, wait []string
+		maxLoRA   *float64
+	}{
+		{name: "none"},
+		{name: "one replica", lists: []LoRALists{{Running: "b,a", Waiting: "c", Max: "2"}},
+			run: []string{"a", "b"}, wait: []string{"c"}, maxLoRA: f(2)},
+		{name: "replicas merged, the largest max", lists: []LoRALists{{Running: "a", Waiting: "b", Max: "1"}, {Running: " b ,a", Waiting: "", Max: "3"}},
+			run: []string{"a", "b"}, wait: []string{"b"}, maxLoRA: f(3)},
+		{name: "max absent or not a positive number", lists: []LoRALists{{Running: "a", Max: ""}, {Waiting: "b", Max: "x"}, {Max: "0"}},
+			run: []string{"a"}, wait: []string{"b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run, wait, m := ReadLoRA(tc.lists)
+			if !slices.Equal(run, tc.run) || !slices.Equal(wait, tc.wait) {
+				t.Errorf("running %q waiting %q, want %q and %q", run, wait, tc.run, tc.wait)
+			}
+			testkit.Figures(t, 0)("max_lora", m, tc.maxLoRA)
+		})
 	}
 }

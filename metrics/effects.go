@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"slices"
+
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/sample"
 )
@@ -57,6 +59,9 @@ func SetEffects(nm *llmdiagv1.NodeMetrics, inc, newest *sample.Effects) {
 
 	nm.LoraAdaptersRunning = clone(ne.LoRAAdaptersRunning)
 	nm.LoraAdaptersWaiting = clone(ne.LoRAAdaptersWaiting)
+	nm.LoraRunningAdapters = slices.Clone(ne.LoRARunning)
+	nm.LoraWaitingAdapters = slices.Clone(ne.LoRAWaiting)
+	nm.MaxLora = clone(ne.LoRAMax)
 	nm.KvOffload = ne.KVOffload
 }
 

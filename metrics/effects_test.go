@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ func TestEffects(t *testing.T) {
 			PrefixCacheQueries: f(q), PrefixCacheHits: f(h),
 			SpecDrafts: f(drafts), SpecDraftTokens: f(drafted), SpecAcceptedTokens: f(acc),
 			LoRAAdaptersRunning: f(2), LoRAAdaptersWaiting: f(1), KVOffload: "lmcache",
+			LoRARunning: []string{"chat", "sql"}, LoRAWaiting: []string{"code"}, LoRAMax: f(2),
 		}}
 	}
 	type want struct{ hit, acc, length, loraRun, loraWait *float64 }
@@ -73,6 +75,15 @@ func TestEffects(t *testing.T) {
 			fig("spec_decode_accept_length", nm.SpecDecodeAcceptLength, tc.want.length)
 			fig("lora_adapters_running", nm.LoraAdaptersRunning, tc.want.loraRun)
 			fig("lora_adapters_waiting", nm.LoraAdaptersWaiting, tc.want.loraWait)
+			// The adapters by name and max_lora come with the counts.
+			if tc.want.loraRun != nil {
+				fig("max_lora", nm.MaxLora, f(2))
+				if !slices.Equal(nm.GetLoraRunningAdapters(), []string{"chat", "sql"}) || !slices.Equal(nm.GetLoraWaitingAdapters(), []string{"code"}) {
+					t.Errorf("lora adapters running %q waiting %q", nm.GetLoraRunningAdapters(), nm.GetLoraWaitingAdapters())
+				}
+			} else if nm.MaxLora != nil || len(nm.GetLoraRunningAdapters())+len(nm.GetLoraWaitingAdapters()) > 0 {
+				t.Errorf("lora adapters set without lora_requests_info: %v %q %q", nm.GetMaxLora(), nm.GetLoraRunningAdapters(), nm.GetLoraWaitingAdapters())
+			}
 			if nm.GetKvOffload() != tc.offload {
 				t.Errorf("kv_offload = %q, want %q", nm.GetKvOffload(), tc.offload)
 			}

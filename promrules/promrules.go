@@ -300,8 +300,8 @@ type alert struct {
 
 // LatencyRunbook is the cause whose runbook a latency alert links to, for
 // the P99 alerts and the SLO burn alerts alike: TTFT leads to
-// PREFILL_BOUND (rule 5 reads TTFT P99), E2E and inter-token latency to
-// DECODE_BOUND (rules 6 and 6′ read them). The queue and KV causes explain
+// PREFILL_BOUND (rule 6 reads TTFT P99), E2E and inter-token latency to
+// DECODE_BOUND (rules 7 and 7′ read them). The queue and KV causes explain
 // every latency too, but they have alerts of their own, which fire with
 // the latency's.
 func LatencyRunbook(m diagnose.SLOMetric) llmdiagv1.Cause {

@@ -40,7 +40,8 @@ var causeRecs = map[llmdiagv1.Cause][]string{
 		"recAborts", "recTrend", "recQueueTime", "recScrape", "recConcurrency", "recChunkedPrefill",
 		"recOutlierCompare", "recGPUThrottle", "recGPUXID", "recGPUXIDApp", "recGPUXIDCheck", "recPrefillWorkers", "recKVTransfer", "recKVFailures",
 		"recWatch"},
-	llmdiagv1.Cause_CAUSE_STALLED: {"recStalledRouting", "recStalledDump", "recStalledRestart", "recStalledProbe"},
+	llmdiagv1.Cause_CAUSE_STALLED:         {"recStalledRouting", "recStalledDump", "recStalledRestart", "recStalledProbe"},
+	llmdiagv1.Cause_CAUSE_LORA_CONTENTION: {"recLoRAMaxLoras", "recLoRARoute"},
 }
 
 // causeFiles are diagnose's files of one cause (or two: cause_healthy.go
@@ -51,6 +52,7 @@ var causeFiles = map[string][]llmdiagv1.Cause{
 	"cause_decode.go":     {llmdiagv1.Cause_CAUSE_DECODE_BOUND},
 	"cause_healthy.go":    {llmdiagv1.Cause_CAUSE_HEALTHY, llmdiagv1.Cause_CAUSE_UNEXPLAINED},
 	"cause_kv.go":         {llmdiagv1.Cause_CAUSE_KV_EXHAUSTED},
+	"cause_lora.go":       {llmdiagv1.Cause_CAUSE_LORA_CONTENTION},
 	"cause_outlier.go":    {llmdiagv1.Cause_CAUSE_NODE_OUTLIER},
 	"cause_overloaded.go": {llmdiagv1.Cause_CAUSE_OVERLOADED},
 	"cause_prefill.go":    {llmdiagv1.Cause_CAUSE_PREFILL_BOUND},

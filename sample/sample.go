@@ -169,6 +169,11 @@ type Effects struct {
 	// LoRAAdaptersRunning and LoRAAdaptersWaiting count the distinct
 	// adapters with requests running, and those requests wait for.
 	LoRAAdaptersRunning, LoRAAdaptersWaiting *float64
+	// LoRARunning and LoRAWaiting name those adapters, sorted; LoRAMax is
+	// the most adapters one engine core's running batch may hold (vLLM's
+	// max_lora label), nil when not exported.
+	LoRARunning, LoRAWaiting []string
+	LoRAMax                  *float64
 	// KVOffload names the KV offload tier the metrics show ("lmcache");
 	// empty when they show none.
 	KVOffload string

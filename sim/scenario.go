@@ -43,7 +43,7 @@ const SeedWarmup = 15 * time.Minute
 // scenarios in the order Scenarios lists them.
 var scenarioNames = []string{"seed", "kv-exhausted", "overloaded", "burst", "prefill-heavy", "down", "schemas",
 	"idle-then-overload", "kv-flap", "kv-offload", "slo-burn", "gpu-throttled", "gpu-xid", "gpu-xid-old", "disaggregated",
-	"stalled", "gpu-bandwidth", "spec-decode"}
+	"stalled", "gpu-bandwidth", "spec-decode", "lora-contention"}
 
 // Scenarios lists the names Scenario accepts.
 func Scenarios() []string { return append([]string(nil), scenarioNames...) }
@@ -119,6 +119,18 @@ func Scenarios() []string { return append([]string(nil), scenarioNames...) }
 //     waits for one). vLLM schemas export the spec_decode counters and
 //     lora_requests_info, SGLang schemas the spec_accept gauges, the others
 //     neither.
+//   - lora-contention: qwen3-8b-0, the schemas node (vLLM), serving three
+//     LoRA adapters (sql, chat, code) with room for one in the running
+//     batch (max_lora 1) to 5 closed-loop clients (0.5 s think), each
+//     request naming one of them: while one adapter holds the slot, the
+//     requests for the others queue behind it, however much batch room is
+//     left, and the slot changes hands only when the last running request
+//     of its adapter ends. A few running, 1–4 waiting (never above 4: 5
+//     clients), the queue/running ratio sustained around 1; with three
+//     adapters some request nearly always waits (with two, a refresh just
+//     after a hand-over often finds the queue empty). vLLM schemas export
+//     lora_requests_info (which adapters run and wait, and max_lora); the
+//     others show only the queue.
 //   - slo-burn: kimi-k2.6-0 (vLLM TP=8 on H200) serving RAG-style traffic
 //     steadily: ~16k-token prompts (σ 0.6) at 0.5 request/s, short
 //     answers. Its first tokens take ~220 ms at the median and up to about
@@ -305,6 +317,12 @@ func Scenario(name string, seed int64) (Config, error) {
 		n := qwen(0)
 		n.SpecDecode = &SpecDecode{DraftTokens: 3, AcceptRate: 0.7}
 		n.LoRA = &LoRA{Adapters: []string{"sql", "chat", "code", "math"}, MaxLoaded: 4}
+		cfg.Nodes = []Node{n}
+	case "lora-contention":
+		n := qwen(0)
+		n.LoRA = &LoRA{Adapters: []string{"sql", "chat", "code"}, MaxLoaded: 1}
+		n.Workload.Rate = 0
+		n.Workload.Sessions, n.Workload.Think = 5, 500*time.Millisecond
 		cfg.Nodes = []Node{n}
 	case "slo-burn":
 		n := kimi(0)

@@ -50,6 +50,7 @@ func TestScenarios(t *testing.T) {
 		"kv-flap":            {"qwen3-8b-0"},
 		"kv-offload":         {"qwen3-8b-0"},
 		"spec-decode":        {"qwen3-8b-0"},
+		"lora-contention":    {"qwen3-8b-0"},
 		"slo-burn":           {"kimi-k2.6-0"},
 		"gpu-throttled":      {"glm-4.6-0", "glm-4.6-1"},
 		"gpu-xid":            {"kimi-k2.6-0", "kimi-k2.6-1"},

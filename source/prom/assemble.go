@@ -305,7 +305,7 @@ func (a *assembly) add(q query, vec *vector, warnings v1.Warnings) {
 		rankAt           = ats(m.RankLabels)
 		infoAt           = ats(q.info)
 		effectAt         = at(effectLabel)
-		loraAt           = ats([]string{engine.LoRARunningLabel, engine.LoRAWaitingLabel})
+		loraAt           = ats([]string{engine.LoRARunningLabel, engine.LoRAWaitingLabel, engine.LoRAMaxLabel})
 		les              = map[string]float64{}
 		leSeq            []leSeen // by a bucket's place in its node's, the le last read there
 		lastID           string

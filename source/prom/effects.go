@@ -50,6 +50,9 @@ func (a *assembly) addEffect(es *engineState, ns *nodeState, q query, ls []strin
 		if loraAt[1] >= 0 {
 			l.lists.Waiting = ls[loraAt[1]]
 		}
+		if loraAt[2] >= 0 {
+			l.lists.Max = ls[loraAt[2]]
+		}
 		// topk keeps one series per replica; should two arrive (aliases
 		// of one family), the newest wins, as in engine.Extract.
 		i := slices.IndexFunc(ns.lora, func(x loraSeries) bool { return x.key == l.key })
@@ -93,7 +96,8 @@ func (a *assembly) addEffect(es *engineState, ns *nodeState, q query, ls []strin
 // metrics.SetEffects does for a direct scrape, from the node's effect
 // concepts (rates over the window, or cumulative counters for the
 // lifetime: only ratios of counters are used), LoRA series and offload
-// tier. The inputs stay on the stack: only nm's fields are allocated.
+// tier. The inputs stay on the stack: only nm's fields and the LoRA
+// adapters' names are allocated.
 func (ns *nodeState) setEffects(nm *llmdiagv1.NodeMetrics) {
 	var buf [10]float64
 	n := 0
@@ -127,6 +131,7 @@ func (ns *nodeState) setEffects(nm *llmdiagv1.NodeMetrics) {
 		}
 		r, w := engine.CountLoRA(lists)
 		e.LoRAAdaptersRunning, e.LoRAAdaptersWaiting = at(r), at(w)
+		e.LoRARunning, e.LoRAWaiting, e.LoRAMax = engine.ReadLoRA(lists)
 	}
 	e = engine.CleanEffects(e)
 	metrics.SetEffects(nm, &e, &e)

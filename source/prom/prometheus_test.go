@@ -238,6 +238,7 @@ func checkEffects(t *testing.T, window string, obs []source.Observation, want ma
 			{"spec accept length", m.SpecDecodeAcceptLength, d.SpecDecodeAcceptLength},
 			{"lora running", m.LoraAdaptersRunning, d.LoraAdaptersRunning},
 			{"lora waiting", m.LoraAdaptersWaiting, d.LoraAdaptersWaiting},
+			{"max lora", m.MaxLora, d.MaxLora},
 		} {
 			if !nearPtr(c.got, c.want) {
 				t.Errorf("%s %s: %s = %s through prometheus, %s direct", window, file(o.Node.ID), c.name, testkit.Show(c.got), testkit.Show(c.want))
@@ -245,6 +246,10 @@ func checkEffects(t *testing.T, window string, obs []source.Observation, want ma
 			if c.got != nil {
 				seen[c.name]++
 			}
+		}
+		if !slices.Equal(m.GetLoraRunningAdapters(), d.GetLoraRunningAdapters()) || !slices.Equal(m.GetLoraWaitingAdapters(), d.GetLoraWaitingAdapters()) {
+			t.Errorf("%s %s: lora adapters running %q waiting %q through prometheus, %q and %q direct", window, file(o.Node.ID),
+				m.GetLoraRunningAdapters(), m.GetLoraWaitingAdapters(), d.GetLoraRunningAdapters(), d.GetLoraWaitingAdapters())
 		}
 		if m.GetKvOffload() != d.GetKvOffload() {
 			t.Errorf("%s %s: kv offload %q through prometheus, %q direct", window, file(o.Node.ID), m.GetKvOffload(), d.GetKvOffload())
@@ -254,7 +259,7 @@ func checkEffects(t *testing.T, window string, obs []source.Observation, want ma
 		}
 	}
 	t.Logf("%s: nodes with each effect: %v", window, seen)
-	need := []string{"prefix cache hit rate", "lora running", "lora waiting", "kv offload"}
+	need := []string{"prefix cache hit rate", "lora running", "lora waiting", "max lora", "kv offload"}
 	if window == "lifetime" {
 		// Over a window the fixtures' counters do not move: no ratio.
 		need = append(need, "spec acceptance rate", "spec accept length")

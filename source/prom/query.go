@@ -826,7 +826,7 @@ func (b builder) effects(m *engine.Mapping) (query, bool, error) {
 	}
 	want = append(want, m.RankLabels...)
 	if len(m.LoRAInfo) > 0 {
-		want = append(want, engine.LoRARunningLabel, engine.LoRAWaitingLabel)
+		want = append(want, engine.LoRARunningLabel, engine.LoRAWaitingLabel, engine.LoRAMaxLabel)
 	}
 	want = uniq(want...)
 	var parts []string

@@ -45,6 +45,7 @@ const CAUSES = {
   CAUSE_HEALTHY: ['Healthy', '健康'],
   CAUSE_UNEXPLAINED: ['Unexplained', '无法解释'],
   CAUSE_STALLED: ['Stalled', '停滞'],
+  CAUSE_LORA_CONTENTION: ['LoRA adapter contention', 'LoRA 适配器争用'],
 };
 
 const STATUS = {

@@ -244,6 +244,9 @@ const (
 	// Requests running or waiting while the engine makes no progress: its
 	// progress counters flat over several refreshes while /metrics answers.
 	Cause_CAUSE_STALLED Cause = 11
+	// Requests wait for a LoRA adapter while every adapter slot (max_lora) is
+	// held by others: the queue is adapter contention, not load.
+	Cause_CAUSE_LORA_CONTENTION Cause = 12
 )
 
 // Enum value maps for Cause.
@@ -261,20 +264,22 @@ var (
 		9:  "CAUSE_HEALTHY",
 		10: "CAUSE_UNEXPLAINED",
 		11: "CAUSE_STALLED",
+		12: "CAUSE_LORA_CONTENTION",
 	}
 	Cause_value = map[string]int32{
-		"CAUSE_UNSPECIFIED":   0,
-		"CAUSE_NO_DATA":       1,
-		"CAUSE_TARGET_DOWN":   2,
-		"CAUSE_KV_EXHAUSTED":  3,
-		"CAUSE_OVERLOADED":    4,
-		"CAUSE_BURST":         5,
-		"CAUSE_PREFILL_BOUND": 6,
-		"CAUSE_DECODE_BOUND":  7,
-		"CAUSE_NODE_OUTLIER":  8,
-		"CAUSE_HEALTHY":       9,
-		"CAUSE_UNEXPLAINED":   10,
-		"CAUSE_STALLED":       11,
+		"CAUSE_UNSPECIFIED":     0,
+		"CAUSE_NO_DATA":         1,
+		"CAUSE_TARGET_DOWN":     2,
+		"CAUSE_KV_EXHAUSTED":    3,
+		"CAUSE_OVERLOADED":      4,
+		"CAUSE_BURST":           5,
+		"CAUSE_PREFILL_BOUND":   6,
+		"CAUSE_DECODE_BOUND":    7,
+		"CAUSE_NODE_OUTLIER":    8,
+		"CAUSE_HEALTHY":         9,
+		"CAUSE_UNEXPLAINED":     10,
+		"CAUSE_STALLED":         11,
+		"CAUSE_LORA_CONTENTION": 12,
 	}
 )
 
@@ -1257,6 +1262,13 @@ type NodeMetrics struct {
 	// (vLLM's lora_requests_info labels). Unset when not exported.
 	LoraAdaptersRunning *float64 `protobuf:"fixed64,93,opt,name=lora_adapters_running,json=loraAdaptersRunning,proto3,oneof" json:"lora_adapters_running,omitempty"`
 	LoraAdaptersWaiting *float64 `protobuf:"fixed64,94,opt,name=lora_adapters_waiting,json=loraAdaptersWaiting,proto3,oneof" json:"lora_adapters_waiting,omitempty"`
+	// The same adapters by name, sorted, each once over the engine cores (an
+	// adapter may be in both lists), and the most adapters one core's running
+	// batch may hold (vLLM's max_lora label, the largest over cores). Empty or
+	// unset when not exported.
+	LoraRunningAdapters []string `protobuf:"bytes,96,rep,name=lora_running_adapters,json=loraRunningAdapters,proto3" json:"lora_running_adapters,omitempty"`
+	LoraWaitingAdapters []string `protobuf:"bytes,97,rep,name=lora_waiting_adapters,json=loraWaitingAdapters,proto3" json:"lora_waiting_adapters,omitempty"`
+	MaxLora             *float64 `protobuf:"fixed64,98,opt,name=max_lora,json=maxLora,proto3,oneof" json:"max_lora,omitempty"`
 	// The KV offload tier the engine's metrics show ("lmcache", "cpu");
 	// empty when they show none.
 	KvOffload string `protobuf:"bytes,95,opt,name=kv_offload,json=kvOffload,proto3" json:"kv_offload,omitempty"`
@@ -1543,6 +1555,27 @@ func (x *NodeMetrics) GetLoraAdaptersRunning() float64 {
 func (x *NodeMetrics) GetLoraAdaptersWaiting() float64 {
 	if x != nil && x.LoraAdaptersWaiting != nil {
 		return *x.LoraAdaptersWaiting
+	}
+	return 0
+}
+
+func (x *NodeMetrics) GetLoraRunningAdapters() []string {
+	if x != nil {
+		return x.LoraRunningAdapters
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetLoraWaitingAdapters() []string {
+	if x != nil {
+		return x.LoraWaitingAdapters
+	}
+	return nil
+}
+
+func (x *NodeMetrics) GetMaxLora() float64 {
+	if x != nil && x.MaxLora != nil {
+		return *x.MaxLora
 	}
 	return 0
 }
@@ -3869,7 +3902,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rbucket_bounds\x18\x04 \x03(\x01R\fbucketBounds\x12#\n" +
 	"\rbucket_counts\x18\x05 \x03(\x01R\fbucketCounts\x12\x10\n" +
 	"\x03sum\x18\x06 \x01(\x01R\x03sumB\a\n" +
-	"\x05_mean\"\xf4\x14\n" +
+	"\x05_mean\"\x89\x16\n" +
 	"\vNodeMetrics\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12*\n" +
@@ -3907,21 +3940,24 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1bspec_decode_acceptance_rate\x18[ \x01(\x01H\fR\x18specDecodeAcceptanceRate\x88\x01\x01\x12>\n" +
 	"\x19spec_decode_accept_length\x18\\ \x01(\x01H\rR\x16specDecodeAcceptLength\x88\x01\x01\x127\n" +
 	"\x15lora_adapters_running\x18] \x01(\x01H\x0eR\x13loraAdaptersRunning\x88\x01\x01\x127\n" +
-	"\x15lora_adapters_waiting\x18^ \x01(\x01H\x0fR\x13loraAdaptersWaiting\x88\x01\x01\x12\x1d\n" +
+	"\x15lora_adapters_waiting\x18^ \x01(\x01H\x0fR\x13loraAdaptersWaiting\x88\x01\x01\x122\n" +
+	"\x15lora_running_adapters\x18` \x03(\tR\x13loraRunningAdapters\x122\n" +
+	"\x15lora_waiting_adapters\x18a \x03(\tR\x13loraWaitingAdapters\x12\x1e\n" +
+	"\bmax_lora\x18b \x01(\x01H\x10R\amaxLora\x88\x01\x01\x12\x1d\n" +
 	"\n" +
 	"kv_offload\x18_ \x01(\tR\tkvOffload\x12\x16\n" +
 	"\x06errors\x18( \x03(\tR\x06errors\x12\x1a\n" +
 	"\bwarnings\x18) \x03(\tR\bwarnings\x12\x1f\n" +
-	"\bprogress\x182 \x01(\x01H\x10R\bprogress\x88\x01\x01\x12A\n" +
+	"\bprogress\x182 \x01(\x01H\x11R\bprogress\x88\x01\x01\x12A\n" +
 	"\x0eprogress_since\x183 \x01(\v2\x1a.google.protobuf.TimestampR\rprogressSince\x12(\n" +
 	"\x03gpu\x18< \x01(\v2\x16.llmdiag.v1.GPUMetricsR\x03gpu\x12$\n" +
 	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\x12\x1f\n" +
 	"\vrole_source\x18e \x01(\tR\n" +
 	"roleSource\x12:\n" +
-	"\x17kv_transfers_per_second\x18f \x01(\x01H\x11R\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
-	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\x12R\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
-	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\x13R\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
-	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x14R\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
+	"\x17kv_transfers_per_second\x18f \x01(\x01H\x12R\x14kvTransfersPerSecond\x88\x01\x01\x12<\n" +
+	"\x18kv_transfer_seconds_mean\x18g \x01(\x01H\x13R\x15kvTransferSecondsMean\x88\x01\x01\x12C\n" +
+	"\x1ckv_transfer_bytes_per_second\x18h \x01(\x01H\x14R\x18kvTransferBytesPerSecond\x88\x01\x01\x12I\n" +
+	"\x1fkv_transfer_failures_per_second\x18i \x01(\x01H\x15R\x1bkvTransferFailuresPerSecond\x88\x01\x01B\b\n" +
 	"\x06_queueB\n" +
 	"\n" +
 	"\b_runningB\x16\n" +
@@ -3939,6 +3975,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x1a_spec_decode_accept_lengthB\x18\n" +
 	"\x16_lora_adapters_runningB\x18\n" +
 	"\x16_lora_adapters_waitingB\v\n" +
+	"\t_max_loraB\v\n" +
 	"\t_progressB\x1a\n" +
 	"\x18_kv_transfers_per_secondB\x1b\n" +
 	"\x19_kv_transfer_seconds_meanB\x1f\n" +
@@ -4197,7 +4234,7 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\vSTATUS_WARN\x10\x02\x12\x0f\n" +
 	"\vSTATUS_CRIT\x10\x03\x12\x12\n" +
 	"\x0eSTATUS_UNKNOWN\x10\x04\x12\x0f\n" +
-	"\vSTATUS_DOWN\x10\x05*\x8d\x02\n" +
+	"\vSTATUS_DOWN\x10\x05*\xa8\x02\n" +
 	"\x05Cause\x12\x15\n" +
 	"\x11CAUSE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rCAUSE_NO_DATA\x10\x01\x12\x15\n" +
@@ -4211,7 +4248,8 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\rCAUSE_HEALTHY\x10\t\x12\x15\n" +
 	"\x11CAUSE_UNEXPLAINED\x10\n" +
 	"\x12\x11\n" +
-	"\rCAUSE_STALLED\x10\v*\xa2\a\n" +
+	"\rCAUSE_STALLED\x10\v\x12\x19\n" +
+	"\x15CAUSE_LORA_CONTENTION\x10\f*\xa2\a\n" +
 	"\tIndicator\x12\x19\n" +
 	"\x15INDICATOR_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15INDICATOR_KV_PRESSURE\x10\x01\x12\x13\n" +

@@ -43,6 +43,7 @@ const (
 
 	unexplained = llmdiagv1.Cause_CAUSE_UNEXPLAINED
 	stall       = llmdiagv1.Cause_CAUSE_STALLED
+	lora        = llmdiagv1.Cause_CAUSE_LORA_CONTENTION
 )
 
 type target struct {
@@ -117,6 +118,12 @@ var expected = []struct {
 	// are evidence, never a cause: HEALTHY on every schema, whether it
 	// exports them (vLLM, SGLang) or not.
 	{"spec-decode", []target{{"qwen3-8b-0", healthy, nil, "", nil}}, 0, nil},
+	// Three LoRA adapters with room for one (max_lora 1) and clients asking
+	// for all three: requests for the unloaded adapters queue while one
+	// holds the slot (1–4 waiting, a few running, queue/running around 1).
+	// LORA_CONTENTION where the schema exports the adapters (vLLM, through
+	// OpenTelemetry too), never OVERLOADED or UNEXPLAINED (acceptLoRA).
+	{"lora-contention", []target{{"qwen3-8b-0", lora, nil, "", nil}}, 0, acceptLoRA},
 	// A healthy node missing a tight TTFT SLO (99% within 250 ms; slo_test.go):
 	// the verdict stays HEALTHY, the SLO finding is CRIT once the 1h window
 	// is covered. The run lasts past an hour of scraping for that.
@@ -210,8 +217,18 @@ var deviations = map[caseKey]deviation{
 	{"stalled", sim.TRTLLM, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
 	{"stalled", sim.Triton, "qwen3-8b-0", "hung"}:            {stall, wholeRequestStall, nil},
 	{"stalled", sim.TGI, "qwen3-8b-0", "hung"}:               {stall, wholeRequestStall, nil},
+	{"lora-contention", sim.SGLang, "qwen3-8b-0", ""}:        {burst, loraQueueTime, nil},
+	{"lora-contention", sim.SGLangLegacy, "qwen3-8b-0", ""}:  {burst, loraQueueTime, nil},
+	{"lora-contention", sim.TRTLLM, "qwen3-8b-0", ""}:        {burst, loraQueueTime, nil},
+	{"lora-contention", sim.Triton, "qwen3-8b-0", ""}:        {unexplained, loraQueueOnly, []llmdiagv1.Cause{healthy}},
+	{"lora-contention", sim.TGI, "qwen3-8b-0", ""}:           {unexplained, loraQueueOnly, []llmdiagv1.Cause{healthy}},
+	{"lora-contention", sim.Dynamo, "qwen3-8b-0", ""}:        {unexplained, loraQueueOnly, nil},
 	{"gpu-bandwidth", sim.Triton, "llama-3.3-70b-0", ""}:     {healthy, "Triton's TRT-LLM backend has no token counters and no latency histograms: neither per-request decode speed nor the E2E tail is visible, so DECODE_BOUND is out of reach, GPUs at the memory-bandwidth limit or not (its DCGM row still reads DRAM ~62%); KV ~0.75 and no queue read HEALTHY", nil},
 }
+
+const loraQueueTime = "no LoRA adapters in this schema (vLLM's lora_requests_info): what shows is a queue of 1–4 below saturation whose requests spend most of their wait for the first token queued, which reads as short bursts (BURST, rule 4′); never OVERLOADED"
+
+const loraQueueOnly = "no LoRA adapters and no queue time in this schema: a queue/running ratio sustained around 1 with the queue below saturation is a backlog no cause explains (UNEXPLAINED; HEALTHY at a refresh that finds the queue empty); never OVERLOADED"
 
 const wholeRequestStall = "no inter-token histogram in this schema: its counters move only as requests start or end, so flat counters read STALLED only once they have been flat for stalled_request_counters_for (2m) as well, lest one long generation read as a hang; judged from 2 minutes into the hang, before which it reads OVERLOADED or BURST as the queue builds (acceptStalled checks never HEALTHY and never routable from the third refresh on)"
 
