@@ -146,7 +146,7 @@ type dcgmAnswer struct {
 	d *llmdiagv1.Diagnosis
 }
 
-// ask reads node's metrics and diagnosis from the serve at base.
+// ask reads node's metrics and diagnosis through c.
 func ask(ctx context.Context, c *client.Client, node string) (dcgmAnswer, error) {
 	m, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node}))
 	if err != nil {
