@@ -279,3 +279,22 @@ func TestEveryEntryDeclaresItsClaims(t *testing.T) {
 		}
 	}
 }
+
+// GPUClaims lists every claim about a GPU figure (DRAM, tensor-pipe and
+// overall activity, throttling, XID) of the catalog entries the diagnosis
+// of in is written from, each as "subject reading" ("GPU DRAM active
+// high", "GPU XID unknown").
+func GPUClaims(in Input, t Thresholds, lang llmdiagv1.Language) []string {
+	var rec recorder
+	diagnose(in, t, lang, &rec)
+	var out []string
+	for _, id := range rec.msgs {
+		for _, c := range catalogClaims[id] {
+			switch c.about {
+			case aboutGPUDRAM, aboutGPUTensor, aboutGPUStarved, aboutGPUThrottle, aboutGPUXID:
+				out = append(out, c.about.String()+" "+c.reads.String())
+			}
+		}
+	}
+	return out
+}

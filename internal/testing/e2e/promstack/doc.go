@@ -4,7 +4,11 @@
 // rules` evaluated by Prometheus, alerts routed through a real
 // Alertmanager to llmdiag's /alertmanager receiver and on to Slack and JSON
 // sinks with the verdict attached, and every query of the Grafana
-// dashboard `llmdiag dashboard` writes returning data.
+// dashboard `llmdiag dashboard` writes returning data; and the GPU
+// figures of NVIDIA DCGM exporters joined through Prometheus
+// (`--prometheus-dcgm-join`) answered as a direct scrape of the same
+// exporters answers them: DCGM's sentinels, MIG instances, and pods
+// sharing one exporter.
 //
 // The tests skip under -short.
 package promstack
