@@ -110,7 +110,7 @@ func TestDCGMExporterShapes(t *testing.T) {
 			ClockEventReasons:       []string{"sw_power_cap"},
 			ThrottledGpus:           []string{"1"},
 			XidRead:                 true,
-			XidErrors:               []*llmdiagv1.GPUXid{{Gpu: "1", Xid: 79}},
+			XidErrors:               []*llmdiagv1.GPUXid{{Gpu: "1", Xid: 79, Last: true}},
 		}, []string{migNote + "GPU 0 from MIG instances 1 3g.40gb, 2 3g.40gb; GPU 1 from MIG instances 1 3g.40gb, 2 3g.40gb"}},
 		{"pods: pod a", "dcgm-h100-pods.prom", DCGMPod{Pod: "llama-a-0"}, &llmdiagv1.GPUMetrics{
 			Gpus: 2, ModelName: "NVIDIA H100 80GB HBM3",
