@@ -101,6 +101,7 @@ func TestXIDThroughPrometheus(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: serve reading a real Prometheus beside a direct scrape")
 	}
+	t.Parallel() // mostly waiting out gpu_xid_window
 	const window = 20 * time.Second
 	nodes := []string{"fault", "app", "old"}
 	exporters := map[string]*xidExporter{"fault": {}, "app": {}, "old": {xid: 31, count: 1}}
