@@ -4,6 +4,12 @@
 // the records to the store, and publishes a health event for every node whose
 // health changed.
 //
+// Before a node is diagnosed, its GPUs' XIDs are stamped with when they
+// occurred (engine.StampXIDs) against the node's previous refresh that
+// read them (kept in memory, or read back from the store's record), so
+// that the diagnosis grades an XID as an event, not as the value DCGM
+// keeps until the exporter restarts.
+//
 // A refresh fails small. The source reports every node it can, each with its
 // own errors (see package source); the loop then diagnoses, writes and
 // publishes node by node, so a node whose write or publish fails is logged
