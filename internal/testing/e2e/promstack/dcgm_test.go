@@ -13,19 +13,14 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
-	"github.com/llmdiag/llmdiag/internal/testing/simtest"
-	"github.com/llmdiag/llmdiag/internal/testing/testkit"
-	"github.com/llmdiag/llmdiag/sim"
 )
 
 // dcgmFixture is a DCGM exposition of engine/testdata.
@@ -140,25 +135,6 @@ func dcgmRows(t *testing.T) (rows []dcgmRow, shared string) {
 	return rows, shared
 }
 
-// dcgmAnswer is what a serve answers of one node.
-type dcgmAnswer struct {
-	m *llmdiagv1.NodeMetrics
-	d *llmdiagv1.Diagnosis
-}
-
-// ask reads node's metrics and diagnosis through c.
-func ask(ctx context.Context, c *client.Client, node string) (dcgmAnswer, error) {
-	m, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node}))
-	if err != nil {
-		return dcgmAnswer{}, err
-	}
-	d, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node}))
-	if err != nil {
-		return dcgmAnswer{}, err
-	}
-	return dcgmAnswer{m.Msg.GetMetrics(), d.Msg.GetDiagnosis()}, nil
-}
-
 // settled: the answer is of a node that is up, HEALTHY and routable, with
 // its GPUs read when it has an exporter.
 func (a dcgmAnswer) settled(r dcgmRow) bool {
@@ -198,24 +174,11 @@ func TestDCGMThroughPrometheus(t *testing.T) {
 	start := time.Now()
 	rows, shared := dcgmRows(t)
 
-	// The simulated nodes: the schemas scenario's light vLLM node, once
-	// per row.
-	cfg := simtest.Scenario(t, "schemas", 1)
-	base := cfg.Nodes[0]
-	if base.Engine != sim.VLLM {
-		t.Fatalf("the schemas scenario's first node is %s, want vLLM", base.Engine)
-	}
-	cfg.Nodes = nil
+	var ids []string
 	for _, r := range rows {
-		n := base
-		n.ID = r.node
-		// Steadier means than its 1 request/s: each node's first
-		// minute then reads HEALTHY sooner.
-		n.Workload.Rate = 4
-		cfg.Nodes = append(cfg.Nodes, n)
+		ids = append(ids, r.node)
 	}
-	cfg.Warmup, cfg.Speed = 5*time.Minute, 1
-	simFleet, _ := simtest.Start(t, cfg)
+	simFleet := vllmNodes(t, ids...)
 
 	// The exporters: one per exposition.
 	exporters := map[string]string{} // exposition → host:port
@@ -262,34 +225,8 @@ func TestDCGMThroughPrometheus(t *testing.T) {
 			targetLabels[addr] = map[string]string{"pod": "dcgm-exporter-7xk2p", "namespace": "gpu-operator"}
 		}
 	}
-	dir := t.TempDir()
-	write := func(name string, f *fleet.File) string {
-		data, err := f.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
 	prom := promtest.Start(t, promtest.Options{Targets: targets, TargetLabels: targetLabels, ScrapeInterval: time.Second})
-
-	directAddr, promAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	clitest.Background(t, nil, "serve", "--listen", directAddr, "--fleet", write("direct.yaml", direct),
-		"--interval", "1s", "--window", "1m", "--log-level", "warn")
-	clitest.Background(t, nil, "serve", "--listen", promAddr, "--prometheus", prom.URL(), "--node-label", "node",
-		"--fleet", write("profiles.yaml", fromProm), "--prometheus-dcgm-join", "Hostname",
-		"--interval", "1s", "--window", "1m", "--log-level", "warn")
-	clients := map[string]*client.Client{}
-	for path, addr := range map[string]string{"direct": directAddr, "prometheus": promAddr} {
-		c, err := client.New("http://" + addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[path] = c
-	}
+	clients := servePair(t, direct, fromProm, prom.URL(), "Hostname")
 
 	// Wait until each node has been read up, HEALTHY and routable, its
 	// GPUs read where it has an exporter, by both; keep that answer. A

@@ -13,16 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"connectrpc.com/connect"
-
-	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/promtest"
-	"github.com/llmdiag/llmdiag/internal/testing/simtest"
-	"github.com/llmdiag/llmdiag/internal/testing/testkit"
-	"github.com/llmdiag/llmdiag/sim"
 )
 
 // xidExporter serves one GPU's DCGM exposition whose last XID and XID
@@ -66,22 +60,15 @@ func (s xidState) String() string {
 	return fmt.Sprintf("%v routable %v, XID row %v %q %q, XIDs %v", s.status, s.routable, s.row.GetStatus(), s.row.GetValue(), s.row.GetConclusion(), s.xids)
 }
 
-func readXID(ctx context.Context, c *client.Client, node string) (xidState, error) {
-	m, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node}))
-	if err != nil {
-		return xidState{}, err
-	}
-	d, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node}))
-	if err != nil {
-		return xidState{}, err
-	}
-	s := xidState{status: d.Msg.GetDiagnosis().GetStatus(), routable: d.Msg.GetDiagnosis().GetRoutable(), xids: m.Msg.GetMetrics().GetGpu().GetXidErrors()}
-	for _, f := range d.Msg.GetDiagnosis().GetFindings() {
+// xidOf is what a serves answers of a node's XIDs.
+func xidOf(a dcgmAnswer) xidState {
+	s := xidState{status: a.d.GetStatus(), routable: a.d.GetRoutable(), xids: a.m.GetGpu().GetXidErrors()}
+	for _, f := range a.d.GetFindings() {
 		if f.GetIndicator() == llmdiagv1.Indicator_INDICATOR_GPU_XID {
 			s.row = f
 		}
 	}
-	return s, nil
+	return s
 }
 
 // TestXIDThroughPrometheus: an XID is an event, read alike by a serve
@@ -106,20 +93,7 @@ func TestXIDThroughPrometheus(t *testing.T) {
 	nodes := []string{"fault", "app", "old"}
 	exporters := map[string]*xidExporter{"fault": {}, "app": {}, "old": {xid: 31, count: 1}}
 
-	cfg := simtest.Scenario(t, "schemas", 1)
-	base := cfg.Nodes[0]
-	if base.Engine != sim.VLLM {
-		t.Fatalf("the schemas scenario's first node is %s, want vLLM", base.Engine)
-	}
-	cfg.Nodes = nil
-	for _, id := range nodes {
-		n := base
-		n.ID = id
-		n.Workload.Rate = 4
-		cfg.Nodes = append(cfg.Nodes, n)
-	}
-	cfg.Warmup, cfg.Speed = 5*time.Minute, 1
-	simFleet, _ := simtest.Start(t, cfg)
+	simFleet := vllmNodes(t, nodes...)
 
 	direct, fromProm := &fleet.File{}, &fleet.File{}
 	var targets []string
@@ -141,37 +115,12 @@ func TestXIDThroughPrometheus(t *testing.T) {
 		n.URL, n.DCGM = "", ""
 		fromProm.Nodes = append(fromProm.Nodes, n)
 	}
-	dir := t.TempDir()
-	write := func(name string, data []byte) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+	thresholds := filepath.Join(t.TempDir(), "thresholds.yaml")
+	if err := os.WriteFile(thresholds, fmt.Appendf(nil, "gpu_xid_window: %s\n", window), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	marshal := func(f *fleet.File) []byte {
-		data, err := f.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return data
-	}
-	thresholds := write("thresholds.yaml", []byte(fmt.Sprintf("gpu_xid_window: %s\n", window)))
 	prom := promtest.Start(t, promtest.Options{Targets: targets, TargetLabels: targetLabels, ScrapeInterval: time.Second})
-	directAddr, promAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	clitest.Background(t, nil, "serve", "--listen", directAddr, "--fleet", write("direct.yaml", marshal(direct)),
-		"--thresholds", thresholds, "--interval", "1s", "--window", "1m", "--log-level", "warn")
-	clitest.Background(t, nil, "serve", "--listen", promAddr, "--prometheus", prom.URL(), "--node-label", "node",
-		"--fleet", write("profiles.yaml", marshal(fromProm)), "--prometheus-dcgm-join", "gpu_node",
-		"--thresholds", thresholds, "--interval", "1s", "--window", "1m", "--log-level", "warn")
-	clients := map[string]*client.Client{}
-	for path, addr := range map[string]string{"direct": directAddr, "prometheus": promAddr} {
-		c, err := client.New("http://" + addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[path] = c
-	}
+	clients := servePair(t, direct, fromProm, prom.URL(), "gpu_node", "--thresholds", thresholds)
 
 	// until waits for every serve's answer about node to satisfy ok.
 	var last string
@@ -182,7 +131,8 @@ func TestXIDThroughPrometheus(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
 			for path, c := range clients {
-				s, err := readXID(ctx, c, node)
+				a, err := ask(ctx, c, node)
+				s := xidOf(a)
 				if err != nil {
 					last = fmt.Sprintf("%s %s: %v", path, node, err)
 					return false
