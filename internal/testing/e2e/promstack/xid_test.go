@@ -60,7 +60,7 @@ func (s xidState) String() string {
 	return fmt.Sprintf("%v routable %v, XID row %v %q %q, XIDs %v", s.status, s.routable, s.row.GetStatus(), s.row.GetValue(), s.row.GetConclusion(), s.xids)
 }
 
-// xidOf is what a serves answers of a node's XIDs.
+// xidOf is what a serve answered of a node's XIDs.
 func xidOf(a dcgmAnswer) xidState {
 	s := xidState{status: a.d.GetStatus(), routable: a.d.GetRoutable(), xids: a.m.GetGpu().GetXidErrors()}
 	for _, f := range a.d.GetFindings() {
