@@ -706,3 +706,29 @@ func TestChartFiles(t *testing.T) {
 		testkit.Golden(t, filepath.Join("helm", "llmdiag", "files", f), b)
 	}
 }
+
+// TestOverlayInAnotherNamespace: an overlay that sets its namespace (what
+// `kustomize edit set namespace` writes) moves the ClusterRoleBinding's
+// subject with the ServiceAccount, as base/rbac.yaml says.
+func TestOverlayInAnotherNamespace(t *testing.T) {
+	dir := t.TempDir()
+	abs, err := filepath.Abs(overlays[0].dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	single, err := filepath.Rel(dir, abs) // kustomize takes no absolute path
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: ml\nresources:\n  - " + single + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, render(t, dir))
+	if len(m.bindings) != 1 || len(m.serviceAccounts) != 1 {
+		t.Fatalf("%d bindings, %d ServiceAccounts, want 1 each", len(m.bindings), len(m.serviceAccounts))
+	}
+	if s := m.bindings[0].Subjects; len(s) != 1 || s[0].Namespace != "ml" || m.serviceAccounts[0].Namespace != "ml" {
+		t.Errorf("subjects %+v, ServiceAccount in %q; want both in ml", s, m.serviceAccounts[0].Namespace)
+	}
+}

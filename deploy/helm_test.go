@@ -318,3 +318,106 @@ func diffPaths(at string, a, b any) []string {
 	by, _ := yaml.Marshal(b)
 	return []string{fmt.Sprintf("%s: kustomize %s, chart %s", at, strings.TrimSpace(string(ay)), strings.TrimSpace(string(by)))}
 }
+
+// TestChartSchemaRejects: values.schema.json refuses a value of the wrong
+// type, an unknown key and several replicas without Redis, as helm install
+// does, before any template runs.
+func TestChartSchemaRejects(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{"replicas as a word", map[string]any{"replicas": "three"}, "replicas"},
+		{"no replica", map[string]any{"replicas": 0}, "replicas"},
+		{"an unknown key", map[string]any{"replica": 3}, "replica"},
+		{"an unknown nested key", map[string]any{"image": map[string]any{"name": "llmdiag"}}, "name"},
+		{"a tag as a number", map[string]any{"image": map[string]any{"tag": 1.2}}, "tag"},
+		{"a store llmdiag lacks", map[string]any{"store": "etcd"}, "store"},
+		{"several replicas in memory", map[string]any{"replicas": 3}, "store"},
+		{"rbac.create as a string", map[string]any{"rbac": map[string]any{"create": "yes"}}, "create"},
+		{"serviceMonitor.enabled as a string", map[string]any{"serviceMonitor": map[string]any{"enabled": "true"}}, "enabled"},
+		{"an extra arg that is no flag", map[string]any{"extraArgs": []any{"serve"}}, "extraArgs"},
+		{"a Secret name Kubernetes refuses", map[string]any{"secrets": map[string]any{"tls": "My_TLS"}}, "tls"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := deploytest.Helm(deploytest.Chart(), deploytest.DefaultRelease, tt.values)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "schema") {
+				t.Errorf("render with %v: %v, want a schema error naming %q", tt.values, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestChartValues: the switches that the overlays' comparison leaves at
+// their defaults do what values.yaml says.
+func TestChartValues(t *testing.T) {
+	kinds := func(objs []deploytest.Object) []string {
+		var out []string
+		for _, o := range objs {
+			out = append(out, o.Kind)
+		}
+		return out
+	}
+	t.Run("without RBAC, ServiceAccount, ServiceMonitor, PrometheusRule, NetworkPolicy", func(t *testing.T) {
+		objs := renderChart(t, map[string]any{
+			"rbac": map[string]any{"create": false}, "serviceAccount": map[string]any{"create": false},
+			"serviceMonitor": map[string]any{"enabled": false}, "prometheusRule": map[string]any{"enabled": false},
+			"networkPolicy": map[string]any{"enabled": false},
+		})
+		m := decode(t, objs)
+		if got := slices.Sorted(slices.Values(kinds(objs))); !slices.Equal(got, []string{"ConfigMap", "Deployment", "PodDisruptionBudget", "Service"}) {
+			t.Errorf("kinds %v, want ConfigMap, Deployment, PodDisruptionBudget and Service alone", got)
+		}
+		if len(m.deployments) == 1 {
+			if sa := m.deployments[0].Spec.Template.Spec.ServiceAccountName; sa != "default" {
+				t.Errorf("serviceAccountName %q, want default", sa)
+			}
+		}
+	})
+	t.Run("an existing ServiceAccount bound by the chart", func(t *testing.T) {
+		m := decode(t, renderChart(t, map[string]any{"serviceAccount": map[string]any{"create": false, "name": "discovery"}}))
+		if len(m.serviceAccounts) != 0 || len(m.bindings) != 1 || len(m.deployments) != 1 {
+			t.Fatalf("%d ServiceAccounts, %d bindings, %d Deployments; want 0, 1, 1", len(m.serviceAccounts), len(m.bindings), len(m.deployments))
+		}
+		if s := m.bindings[0].Subjects; len(s) != 1 || s[0].Name != "discovery" || m.deployments[0].Spec.Template.Spec.ServiceAccountName != "discovery" {
+			t.Errorf("binding subjects %+v, pod's account %q; want discovery for both", s, m.deployments[0].Spec.Template.Spec.ServiceAccountName)
+		}
+	})
+	t.Run("another release in another namespace", func(t *testing.T) {
+		objs, err := deploytest.Helm(deploytest.Chart(), deploytest.Release{Name: "diag", Namespace: "ml"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := decode(t, objs)
+		if len(m.bindings) != 1 || len(m.deployments) != 1 || len(m.clusterRoles) != 1 {
+			t.Fatal("want one binding, one role, one Deployment")
+		}
+		if s := m.bindings[0].Subjects; len(s) != 1 || s[0].Name != "diag-llmdiag" || s[0].Namespace != "ml" || m.clusterRoles[0].Name != "diag-llmdiag" {
+			t.Errorf("binding subjects %+v, role %s; want the ServiceAccount diag-llmdiag in ml, the role diag-llmdiag", s, m.clusterRoles[0].Name)
+		}
+		if errs := checkRBAC(m); len(errs) > 0 {
+			t.Error(errs)
+		}
+	})
+	t.Run("a discovery file, an extra flag, an image tag", func(t *testing.T) {
+		m := decode(t, renderChart(t, map[string]any{
+			"config":    map[string]any{"discovery": "kubernetes_sd_configs:\n  - role: pod\n"},
+			"extraArgs": []any{"--interval=10s"},
+			"image":     map[string]any{"tag": "v1.2.3"},
+		}))
+		if len(m.deployments) != 1 || len(m.configMaps) != 1 {
+			t.Fatal("want one Deployment and one ConfigMap")
+		}
+		c := *container(&m)
+		if !slices.Contains(c.Args, "--discovery=/etc/llmdiag/config/discovery.yaml") || !slices.Contains(c.Args, "--interval=10s") {
+			t.Errorf("args %q, want --discovery and --interval", c.Args)
+		}
+		if got := m.configMaps[0].Data["discovery.yaml"]; got != "kubernetes_sd_configs:\n  - role: pod\n" {
+			t.Errorf("ConfigMap discovery.yaml %q", got)
+		}
+		if c.Image != "llmdiag:v1.2.3" {
+			t.Errorf("image %s, want llmdiag:v1.2.3", c.Image)
+		}
+	})
+}
