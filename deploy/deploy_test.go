@@ -238,7 +238,9 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"the token not mounted", func(m *manifests) { m.deployments[0].Spec.Template.Spec.AutomountServiceAccountToken = ptr(false) }, "automountServiceAccountToken"},
 		{"a binding naming another role", func(m *manifests) { m.bindings[0].RoleRef.Name = "view" }, "roleRef"},
 		{"a binding naming another account", func(m *manifests) { m.bindings[0].Subjects[0].Name = "default" }, "subjects"},
-		{"a role granting more verbs", func(m *manifests) { m.clusterRoles[0].Rules[0].Verbs = append(m.clusterRoles[0].Rules[0].Verbs, "create") }, "ClusterRole"},
+		{"a role granting more verbs", func(m *manifests) {
+			m.clusterRoles[0].Rules[0].Verbs = append(m.clusterRoles[0].Rules[0].Verbs, "create")
+		}, "ClusterRole"},
 		{"a role reading Secrets", func(m *manifests) {
 			m.clusterRoles[0].Rules[0].Resources = append(m.clusterRoles[0].Rules[0].Resources, "secrets")
 		}, "ClusterRole"},
