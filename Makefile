@@ -61,11 +61,13 @@ checkgenerate:
 	if diff -r gen "$$tmp/gen"; then echo "gen/ is up to date"; \
 	else echo "gen/ drifted from proto/: run make generate and commit" >&2; exit 1; fi
 
-## manifests: regenerate deploy/base/prometheusrule.yaml from `llmdiag rules` with
-## the flags in deploy/rules.args; the deploy tests fail while it is stale
+## manifests: regenerate deploy/base/prometheusrule.yaml and the Helm chart's
+## copy (deploy/helm/llmdiag/files/rules.yaml) from `llmdiag rules` with the
+## flags in deploy/rules.args, and copy the base's fleet and thresholds files
+## into the chart's files/; the deploy tests fail while any is stale
 .PHONY: manifests
 manifests:
-	$(GO) test -count=1 -run '^TestPrometheusRule$$' ./deploy -update
+	$(GO) test -count=1 -run '^(TestPrometheusRule|TestChartFiles)$$' ./deploy -update
 
 ## docs: regenerate the reference part of docs/configuration.md from
 ## `llmdiag serve --help` (between its marker lines; the prose around it

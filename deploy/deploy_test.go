@@ -21,15 +21,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/deploy/deploytest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/server"
 )
@@ -68,39 +68,28 @@ type manifests struct {
 	rules           []monitoringv1.PrometheusRule
 	networkPolicies []networkingv1.NetworkPolicy
 	pdbs            []policyv1.PodDisruptionBudget
-}
-
-// object is one rendered object: its kind and its YAML.
-type object struct {
-	kind, name string
-	yaml       []byte
+	serviceAccounts []corev1.ServiceAccount
+	clusterRoles    []rbacv1.ClusterRole
+	bindings        []rbacv1.ClusterRoleBinding
 }
 
 // render builds dir with kustomize's Go API.
-func render(t *testing.T, dir string) []object {
+func render(t *testing.T, dir string) []deploytest.Object {
 	t.Helper()
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	objs, err := deploytest.Kustomize(dir)
 	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
+		t.Fatal(err)
 	}
-	var out []object
-	for _, r := range m.Resources() {
-		y, err := r.AsYAML()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, object{kind: r.GetKind(), name: r.GetName(), yaml: y})
-	}
-	return out
+	return objs
 }
 
 // decode decodes every object strictly into its type.
-func decode(t *testing.T, objs []object) manifests {
+func decode(t *testing.T, objs []deploytest.Object) manifests {
 	t.Helper()
 	var out manifests
 	for _, o := range objs {
-		if err := out.add(o.kind, o.yaml); err != nil {
-			t.Errorf("%s %s: %v", o.kind, o.name, err)
+		if err := out.add(o.Kind, o.YAML); err != nil {
+			t.Errorf("%s %s: %v", o.Kind, o.Name, err)
 		}
 	}
 	return out
@@ -123,6 +112,12 @@ func (m *manifests) add(kind string, y []byte) error {
 		return decodeInto(y, &m.networkPolicies)
 	case "PodDisruptionBudget":
 		return decodeInto(y, &m.pdbs)
+	case "ServiceAccount":
+		return decodeInto(y, &m.serviceAccounts)
+	case "ClusterRole":
+		return decodeInto(y, &m.clusterRoles)
+	case "ClusterRoleBinding":
+		return decodeInto(y, &m.bindings)
 	}
 	return fmt.Errorf("kind %q: the test knows no type for it", kind)
 }
@@ -239,6 +234,16 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"a writable root filesystem", func(m *manifests) { container(m).SecurityContext.ReadOnlyRootFilesystem = ptr(false) }, "readOnlyRootFilesystem"},
 		{"root", func(m *manifests) { m.deployments[0].Spec.Template.Spec.SecurityContext.RunAsUser = ptr(int64(0)) }, "runAsUser"},
 		{"GOMEMLIMIT over the memory limit", func(m *manifests) { setEnv(container(m), "GOMEMLIMIT", "1GiB") }, "GOMEMLIMIT"},
+		{"a serviceAccountName not rendered", func(m *manifests) { m.deployments[0].Spec.Template.Spec.ServiceAccountName = "llmdiag-sa" }, "serviceAccountName"},
+		{"the token not mounted", func(m *manifests) { m.deployments[0].Spec.Template.Spec.AutomountServiceAccountToken = ptr(false) }, "automountServiceAccountToken"},
+		{"a binding naming another role", func(m *manifests) { m.bindings[0].RoleRef.Name = "view" }, "roleRef"},
+		{"a binding naming another account", func(m *manifests) { m.bindings[0].Subjects[0].Name = "default" }, "subjects"},
+		{"a role granting more verbs", func(m *manifests) {
+			m.clusterRoles[0].Rules[0].Verbs = append(m.clusterRoles[0].Rules[0].Verbs, "create")
+		}, "ClusterRole"},
+		{"a role reading Secrets", func(m *manifests) {
+			m.clusterRoles[0].Rules[0].Resources = append(m.clusterRoles[0].Rules[0].Resources, "secrets")
+		}, "ClusterRole"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := decode(t, objs)
@@ -280,7 +285,8 @@ func check(m manifests, o overlay, secrets map[string]corev1.Secret, rules monit
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	counts := map[string]int{"Deployment": len(m.deployments), "Service": len(m.services), "ConfigMap": len(m.configMaps),
-		"ServiceMonitor": len(m.serviceMonitors), "PrometheusRule": len(m.rules), "NetworkPolicy": len(m.networkPolicies), "PodDisruptionBudget": len(m.pdbs)}
+		"ServiceMonitor": len(m.serviceMonitors), "PrometheusRule": len(m.rules), "NetworkPolicy": len(m.networkPolicies), "PodDisruptionBudget": len(m.pdbs),
+		"ServiceAccount": len(m.serviceAccounts), "ClusterRole": len(m.clusterRoles), "ClusterRoleBinding": len(m.bindings)}
 	for kind, n := range counts {
 		if n != 1 {
 			fail("%d objects of kind %s, want 1", n, kind)
@@ -460,6 +466,43 @@ func check(m manifests, o overlay, secrets map[string]corev1.Secret, rules monit
 	} else if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() != 1 || pdb.Spec.MinAvailable != nil {
 		fail("PodDisruptionBudget: want maxUnavailable 1 alone (a single replica must stay evictable)")
 	}
+
+	errs = append(errs, checkRBAC(m)...)
+	return errs
+}
+
+// discoveryRules is all Kubernetes service discovery may do: read pods and
+// EndpointSlices (kubernetes_sd_configs roles pod and endpointslice), the
+// Services the slices belong to, and InferencePools.
+var discoveryRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods", "services"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{"inference.networking.k8s.io"}, Resources: []string{"inferencepools"}, Verbs: []string{"get", "list", "watch"}},
+}
+
+// checkRBAC: the pod runs as the rendered ServiceAccount, the binding
+// grants it the rendered ClusterRole, and the role grants discoveryRules
+// and nothing more.
+func checkRBAC(m manifests) []error {
+	var errs []error
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	pod := m.deployments[0].Spec.Template.Spec
+	sa, role, b := m.serviceAccounts[0], m.clusterRoles[0], m.bindings[0]
+	if pod.ServiceAccountName != sa.Name {
+		fail("deployment: serviceAccountName %q, but the ServiceAccount rendered is %q", pod.ServiceAccountName, sa.Name)
+	}
+	if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+		fail("deployment: automountServiceAccountToken must be true: discovery reads the API with the token")
+	}
+	if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}) {
+		fail("ClusterRoleBinding %s: roleRef %+v, want the ClusterRole %s", b.Name, b.RoleRef, role.Name)
+	}
+	if len(b.Subjects) != 1 || b.Subjects[0].Kind != rbacv1.ServiceAccountKind || b.Subjects[0].Name != sa.Name || b.Subjects[0].Namespace == "" {
+		fail("ClusterRoleBinding %s: subjects %+v, want the ServiceAccount %s with its namespace alone", b.Name, b.Subjects, sa.Name)
+	}
+	if !reflect.DeepEqual(role.Rules, discoveryRules) {
+		fail("ClusterRole %s: rules %+v, want exactly get, list and watch on pods, services, endpointslices and inferencepools", role.Name, role.Rules)
+	}
 	return errs
 }
 
@@ -638,4 +681,56 @@ spec:
 		b.WriteString(line)
 	}
 	testkit.Golden(t, ruleFile, b.Bytes())
+
+	// The chart's copy: the spec alone, which its template indents.
+	var c bytes.Buffer
+	fmt.Fprintf(&c, `# Generated by make manifests (deploy/deploy_test.go, TestPrometheusRule)
+# from llmdiag rules %s (deploy/rules.args): the spec of
+# deploy/base/prometheusrule.yaml. Do not edit.
+`, rulesFlagsText())
+	c.Write(llmdiagRules(t))
+	testkit.Golden(t, chartRuleFile, c.Bytes())
+}
+
+// chartRuleFile is the PrometheusRule's spec in the chart, which
+// templates/prometheusrule.yaml reads (.Files.Get reads no file outside the
+// chart).
+const chartRuleFile = "helm/llmdiag/files/rules.yaml"
+
+// TestChartFiles: the chart's files/fleet.yaml and files/thresholds.yaml
+// are the base's (make manifests copies them; -update rewrites them).
+func TestChartFiles(t *testing.T) {
+	for _, f := range []string{"fleet.yaml", "thresholds.yaml"} {
+		b, err := os.ReadFile(filepath.Join("base", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.Golden(t, filepath.Join("helm", "llmdiag", "files", f), b)
+	}
+}
+
+// TestOverlayInAnotherNamespace: an overlay that sets its namespace (what
+// `kustomize edit set namespace` writes) moves the ClusterRoleBinding's
+// subject with the ServiceAccount, as base/rbac.yaml says.
+func TestOverlayInAnotherNamespace(t *testing.T) {
+	dir := t.TempDir()
+	abs, err := filepath.Abs(overlays[0].dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	single, err := filepath.Rel(dir, abs) // kustomize takes no absolute path
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: ml\nresources:\n  - " + single + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, render(t, dir))
+	if len(m.bindings) != 1 || len(m.serviceAccounts) != 1 {
+		t.Fatalf("%d bindings, %d ServiceAccounts, want 1 each", len(m.bindings), len(m.serviceAccounts))
+	}
+	if s := m.bindings[0].Subjects; len(s) != 1 || s[0].Namespace != "ml" || m.serviceAccounts[0].Namespace != "ml" {
+		t.Errorf("subjects %+v, ServiceAccount in %q; want both in ml", s, m.serviceAccounts[0].Namespace)
+	}
 }
