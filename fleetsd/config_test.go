@@ -72,3 +72,15 @@ func TestParseDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDefaultsDocumented: docs/configuration.md shows the default rules as
+// they are.
+func TestDefaultsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(doc, fleetsd.DefaultsYAML) {
+		t.Error("docs/configuration.md, A vLLM Deployment on Kubernetes, does not show fleetsd/defaults.yaml as it is: copy it there")
+	}
+}
