@@ -32,7 +32,14 @@
 //   - Updates are debounced by the Manager (Options.Debounce); each one
 //     hands the whole node set, sorted by id, to the caller.
 //
-// Kubernetes watch errors are retried and logged by client-go itself and
-// counted by Prometheus's prometheus_sd_kubernetes_failures_total; they
-// keep the last targets but are not attributed to a job here.
+// A failure is seen three ways: an error a mechanism logs (file and http
+// discovery log each failed read or refresh), a mechanism that has sent
+// no targets Options.FirstUpdate after it started (Kubernetes discovery
+// sends nothing until it has listed every object, and the Kubernetes
+// client retries a refused connection without a word), and a rise of
+// Prometheus's prometheus_sd_kubernetes_failures_total (a LIST or WATCH
+// the API server answered with an error, as for want of RBAC), which
+// marks every Kubernetes job failing, the counter being the mechanism's.
+// An API server that goes away after the first list is not seen while the
+// client retries quietly; the last targets stay all the same.
 package fleetsd

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/prometheus/discovery"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 
@@ -24,6 +25,8 @@ const (
 	// DefaultDebounce is Prometheus's own: the Manager sends at most one
 	// update this often.
 	DefaultDebounce = 5 * time.Second
+	// DefaultFirstUpdate is Options.FirstUpdate's default.
+	DefaultFirstUpdate = 30 * time.Second
 )
 
 // Options configure a Discovery. Zero values take the defaults.
@@ -43,6 +46,12 @@ type Options struct {
 	// IDLabel, when set, names the target label whose value is a node's id
 	// (see Job.Nodes).
 	IDLabel string
+	// FirstUpdate is how long a discovery mechanism may take to send its
+	// first targets before it counts as failing (default
+	// DefaultFirstUpdate): Kubernetes discovery sends nothing until it
+	// has listed every object, and while its API server does not answer
+	// the Kubernetes client retries without a word.
+	FirstUpdate time.Duration
 }
 
 // Discovery runs the discovery of a File and keeps its node set.
@@ -80,6 +89,9 @@ func New(f *File, opts Options) (*Discovery, error) {
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce
 	}
+	if opts.FirstUpdate <= 0 {
+		opts.FirstUpdate = DefaultFirstUpdate
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -105,7 +117,8 @@ func New(f *File, opts Options) (*Discovery, error) {
 // update the Manager sends (at most one per Options.Debounce). apply is
 // called from Run's goroutine, one call at a time.
 func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
-	sdMetrics, err := discovery.CreateAndRegisterSDMetrics(d.reg)
+	kube := &kubeFailures{}
+	sdMetrics, err := discovery.CreateAndRegisterSDMetrics(watchRegisterer{Registerer: d.reg, seen: kube.seen})
 	if err != nil {
 		return err
 	}
@@ -130,6 +143,11 @@ func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Run() }()
 	defer func() { cancel(); <-done }()
+	if kp := d.kubeProviders(); len(kp) > 0 && kube.counter != nil {
+		kdone := make(chan struct{})
+		go func() { defer close(kdone); d.watchKube(mctx, kube, kp) }()
+		defer func() { cancel(); <-kdone }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -272,6 +290,97 @@ func (d *Discovery) Failing() map[string]string {
 	return out
 }
 
+// kubeProviders are the providers of Kubernetes discovery.
+func (d *Discovery) kubeProviders() []provider {
+	var ps []provider
+	for _, j := range d.file.Jobs {
+		for i, c := range j.Config.ServiceDiscoveryConfigs {
+			if c.Name() == "kubernetes" {
+				ps = append(ps, provider{job: j.Name(), index: i})
+			}
+		}
+	}
+	return ps
+}
+
+// watchKube reads Kubernetes discovery's failed LIST and WATCH requests
+// (Prometheus's prometheus_sd_kubernetes_failures_total, which the
+// Kubernetes client's retries count and do not log through the
+// discoverer) every Debounce, and marks every Kubernetes provider failing
+// when they rose: the counter is the mechanism's, not a job's. A provider
+// recovers with its next update, as the others do.
+func (d *Discovery) watchKube(ctx context.Context, k *kubeFailures, ps []provider) {
+	t := time.NewTicker(d.opts.Debounce)
+	defer t.Stop()
+	last := k.value()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		v := k.value()
+		if v <= last {
+			continue
+		}
+		err := fmt.Sprintf("%.0f Kubernetes API requests (list or watch) failed; the Kubernetes client retries them and logs why", v-last)
+		last = v
+		for _, p := range ps {
+			d.fail(p, err)
+		}
+	}
+}
+
+// kubeFailures is Kubernetes discovery's failures counter, found as it is
+// registered.
+type kubeFailures struct {
+	mu      sync.Mutex
+	counter prometheus.Metric
+}
+
+// seen keeps c when it is prometheus_sd_kubernetes_failures_total.
+func (k *kubeFailures) seen(c prometheus.Collector) {
+	m, ok := c.(prometheus.Counter)
+	if !ok {
+		return
+	}
+	ch := make(chan *prometheus.Desc, 1)
+	m.Describe(ch)
+	if desc := <-ch; strings.Contains(desc.String(), `"prometheus_sd_kubernetes_failures_total"`) {
+		k.mu.Lock()
+		k.counter = m
+		k.mu.Unlock()
+	}
+}
+
+func (k *kubeFailures) value() float64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var m dto.Metric
+	if k.counter == nil || k.counter.Write(&m) != nil {
+		return 0
+	}
+	return m.GetCounter().GetValue()
+}
+
+// watchRegisterer passes every collector registered to seen.
+type watchRegisterer struct {
+	prometheus.Registerer
+	seen func(prometheus.Collector)
+}
+
+func (w watchRegisterer) Register(c prometheus.Collector) error {
+	w.seen(c)
+	return w.Registerer.Register(c)
+}
+
+func (w watchRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		w.seen(c)
+	}
+	w.Registerer.MustRegister(cs...)
+}
+
 // watched is one provider's config as the Manager runs it: its discoverer's
 // updates mark it answering, and errors it logs mark it failing.
 type watched struct {
@@ -298,11 +407,16 @@ type watchedDiscoverer struct {
 func (wd *watchedDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
 	in := make(chan []*targetgroup.Group)
 	go wd.inner.Run(ctx, in)
+	first := time.NewTimer(wd.w.d.opts.FirstUpdate)
+	defer first.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-first.C:
+			wd.w.d.fail(wd.w.p, fmt.Sprintf("%s discovery has sent no targets %s after it started (a Kubernetes API server that does not answer, …)", wd.w.Config.Name(), wd.w.d.opts.FirstUpdate))
 		case tgs, ok := <-in:
+			first.Stop()
 			if !ok { // a discoverer should not close it; if it does, wait
 				<-ctx.Done()
 				return

@@ -272,3 +272,37 @@ func TestFileSDChurnBounded(t *testing.T) {
 		t.Errorf("%d node sets handed over for 31 versions", len(s.all))
 	}
 }
+
+// TestKubernetesAPIServerAway: Kubernetes discovery whose API server does
+// not answer (the Kubernetes client retries a refused connection without
+// a word, and Prometheus's failures counter does not move): the job is
+// failing once FirstUpdate has passed, warned of once, counted.
+func TestKubernetesAPIServerAway(t *testing.T) {
+	f, err := fleetsd.Parse([]byte(fmt.Sprintf(`scrape_configs:
+  - job_name: k8s
+    kubernetes_sd_configs:
+      - role: pod
+        api_server: http://%s
+`, testkit.ClosedAddr(t))), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	var logs testkit.SyncBuffer
+	d, err := fleetsd.New(f, fleetsd.Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Registerer: reg, Debounce: 50 * time.Millisecond, FirstUpdate: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := run(t, d)
+	w := testkit.Wait{For: 20 * time.Second, Every: 20 * time.Millisecond}
+	w.Until(t, "the job failing", func() bool { return value(t, reg, "llmdiag_discovery_failing", "k8s") == 1 })
+	if n, _ := s.last(); len(n) != 0 {
+		t.Errorf("node set %v, want none", n)
+	}
+	if n := strings.Count(logs.String(), `msg="discovery failing`); n != 1 || !strings.Contains(logs.String(), "kubernetes discovery has sent no targets 200ms after it started") {
+		t.Errorf("%d failure warnings, want 1 naming the Kubernetes API:\n%s", n, logs.String())
+	}
+	if v := value(t, reg, "llmdiag_discovery_failures_total", "k8s"); v < 1 {
+		t.Errorf("llmdiag_discovery_failures_total{job=k8s} = %v", v)
+	}
+}
