@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/prometheus/discovery/kubernetes"
+
 	"github.com/llmdiag/llmdiag/fleetsd"
 )
 
@@ -53,6 +55,9 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	j := f.Jobs[0]
+	if k := j.Config.ServiceDiscoveryConfigs[0].(*kubernetes.SDConfig); !filepath.IsAbs(k.KubeConfig) || filepath.Base(k.KubeConfig) != "kubeconfig.yaml" {
+		t.Errorf("kubeconfig_file %q, want it taken from the file's directory", k.KubeConfig)
+	}
 	if j.Defaulted != "kubernetes pod" || len(j.Config.RelabelConfigs) != len(fleetsd.Defaults()["pod"]) {
 		t.Errorf("defaulted %q with %d rules, want kubernetes pod with %d", j.Defaulted, len(j.Config.RelabelConfigs), len(fleetsd.Defaults()["pod"]))
 	}

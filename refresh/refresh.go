@@ -177,9 +177,10 @@ func (l *Loop) FastNodes() int {
 // loop, with a final removed event on the health feed (Removed), as the
 // retention's sweep does. Without removeGone (a source that finds nodes by
 // itself, as Prometheus does) such a node stays until its source stops
-// presenting it and the retention passes. A source that scrapes the fleet
-// must have been given the new fleet first, so that the refresh that
-// removes a node does not read it again.
+// presenting it and the retention passes. At most MaxNodes removals wait
+// for a refresh; beyond, the retention's sweep removes the nodes. A source
+// that scrapes the fleet must have been given the new fleet first, so that
+// the refresh that removes a node does not read it again.
 func (l *Loop) SetFleet(f map[string]fleet.Node, removeGone bool) {
 	l.fmu.Lock()
 	defer l.fmu.Unlock()
@@ -188,7 +189,10 @@ func (l *Loop) SetFleet(f map[string]fleet.Node, removeGone bool) {
 	}
 	if removeGone {
 		for id := range l.latest {
-			if _, ok := f[id]; !ok {
+			// At most MaxNodes wait (a replica that does not refresh
+			// keeps them until it leads): beyond, the retention's sweep
+			// removes them.
+			if _, ok := f[id]; !ok && len(l.pending.gone) < l.cfg.MaxNodes {
 				l.pending.gone[id] = true
 			}
 		}
