@@ -232,7 +232,7 @@ func (s *serving) refreshLoop(context.Context) error {
 		// Nodes known only through Prometheus (no url in the fleet file,
 		// or found by Prometheus's own discovery) are not read by the fast
 		// lane; --discovery's nodes are, as they come and go.
-		s.log.Info("fast lane on: nodes with a url in the fleet file are read for routing between refreshes; any other node's routability is as fresh as the refresh, and from Prometheus as Prometheus's scrape",
+		s.log.Info("fast lane on: nodes with a url in the fleet (the fleet file's, --target's or --discovery's) are read for routing between refreshes; any other node's routability is as fresh as the refresh, and from Prometheus as Prometheus's scrape",
 			"fast_interval", c.fastInterval, "fast_nodes", s.loop.FastNodes(), "fleet_nodes", len(s.src.fleet), "scrape_spread", c.spread())
 	}
 	if s.src.scraped > 0 || s.disco != nil {
