@@ -24,6 +24,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/fleetsd"
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/mcpserver"
@@ -57,7 +58,7 @@ func serveCommand(env Env) *ffcli.Command {
 	c.register(fs)
 	return &ffcli.Command{
 		Name:       "serve",
-		ShortUsage: "llmdiag serve [--fleet FILE] [--target id=url ...] [flags]",
+		ShortUsage: "llmdiag serve [--fleet FILE] [--target id=url ...] [--discovery FILE] [flags]",
 		ShortHelp:  "run the diagnosis service",
 		LongHelp: strings.TrimSpace(`
 Scrape every node's /metrics every --interval, diagnose each against its
@@ -68,7 +69,14 @@ every call but health needs a bearer token or a client certificate whose
 role grants it (docs/security.md); a non-loopback --listen needs TLS and
 authentication, or --insecure. State is kept in memory, or with --redis in
 Redis, shared by any number of replicas: each serves reads, and the one
-holding the ingest lease refreshes. Stops gracefully on SIGTERM.`) + serveEnvHelp,
+holding the ingest lease refreshes. Stops gracefully on SIGTERM.
+
+The nodes are the fleet file's (--fleet) and --target's, or those
+Prometheus's own service discovery finds (--discovery FILE: the
+scrape_configs a Prometheus would scrape them with, Kubernetes pods
+included): then a node that appears is scraped from the next refresh, and
+one that goes away is removed at the next refresh, with a final removed
+event on StreamHealth; a discovery that fails keeps its last targets.`) + serveEnvHelp,
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			if err := noArgs(args); err != nil {
@@ -94,6 +102,7 @@ func runServe(ctx context.Context, env Env, c *serveConfig) error {
 		s.telemetry,
 		s.store,
 		s.source,
+		s.discovery,
 		s.refreshLoop,
 		s.service,
 		s.security,
@@ -129,6 +138,7 @@ type serving struct {
 	tm        *telemetry.Metrics
 	st        openedStore
 	src       openedSource
+	disco     *fleetsd.Discovery // --discovery (cli/discovery.go), else nil
 	loop      *refresh.Loop
 	svc       *server.Service
 	ready     <-chan struct{}
@@ -220,11 +230,12 @@ func (s *serving) refreshLoop(context.Context) error {
 	})
 	if c.fastInterval > 0 {
 		// Nodes known only through Prometheus (no url in the fleet file,
-		// or found by discovery) are not read by the fast lane.
-		s.log.Info("fast lane on: nodes with a url in the fleet file are read for routing between refreshes; any other node's routability is as fresh as the refresh, and from Prometheus as Prometheus's scrape",
+		// or found by Prometheus's own discovery) are not read by the fast
+		// lane; --discovery's nodes are, as they come and go.
+		s.log.Info("fast lane on: nodes with a url in the fleet (the fleet file's, --target's or --discovery's) are read for routing between refreshes; any other node's routability is as fresh as the refresh, and from Prometheus as Prometheus's scrape",
 			"fast_interval", c.fastInterval, "fast_nodes", s.loop.FastNodes(), "fleet_nodes", len(s.src.fleet), "scrape_spread", c.spread())
 	}
-	if s.src.scraped > 0 {
+	if s.src.scraped > 0 || s.disco != nil {
 		if c.scrapeTimeout >= s.loop.Timeout() {
 			return usageError{fmt.Errorf("--scrape-timeout %s must be below a refresh's deadline (%s, twice --interval and at least 10s)", c.scrapeTimeout, s.loop.Timeout())}
 		}
@@ -362,12 +373,19 @@ func (s *serving) serve(ctx context.Context) error {
 	if c.console {
 		attrs = append(attrs, "console", url+auth.ConsolePath)
 	}
+	// With --discovery, the first refresh waits for its first node set.
+	wait := func() {}
+	if s.disco != nil {
+		first, done := s.runDiscovery(ingestCtx)
+		defer func() { <-done }() // after stopIngest, below
+		wait = func() { s.waitDiscovery(ingestCtx, first) }
+	}
 	if s.st.lease == nil {
 		s.log.Info("llmdiag serving", attrs...)
-		go func() { defer close(ingestDone); s.loop.Run(ingestCtx) }()
+		go func() { defer close(ingestDone); wait(); s.loop.Run(ingestCtx) }()
 	} else {
 		s.log.Info("llmdiag serving", append(attrs, "redis", redact.URL(c.redis.url), "replica", c.redis.replicaID, "lease_ttl", c.redis.leaseTTL)...)
-		go func() { defer close(ingestDone); leadRefresh(ingestCtx, s.st.lease, s.loop) }()
+		go func() { defer close(ingestDone); wait(); leadRefresh(ingestCtx, s.st.lease, s.loop) }()
 	}
 	go func() {
 		select {
@@ -433,6 +451,9 @@ type openedSource struct {
 	from    string
 	scraped int
 	fleet   map[string]fleet.Node
+	// scraper is the direct scrape, whose targets --discovery changes;
+	// nil when nothing is scraped directly.
+	scraper *scrape.Scraper
 }
 
 // openSource is a direct scrape of the fleet's nodes with a url, or with
@@ -457,7 +478,10 @@ func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention t
 	}
 	scraper := scrape.New(scraped, nil, log, time.Now, opts)
 	if c.prom.url == "" {
-		o.src, o.from = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped))
+		o.src, o.from, o.scraper = scraper, fmt.Sprintf("direct scrape of %d nodes", len(scraped)), scraper
+		if c.discoveryPath != "" {
+			o.from = "direct scrape of the nodes --discovery finds"
+		}
 		return o, nil
 	}
 	pcfg := c.prom.config(c.staleAfter)
@@ -476,10 +500,15 @@ func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention t
 		return o, usageError{fmt.Errorf("--prometheus: %w", err)}
 	}
 	o.src, o.from = ps, "prometheus "+redact.URL(c.prom.url)
-	if len(scraped) > 0 {
+	switch {
+	case c.discoveryPath != "":
+		// Discovered nodes with a url, as fleet nodes with one.
+		o.src, o.scraper = combine.Combined{History: ps, Gauges: scraper}, scraper
+		o.from += " with gauges scraped from the nodes --discovery finds"
+	case len(scraped) > 0:
 		// Fleet nodes with a url: gauges fresh from their endpoints,
 		// everything else from Prometheus.
-		o.src = combine.Combined{History: ps, Gauges: scraper}
+		o.src, o.scraper = combine.Combined{History: ps, Gauges: scraper}, scraper
 		o.from += fmt.Sprintf(" with gauges scraped from %d nodes", len(scraped))
 	}
 	return o, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/engine"
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/fleetsd"
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/metrics"
@@ -33,6 +34,9 @@ type serveConfig struct {
 	listen, fleetPath, thresholdsFile string
 	targets                           targetsFlag
 	window                            metrics.Window
+	// discoveryPath is --discovery's file (cli/discovery.go).
+	discoveryPath     string
+	discoveryDebounce time.Duration
 
 	interval, staleAfter, scrapeTimeout, scrapeSpread time.Duration
 	fastInterval                                      time.Duration
@@ -79,6 +83,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "address to serve Connect, gRPC, gRPC-Web, health, reflection and /metrics on")
 	fs.StringVar(&c.fleetPath, "fleet", "", "fleet file (YAML): nodes with id, url, model, engine and profile")
 	fs.Var(&c.targets, "target", "a node to scrape, as id=url[,model=NAME][,engine=vllm|sglang][,follow_redirects=true]; repeatable, adds to --fleet")
+	fs.StringVar(&c.discoveryPath, "discovery", "", "discovery file (YAML): scrape_configs in Prometheus's own schema (kubernetes_sd_configs, file_sd_configs, http_sd_configs, dns_sd_configs, static_configs, relabel_configs), run by Prometheus's service discovery; the nodes it finds are scraped and follow it as they come and go (docs/configuration.md, Discovery). Not with --fleet or --target")
+	fs.DurationVar(&c.discoveryDebounce, "discovery-debounce", fleetsd.DefaultDebounce, "with --discovery: changes found within this long are applied together (Prometheus's own default); a node set follows discovery within about this plus --interval")
 	fs.DurationVar(&c.interval, "interval", 5*time.Second, "time between refreshes of the whole fleet")
 	fs.DurationVar(&c.fastInterval, "fast-interval", 0, "the fast lane for routers: read queue, running and KV usage of every node with a url this often (e.g. 250ms), between refreshes, and update routability and load score at once (docs/integrations.md, The fast lane for routers); 0, the default, leaves it off: it reads each node's /metrics this often, a cost the model servers pay")
 	fs.IntVar(&c.fastConcurrency, "fast-concurrency", 64, "most fast-lane reads in flight; a node's tick finding none free is skipped, never queued")
@@ -153,6 +159,9 @@ func (c *serveConfig) configure() (diagnose.Thresholds, *fleet.File, error) {
 		return th, nil, err
 	}
 	f := &fleet.File{}
+	if c.discoveryPath != "" {
+		return th, f, nil // the nodes come from discovery (cli/discovery.go)
+	}
 	if c.fleetPath != "" {
 		if f, err = fleet.Load(c.fleetPath); err != nil {
 			return th, nil, err
@@ -188,6 +197,10 @@ func (c *serveConfig) check() error {
 	switch {
 	case c.targets.err != nil:
 		return c.targets.err
+	case c.discoveryPath != "" && (c.fleetPath != "" || len(c.targets.nodes) > 0):
+		return errors.New("--discovery goes with neither --fleet nor --target: the nodes are discovery's (put fixed targets in its static_configs)")
+	case c.discoveryDebounce <= 0:
+		return errors.New("--discovery-debounce must be positive")
 	case c.interval <= 0 || c.staleAfter <= 0 || c.scrapeTimeout <= 0 || c.maxSeries <= 0 || c.maxRanks <= 0:
 		return errors.New("--interval, --stale-after, --scrape-timeout, --scrape-max-series and --scrape-max-ranks must be positive")
 	case c.fastInterval < 0 || c.fastConcurrency <= 0:

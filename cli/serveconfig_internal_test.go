@@ -35,6 +35,13 @@ func TestServeConfigValidate(t *testing.T) {
 	}{
 		{"defaults", func(*serveConfig) {}, ""},
 		{"bad target", func(c *serveConfig) { _ = c.targets.Set("no-url") }, `--target "no-url": want id=url`},
+		{"discovery", func(c *serveConfig) { c.discoveryPath = "sd.yaml" }, ""},
+		{"discovery with fleet", func(c *serveConfig) { c.discoveryPath, c.fleetPath = "sd.yaml", "fleet.yaml" }, "--discovery goes with neither --fleet nor --target"},
+		{"discovery with target", func(c *serveConfig) {
+			c.discoveryPath = "sd.yaml"
+			_ = c.targets.Set("a=http://127.0.0.1:1/metrics")
+		}, "--discovery goes with neither --fleet nor --target"},
+		{"discovery-debounce", func(c *serveConfig) { c.discoveryDebounce = 0 }, "--discovery-debounce must be positive"},
 		{"interval", func(c *serveConfig) { c.interval = 0 }, "--interval, --stale-after, --scrape-timeout, --scrape-max-series and --scrape-max-ranks must be positive"},
 		{"stale-after", func(c *serveConfig) { c.staleAfter = -time.Second }, "--interval, --stale-after"},
 		{"scrape-timeout", func(c *serveConfig) { c.scrapeTimeout = 0 }, "--scrape-timeout"},

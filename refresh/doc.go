@@ -10,6 +10,11 @@
 // that the diagnosis grades an XID as an event, not as the value DCGM
 // keeps until the exporter restarts.
 //
+// The fleet may change while the loop runs (SetFleet, serve --discovery):
+// the fast lane takes the new nodes at once, the next refresh the rest,
+// and a node the fleet no longer has is removed then (store.Remover), with
+// the same final removed event as a node swept after the retention.
+//
 // A refresh fails small. The source reports every node it can, each with its
 // own errors (see package source); the loop then diagnoses, writes and
 // publishes node by node, so a node whose write or publish fails is logged

@@ -83,7 +83,14 @@ type fastLane struct {
 	min   float64 // MinScoreChange
 	stale time.Duration
 	slots chan struct{}
-	nodes map[string]*fastNode // fixed at start: the fleet file's nodes with a url
+	// mu guards nodes, added and removed: the fleet's nodes with a url,
+	// changed by setNodes (serve --discovery) while the lane runs; run
+	// takes added and removed into its schedule.
+	mu             sync.Mutex
+	nodes          map[string]*fastNode
+	added, removed []*fastNode
+	// changed wakes run when the nodes changed.
+	changed chan struct{}
 	// memo is the series the reads have parsed, for the fleet: replicas of
 	// a model expose the same ones (engine.SeriesMemo).
 	memo  *engine.SeriesMemo
@@ -105,6 +112,8 @@ type fastNode struct {
 	index      int
 
 	mu sync.Mutex // guards what follows; held by a fast read's apply and by the refresh's update of the node
+	// gone: the node left the lane (setNodes); a read in flight is dropped.
+	gone bool
 	// base is the last refresh's record of the node: what a fast read
 	// copies and overwrites the routing gauges of. Nil until the first
 	// refresh of the node.
@@ -152,21 +161,22 @@ func newFastLane(cfg FastConfig, th diagnose.Thresholds, minScore float64, st st
 		cfg.Rand = func(n time.Duration) time.Duration { return rand.N(n) }
 	}
 	f := &fastLane{cfg: cfg, th: th, st: st, log: log, now: now, min: minScore, stale: th.StaleAfter,
-		slots: make(chan struct{}, cfg.Concurrency), nodes: map[string]*fastNode{}, memo: engine.NewSeriesMemo(), met: newFastMetrics(cfg.Registerer)}
+		slots: make(chan struct{}, cfg.Concurrency), nodes: map[string]*fastNode{}, changed: make(chan struct{}, 1),
+		memo: engine.NewSeriesMemo(), met: newFastMetrics(cfg.Registerer)}
 	for id, n := range nodes {
-		if n.URL == "" {
-			continue
+		if n.URL != "" {
+			f.nodes[id] = newFastNode(id, n)
 		}
-		eng, _ := fleet.ParseEngine(n.Engine) // validated with the fleet file
-		f.nodes[id] = &fastNode{id: id, url: n.URL, follow: n.FollowRedirects, engine: eng}
 	}
 	f.client = cfg.Client
 	if f.client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// An idle connection to every node, and to every read in flight
 		// when nodes share a host: at 1,000 nodes the default 100 in all
-		// would dial anew on most reads.
-		tr.MaxIdleConns = len(f.nodes) + cfg.Concurrency
+		// would dial anew on most reads. No cap in all (the nodes may
+		// change: serve --discovery), so at most MaxIdleConnsPerHost a
+		// node's host.
+		tr.MaxIdleConns = 0
 		tr.MaxIdleConnsPerHost = cfg.Concurrency
 		f.client = &http.Client{Transport: tr}
 	}
@@ -177,12 +187,67 @@ func newFastLane(cfg FastConfig, th diagnose.Thresholds, minScore float64, st st
 	return f
 }
 
+func newFastNode(id string, n fleet.Node) *fastNode {
+	eng, _ := fleet.ParseEngine(n.Engine) // validated with the fleet
+	return &fastNode{id: id, url: n.URL, follow: n.FollowRedirects, engine: eng, index: -1}
+}
+
 // node returns the fast state of a node, nil when the lane does not read it.
 func (f *fastLane) node(id string) *fastNode {
 	if f == nil {
 		return nil
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	return f.nodes[id]
+}
+
+// count is how many nodes the lane reads.
+func (f *fastLane) count() int {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.nodes)
+}
+
+// setNodes makes the fleet's nodes with a url the lane's: a new node is
+// read from its first slot after the refresh has read it, a node gone (or
+// whose url, redirects or engine changed: it is then a new node) is no
+// longer read, and a read of it in flight is dropped.
+func (f *fastLane) setNodes(nodes map[string]fleet.Node) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, n := range f.nodes {
+		nn, ok := nodes[id]
+		if ok && nn.URL == n.url && nn.FollowRedirects == n.follow {
+			if eng, _ := fleet.ParseEngine(nn.Engine); eng == n.engine {
+				continue
+			}
+		}
+		delete(f.nodes, id)
+		n.mu.Lock()
+		n.gone = true
+		n.mu.Unlock()
+		f.removed = append(f.removed, n)
+	}
+	for id, n := range nodes {
+		if _, ok := f.nodes[id]; ok || n.URL == "" {
+			continue
+		}
+		fn := newFastNode(id, n)
+		f.nodes[id] = fn
+		f.added = append(f.added, fn)
+	}
+	f.met.nodes.Set(float64(len(f.nodes)))
+	select {
+	case f.changed <- struct{}{}:
+	default:
+	}
 }
 
 // forget drops what the lane knows of nodes: a new term (their health is
@@ -199,6 +264,8 @@ func (f *fastLane) forget(all bool, ids ...string) {
 		}
 		n.mu.Unlock()
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if all {
 		for _, n := range f.nodes {
 			drop(n)
@@ -217,7 +284,10 @@ func (f *fastLane) forget(all bool, ids ...string) {
 func (f *fastLane) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	f.mu.Lock()
 	f.sched.start(f.now(), f.cfg.Interval, f.cfg.Jitter, f.cfg.Rand, f.nodes)
+	f.added, f.removed = nil, nil
+	f.mu.Unlock()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -225,6 +295,18 @@ func (f *fastLane) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
+		case <-f.changed:
+			f.mu.Lock()
+			added, removed := f.added, f.removed
+			f.added, f.removed = nil, nil
+			f.mu.Unlock()
+			f.sched.change(f.now(), added, removed)
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
 		}
 		wake := f.sched.due(f.now(), func(n *fastNode) { f.dispatch(ctx, &wg, n) })
 		// Reads due within a millisecond go together: one wake-up for them.
@@ -380,6 +462,8 @@ func (f *fastLane) apply(ctx context.Context, n *fastNode, r *engine.Routing, up
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	switch {
+	case n.gone:
+		return // no longer the lane's (setNodes): nothing is written
 	case n.base == nil:
 		f.met.reads.WithLabelValues("no_refresh").Inc()
 		return
@@ -550,8 +634,28 @@ func (s *fastSchedule) start(now time.Time, interval, jitter time.Duration, rnd 
 	for i, n := range s.heap {
 		n.slot = now.Add((phase + interval*time.Duration(i)/time.Duration(len(s.heap))) % interval)
 		n.next = n.slot.Add(rnd(jitter))
+		n.index = i
 	}
 	heap.Init(&s.heap)
+}
+
+// change takes nodes out of the schedule and adds others, each at a
+// random slot in the next interval; the others keep their slots.
+func (s *fastSchedule) change(now time.Time, added, removed []*fastNode) {
+	for _, n := range removed {
+		if n.index >= 0 && n.index < len(s.heap) && s.heap[n.index] == n {
+			heap.Remove(&s.heap, n.index)
+		}
+		n.index = -1
+	}
+	for _, n := range added {
+		if n.index >= 0 {
+			continue // already scheduled
+		}
+		n.slot = now.Add(s.rnd(s.interval))
+		n.next = n.slot.Add(s.rnd(s.jitter))
+		heap.Push(&s.heap, n)
+	}
 }
 
 // due calls read with every node due at now, schedules its next read, and
@@ -587,7 +691,9 @@ func (h *fastHeap) Push(x any) { n := x.(*fastNode); n.index = len(*h); *h = app
 func (h *fastHeap) Pop() any {
 	old := *h
 	n := old[len(old)-1]
+	old[len(old)-1] = nil
 	*h = old[:len(old)-1]
+	n.index = -1
 	return n
 }
 
@@ -611,7 +717,7 @@ func newFastMetrics(reg prometheus.Registerer) fastMetrics {
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "llmdiag_fast_read_duration_seconds",
 			Help: "Time of one fast-lane read: the GET and the routing families' read.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		nodes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmdiag_fast_nodes",
-			Help: "Nodes the fast lane reads: the fleet file's nodes with an endpoint url."}),
+			Help: "Nodes the fast lane reads: the fleet's nodes with an endpoint url (serve --fleet, --target or --discovery)."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.reads, m.skipped, m.writes, m.latency, m.nodes)

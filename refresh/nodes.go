@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -145,6 +146,53 @@ func (l *Loop) sweep(ctx context.Context) ([]string, error) {
 		l.log.Info("nodes left the fleet: unseen for the retention", "count", len(ids), "first", ids[0], "retention", l.cfg.Retention)
 	}
 	return ids, nil
+}
+
+// remove forgets the nodes the fleet no longer has (SetFleet) and tells
+// the health feed they left: one final event each, as sweep does. A store
+// that is no store.Remover keeps them until the retention's sweep (the
+// event is published all the same). Only a fenced or cancelled write is an
+// error; a store that does not answer leaves them to the sweep.
+func (l *Loop) remove(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	slices.Sort(ids)
+	var recs []*store.Record
+	if r, ok := l.st.(store.Remover); ok {
+		var err error
+		if recs, err = r.Remove(ctx, ids...); err != nil {
+			if errors.Is(err, store.ErrFenced) || ctx.Err() != nil {
+				return nil, err
+			}
+			l.log.Warn("could not remove the nodes discovery no longer has; the retention's sweep will", "count", len(ids), "err", err)
+		}
+	} else {
+		for _, id := range ids {
+			if rec, err := l.st.Get(ctx, id); err == nil {
+				recs = append(recs, rec)
+			}
+		}
+	}
+	now := l.now()
+	out := make([]string, 0, len(recs))
+	for _, r := range recs {
+		id := r.Node.GetId()
+		out = append(out, id)
+		if _, err := l.st.Publish(ctx, Removed(r, now)); err != nil {
+			return out, fmt.Errorf("publish the removal of %s: %w", id, err)
+		}
+	}
+	for _, id := range ids {
+		delete(l.nodes.seen, id)
+		delete(l.nodes.quiet, id)
+		delete(l.wrote, id)
+		l.slo.forget(id)
+	}
+	if len(out) > 0 {
+		l.log.Info("nodes left the fleet: no longer discovered", "count", len(out), "first", out[0])
+	}
+	return out, nil
 }
 
 // quieten tells the health feed, once per node, that the source has not

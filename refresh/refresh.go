@@ -101,6 +101,18 @@ type Loop struct {
 	fast *fastLane
 	// tracer makes the cycle spans.
 	tracer trace.Tracer
+
+	// fmu guards pending and latest: SetFleet's fleet, taken by the next
+	// cycle (which holds mu for its whole length).
+	fmu     sync.Mutex
+	pending *fleetChange
+	latest  map[string]fleet.Node
+}
+
+// fleetChange is a fleet SetFleet gave, and the nodes to remove with it.
+type fleetChange struct {
+	fleet map[string]fleet.Node
+	gone  map[string]bool
 }
 
 // wrote is what update compares a node's new record with: its health and
@@ -139,6 +151,7 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	}
 	l := &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
 		slo: newSLOWindows(cfg.Thresholds, cfg.Window.String(), cfg.Interval)}
+	l.latest = cfg.Fleet
 	l.tracer = noop.NewTracerProvider().Tracer("")
 	if cfg.TracerProvider != nil {
 		l.tracer = cfg.TracerProvider.Tracer(tracing.Scope)
@@ -153,10 +166,60 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 // Fleet's nodes with an endpoint url. The others' routability is as fresh
 // as the refresh (and, from Prometheus, as Prometheus's scrape).
 func (l *Loop) FastNodes() int {
-	if l.fast == nil {
-		return 0
+	return l.fast.count()
+}
+
+// SetFleet makes fleet the Loop's Config.Fleet from the next refresh on,
+// and the fast lane's nodes at once (serve --discovery calls it with every
+// change). With removeGone, a node of the fleet before that fleet no
+// longer has is removed at the next refresh, unless a later SetFleet
+// brings it back first: forgotten by the store (store.Remover) and the
+// loop, with a final removed event on the health feed (Removed), as the
+// retention's sweep does. Without removeGone (a source that finds nodes by
+// itself, as Prometheus does) such a node stays until its source stops
+// presenting it and the retention passes. At most MaxNodes removals wait
+// for a refresh; beyond, the retention's sweep removes the nodes. A source
+// that scrapes the fleet must have been given the new fleet first, so that
+// the refresh that removes a node does not read it again.
+func (l *Loop) SetFleet(f map[string]fleet.Node, removeGone bool) {
+	l.fmu.Lock()
+	defer l.fmu.Unlock()
+	if l.pending == nil {
+		l.pending = &fleetChange{gone: map[string]bool{}}
 	}
-	return len(l.fast.nodes)
+	if removeGone {
+		for id := range l.latest {
+			// At most MaxNodes wait (a replica that does not refresh
+			// keeps them until it leads): beyond, the retention's sweep
+			// removes them.
+			if _, ok := f[id]; !ok && len(l.pending.gone) < l.cfg.MaxNodes {
+				l.pending.gone[id] = true
+			}
+		}
+	}
+	for id := range f {
+		delete(l.pending.gone, id)
+	}
+	l.pending.fleet, l.latest = f, f
+	l.fast.setNodes(f)
+}
+
+// takeFleet makes the fleet SetFleet gave the cycle's, and returns the
+// nodes to remove; l.mu is held.
+func (l *Loop) takeFleet() []string {
+	l.fmu.Lock()
+	p := l.pending
+	l.pending = nil
+	l.fmu.Unlock()
+	if p == nil {
+		return nil
+	}
+	l.cfg.Fleet = p.fleet
+	gone := make([]string, 0, len(p.gone))
+	for id := range p.gone {
+		gone = append(gone, id)
+	}
+	return gone
 }
 
 // Ready is closed after the first completed refresh: the source answered
@@ -233,6 +296,11 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
+	// Nodes the fleet no longer has leave before the source is read.
+	gone, gerr := l.remove(ctx, l.takeFleet())
+	if gerr != nil {
+		return false, gerr
+	}
 	sctx, sspan := tracing.Child(ctx, "source.refresh")
 	obs, err := l.src.Refresh(sctx, l.cfg.Window.String())
 	tracing.End(sspan, err)
@@ -240,6 +308,7 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 		return false, fmt.Errorf("read source: %w", err)
 	}
 	obs, nodeSet := l.admit(ctx, obs)
+	nodeSet.Removed = gone
 	defer func() {
 		nodeSet.Kept = len(l.nodes.seen)
 		l.rec.ObserveNodeSet(nodeSet)
@@ -312,7 +381,7 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 		span.SetAttributes(attribute.Int("llmdiag.nodes.stored", stored), attribute.Int("llmdiag.nodes.errors", len(errs)))
 	}
 	removed, serr := l.sweep(ctx)
-	nodeSet.Removed = removed
+	nodeSet.Removed = append(nodeSet.Removed, removed...)
 	if serr == nil {
 		nodeSet.Quiet, serr = l.quieten(ctx)
 	}

@@ -255,3 +255,14 @@ func trimSLO(m *llmdiagv1.NodeMetrics) *llmdiagv1.NodeMetrics {
 		E2E:        m.GetE2E(),
 	}
 }
+
+// forget drops what is held of a node that left the fleet.
+func (s *sloWindows) forget(node string) {
+	if s == nil {
+		return
+	}
+	delete(s.nodes, node)
+	s.mu.Lock()
+	delete(s.used, node)
+	s.mu.Unlock()
+}

@@ -88,6 +88,16 @@ type RecordWriter interface {
 	PutRecord(ctx context.Context, rec *Record) error
 }
 
+// Remover is a Store that forgets named nodes at once: how the refresh
+// loop removes the nodes discovery no longer has (serve --discovery)
+// rather than waiting for the retention. Every store llmdiag ships is one.
+type Remover interface {
+	// Remove forgets the named nodes, as Sweep does, and returns the last
+	// record of each it held, sorted by node id; ids it does not hold are
+	// skipped.
+	Remove(ctx context.Context, ids ...string) ([]*Record, error)
+}
+
 // Store is llmdiag's state. Implementations are safe for concurrent use.
 type Store interface {
 	// Put replaces a node's latest record and appends p to its history,

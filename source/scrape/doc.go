@@ -3,6 +3,9 @@
 // (Prometheus's text parser underneath, bounded by Options.MaxSeries and
 // MaxRankValues), keeps a bounded ring of samples per node, and turns them
 // into the indicators of any window the ring covers (package metrics).
+// The targets may change while it runs (SetTargets, as serve --discovery
+// does): a new target is scraped from the next Refresh, a removed one is
+// forgotten with its samples, a kept one keeps them.
 //
 // # Fault isolation
 //

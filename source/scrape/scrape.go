@@ -107,7 +107,8 @@ func (o *Options) defaults() {
 	}
 }
 
-// Scraper scrapes a fixed set of targets. It is safe for concurrent use.
+// Scraper scrapes a set of targets, which SetTargets may change while it
+// runs. It is safe for concurrent use.
 type Scraper struct {
 	// client follows redirects, for targets that opt in
 	// (fleet.Node.FollowRedirects); noFollow is the same client without.
@@ -115,7 +116,6 @@ type Scraper struct {
 	log              *slog.Logger
 	now              func() time.Time
 	opts             Options
-	targets          []fleet.Node
 
 	// slots bounds bodies read at once; suspect bounds those of targets
 	// whose last scrape ran out of time, so they can never hold every slot.
@@ -126,9 +126,12 @@ type Scraper struct {
 	// each a GPU's own.
 	memo *engine.SeriesMemo
 
-	mu     sync.RWMutex
-	rings  map[string][]*sample.Sample
-	states map[string]*state
+	mu sync.RWMutex
+	// targets are sorted by id; SetTargets replaces the slice, never
+	// changes it.
+	targets []fleet.Node
+	rings   map[string][]*sample.Sample
+	states  map[string]*state
 }
 
 // state is what the scheduler knows of one target.
@@ -184,7 +187,42 @@ func New(targets []fleet.Node, client *http.Client, log *slog.Logger, now func()
 }
 
 // Targets returns the scrape targets, sorted by id.
-func (s *Scraper) Targets() []fleet.Node { return append([]fleet.Node(nil), s.targets...) }
+func (s *Scraper) Targets() []fleet.Node { return append([]fleet.Node(nil), s.current()...) }
+
+// current is the targets now: a slice nobody changes.
+func (s *Scraper) current() []fleet.Node {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.targets
+}
+
+// SetTargets makes targets the set scraped from the next Refresh on. A
+// target already known (by id) keeps its samples, and its scrape in
+// flight, even when its other fields changed; a new one starts without
+// samples; one no longer given is forgotten with its samples, and what
+// its scrape in flight brings back is dropped. Refresh and Window answer
+// for the new set once SetTargets has returned (a Refresh already running
+// answers for the set it started with).
+func (s *Scraper) SetTargets(targets []fleet.Node) {
+	ts := append([]fleet.Node(nil), targets...)
+	sort.Slice(ts, func(i, j int) bool { return ts[i].ID < ts[j].ID })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	states := make(map[string]*state, len(ts))
+	for _, t := range ts {
+		if st := s.states[t.ID]; st != nil {
+			states[t.ID] = st
+		} else {
+			states[t.ID] = &state{}
+		}
+	}
+	for id := range s.rings {
+		if states[id] == nil {
+			delete(s.rings, id)
+		}
+	}
+	s.targets, s.states = ts, states
+}
 
 // Refresh scrapes every target whose previous scrape has ended (spread
 // over Options.Spread when set), waits for them until they are all back,
@@ -214,11 +252,12 @@ func (s *Scraper) Refresh(ctx context.Context, window string) ([]source.Observat
 	var started []*flight
 	begin := time.Now()
 	var pause *time.Timer
+	targets := s.current()
 starting:
-	for i, t := range s.targets {
+	for i, t := range targets {
 		if spread > 0 && s.scraped(t.ID) {
 			// Starts due within a millisecond go together.
-			if d := time.Until(begin.Add(spread * time.Duration(i) / time.Duration(len(s.targets)))); d > time.Millisecond {
+			if d := time.Until(begin.Add(spread * time.Duration(i) / time.Duration(len(targets)))); d > time.Millisecond {
 				if pause == nil {
 					pause = time.NewTimer(d)
 					defer pause.Stop()
@@ -255,8 +294,8 @@ waiting:
 		return nil, ctx.Err()
 	}
 	now := s.now()
-	obs := make([]source.Observation, len(s.targets))
-	for i, t := range s.targets {
+	obs := make([]source.Observation, len(targets))
+	for i, t := range targets {
 		obs[i] = s.observe(t, dur, lifetime, window, now)
 	}
 	return obs, nil
@@ -275,7 +314,8 @@ func (s *Scraper) scraped(node string) bool {
 func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 	s.mu.Lock()
 	st := s.states[t.ID]
-	if st.flight != nil {
+	if st == nil || st.flight != nil { // gone (SetTargets), or still running
+
 		s.mu.Unlock()
 		return nil
 	}
@@ -308,7 +348,9 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 		endScrape(span, t, smp)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.recordLocked(t.ID, smp)
+		if s.states[t.ID] == st { // not forgotten meanwhile (SetTargets)
+			s.recordLocked(t.ID, smp)
+		}
 		// A scrape that ran out of time hung, whatever it had read; one
 		// that found no slot says nothing of its target.
 		if !st.starved {
@@ -337,7 +379,10 @@ func endScrape(span trace.Span, t fleet.Node, smp *sample.Sample) {
 func (s *Scraper) observe(t fleet.Node, dur time.Duration, lifetime bool, window string, now time.Time) source.Observation {
 	s.mu.RLock()
 	ring := s.rings[t.ID]
-	f := s.states[t.ID].flight
+	var f *flight
+	if st := s.states[t.ID]; st != nil {
+		f = st.flight
+	}
 	s.mu.RUnlock()
 	o := source.Observation{Node: t}
 	if len(ring) > 0 {
@@ -372,6 +417,9 @@ const lateSlot = 10
 func (s *Scraper) acquire(ctx context.Context, node string) (release func(), err error) {
 	s.mu.RLock()
 	st := s.states[node]
+	if st == nil {
+		st = &state{} // forgotten meanwhile (SetTargets): marks go nowhere
+	}
 	suspect := st.slow
 	s.mu.RUnlock()
 	full := func() error {
@@ -424,7 +472,7 @@ func (s *Scraper) Window(_ context.Context, node, window string, offset time.Dur
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range s.targets {
+	for _, t := range s.current() {
 		if t.ID == node {
 			s.mu.RLock()
 			ring := s.rings[t.ID]

@@ -186,6 +186,31 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 		s.gen.Add(1)
 	}
 	s.mu.Unlock()
+	return s.records(removed), nil
+}
+
+// Remove implements store.Remover.
+func (s *Store) Remove(ctx context.Context, ids ...string) ([]*store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var removed []entry
+	s.mu.Lock()
+	for _, id := range ids {
+		if n, ok := s.nodes[id]; ok {
+			removed = append(removed, entry{id, n.rec, n.raw})
+			delete(s.nodes, id)
+		}
+	}
+	if len(removed) > 0 {
+		s.gen.Add(1)
+	}
+	s.mu.Unlock()
+	return s.records(removed), nil
+}
+
+// records decodes what Sweep or Remove took out, sorted by node id.
+func (s *Store) records(removed []entry) []*store.Record {
 	sort.Slice(removed, func(i, j int) bool { return removed[i].id < removed[j].id })
 	out := make([]*store.Record, len(removed))
 	for i, g := range removed {
@@ -196,7 +221,7 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 		}
 		out[i] = rec
 	}
-	return out, nil
+	return out
 }
 
 // Generation changes whenever a node's record or history changes, or a

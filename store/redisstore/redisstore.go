@@ -582,6 +582,30 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
+	return s.remove(ctx, ids)
+}
+
+// Remove implements store.Remover: the named nodes the index holds are
+// removed as Sweep removes them.
+func (s *Store) Remove(ctx context.Context, ids ...string) ([]*store.Record, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	scores, err := s.rdb.ZMScore(ctx, s.indexKey, ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("remove: %w", err)
+	}
+	held := make([]string, 0, len(ids))
+	for i, sc := range scores {
+		if sc != 0 {
+			held = append(held, ids[i])
+		}
+	}
+	return s.remove(ctx, held)
+}
+
+// remove deletes the nodes ids and returns their records.
+func (s *Store) remove(ctx context.Context, ids []string) ([]*store.Record, error) {
 	sort.Strings(ids)
 	out := make([]*store.Record, 0, len(ids))
 	for len(ids) > 0 {

@@ -464,6 +464,34 @@ func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Re
 	return recs, nil
 }
 
+// Remove removes nodes from the shared store, then the same nodes from the
+// copy. When the shared store is unreachable it removes nothing and is
+// not an error (the nodes leave with the retention's sweep); so with a
+// shared store that is no store.Remover.
+func (s *Store) Remove(ctx context.Context, ids ...string) ([]*store.Record, error) {
+	r, ok := s.shared.(store.Remover)
+	if !ok {
+		return nil, nil
+	}
+	recs, err := r.Remove(ctx, ids...)
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrFenced), ctx.Err() != nil:
+		return nil, err
+	default:
+		_ = s.failed(err)
+		return nil, nil
+	}
+	gone := make([]string, len(recs))
+	for i, r := range recs {
+		gone[i] = r.Node.GetId()
+	}
+	if err := s.local.Delete(ctx, gone...); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
 // Publish sends h to the shared feed, after any events still queued; when
 // the shared store is unreachable (or was, and Sync has not yet found it
 // answering) h is queued and the returned event has no token yet.

@@ -43,6 +43,7 @@ func Conformance(t *testing.T, h Harness) {
 	t.Run("CachedCoalescesConcurrentLoads", func(t *testing.T) { testCachedCoalesces(t, h) })
 	t.Run("CachedExpiryAndErrors", func(t *testing.T) { testCachedExpiry(t, h) })
 	t.Run("SweepForgetsUnwrittenNodes", func(t *testing.T) { testSweep(t, h) })
+	t.Run("RemoveForgetsNamedNodes", func(t *testing.T) { testRemove(t, h) })
 	t.Run("PutRecordLeavesHistory", func(t *testing.T) { testPutRecord(t, h) })
 }
 
@@ -90,6 +91,37 @@ func testPutRecord(t *testing.T, h Harness) {
 	}
 	if _, err := s.Get(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("PutRecord of an unknown node made it: Get err = %v", err)
+	}
+}
+
+func testRemove(t *testing.T, h Harness) {
+	ctx := context.Background()
+	s := h.New(t, Options{HistoryLen: 3, FeedLen: 16})
+	r, ok := s.(store.Remover)
+	if !ok {
+		t.Fatalf("%T is no store.Remover", s)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.Put(ctx, rec(id, "m-"+id), diagnose.Point{At: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, err := r.Remove(ctx, "c", "nope", "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gone) != 2 || gone[0].Node.GetId() != "a" || gone[1].Node.GetId() != "c" || gone[0].Node.GetModel() != "m-a" {
+		t.Fatalf("Remove = %v, want a and c's records, sorted", gone)
+	}
+	list, err := s.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Node.GetId() != "b" {
+		t.Fatalf("List after Remove = %v, %v; want b alone", list, err)
+	}
+	if _, err := s.History(ctx, "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("removed node's history: err = %v, want ErrNotFound", err)
+	}
+	if again, err := r.Remove(ctx, "a"); err != nil || len(again) != 0 {
+		t.Fatalf("second Remove = %v, %v; want none", again, err)
 	}
 }
 

@@ -1,0 +1,81 @@
+package refresh_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/llmdiag/llmdiag/diagnose"
+	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/store/memory"
+)
+
+// TestSetFleetRemovesGoneNodes: a node the fleet no longer has is removed
+// at the next refresh, long before the retention, with a final removed
+// event; one brought back before that refresh stays; without removeGone
+// nothing is removed.
+func TestSetFleetRemovesGoneNodes(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := memory.New(memory.Options{Now: clock}, "n")
+	rec := &sets{}
+	fl := func(ids ...string) map[string]fleet.Node {
+		m := map[string]fleet.Node{}
+		for _, id := range ids {
+			m[id] = fleet.Node{ID: id, URL: "http://127.0.0.1:1/metrics"}
+		}
+		return m
+	}
+	src := &listed{now: &now, ids: []string{"a", "b", "c"}}
+	loop := refresh.New(src, st, rec, slog.New(slog.DiscardHandler), clock, refresh.Config{
+		Interval: 5 * time.Second, Retention: time.Hour, Thresholds: diagnose.DefaultThresholds(), Fleet: fl("a", "b", "c"),
+	})
+	if err := loop.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	start, _ := st.LastToken(ctx)
+	// b and c leave; c comes back before the refresh.
+	src.ids = []string{"a", "c"}
+	loop.SetFleet(fl("a"), true)
+	loop.SetFleet(fl("a", "c"), true)
+	now = now.Add(5 * time.Second)
+	if err := loop.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec.removed != 1 {
+		t.Fatalf("removed %d nodes, want b alone", rec.removed)
+	}
+	if _, err := st.Get(ctx, "b"); err == nil {
+		t.Fatal("b still in the store")
+	}
+	for _, id := range []string{"a", "c"} {
+		if _, err := st.Get(ctx, id); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	evs, err := st.Events(ctx, start, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var removed []string
+	for _, e := range evs {
+		if e.Health.GetRemoved() {
+			removed = append(removed, e.Health.GetNode())
+		}
+	}
+	if len(removed) != 1 || removed[0] != "b" {
+		t.Fatalf("removed events %v, want [b]", removed)
+	}
+	// Without removeGone (Prometheus finds nodes itself) nothing leaves.
+	loop.SetFleet(fl(), false)
+	now = now.Add(5 * time.Second)
+	if err := loop.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec.removed != 1 || st.Len() != 2 {
+		t.Fatalf("removed %d, store %d nodes; want nothing more removed", rec.removed, st.Len())
+	}
+}
