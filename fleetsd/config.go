@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/prometheus/discovery/kubernetes"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/llmdiag/llmdiag/inferencepool"
+
 	// The discovery mechanisms llmdiag supports register their config
 	// types (kubernetes_sd_configs, …) with Prometheus's config package.
 	_ "github.com/prometheus/prometheus/discovery/dns"
@@ -50,7 +52,7 @@ func (j *Job) Name() string { return j.Config.JobName }
 // jobKeys are the keys of a scrape config llmdiag acts on.
 var jobKeys = []string{
 	"job_name", "kubernetes_sd_configs", "file_sd_configs", "http_sd_configs", "dns_sd_configs", "static_configs",
-	"relabel_configs", "metrics_path", "scheme", "params", "follow_redirects",
+	"inferencepool_sd_configs", "relabel_configs", "metrics_path", "scheme", "params", "follow_redirects",
 }
 
 // why says why a key Prometheus knows is refused.
@@ -82,7 +84,12 @@ func Parse(data []byte, dir string, log *slog.Logger) (*File, error) {
 	if err := checkKeys(data); err != nil {
 		return nil, fmt.Errorf("discovery file: %w", err)
 	}
-	cfg, err := promconfig.Load(string(data), log)
+	inferencepool.Register()
+	pools, err := inferencePoolRole(data)
+	if err != nil {
+		return nil, fmt.Errorf("discovery file: %w", err)
+	}
+	cfg, err := promconfig.Load(string(pools), log)
 	if err != nil {
 		return nil, fmt.Errorf("discovery file: %w", err)
 	}
@@ -161,7 +168,7 @@ func checkKeys(data []byte) error {
 			if w := why[k.Value]; w != "" {
 				msg += ": " + w
 			} else if strings.HasSuffix(k.Value, "_sd_configs") {
-				msg += ": the discovery mechanisms supported are kubernetes_sd_configs, file_sd_configs, http_sd_configs, dns_sd_configs and static_configs"
+				msg += ": the discovery mechanisms supported are kubernetes_sd_configs, file_sd_configs, http_sd_configs, dns_sd_configs, static_configs and inferencepool_sd_configs"
 			}
 			return errors.New(msg)
 		}
@@ -197,9 +204,12 @@ func (j *Job) defaults() error {
 	roles := map[kubernetes.Role]bool{}
 	others := 0
 	for _, c := range j.Config.ServiceDiscoveryConfigs {
-		if k, ok := c.(*kubernetes.SDConfig); ok {
+		switch k := c.(type) {
+		case *kubernetes.SDConfig:
 			roles[k.Role] = true
-		} else {
+		case *inferencepool.SDConfig:
+			roles[RoleInferencePool] = true
+		default:
 			others++
 		}
 	}
@@ -212,10 +222,88 @@ func (j *Job) defaults() error {
 	for role := range roles {
 		rules, ok := Defaults()[string(role)]
 		if !ok {
-			return fmt.Errorf("kubernetes role %q has no default relabel_configs (pod, endpoints and endpointslice have): give relabel_configs", role)
+			return fmt.Errorf("kubernetes role %q has no default relabel_configs (pod, endpoints, endpointslice and inferencepool have): give relabel_configs", role)
 		}
 		j.Config.RelabelConfigs = rules
 		j.Defaulted = "kubernetes " + string(role)
 	}
 	return nil
+}
+
+// RoleInferencePool is the role kubernetes_sd_configs takes in a discovery
+// file for the pods behind InferencePools: llmdiag reads such an entry as
+// inferencepool_sd_configs (package inferencepool), with its
+// kubeconfig_file and namespaces; Prometheus has no such role.
+const RoleInferencePool kubernetes.Role = "inferencepool"
+
+// inferencePoolRole moves every kubernetes_sd_configs entry whose role is
+// inferencepool into its job's inferencepool_sd_configs, and returns the
+// file as Prometheus's config package is to read it (checkKeys has checked
+// the shape).
+func inferencePoolRole(data []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	moved := false
+	jobs := doc.Content[0].Content[1]
+	for _, job := range jobs.Content {
+		var k8s, pools *yaml.Node
+		k8sAt := -1
+		for i := 0; i+1 < len(job.Content); i += 2 {
+			switch job.Content[i].Value {
+			case "kubernetes_sd_configs":
+				k8s, k8sAt = job.Content[i+1], i
+			case "inferencepool_sd_configs":
+				pools = job.Content[i+1]
+			}
+		}
+		if k8s == nil || k8s.Kind != yaml.SequenceNode {
+			continue
+		}
+		var keep []*yaml.Node
+		for _, c := range k8s.Content {
+			if !isPoolRole(c) {
+				keep = append(keep, c)
+				continue
+			}
+			if pools == nil {
+				pools = &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+				job.Content = append(job.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "inferencepool_sd_configs"}, pools)
+			}
+			pools.Content = append(pools.Content, withoutRole(c))
+			moved = true
+		}
+		k8s.Content = keep
+		if len(keep) == 0 {
+			job.Content = slices.Delete(job.Content, k8sAt, k8sAt+2)
+		}
+	}
+	if !moved {
+		return data, nil
+	}
+	return yaml.Marshal(&doc)
+}
+
+// isPoolRole reports whether a kubernetes_sd_configs entry has role
+// inferencepool.
+func isPoolRole(c *yaml.Node) bool {
+	for i := 0; c.Kind == yaml.MappingNode && i+1 < len(c.Content); i += 2 {
+		if c.Content[i].Value == "role" && c.Content[i+1].Value == string(RoleInferencePool) {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutRole is entry c without its role key.
+func withoutRole(c *yaml.Node) *yaml.Node {
+	out := *c
+	out.Content = nil
+	for i := 0; i+1 < len(c.Content); i += 2 {
+		if c.Content[i].Value != "role" {
+			out.Content = append(out.Content, c.Content[i], c.Content[i+1])
+		}
+	}
+	return &out
 }

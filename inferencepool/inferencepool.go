@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/discovery"
 	"github.com/prometheus/prometheus/discovery/targetgroup"
@@ -57,19 +59,39 @@ const (
 const DefaultMinInterval = time.Second
 
 // SDConfig selects the InferencePools to watch and how to reach the API
-// server.
+// server, with the keys kubernetes_sd_configs has for them. In a scrape
+// config it is inferencepool_sd_configs (Register).
 type SDConfig struct {
 	// KubeconfigFile, when set, is read for the API server and the
 	// credentials; empty: in-cluster (the pod's service account).
 	KubeconfigFile string `yaml:"kubeconfig_file,omitempty"`
-	// Namespaces to watch; empty: every namespace.
-	Namespaces []string `yaml:"namespaces,omitempty"`
+	// Namespaces to watch; no names: every namespace.
+	Namespaces Namespaces `yaml:"namespaces,omitempty"`
 	// MinInterval is the least time between two updates sent; 0 is
 	// DefaultMinInterval.
 	MinInterval time.Duration `yaml:"-"`
 }
 
-var _ discovery.Config = (*SDConfig)(nil)
+// Namespaces names the namespaces to watch.
+type Namespaces struct {
+	Names []string `yaml:"names,omitempty"`
+}
+
+var (
+	_            discovery.Config        = (*SDConfig)(nil)
+	_            promcfg.DirectorySetter = (*SDConfig)(nil)
+	registerOnce sync.Once
+)
+
+// Register makes inferencepool_sd_configs a key of Prometheus's scrape
+// configs (its config package keeps one registry for the process), once.
+func Register() { registerOnce.Do(func() { discovery.RegisterConfig(&SDConfig{}) }) }
+
+// SetDirectory resolves a relative kubeconfig_file against dir, the
+// directory of the file it was read from.
+func (c *SDConfig) SetDirectory(dir string) {
+	c.KubeconfigFile = promcfg.JoinDir(dir, c.KubeconfigFile)
+}
 
 // Name names the mechanism.
 func (*SDConfig) Name() string { return "inferencepool" }
@@ -97,7 +119,7 @@ func (c *SDConfig) NewDiscoverer(o discovery.DiscovererOptions) (discovery.Disco
 	if err != nil {
 		return nil, fmt.Errorf("inferencepool: API server: %w", err)
 	}
-	return NewDiscoverer(rc, c.Namespaces, c.MinInterval, o.Logger)
+	return NewDiscoverer(rc, c.Namespaces.Names, c.MinInterval, o.Logger)
 }
 
 // Discoverer watches InferencePools and pods.
