@@ -84,7 +84,8 @@ step "building kube-apiserver and kube-controller-manager $k8s_version"
 for b in "${bins[@]}"; do
   [ -x "$stage/$b" ] || { echo "k8sbins: $b was not built" >&2; exit 1; }
 done
+chmod 755 "$stage"
 rm -rf "$dir"
 mv "$stage" "$dir"
-step "done: $(du -sh "$dir" | cut -f1) of binaries in $dir"
+step "done: $(du -sh "$dir" | cut -f1) of binaries in $dir; deleting $(du -sh "$gocache" | cut -f1) of build cache"
 echo "$dir"
