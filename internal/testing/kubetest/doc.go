@@ -4,7 +4,7 @@
 //
 // What it promises:
 //
-//   - Start returns once kube-apiserver answers /readyz, the default
+//   - Start returns once kube-apiserver answers /healthz, the default
 //     namespace exists and the controller manager (when asked) answers
 //     /healthz: every wait is on a condition, none is a sleep. Each test gets
 //     its own control plane on free 127.0.0.1 ports, its state in
