@@ -9,7 +9,7 @@
 # buildah for the container image (make image, internal/testing/imagetest),
 # and the Kubernetes control plane internal/testing/kubetest starts (etcd,
 # kube-apiserver, kube-controller-manager), built from Go modules by
-# scripts/k8sbins.sh into $HOME/.cache/llmdiag/k8sbins (once: ~7 minutes).
+# scripts/k8sbins.sh into $HOME/.cache/llmdiag/k8sbins (once: ~10 minutes).
 # Installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then

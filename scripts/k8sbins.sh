@@ -9,9 +9,10 @@
 # on stdout (progress goes to stderr); does nothing but print it when the
 # binaries are there.
 #
-# Cold cost on 2 cores: about 7 minutes, ~0.8 GB of modules in the module
-# cache and ~3.7 GB of build cache, which goes to a throwaway GOCACHE deleted
-# at the end; the three binaries take ~350 MB. CONTRIBUTING.md has the numbers.
+# Cold cost on 2 shared cores: about 10 minutes, 0.74 GB of modules in the
+# module cache and 3.7 GB of build cache, which goes to a throwaway GOCACHE
+# deleted at the end; the three binaries (stripped) take 249 MB.
+# CONTRIBUTING.md has the numbers.
 #
 #   scripts/k8sbins.sh            build if missing, print the directory
 #   scripts/k8sbins.sh -n         print the directory only (exit 1 if not built)

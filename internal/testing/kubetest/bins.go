@@ -66,7 +66,7 @@ func binsDir() (dir, get string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	get = fmt.Sprintf("build them with `cd %s && %s` (about 7 minutes on 2 cores, once), or set %s to a directory holding them", root, BuildScript, EnvBins)
+	get = fmt.Sprintf("build them with `cd %s && %s` (about 10 minutes on 2 cores, once), or set %s to a directory holding them", root, BuildScript, EnvBins)
 	return dir, get, nil
 }
 
