@@ -6,7 +6,10 @@
 # curl for the integration tests that start a real Prometheus, a real
 # Alertmanager and real Redis servers and call the service with curl, and
 # chromium for the web console's browser tests (internal/testing/browsertest), and
-# buildah for the container image (make image, internal/testing/imagetest).
+# buildah for the container image (make image, internal/testing/imagetest),
+# and the Kubernetes control plane internal/testing/kubetest starts (etcd,
+# kube-apiserver, kube-controller-manager), built from Go modules by
+# scripts/k8sbins.sh into $HOME/.cache/llmdiag/k8sbins (once: ~10 minutes).
 # Installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then
@@ -57,3 +60,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     service "$svc" stop >/dev/null 2>&1 || true # no systemd (containers)
   done
 fi
+
+# internal/testing/kubetest: etcd, kube-apiserver and kube-controller-manager,
+# built from hack/etcdbin and hack/k8sbins (nothing prebuilt is downloaded);
+# k8sbins.sh does nothing when they are already in its cache directory.
+"$(dirname "$0")/k8sbins.sh" >/dev/null
