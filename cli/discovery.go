@@ -37,8 +37,9 @@ func (s *serving) discovery(context.Context) error {
 // runDiscovery runs the discovery until ctx is done, handing every node set
 // to the scraper first (the nodes with a url), then to the refresh loop
 // (refresh.Loop.SetFleet), which removes the nodes gone at its next
-// refresh when it scrapes them (with --prometheus, Prometheus presents
-// its nodes itself). first is closed once the first set is applied; done
+// refresh; with --prometheus, only the nodes discovery lists are kept of
+// those Prometheus presents (refresh.Config.FleetOnly). first is closed
+// once the first set is applied; done
 // when the discovery has stopped.
 func (s *serving) runDiscovery(ctx context.Context) (first, done <-chan struct{}) {
 	f, d := make(chan struct{}), make(chan struct{})
@@ -62,7 +63,7 @@ func (s *serving) runDiscovery(ctx context.Context) (first, done <-chan struct{}
 		if s.src.scraper != nil {
 			s.src.scraper.SetTargets(scraped)
 		}
-		s.loop.SetFleet(byID, s.cfg.prom.url == "")
+		s.loop.SetFleet(byID, true)
 		if known == nil {
 			close(f)
 		}

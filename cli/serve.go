@@ -224,6 +224,8 @@ func (s *serving) refreshLoop(context.Context) error {
 	c := s.cfg
 	s.loop = refresh.New(s.src.src, s.st.st, s.tm, s.log, time.Now, refresh.Config{
 		Interval: c.interval, Window: c.window, Thresholds: s.th, Fleet: s.src.fleet, Retention: c.retention, MaxNodes: c.maxNodes,
+		// Reading Prometheus, --discovery decides which series are nodes.
+		FleetOnly: c.discoveryPath != "" && c.prom.url != "",
 		Fast: refresh.FastConfig{Interval: c.fastInterval, Concurrency: c.fastConcurrency, Registerer: s.reg,
 			Limits: engine.Limits{MaxSeries: c.maxSeries, MaxRankValues: c.maxRanks}},
 		TracerProvider: s.tr.Provider,

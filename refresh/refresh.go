@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,10 @@ type Config struct {
 	// Fleet adds what the fleet file knows (profile, model, labels) to nodes a
 	// source found by itself, by node id; a source's own fleet entry wins.
 	Fleet map[string]fleet.Node
+	// FleetOnly keeps only the nodes Fleet has: a source's node the fleet
+	// does not list is not stored. With serve --discovery reading
+	// Prometheus, discovery decides which of Prometheus's series are nodes.
+	FleetOnly bool
 	// Retention is how long a node the source no longer presents is kept
 	// (default DefaultRetention): every refresh sweeps the store of nodes
 	// not written for this long and publishes a final, removed event for
@@ -306,6 +311,12 @@ func (l *Loop) cycle(ctx context.Context) (complete bool, err error) {
 	tracing.End(sspan, err)
 	if err != nil {
 		return false, fmt.Errorf("read source: %w", err)
+	}
+	if l.cfg.FleetOnly {
+		obs = slices.DeleteFunc(obs, func(o source.Observation) bool {
+			_, ok := l.cfg.Fleet[o.Node.ID]
+			return !ok
+		})
 	}
 	obs, nodeSet := l.admit(ctx, obs)
 	nodeSet.Removed = gone

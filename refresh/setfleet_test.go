@@ -3,6 +3,7 @@ package refresh_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
@@ -77,5 +78,49 @@ func TestSetFleetRemovesGoneNodes(t *testing.T) {
 	}
 	if rec.removed != 1 || st.Len() != 2 {
 		t.Fatalf("removed %d, store %d nodes; want nothing more removed", rec.removed, st.Len())
+	}
+}
+
+// TestFleetOnly: with FleetOnly, a node the source presents but the fleet
+// does not list is not stored (reading Prometheus, discovery decides which
+// series are nodes); one the fleet drops is removed as it goes.
+func TestFleetOnly(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := memory.New(memory.Options{Now: clock}, "n")
+	fl := func(ids ...string) map[string]fleet.Node {
+		m := map[string]fleet.Node{}
+		for _, id := range ids {
+			m[id] = fleet.Node{ID: id}
+		}
+		return m
+	}
+	src := &listed{now: &now, ids: []string{"a", "b", "c"}}
+	loop := refresh.New(src, st, &sets{}, slog.New(slog.DiscardHandler), clock, refresh.Config{
+		Interval: 5 * time.Second, Retention: time.Hour, Thresholds: diagnose.DefaultThresholds(), Fleet: fl("a", "b"), FleetOnly: true,
+	})
+	stored := func() []string {
+		var ids []string
+		for _, id := range []string{"a", "b", "c"} {
+			if _, err := st.Get(ctx, id); err == nil {
+				ids = append(ids, id)
+			}
+		}
+		return ids
+	}
+	if err := loop.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("stored %v, want a and b, the fleet's", got)
+	}
+	loop.SetFleet(fl("a", "c"), true)
+	now = now.Add(5 * time.Second)
+	if err := loop.Once(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored(); !slices.Equal(got, []string{"a", "c"}) {
+		t.Fatalf("stored %v after the fleet changed, want a and c", got)
 	}
 }
