@@ -475,9 +475,9 @@ func check(m manifests, o overlay, secrets map[string]corev1.Secret, rules monit
 // EndpointSlices (kubernetes_sd_configs roles pod and endpointslice), the
 // Services the slices belong to, and InferencePools.
 var discoveryRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"pods", "services"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-	{APIGroups: []string{"inference.networking.k8s.io"}, Resources: []string{"inferencepools"}, Verbs: []string{"get", "list", "watch"}},
+	{APIGroups: []string{""}, Resources: []string{"pods", "services"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	{APIGroups: []string{"inference.networking.k8s.io"}, Resources: []string{"inferencepools"}, Verbs: []string{"list", "watch"}},
 }
 
 // checkRBAC: the pod runs as the rendered ServiceAccount, the binding
@@ -501,7 +501,7 @@ func checkRBAC(m manifests) []error {
 		fail("ClusterRoleBinding %s: subjects %+v, want the ServiceAccount %s with its namespace alone", b.Name, b.Subjects, sa.Name)
 	}
 	if !reflect.DeepEqual(role.Rules, discoveryRules) {
-		fail("ClusterRole %s: rules %+v, want exactly get, list and watch on pods, services, endpointslices and inferencepools", role.Name, role.Rules)
+		fail("ClusterRole %s: rules %+v, want exactly list and watch on pods, services, endpointslices and inferencepools", role.Name, role.Rules)
 	}
 	return errs
 }

@@ -2,7 +2,7 @@
 // kustomize base (base/: Deployment, Service, ServiceMonitor,
 // PrometheusRule, NetworkPolicy, PodDisruptionBudget, the ConfigMap of the
 // fleet and thresholds files, and the ServiceAccount, ClusterRole and
-// ClusterRoleBinding of Kubernetes service discovery: get, list and watch
+// ClusterRoleBinding of Kubernetes service discovery: list and watch
 // on pods, services, EndpointSlices and InferencePools, nothing more), the
 // overlays overlays/single (one replica, memory store) and overlays/redis
 // (three replicas sharing Redis), the Helm chart helm/llmdiag, which
@@ -32,4 +32,15 @@
 // the chart's files/ (its copy of the rules and of the base's fleet and
 // thresholds files; go test -run 'TestPrometheusRule|TestChartFiles'
 // -update), and the tests fail while any is stale.
+//
+// Without -short, two tests take them to a real control plane
+// (internal/testing/kubetest): every object of both overlays and of the
+// chart's two renders is sent to kube-apiserver as a server-side apply,
+// dry-run, with strict field validation, the Prometheus Operator's CRDs
+// (testdata/crds, from its Go module) and the InferencePool CRD installed,
+// so that a field the API refuses or does not know fails; and serve
+// --discovery runs as a ServiceAccount bound to exactly the rendered
+// ClusterRole's rules, finding the pods of a pod, an endpointslice and an
+// inferencepool job with every rule and reporting a discovery failure
+// without any one verb of any one resource.
 package deploy

@@ -21,5 +21,8 @@
 // watch; a watch that breaks is re-listed by client-go with backoff): a
 // change sends the groups again, at most once per MinInterval. While the
 // API server cannot be reached, the informers keep their last lists and
-// nothing is sent: the targets stay as they were.
+// nothing is sent: the targets stay as they were. A LIST or WATCH the API
+// server answers with an error (a refusal for want of RBAC, say) is
+// logged at error level each time client-go tries it, so that fleetsd
+// counts the mechanism failing at once.
 package inferencepool

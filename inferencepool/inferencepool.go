@@ -2,7 +2,9 @@ package inferencepool
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -19,6 +21,7 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	"github.com/prometheus/prometheus/util/strutil"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -185,6 +188,10 @@ func (d *Discoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
 				d.log.Error("inferencepool: watch", "err", err)
 				return
 			}
+			if err := inf.SetWatchErrorHandlerWithContext(d.listWatchFailed); err != nil {
+				d.log.Error("inferencepool: watch", "err", err)
+				return
+			}
 			go inf.RunWithContext(ctx)
 		}
 		ws = append(ws, w)
@@ -243,6 +250,18 @@ func (d *Discoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
 		case <-changed:
 		}
 	}
+}
+
+// listWatchFailed is the informers' handler of a failed LIST or WATCH
+// (client-go retries it with backoff): logged as an error, which a
+// caller's log (fleetsd's) takes for the mechanism failing, as a refusal
+// for want of RBAC is. A watch that ends normally, or whose resource
+// version expired (client-go lists again), is not a failure.
+func (d *Discoverer) listWatchFailed(ctx context.Context, r *cache.Reflector, err error) {
+	if !errors.Is(err, io.EOF) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+		d.log.Error("inferencepool: list or watch failed", "type", r.TypeDescription(), "err", err)
+	}
+	cache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
 // toPool is an informer's unstructured pool as the API type.
