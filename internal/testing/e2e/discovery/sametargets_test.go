@@ -279,10 +279,11 @@ var sameCases = []sameCase{
 			// Port http, the label app.
 			e.pod(t, ns, "vllm-1", map[string]string{"app": "inference", "engine": n1.Engine}, nil,
 				corev1.Container{Name: "engine", Ports: ports("http", e.port(t, 1))})
-			// Annotated: scraped on the annotation's port and path.
+			// Annotated: scraped on the annotation's port and path; its
+			// two ports become the same target, which both keep once.
 			e.pod(t, ns, "annotated", map[string]string{"team": "b"},
 				map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": strconv.Itoa(int(e.port(t, 2))), "prometheus.io/path": "/metrics"},
-				corev1.Container{Name: "engine", Ports: ports("api", unusedPort)})
+				corev1.Container{Name: "engine", Ports: ports("api", unusedPort, "http", unusedPort2)})
 			// Annotated out: dropped though its port is named metrics.
 			e.pod(t, ns, "opted-out", map[string]string{"team": "b"}, map[string]string{"prometheus.io/scrape": "false"},
 				corev1.Container{Name: "engine", Ports: ports("metrics", e.port(t, 0))})
