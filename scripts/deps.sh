@@ -9,7 +9,10 @@
 # buildah for the container image (make image, internal/testing/imagetest),
 # and the Kubernetes control plane internal/testing/kubetest starts (etcd,
 # kube-apiserver, kube-controller-manager), built from Go modules by
-# scripts/k8sbins.sh into $HOME/.cache/llmdiag/k8sbins (once: ~10 minutes).
+# scripts/k8sbins.sh into $HOME/.cache/llmdiag/k8sbins (once: ~10 minutes),
+# and a Prometheus with Kubernetes discovery (Debian's has none), built from
+# hack/prombin by scripts/prombin.sh into $HOME/.cache/llmdiag/prombin (once:
+# ~3 minutes).
 # Installs only what is missing, so a prepared machine pays nothing.
 set -euo pipefail
 if ! command -v go >/dev/null 2>&1; then
@@ -65,3 +68,8 @@ fi
 # built from hack/etcdbin and hack/k8sbins (nothing prebuilt is downloaded);
 # k8sbins.sh does nothing when they are already in its cache directory.
 "$(dirname "$0")/k8sbins.sh" >/dev/null
+
+# internal/testing/promtest.KubernetesSD: Prometheus with Kubernetes service
+# discovery, built from hack/prombin; prombin.sh does nothing when it is
+# already in its cache directory.
+"$(dirname "$0")/prombin.sh" >/dev/null

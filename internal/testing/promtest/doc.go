@@ -13,6 +13,13 @@
 // every scrape interval, and the Alertmanagers (internal/testing/amtest) alerts go
 // to.
 //
+// Options.ExtraScrapeConfigs carries whole scrape jobs; with no Targets
+// they are the only ones (no default job), so a test can give Prometheus a
+// discovery file's scrape_configs as they are. Options.Binary runs another
+// prometheus: KubernetesSD returns one with Kubernetes service discovery
+// (kubernetes_sd_configs), which the Debian package leaves out, built from
+// hack/prombin by scripts/prombin.sh into $HOME/.cache/llmdiag/prombin.
+//
 // Stop and Restart take Prometheus down and bring it back on the same
 // address and data directory, for resilience tests. Query, QueryVector and
 // WaitForSamples talk to it through client_golang's v1 API. Every wait is

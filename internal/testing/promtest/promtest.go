@@ -83,6 +83,9 @@ type Options struct {
 	// Alertmanagers are the host:port pairs Prometheus sends its alerts
 	// to (alerting.alertmanagers, static targets over http).
 	Alertmanagers []string
+	// Binary is the prometheus binary to run, as KubernetesSD returns it;
+	// "" means Program's.
+	Binary string
 }
 
 // Prometheus is a Prometheus server started by Start. Its methods are safe
@@ -111,7 +114,10 @@ func Start(t testing.TB, opts Options) *Prometheus {
 	if err := validate(opts); err != nil {
 		t.Fatalf("promtest: %v", err)
 	}
-	bin := testkit.Binary(t, Program)
+	bin := opts.Binary
+	if bin == "" {
+		bin = testkit.Binary(t, Program)
+	}
 	dir := t.TempDir() // registered before our cleanup, so removed after Stop
 	p := &Prometheus{
 		bin:        bin,
