@@ -74,10 +74,13 @@ type Discovery struct {
 	warned string
 }
 
-// provider is one discovery config of a job.
+// provider is one discovery config of a job; with api, its Kubernetes
+// API server's requests (kubeRequests), which fail apart from the
+// mechanism's own errors and recover apart from its updates.
 type provider struct {
 	job   string
 	index int
+	api   bool
 }
 
 // New returns a Discovery of f; Run starts it. Its metrics are registered
@@ -143,7 +146,7 @@ func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Run() }()
 	defer func() { cancel(); <-done }()
-	if kp := d.kubeProviders(); len(kp) > 0 && kube.counter != nil {
+	if kp := d.kubeProviders(); len(kp) > 0 {
 		kdone := make(chan struct{})
 		go func() { defer close(kdone); d.watchKube(mctx, kube, kp) }()
 		defer func() { cancel(); <-kdone }()
@@ -290,44 +293,97 @@ func (d *Discovery) Failing() map[string]string {
 	return out
 }
 
+// kubeProvider is a provider of Kubernetes discovery (role pod, …, or
+// inferencepool) and the API server it talks to.
+type kubeProvider struct {
+	provider
+	// host is the API server's host:port ("" when not known: any).
+	host string
+	// prom is Prometheus's kubernetes_sd_configs (its failures counter is
+	// the mechanism's), not inferencepool's.
+	prom bool
+}
+
 // kubeProviders are the providers of Kubernetes discovery.
-func (d *Discovery) kubeProviders() []provider {
-	var ps []provider
+func (d *Discovery) kubeProviders() []kubeProvider {
+	var ps []kubeProvider
 	for _, j := range d.file.Jobs {
 		for i, c := range j.Config.ServiceDiscoveryConfigs {
-			if c.Name() == "kubernetes" {
-				ps = append(ps, provider{job: j.Name(), index: i})
+			switch c.Name() {
+			case "kubernetes", "inferencepool":
+				ps = append(ps, kubeProvider{provider: provider{job: j.Name(), index: i}, host: apiHost(c), prom: c.Name() == "kubernetes"})
 			}
 		}
 	}
 	return ps
 }
 
-// watchKube reads Kubernetes discovery's failed LIST and WATCH requests
-// (Prometheus's prometheus_sd_kubernetes_failures_total, which the
-// Kubernetes client's retries count and do not log through the
-// discoverer) every Debounce, and marks every Kubernetes provider failing
-// when they rose: the counter is the mechanism's, not a job's. A provider
-// recovers with its next update, as the others do.
-func (d *Discovery) watchKube(ctx context.Context, k *kubeFailures, ps []provider) {
+// watchKube reads, every Debounce, Kubernetes discovery's failed LIST
+// and WATCH requests two ways, both of which the Kubernetes client's
+// retries leave out of the discoverer's log:
+//
+//   - Prometheus's prometheus_sd_kubernetes_failures_total (a LIST or
+//     WATCH answered with an error, as for want of RBAC): when it rose,
+//     every kubernetes_sd_configs provider is failing (the counter is the
+//     mechanism's, not a job's), and recovers with its next update, as
+//     the others do;
+//   - the Kubernetes client's requests to each kubernetes_sd_configs
+//     provider's API server (kubeRequests): when some got no answer (or a
+//     5xx) since the last look, the provider's API server is failing (a
+//     provider of its own, api); when none failed and some were answered,
+//     it recovers. So an API server that goes away after the first list,
+//     which the client retries without a word while the informers keep
+//     their last objects, is warned about and counted within a Debounce
+//     or two. (inferencepool watches its own client's requests, and logs
+//     an error, which fails its provider.)
+func (d *Discovery) watchKube(ctx context.Context, k *kubeFailures, ps []kubeProvider) {
 	t := time.NewTicker(d.opts.Debounce)
 	defer t.Stop()
 	last := k.value()
+	lastReqs := map[string]kubeCounts{}
+	for _, p := range ps {
+		lastReqs[p.host] = kubeReqs.counts(p.host)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		v := k.value()
-		if v <= last {
-			continue
+		if v := k.value(); v > last {
+			err := fmt.Sprintf("%.0f Kubernetes API requests (list or watch) failed; the Kubernetes client retries them and logs why", v-last)
+			last = v
+			for _, p := range ps {
+				if p.prom {
+					d.fail(p.provider, err)
+				}
+			}
 		}
-		err := fmt.Sprintf("%.0f Kubernetes API requests (list or watch) failed; the Kubernetes client retries them and logs why", v-last)
-		last = v
+		now := map[string]kubeCounts{}
 		for _, p := range ps {
-			d.fail(p, err)
+			if _, ok := now[p.host]; !ok {
+				now[p.host] = kubeReqs.counts(p.host)
+			}
 		}
+		for _, p := range ps {
+			if !p.prom {
+				continue // inferencepool watches its own client's requests
+			}
+			was, is := lastReqs[p.host], now[p.host]
+			api := provider{job: p.job, index: p.index, api: true}
+			switch {
+			case is.failed > was.failed:
+				host := p.host
+				if host == "" {
+					host = "(any)"
+				}
+				d.fail(api, fmt.Sprintf("the Kubernetes API server %s did not answer %d requests (list or watch) in the last %s; the Kubernetes client retries them quietly and discovery keeps the last pods meanwhile",
+					host, is.failed-was.failed, d.opts.Debounce))
+			case is.answered > was.answered:
+				d.ok(api)
+			}
+		}
+		lastReqs = now
 	}
 }
 

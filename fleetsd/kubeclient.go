@@ -1,0 +1,134 @@
+package fleetsd
+
+import (
+	"context"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/discovery/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientmetrics "k8s.io/client-go/tools/metrics"
+
+	"github.com/llmdiag/llmdiag/inferencepool"
+)
+
+// kubeRequests counts the Kubernetes client's requests by API server
+// (host:port) as client-go reports each one's result (its RequestResult
+// metric): those that got no answer (a refused or broken connection:
+// code "<error>") or a 5xx, and those answered 2xx. The Kubernetes client
+// retries a watch whose connection is refused without a word and without
+// telling its informer's error handler, so this is how an API server that
+// went away after the first list is seen. client-go has one such metric
+// per process: every Kubernetes client of the process reports to it.
+type kubeRequests struct {
+	mu     sync.Mutex
+	byHost map[string]*kubeCounts
+	// next is the metric registered before, set in init only.
+	next clientmetrics.ResultMetric
+}
+
+// kubeCounts are one API server's requests.
+type kubeCounts struct {
+	failed, answered uint64
+}
+
+var kubeReqs = &kubeRequests{byHost: map[string]*kubeCounts{}}
+
+// init makes kubeReqs client-go's RequestResult metric before any client
+// makes a request. client-go keeps the first metric registered: when a
+// package initialized before registered its own (controller-runtime's
+// metrics package does, in tests), kubeReqs counts and passes each result
+// on to it.
+func init() {
+	clientmetrics.Register(clientmetrics.RegisterOpts{RequestResult: kubeReqs})
+	if clientmetrics.RequestResult != clientmetrics.ResultMetric(kubeReqs) {
+		kubeReqs.next = clientmetrics.RequestResult
+		clientmetrics.RequestResult = kubeReqs
+	}
+}
+
+// Increment counts one request's result (client-go's ResultMetric).
+func (k *kubeRequests) Increment(ctx context.Context, code, method, host string) {
+	if k.next != nil {
+		k.next.Increment(ctx, code, method, host)
+	}
+	failed := code == "<error>" || strings.HasPrefix(code, "5")
+	answered := strings.HasPrefix(code, "2")
+	if !failed && !answered {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.byHost[host]
+	if c == nil {
+		if len(k.byHost) >= maxKubeHosts {
+			return
+		}
+		c = &kubeCounts{}
+		k.byHost[host] = c
+	}
+	if failed {
+		c.failed++
+	} else {
+		c.answered++
+	}
+}
+
+// maxKubeHosts bounds the API servers counted.
+const maxKubeHosts = 64
+
+// counts are host's requests so far; every host's when host is "".
+func (k *kubeRequests) counts(host string) kubeCounts {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if host != "" {
+		if c := k.byHost[host]; c != nil {
+			return *c
+		}
+		return kubeCounts{}
+	}
+	var sum kubeCounts
+	for _, c := range k.byHost {
+		sum.failed += c.failed
+		sum.answered += c.answered
+	}
+	return sum
+}
+
+// apiHost is the host:port of the API server a Kubernetes discovery
+// config talks to, as client-go names it in its metrics; "" when it cannot
+// be told (then any API server's requests count for it).
+func apiHost(c discovery.Config) string {
+	var kubeconfig string
+	switch k := c.(type) {
+	case *kubernetes.SDConfig:
+		if k.APIServer.URL != nil {
+			return k.APIServer.URL.Host
+		}
+		kubeconfig = k.KubeConfig
+	case *inferencepool.SDConfig:
+		kubeconfig = k.KubeconfigFile
+	default:
+		return ""
+	}
+	if kubeconfig == "" { // in the cluster, as rest.InClusterConfig
+		host, port := os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")
+		if host == "" || port == "" {
+			return ""
+		}
+		return net.JoinHostPort(host, port)
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return ""
+	}
+	u, err := url.Parse(rc.Host)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	return u.Host
+}
