@@ -23,7 +23,8 @@ import (
 // retries a watch whose connection is refused without a word and without
 // telling its informer's error handler, so this is how an API server that
 // went away after the first list is seen. client-go has one such metric
-// per process: every Kubernetes client of the process reports to it.
+// per process: every Kubernetes client of the process reports to it, but
+// for inferencepool's (inferencepool.Own), which watches its own.
 type kubeRequests struct {
 	mu     sync.Mutex
 	byHost map[string]*kubeCounts
@@ -55,6 +56,9 @@ func init() {
 func (k *kubeRequests) Increment(ctx context.Context, code, method, host string) {
 	if k.next != nil {
 		k.next.Increment(ctx, code, method, host)
+	}
+	if inferencepool.Own(ctx) {
+		return // it watches its own requests; these say nothing of Prometheus's
 	}
 	failed := code == "<error>" || strings.HasPrefix(code, "5")
 	answered := strings.HasPrefix(code, "2")

@@ -11,14 +11,15 @@ import (
 
 	clientmetrics "k8s.io/client-go/tools/metrics"
 
+	"github.com/llmdiag/llmdiag/inferencepool"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
 
 // TestWatchKubeRequests: a Kubernetes job whose API server stops
 // answering after its first list (client-go retries quietly: only its
 // request metric says so) is failing within a Debounce or two, warned of
-// once, naming the API server; answers from another API server do not
-// end it, answers from its own do.
+// once, naming the API server; answers from another API server, or to
+// inferencepool's client, do not end it, answers from its own do.
 func TestWatchKubeRequests(t *testing.T) {
 	const host = "127.0.0.1:1"
 	f, err := Parse([]byte("scrape_configs:\n  - job_name: k8s\n    kubernetes_sd_configs:\n      - role: pod\n        api_server: http://"+host+"\n"), "", nil)
@@ -55,6 +56,7 @@ func TestWatchKubeRequests(t *testing.T) {
 	// successful, do not end it.
 	kubeReqs.Increment(ctx, "200", "GET", "10.0.0.1:443")
 	kubeReqs.Increment(ctx, "404", "GET", host)
+	kubeReqs.Increment(inferencepool.Context(ctx), "200", "GET", host) // inferencepool's own
 	if c := kubeReqs.counts(host); c.answered != 0 {
 		t.Fatalf("counts %+v, want nothing answered", c)
 	}

@@ -222,6 +222,7 @@ type watch struct {
 // it lists everything anew at once, rather than when client-go's watches
 // next retry (they back off up to a minute), and sends the groups.
 func (d *Discoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
+	ctx = Context(ctx)
 	sent := map[string]bool{} // sources sent non-empty
 	for {
 		ictx, stop := context.WithCancel(ctx)
@@ -330,7 +331,7 @@ func (d *Discoverer) run(ctx context.Context, up chan<- []*targetgroup.Group, se
 				away = true
 				d.log.Error("inferencepool: the Kubernetes API server does not answer; the last pods stay until it does", "err", d.reach.lastErr())
 			case away:
-				if _, err := d.pods.Discovery().ServerVersion(); err == nil {
+				if err := d.pods.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err == nil {
 					d.log.Info("inferencepool: the Kubernetes API server answers again; listing anew")
 					return true
 				}
@@ -340,6 +341,17 @@ func (d *Discoverer) run(ctx context.Context, up chan<- []*targetgroup.Group, se
 		}
 	}
 }
+
+// ownKey marks the context of the discoverer's requests.
+type ownKey struct{}
+
+// Context is ctx marked as the discoverer's: Run's requests carry it, so
+// that one who counts every Kubernetes client's requests in the process
+// (client-go's metrics) can tell the discoverer's apart (Own).
+func Context(ctx context.Context) context.Context { return context.WithValue(ctx, ownKey{}, true) }
+
+// Own reports whether ctx is the context of a request a Discoverer made.
+func Own(ctx context.Context) bool { return ctx != nil && ctx.Value(ownKey{}) != nil }
 
 // watchError is the informers' error handler: a LIST or WATCH that
 // failed, which client-go retries with backoff. A refusal (as for want of
