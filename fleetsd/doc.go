@@ -48,5 +48,8 @@
 // (role inferencepool logs the same of its own client's requests). So an
 // API server that goes away after the first list, which the client
 // retries quietly while keeping its last objects, is warned about; the
-// last targets stay all the same.
+// last targets stay all the same. Meanwhile it is asked every Debounce
+// whether it is back, and once it is the job's discoverers start anew (a
+// fresh LIST) rather than waiting for the client's backoff (up to a
+// minute).
 package fleetsd

@@ -3,13 +3,18 @@ package fleetsd
 import (
 	"context"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"time"
 
+	promcfg "github.com/prometheus/common/config"
 	"github.com/prometheus/prometheus/discovery"
 	"github.com/prometheus/prometheus/discovery/kubernetes"
+	k8sclient "k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientmetrics "k8s.io/client-go/tools/metrics"
 
@@ -57,8 +62,8 @@ func (k *kubeRequests) Increment(ctx context.Context, code, method, host string)
 	if k.next != nil {
 		k.next.Increment(ctx, code, method, host)
 	}
-	if inferencepool.Own(ctx) {
-		return // it watches its own requests; these say nothing of Prometheus's
+	if inferencepool.Own(ctx) || ctx != nil && ctx.Value(probeKey{}) != nil {
+		return // inferencepool watches its own requests; a probe's say nothing of the discoverer's
 	}
 	failed := code == "<error>" || strings.HasPrefix(code, "5")
 	answered := strings.HasPrefix(code, "2")
@@ -135,4 +140,70 @@ func apiHost(c discovery.Config) string {
 		return ""
 	}
 	return u.Host
+}
+
+// probeKey marks the context of a probe's request: not counted.
+type probeKey struct{}
+
+// probes ask each kubernetes_sd_configs provider's API server whether it
+// answers (GET /version, with the provider's credentials), each with a
+// client made on first use.
+type probes struct {
+	file    *File
+	timeout time.Duration
+	clients map[provider]rest.Interface
+}
+
+func newProbes(f *File, timeout time.Duration) *probes {
+	return &probes{file: f, timeout: min(timeout, 5*time.Second), clients: map[provider]rest.Interface{}}
+}
+
+// ok reports whether p's API server answers.
+func (ps *probes) ok(ctx context.Context, p kubeProvider) bool {
+	c, found := ps.clients[p.provider]
+	if !found {
+		c = ps.client(p.provider)
+		ps.clients[p.provider] = c
+	}
+	if c == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, probeKey{}, true), ps.timeout)
+	defer cancel()
+	return c.Get().AbsPath("/version").Do(ctx).Error() == nil
+}
+
+// client is a REST client to p's API server as Prometheus's kubernetes
+// discovery makes it (in the cluster, from kubeconfig_file, or api_server
+// with its HTTP client settings); nil when it cannot be made.
+func (ps *probes) client(p provider) rest.Interface {
+	var k *kubernetes.SDConfig
+	for _, j := range ps.file.Jobs {
+		if j.Name() == p.job && p.index < len(j.Config.ServiceDiscoveryConfigs) {
+			k, _ = j.Config.ServiceDiscoveryConfigs[p.index].(*kubernetes.SDConfig)
+		}
+	}
+	if k == nil {
+		return nil
+	}
+	var rc *rest.Config
+	var err error
+	switch {
+	case k.KubeConfig != "":
+		rc, err = clientcmd.BuildConfigFromFlags("", k.KubeConfig)
+	case k.APIServer.URL == nil:
+		rc, err = rest.InClusterConfig()
+	default:
+		var rt http.RoundTripper
+		rt, err = promcfg.NewRoundTripperFromConfig(k.HTTPClientConfig, "kubernetes_sd")
+		rc = &rest.Config{Host: k.APIServer.String(), Transport: rt}
+	}
+	if err != nil {
+		return nil
+	}
+	cs, err := k8sclient.NewForConfig(rc)
+	if err != nil {
+		return nil
+	}
+	return cs.Discovery().RESTClient()
 }

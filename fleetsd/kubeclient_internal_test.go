@@ -2,12 +2,21 @@ package fleetsd
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/discovery"
+	"github.com/prometheus/prometheus/discovery/targetgroup"
 
 	clientmetrics "k8s.io/client-go/tools/metrics"
 
@@ -105,4 +114,139 @@ current-context: x
 			t.Errorf("job %s: API server %q, want %q", j.Name(), got, want[i])
 		}
 	}
+}
+
+// TestWatchKubeRestartsWhenBack: while a job's API server is away it is
+// asked for /version every Debounce; once it answers, the job recovers
+// and its discoverer is told to start anew (a fresh LIST), not left to
+// the Kubernetes client's backoff.
+func TestWatchKubeRestartsWhenBack(t *testing.T) {
+	var answering atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/version" || !answering.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	f, err := Parse([]byte("scrape_configs:\n  - job_name: k8s\n    kubernetes_sd_configs:\n      - role: pod\n        api_server: "+srv.URL+"\n"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testkit.SyncBuffer
+	d, err := New(f, Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Debounce: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart := make(chan struct{}, 1)
+	d.restart[provider{job: "k8s"}] = restart
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.watchKube(ctx, &kubeFailures{}, d.kubeProviders()) }()
+	defer func() { cancel(); <-done }()
+	w := testkit.Wait{For: 10 * time.Second, Every: 5 * time.Millisecond}
+	w.Until(t, "the job failing", func() bool {
+		kubeReqs.Increment(ctx, "<error>", "GET", host)
+		return len(d.Failing()) == 1
+	})
+	select {
+	case <-restart:
+		t.Fatal("restarted while the API server does not answer")
+	default:
+	}
+	answering.Store(true)
+	select {
+	case <-restart:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no restart within 10s of the API server answering; log:\n%s", logs.String())
+	}
+	if len(d.Failing()) != 0 {
+		t.Errorf("still failing: %v", d.Failing())
+	}
+}
+
+// countingConfig makes discoverers that each send one group naming their
+// number, and records when each stops.
+type countingConfig struct {
+	mu      sync.Mutex
+	made    int
+	stopped []int
+}
+
+func (*countingConfig) Name() string { return "counting" }
+
+func (*countingConfig) NewDiscovererMetrics(prometheus.Registerer, discovery.RefreshMetricsInstantiator) discovery.DiscovererMetrics {
+	return nil
+}
+
+func (c *countingConfig) NewDiscoverer(discovery.DiscovererOptions) (discovery.Discoverer, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.made++
+	return countingDiscoverer{c: c, n: c.made}, nil
+}
+
+type countingDiscoverer struct {
+	c *countingConfig
+	n int
+}
+
+func (cd countingDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
+	select {
+	case up <- []*targetgroup.Group{{Source: fmt.Sprint(cd.n)}}:
+	case <-ctx.Done():
+	}
+	<-ctx.Done()
+	cd.c.mu.Lock()
+	cd.c.stopped = append(cd.c.stopped, cd.n)
+	cd.c.mu.Unlock()
+}
+
+// TestWatchedRestart: a restart stops the running discoverer and runs a
+// new one, whose groups are handed on.
+func TestWatchedRestart(t *testing.T) {
+	f, err := Parse([]byte("scrape_configs:\n  - job_name: j\n    static_configs: [{targets: [\"127.0.0.1:1\"]}]\n"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(f, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &countingConfig{}
+	w := &watched{Config: c, d: d, p: provider{job: "j"}, restart: make(chan struct{}, 1)}
+	wd, err := w.NewDiscoverer(discovery.DiscovererOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	up := make(chan []*targetgroup.Group)
+	done := make(chan struct{})
+	go func() { defer close(done); wd.Run(ctx, up) }()
+	defer func() { cancel(); <-done }()
+	next := func() string {
+		t.Helper()
+		select {
+		case g := <-up:
+			return g[0].Source
+		case <-time.After(10 * time.Second):
+			t.Fatal("no groups within 10s")
+			return ""
+		}
+	}
+	if s := next(); s != "1" {
+		t.Fatalf("groups of discoverer %s, want 1", s)
+	}
+	w.restart <- struct{}{}
+	if s := next(); s != "2" {
+		t.Fatalf("groups of discoverer %s after the restart, want 2", s)
+	}
+	testkit.Wait{For: 10 * time.Second}.Until(t, "the first discoverer stopped", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.stopped) == 1 && c.stopped[0] == 1
+	})
 }

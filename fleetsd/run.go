@@ -72,6 +72,9 @@ type Discovery struct {
 	last map[string][]fleet.Node
 	// warned is the last refusal summary logged.
 	warned string
+	// restart makes a kubernetes_sd_configs provider's discoverer start
+	// anew (watchKube, when its API server answers again); set by Run.
+	restart map[provider]chan struct{}
 }
 
 // provider is one discovery config of a job; with api, its Kubernetes
@@ -112,7 +115,7 @@ func New(f *File, opts Options) (*Discovery, error) {
 		met.failures.WithLabelValues(j.Name())
 	}
 	return &Discovery{file: f, opts: opts, log: opts.Log, reg: reg, met: met,
-		failing: map[provider]string{}, jobFailing: map[string]bool{}, last: map[string][]fleet.Node{}}, nil
+		failing: map[provider]string{}, jobFailing: map[string]bool{}, last: map[string][]fleet.Node{}, restart: map[provider]chan struct{}{}}, nil
 }
 
 // Run runs Prometheus's discovery Manager over the file's jobs until ctx is
@@ -136,7 +139,12 @@ func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 	for _, j := range d.file.Jobs {
 		var cs discovery.Configs
 		for i, c := range j.Config.ServiceDiscoveryConfigs {
-			cs = append(cs, &watched{Config: c, d: d, p: provider{job: j.Name(), index: i}})
+			w := &watched{Config: c, d: d, p: provider{job: j.Name(), index: i}}
+			if c.Name() == "kubernetes" {
+				w.restart = make(chan struct{}, 1)
+				d.restart[w.p] = w.restart
+			}
+			cs = append(cs, w)
 		}
 		cfgs[j.Name()] = cs
 	}
@@ -334,12 +342,18 @@ func (d *Discovery) kubeProviders() []kubeProvider {
 //     it recovers. So an API server that goes away after the first list,
 //     which the client retries without a word while the informers keep
 //     their last objects, is warned about and counted within a Debounce
-//     or two. (inferencepool watches its own client's requests, and logs
-//     an error, which fails its provider.)
+//     or two. While it is away, the API server is asked every Debounce
+//     whether it is back (GET /version, with the provider's credentials);
+//     once it answers, the provider's discoverer starts anew (a fresh
+//     LIST) rather than waiting for the client's next retry, which backs
+//     off up to a minute. (inferencepool watches its own client's
+//     requests and does the same.)
 func (d *Discovery) watchKube(ctx context.Context, k *kubeFailures, ps []kubeProvider) {
 	t := time.NewTicker(d.opts.Debounce)
 	defer t.Stop()
 	last := k.value()
+	away := map[provider]bool{}
+	probes := newProbes(d.file, d.opts.Debounce)
 	lastReqs := map[string]kubeCounts{}
 	for _, p := range ps {
 		lastReqs[p.host] = kubeReqs.counts(p.host)
@@ -372,15 +386,23 @@ func (d *Discovery) watchKube(ctx context.Context, k *kubeFailures, ps []kubePro
 			was, is := lastReqs[p.host], now[p.host]
 			api := provider{job: p.job, index: p.index, api: true}
 			switch {
-			case is.failed > was.failed:
+			case is.failed > was.failed && !away[p.provider]:
+				away[p.provider] = true
 				host := p.host
 				if host == "" {
 					host = "(any)"
 				}
 				d.fail(api, fmt.Sprintf("the Kubernetes API server %s did not answer %d requests (list or watch) in the last %s; the Kubernetes client retries them quietly and discovery keeps the last pods meanwhile",
 					host, is.failed-was.failed, d.opts.Debounce))
-			case is.answered > was.answered:
+			case away[p.provider] && (is.answered > was.answered && is.failed == was.failed || probes.ok(ctx, p)):
+				// Back: list anew now rather than when the client's
+				// watches next retry (they back off up to a minute).
+				away[p.provider] = false
 				d.ok(api)
+				select {
+				case d.restart[p.provider] <- struct{}{}:
+				default:
+				}
 			}
 		}
 		lastReqs = now
@@ -443,6 +465,8 @@ type watched struct {
 	discovery.Config
 	d *Discovery
 	p provider
+	// restart, when set, makes the discoverer start anew.
+	restart chan struct{}
 }
 
 func (w *watched) NewDiscoverer(opts discovery.DiscovererOptions) (discovery.Discoverer, error) {
@@ -452,36 +476,65 @@ func (w *watched) NewDiscoverer(opts discovery.DiscovererOptions) (discovery.Dis
 		w.d.fail(w.p, err.Error())
 		return nil, err
 	}
-	return &watchedDiscoverer{inner: inner, w: w}, nil
+	return &watchedDiscoverer{inner: inner, w: w, opts: opts}, nil
 }
 
 type watchedDiscoverer struct {
 	inner discovery.Discoverer
 	w     *watched
+	opts  discovery.DiscovererOptions
 }
 
+// Run runs the discoverer, and a new one each time w.restart says so.
 func (wd *watchedDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
-	in := make(chan []*targetgroup.Group)
-	go wd.inner.Run(ctx, in)
 	first := time.NewTimer(wd.w.d.opts.FirstUpdate)
 	defer first.Stop()
 	for {
+		ictx, stop := context.WithCancel(ctx)
+		in := make(chan []*targetgroup.Group)
+		go wd.inner.Run(ictx, in)
+		again := wd.forward(ctx, in, up, first)
+		stop()
+		if !again {
+			return
+		}
+		inner, err := wd.w.Config.NewDiscoverer(wd.opts)
+		if err != nil {
+			wd.w.d.fail(wd.w.p, err.Error())
+			<-ctx.Done()
+			return
+		}
+		wd.inner = inner
+		wd.w.d.log.Info("discovery: the Kubernetes API server answers again; listing anew", "job", wd.w.p.job)
+	}
+}
+
+// forward hands the discoverer's updates on until ctx ends (false) or a
+// restart is asked for (true).
+func (wd *watchedDiscoverer) forward(ctx context.Context, in <-chan []*targetgroup.Group, up chan<- []*targetgroup.Group, first *time.Timer) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case <-wd.w.restart:
+			return true
 		case <-first.C:
 			wd.w.d.fail(wd.w.p, fmt.Sprintf("%s discovery has sent no targets %s after it started (a Kubernetes API server that does not answer, …)", wd.w.Config.Name(), wd.w.d.opts.FirstUpdate))
 		case tgs, ok := <-in:
 			first.Stop()
 			if !ok { // a discoverer should not close it; if it does, wait
-				<-ctx.Done()
-				return
+				select {
+				case <-ctx.Done():
+					return false
+				case <-wd.w.restart:
+					return true
+				}
 			}
 			wd.w.d.ok(wd.w.p)
 			select {
 			case up <- tgs:
 			case <-ctx.Done():
-				return
+				return false
 			}
 		}
 	}
