@@ -211,9 +211,10 @@ func TestServeDiscoversKubernetes(t *testing.T) {
 	back := w.c.StartAPIServer(t)
 	restarted := time.Now()
 	t.Logf("kube-apiserver ready again in %v", back.Round(time.Millisecond))
-	// Discovery's own watches reconnect (client-go backs off up to 30 s
-	// between tries): the jobs recover before this test makes a request.
-	clitest.WaitFor(t, "llmdiag_discovery_failing back to 0", 90*time.Second, func() bool {
+	// Discovery finds the API server back by itself (it asks every
+	// second for the pools, every --discovery-debounce for the pods) and
+	// lists anew: the jobs recover before this test makes a request.
+	clitest.WaitFor(t, "llmdiag_discovery_failing back to 0", 30*time.Second, func() bool {
 		last = series(metrics, `llmdiag_discovery_failing{job="pools"}`) + " " + series(metrics, `llmdiag_discovery_failing{job="pods"}`)
 		return last == "0 0"
 	}, &last)
@@ -221,14 +222,13 @@ func TestServeDiscoversKubernetes(t *testing.T) {
 	if !strings.Contains(stderr.String(), "discovery failing") || !strings.Contains(stderr.String(), "did not answer") {
 		t.Errorf("the warning does not name the API server that did not answer:\n%s", stderr)
 	}
-	// A pod of each job: inferencepool lists anew as soon as its API
-	// server answers; Prometheus's pod role waits for client-go's next
-	// retry of its watch.
+	// A pod of each job, found by watches begun anew, not waiting for
+	// client-go's backoff (up to a minute).
 	late := []*pod{w.addPod("inference", "qwen-late", poolA), w.addPod("batch", "chat-late", labeled)}
 	created = time.Now()
 	want = w.want()
 	found := map[string]time.Duration{}
-	clitest.WaitFor(t, "the pods created after the API server came back to be listed", 90*time.Second, func() bool {
+	clitest.WaitFor(t, "the pods created after the API server came back to be listed", 30*time.Second, func() bool {
 		nodes := listNodes(ctx, c)
 		for _, p := range late {
 			if _, ok := nodes[p.ids()[0]]; ok && found[p.ids()[0]] == 0 {
@@ -240,6 +240,9 @@ func TestServeDiscoversKubernetes(t *testing.T) {
 	}, &last)
 	for _, p := range late {
 		t.Logf("measured: %s listed %v after it was created", p.ids()[0], found[p.ids()[0]].Round(time.Millisecond))
+		if found[p.ids()[0]] > followWithin {
+			t.Errorf("%s was listed %v after it was created, want within %v", p.ids()[0], found[p.ids()[0]].Round(time.Millisecond), followWithin)
+		}
 	}
 	t.Logf("serve's warnings:\n%s", stderr)
 }
