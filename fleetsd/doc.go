@@ -32,14 +32,24 @@
 //   - Updates are debounced by the Manager (Options.Debounce); each one
 //     hands the whole node set, sorted by id, to the caller.
 //
-// A failure is seen three ways: an error a mechanism logs (file and http
-// discovery log each failed read or refresh), a mechanism that has sent
-// no targets Options.FirstUpdate after it started (Kubernetes discovery
-// sends nothing until it has listed every object, and the Kubernetes
-// client retries a refused connection without a word), and a rise of
-// Prometheus's prometheus_sd_kubernetes_failures_total (a LIST or WATCH
-// the API server answered with an error, as for want of RBAC), which
-// marks every Kubernetes job failing, the counter being the mechanism's.
-// An API server that goes away after the first list is not seen while the
-// client retries quietly; the last targets stay all the same.
+// A failure is seen four ways: an error a mechanism logs (file and http
+// discovery log each failed read or refresh, inferencepool each LIST or
+// WATCH refused), a mechanism that has sent no targets
+// Options.FirstUpdate after it started (Kubernetes discovery sends
+// nothing until it has listed every object, and the Kubernetes client
+// retries a refused connection without a word), a rise of Prometheus's
+// prometheus_sd_kubernetes_failures_total (a LIST or WATCH the API server
+// answered with an error, as for want of RBAC), which marks every
+// kubernetes_sd_configs job failing, the counter being the mechanism's,
+// and the Kubernetes client's requests by API server (client-go's request
+// result metric, which the package installs when it is initialized): a
+// kubernetes_sd_configs job whose API server left requests unanswered (or
+// answered 5xx) within a Debounce is failing until one is answered again
+// (role inferencepool logs the same of its own client's requests). So an
+// API server that goes away after the first list, which the client
+// retries quietly while keeping its last objects, is warned about; the
+// last targets stay all the same. Meanwhile it is asked every Debounce
+// whether it is back, and once it is the job's discoverers start anew (a
+// fresh LIST) rather than waiting for the client's backoff (up to a
+// minute).
 package fleetsd

@@ -72,12 +72,18 @@ type Discovery struct {
 	last map[string][]fleet.Node
 	// warned is the last refusal summary logged.
 	warned string
+	// restart makes a kubernetes_sd_configs provider's discoverer start
+	// anew (watchKube, when its API server answers again); set by Run.
+	restart map[provider]chan struct{}
 }
 
-// provider is one discovery config of a job.
+// provider is one discovery config of a job; with api, its Kubernetes
+// API server's requests (kubeRequests), which fail apart from the
+// mechanism's own errors and recover apart from its updates.
 type provider struct {
 	job   string
 	index int
+	api   bool
 }
 
 // New returns a Discovery of f; Run starts it. Its metrics are registered
@@ -109,7 +115,7 @@ func New(f *File, opts Options) (*Discovery, error) {
 		met.failures.WithLabelValues(j.Name())
 	}
 	return &Discovery{file: f, opts: opts, log: opts.Log, reg: reg, met: met,
-		failing: map[provider]string{}, jobFailing: map[string]bool{}, last: map[string][]fleet.Node{}}, nil
+		failing: map[provider]string{}, jobFailing: map[string]bool{}, last: map[string][]fleet.Node{}, restart: map[provider]chan struct{}{}}, nil
 }
 
 // Run runs Prometheus's discovery Manager over the file's jobs until ctx is
@@ -133,7 +139,12 @@ func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 	for _, j := range d.file.Jobs {
 		var cs discovery.Configs
 		for i, c := range j.Config.ServiceDiscoveryConfigs {
-			cs = append(cs, &watched{Config: c, d: d, p: provider{job: j.Name(), index: i}})
+			w := &watched{Config: c, d: d, p: provider{job: j.Name(), index: i}}
+			if c.Name() == "kubernetes" {
+				w.restart = make(chan struct{}, 1)
+				d.restart[w.p] = w.restart
+			}
+			cs = append(cs, w)
 		}
 		cfgs[j.Name()] = cs
 	}
@@ -143,7 +154,7 @@ func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Run() }()
 	defer func() { cancel(); <-done }()
-	if kp := d.kubeProviders(); len(kp) > 0 && kube.counter != nil {
+	if kp := d.kubeProviders(); len(kp) > 0 {
 		kdone := make(chan struct{})
 		go func() { defer close(kdone); d.watchKube(mctx, kube, kp) }()
 		defer func() { cancel(); <-kdone }()
@@ -290,44 +301,111 @@ func (d *Discovery) Failing() map[string]string {
 	return out
 }
 
+// kubeProvider is a provider of Kubernetes discovery (role pod, …, or
+// inferencepool) and the API server it talks to.
+type kubeProvider struct {
+	provider
+	// host is the API server's host:port ("" when not known: any).
+	host string
+	// prom is Prometheus's kubernetes_sd_configs (its failures counter is
+	// the mechanism's), not inferencepool's.
+	prom bool
+}
+
 // kubeProviders are the providers of Kubernetes discovery.
-func (d *Discovery) kubeProviders() []provider {
-	var ps []provider
+func (d *Discovery) kubeProviders() []kubeProvider {
+	var ps []kubeProvider
 	for _, j := range d.file.Jobs {
 		for i, c := range j.Config.ServiceDiscoveryConfigs {
-			if c.Name() == "kubernetes" {
-				ps = append(ps, provider{job: j.Name(), index: i})
+			switch c.Name() {
+			case "kubernetes", "inferencepool":
+				ps = append(ps, kubeProvider{provider: provider{job: j.Name(), index: i}, host: apiHost(c), prom: c.Name() == "kubernetes"})
 			}
 		}
 	}
 	return ps
 }
 
-// watchKube reads Kubernetes discovery's failed LIST and WATCH requests
-// (Prometheus's prometheus_sd_kubernetes_failures_total, which the
-// Kubernetes client's retries count and do not log through the
-// discoverer) every Debounce, and marks every Kubernetes provider failing
-// when they rose: the counter is the mechanism's, not a job's. A provider
-// recovers with its next update, as the others do.
-func (d *Discovery) watchKube(ctx context.Context, k *kubeFailures, ps []provider) {
+// watchKube reads, every Debounce, Kubernetes discovery's failed LIST
+// and WATCH requests two ways, both of which the Kubernetes client's
+// retries leave out of the discoverer's log:
+//
+//   - Prometheus's prometheus_sd_kubernetes_failures_total (a LIST or
+//     WATCH answered with an error, as for want of RBAC): when it rose,
+//     every kubernetes_sd_configs provider is failing (the counter is the
+//     mechanism's, not a job's), and recovers with its next update, as
+//     the others do;
+//   - the Kubernetes client's requests to each kubernetes_sd_configs
+//     provider's API server (kubeRequests): when some got no answer (or a
+//     5xx) since the last look, the provider's API server is failing (a
+//     provider of its own, api); when none failed and some were answered,
+//     it recovers. So an API server that goes away after the first list,
+//     which the client retries without a word while the informers keep
+//     their last objects, is warned about and counted within a Debounce
+//     or two. While it is away, the API server is asked every Debounce
+//     whether it is back (GET /version, with the provider's credentials);
+//     once it answers, the provider's discoverer starts anew (a fresh
+//     LIST) rather than waiting for the client's next retry, which backs
+//     off up to a minute. (inferencepool watches its own client's
+//     requests and does the same.)
+func (d *Discovery) watchKube(ctx context.Context, k *kubeFailures, ps []kubeProvider) {
 	t := time.NewTicker(d.opts.Debounce)
 	defer t.Stop()
 	last := k.value()
+	away := map[provider]bool{}
+	probes := newProbes(d.file, d.opts.Debounce)
+	lastReqs := map[string]kubeCounts{}
+	for _, p := range ps {
+		lastReqs[p.host] = kubeReqs.counts(p.host)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		v := k.value()
-		if v <= last {
-			continue
+		if v := k.value(); v > last {
+			err := fmt.Sprintf("%.0f Kubernetes API requests (list or watch) failed; the Kubernetes client retries them and logs why", v-last)
+			last = v
+			for _, p := range ps {
+				if p.prom {
+					d.fail(p.provider, err)
+				}
+			}
 		}
-		err := fmt.Sprintf("%.0f Kubernetes API requests (list or watch) failed; the Kubernetes client retries them and logs why", v-last)
-		last = v
+		now := map[string]kubeCounts{}
 		for _, p := range ps {
-			d.fail(p, err)
+			if _, ok := now[p.host]; !ok {
+				now[p.host] = kubeReqs.counts(p.host)
+			}
 		}
+		for _, p := range ps {
+			if !p.prom {
+				continue // inferencepool watches its own client's requests
+			}
+			was, is := lastReqs[p.host], now[p.host]
+			api := provider{job: p.job, index: p.index, api: true}
+			switch {
+			case is.failed > was.failed && !away[p.provider]:
+				away[p.provider] = true
+				host := p.host
+				if host == "" {
+					host = "(any)"
+				}
+				d.fail(api, fmt.Sprintf("the Kubernetes API server %s did not answer %d requests (list or watch) in the last %s; the Kubernetes client retries them quietly and discovery keeps the last pods meanwhile",
+					host, is.failed-was.failed, d.opts.Debounce))
+			case away[p.provider] && (is.answered > was.answered && is.failed == was.failed || probes.ok(ctx, p)):
+				// Back: list anew now rather than when the client's
+				// watches next retry (they back off up to a minute).
+				away[p.provider] = false
+				d.ok(api)
+				select {
+				case d.restart[p.provider] <- struct{}{}:
+				default:
+				}
+			}
+		}
+		lastReqs = now
 	}
 }
 
@@ -387,6 +465,8 @@ type watched struct {
 	discovery.Config
 	d *Discovery
 	p provider
+	// restart, when set, makes the discoverer start anew.
+	restart chan struct{}
 }
 
 func (w *watched) NewDiscoverer(opts discovery.DiscovererOptions) (discovery.Discoverer, error) {
@@ -396,36 +476,65 @@ func (w *watched) NewDiscoverer(opts discovery.DiscovererOptions) (discovery.Dis
 		w.d.fail(w.p, err.Error())
 		return nil, err
 	}
-	return &watchedDiscoverer{inner: inner, w: w}, nil
+	return &watchedDiscoverer{inner: inner, w: w, opts: opts}, nil
 }
 
 type watchedDiscoverer struct {
 	inner discovery.Discoverer
 	w     *watched
+	opts  discovery.DiscovererOptions
 }
 
+// Run runs the discoverer, and a new one each time w.restart says so.
 func (wd *watchedDiscoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
-	in := make(chan []*targetgroup.Group)
-	go wd.inner.Run(ctx, in)
 	first := time.NewTimer(wd.w.d.opts.FirstUpdate)
 	defer first.Stop()
 	for {
+		ictx, stop := context.WithCancel(ctx)
+		in := make(chan []*targetgroup.Group)
+		go wd.inner.Run(ictx, in)
+		again := wd.forward(ctx, in, up, first)
+		stop()
+		if !again {
+			return
+		}
+		inner, err := wd.w.Config.NewDiscoverer(wd.opts)
+		if err != nil {
+			wd.w.d.fail(wd.w.p, err.Error())
+			<-ctx.Done()
+			return
+		}
+		wd.inner = inner
+		wd.w.d.log.Info("discovery: the Kubernetes API server answers again; listing anew", "job", wd.w.p.job)
+	}
+}
+
+// forward hands the discoverer's updates on until ctx ends (false) or a
+// restart is asked for (true).
+func (wd *watchedDiscoverer) forward(ctx context.Context, in <-chan []*targetgroup.Group, up chan<- []*targetgroup.Group, first *time.Timer) bool {
+	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
+		case <-wd.w.restart:
+			return true
 		case <-first.C:
 			wd.w.d.fail(wd.w.p, fmt.Sprintf("%s discovery has sent no targets %s after it started (a Kubernetes API server that does not answer, …)", wd.w.Config.Name(), wd.w.d.opts.FirstUpdate))
 		case tgs, ok := <-in:
 			first.Stop()
 			if !ok { // a discoverer should not close it; if it does, wait
-				<-ctx.Done()
-				return
+				select {
+				case <-ctx.Done():
+					return false
+				case <-wd.w.restart:
+					return true
+				}
 			}
 			wd.w.d.ok(wd.w.p)
 			select {
 			case up <- tgs:
 			case <-ctx.Done():
-				return
+				return false
 			}
 		}
 	}

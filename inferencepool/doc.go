@@ -22,7 +22,11 @@
 // change sends the groups again, at most once per MinInterval. While the
 // API server cannot be reached, the informers keep their last lists and
 // nothing is sent: the targets stay as they were. A LIST or WATCH the API
-// server answers with an error (a refusal for want of RBAC, say) is
-// logged at error level each time client-go tries it, so that fleetsd
-// counts the mechanism failing at once.
+// server refuses (as for want of RBAC) is logged as an error (which
+// fleetsd takes for the discovery failing), and so, once, is an API
+// server that stops answering (the discoverer counts its client's
+// requests; client-go retries them without a word). Then it asks the
+// server every MinInterval whether it is back, and lists everything anew
+// once it is, rather than when client-go's watches next retry (they back
+// off up to a minute), sending the groups again.
 package inferencepool

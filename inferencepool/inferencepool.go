@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
@@ -132,11 +134,15 @@ type Discoverer struct {
 	namespaces []string
 	every      time.Duration
 	log        *slog.Logger
+	reach      *reach
 }
 
 // NewDiscoverer watches the pools of namespaces (every one when empty)
 // through the API server rc names.
 func NewDiscoverer(rc *rest.Config, namespaces []string, minInterval time.Duration, log *slog.Logger) (*Discoverer, error) {
+	r := &reach{}
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(r.wrap)
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("inferencepool: %w", err)
@@ -154,8 +160,54 @@ func NewDiscoverer(rc *rest.Config, namespaces []string, minInterval time.Durati
 	if len(namespaces) == 0 {
 		namespaces = []string{corev1.NamespaceAll}
 	}
-	return &Discoverer{pods: cs, pools: dc, namespaces: slices.Clone(namespaces), every: minInterval, log: log}, nil
+	return &Discoverer{pods: cs, pools: dc, namespaces: slices.Clone(namespaces), every: minInterval, log: log, reach: r}, nil
 }
+
+// reach counts the discoverer's requests that got no answer (or a 5xx)
+// and those answered: client-go retries the first without a word.
+type reach struct {
+	mu               sync.Mutex
+	failed, answered uint64
+	err              string
+}
+
+// reachCounts are reach's counts at one time.
+type reachCounts struct{ failed, answered uint64 }
+
+func (r *reach) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		r.mu.Lock()
+		switch {
+		case err != nil:
+			r.failed++
+			r.err = err.Error()
+		case resp.StatusCode >= 500:
+			r.failed++
+			r.err = resp.Status
+		default:
+			r.answered++
+		}
+		r.mu.Unlock()
+		return resp, err
+	})
+}
+
+func (r *reach) counts() reachCounts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return reachCounts{r.failed, r.answered}
+}
+
+func (r *reach) lastErr() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // watch is one namespace's informers.
 type watch struct {
@@ -164,8 +216,27 @@ type watch struct {
 }
 
 // Run sends the groups on up at every change, at most once per
-// MinInterval, until ctx ends.
+// MinInterval, until ctx ends. When its API server stops answering (its
+// client's requests get no answer or a 5xx), Run logs an error once and
+// then asks the server every MinInterval whether it is back; once it is,
+// it lists everything anew at once, rather than when client-go's watches
+// next retry (they back off up to a minute), and sends the groups.
 func (d *Discoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
+	ctx = Context(ctx)
+	sent := map[string]bool{} // sources sent non-empty
+	for {
+		ictx, stop := context.WithCancel(ctx)
+		again := d.run(ictx, up, sent)
+		stop()
+		if !again || ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// run watches until ctx ends (false) or until the API server answers again
+// after it did not (true: watch anew).
+func (d *Discoverer) run(ctx context.Context, up chan<- []*targetgroup.Group, sent map[string]bool) bool {
 	changed := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -186,11 +257,11 @@ func (d *Discoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
 		for _, inf := range []cache.SharedIndexInformer{w.pods, w.pools} {
 			if _, err := inf.AddEventHandler(handler); err != nil {
 				d.log.Error("inferencepool: watch", "err", err)
-				return
+				return false
 			}
-			if err := inf.SetWatchErrorHandlerWithContext(d.listWatchFailed); err != nil {
+			if err := inf.SetWatchErrorHandlerWithContext(d.watchError); err != nil {
 				d.log.Error("inferencepool: watch", "err", err)
-				return
+				return false
 			}
 			go inf.RunWithContext(ctx)
 		}
@@ -198,16 +269,19 @@ func (d *Discoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
 	}
 	for _, w := range ws {
 		if !cache.WaitForCacheSync(ctx.Done(), w.pods.HasSynced, w.pools.HasSynced) {
-			return
+			return false
 		}
 	}
-	sent := map[string]bool{} // sources sent non-empty
+	health := time.NewTicker(d.every)
+	defer health.Stop()
+	seen := d.reach.counts()
+	away := false
 	var last time.Time
 	for {
 		if wait := d.every - time.Since(last); !last.IsZero() && wait > 0 {
 			select {
 			case <-ctx.Done():
-				return
+				return false
 			case <-time.After(wait):
 			}
 		}
@@ -237,31 +311,63 @@ func (d *Discoverer) Run(ctx context.Context, up chan<- []*targetgroup.Group) {
 				groups = append(groups, &targetgroup.Group{Source: src}) // the pool went away
 			}
 		}
-		sent = now
+		clear(sent)
+		maps.Copy(sent, now)
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case up <- groups:
 		}
 		last = time.Now()
+	wait:
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-changed:
+		case <-health.C:
+			c := d.reach.counts()
+			switch {
+			case !away && c.failed > seen.failed:
+				away = true
+				d.log.Error("inferencepool: the Kubernetes API server does not answer; the last pods stay until it does", "err", d.reach.lastErr())
+			case away:
+				if err := d.pods.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error(); err == nil {
+					d.log.Info("inferencepool: the Kubernetes API server answers again; listing anew")
+					return true
+				}
+			}
+			seen = c
+			goto wait
 		}
 	}
 }
 
-// listWatchFailed is the informers' handler of a failed LIST or WATCH
-// (client-go retries it with backoff): logged as an error, which a
-// caller's log (fleetsd's) takes for the mechanism failing, as a refusal
-// for want of RBAC is. A watch that ends normally, or whose resource
-// version expired (client-go lists again), is not a failure.
-func (d *Discoverer) listWatchFailed(ctx context.Context, r *cache.Reflector, err error) {
-	if !errors.Is(err, io.EOF) && !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
-		d.log.Error("inferencepool: list or watch failed", "type", r.TypeDescription(), "err", err)
+// ownKey marks the context of the discoverer's requests.
+type ownKey struct{}
+
+// Context is ctx marked as the discoverer's: Run's requests carry it, so
+// that one who counts every Kubernetes client's requests in the process
+// (client-go's metrics) can tell the discoverer's apart (Own).
+func Context(ctx context.Context) context.Context { return context.WithValue(ctx, ownKey{}, true) }
+
+// Own reports whether ctx is the context of a request a Discoverer made.
+func Own(ctx context.Context) bool { return ctx != nil && ctx.Value(ownKey{}) != nil }
+
+// watchError is the informers' error handler: a LIST or WATCH that
+// failed, which client-go retries with backoff. A refusal (as for want of
+// RBAC) is logged as an error, which fleetsd takes for the discovery
+// failing (as it takes Prometheus's failures counter for
+// kubernetes_sd_configs); a connection the API server did not answer is
+// logged at debug level (fleetsd sees those in the Kubernetes client's
+// requests), and a watch that ended or expired, as watches do, is not.
+func (d *Discoverer) watchError(_ context.Context, r *cache.Reflector, err error) {
+	switch {
+	case err == nil, errors.Is(err, io.EOF), apierrors.IsResourceExpired(err), apierrors.IsGone(err):
+	case errors.Is(err, io.ErrUnexpectedEOF), utilnet.IsConnectionRefused(err), utilnet.IsProbableEOF(err), utilnet.IsConnectionReset(err):
+		d.log.Debug("inferencepool: list or watch failed; the Kubernetes client retries", "watch", r.TypeDescription(), "err", err)
+	default:
+		d.log.Error("inferencepool: list or watch failed; the Kubernetes client retries", "watch", r.TypeDescription(), "err", err)
 	}
-	cache.DefaultWatchErrorHandler(ctx, r, err)
 }
 
 // toPool is an informer's unstructured pool as the API type.

@@ -112,6 +112,8 @@ type Loop struct {
 	fmu     sync.Mutex
 	pending *fleetChange
 	latest  map[string]fleet.Node
+	// changed wakes Run when SetFleet added or dropped nodes.
+	changed chan struct{}
 }
 
 // fleetChange is a fleet SetFleet gave, and the nodes to remove with it.
@@ -154,7 +156,7 @@ func New(src source.Source, st store.Store, rec Recorder, log *slog.Logger, now 
 	if cfg.MaxNodes <= 0 {
 		cfg.MaxNodes = DefaultMaxNodes
 	}
-	l := &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
+	l := &Loop{src: src, st: st, rec: rec, log: log, now: now, cfg: cfg, ready: make(chan struct{}), changed: make(chan struct{}, 1), nodes: nodeSet{seen: map[string]time.Time{}, quiet: map[string]bool{}}, wrote: map[string]wrote{},
 		slo: newSLOWindows(cfg.Thresholds, cfg.Window.String(), cfg.Interval)}
 	l.latest = cfg.Fleet
 	l.tracer = noop.NewTracerProvider().Tracer("")
@@ -176,8 +178,10 @@ func (l *Loop) FastNodes() int {
 
 // SetFleet makes fleet the Loop's Config.Fleet from the next refresh on,
 // and the fast lane's nodes at once (serve --discovery calls it with every
-// change). With removeGone, a node of the fleet before that fleet no
-// longer has is removed at the next refresh, unless a later SetFleet
+// change). When it adds or drops nodes, Run refreshes at once rather than
+// at its next tick (and ticks on from there), so that a node set follows
+// its source within a refresh, not an Interval. With removeGone, a node of
+// the fleet before that fleet no longer has is removed at the next refresh, unless a later SetFleet
 // brings it back first: forgotten by the store (store.Remover) and the
 // loop, with a final removed event on the health feed (Removed), as the
 // retention's sweep does. Without removeGone (a source that finds nodes by
@@ -202,11 +206,21 @@ func (l *Loop) SetFleet(f map[string]fleet.Node, removeGone bool) {
 			}
 		}
 	}
+	changed := len(f) != len(l.latest)
 	for id := range f {
 		delete(l.pending.gone, id)
+		if _, ok := l.latest[id]; !ok {
+			changed = true
+		}
 	}
 	l.pending.fleet, l.latest = f, f
 	l.fast.setNodes(f)
+	if changed {
+		select {
+		case l.changed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // takeFleet makes the fleet SetFleet gave the cycle's, and returns the
@@ -236,7 +250,8 @@ func (l *Loop) Ready() <-chan struct{} { return l.ready }
 // a query) must be shorter.
 func (l *Loop) Timeout() time.Duration { return l.cfg.Timeout }
 
-// Run refreshes at once and then every Interval until ctx is done. A failed
+// Run refreshes at once and then every Interval until ctx is done, and at
+// once when SetFleet adds or drops nodes. A failed
 // refresh is logged and counted; the loop goes on. Run may be called again
 // after it returned (an ingest leader runs it once per lease term).
 func (l *Loop) Run(ctx context.Context) {
@@ -256,6 +271,11 @@ func (l *Loop) Run(ctx context.Context) {
 		defer func() { stop(); <-done }()
 	}
 	for {
+		// This cycle takes every change SetFleet made so far.
+		select {
+		case <-l.changed:
+		default:
+		}
 		complete, err := l.cycle(ctx)
 		switch {
 		case err == nil, ctx.Err() != nil:
@@ -271,6 +291,8 @@ func (l *Loop) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-l.changed:
+			t.Reset(l.cfg.Interval)
 		}
 	}
 }

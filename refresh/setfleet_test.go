@@ -4,12 +4,15 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/refresh"
+	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store/memory"
 )
 
@@ -78,6 +81,66 @@ func TestSetFleetRemovesGoneNodes(t *testing.T) {
 	}
 	if rec.removed != 1 || st.Len() != 2 {
 		t.Fatalf("removed %d, store %d nodes; want nothing more removed", rec.removed, st.Len())
+	}
+}
+
+// lockedList is listed whose ids change while Run reads them.
+type lockedList struct {
+	mu sync.Mutex
+	listed
+}
+
+func (l *lockedList) set(ids ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = ids
+}
+
+func (l *lockedList) Refresh(ctx context.Context, fl string) ([]source.Observation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.listed.Refresh(ctx, fl)
+}
+
+// TestSetFleetRefreshesAtOnce: with an Interval of an hour, a node SetFleet
+// adds is stored, and one it drops removed, at once: Run refreshes when
+// the fleet's nodes change, not at its next tick.
+func TestSetFleetRefreshesAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	st := memory.New(memory.Options{Now: clock}, "n")
+	fl := func(ids ...string) map[string]fleet.Node {
+		m := map[string]fleet.Node{}
+		for _, id := range ids {
+			m[id] = fleet.Node{ID: id, URL: "http://127.0.0.1:1/metrics"}
+		}
+		return m
+	}
+	src := &lockedList{listed: listed{now: &now, ids: []string{"a"}}}
+	rec := &sets{}
+	loop := refresh.New(src, st, rec, slog.New(slog.DiscardHandler), clock, refresh.Config{
+		Interval: time.Hour, Retention: 2 * time.Hour, Thresholds: diagnose.DefaultThresholds(), Fleet: fl("a"),
+	})
+	done := make(chan struct{})
+	go func() { defer close(done); loop.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-loop.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no first refresh within 10s")
+	}
+	stored := func(id string) bool { _, err := st.Get(ctx, id); return err == nil }
+
+	src.set("a", "b")
+	loop.SetFleet(fl("a", "b"), true)
+	testkit.Wait{For: 10 * time.Second}.Until(t, "b stored", func() bool { return stored("b") })
+
+	src.set("b")
+	loop.SetFleet(fl("b"), true)
+	testkit.Wait{For: 10 * time.Second}.Until(t, "a removed", func() bool { return !stored("a") })
+	if !stored("b") {
+		t.Error("b removed with a")
 	}
 }
 

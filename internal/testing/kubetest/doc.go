@@ -30,6 +30,9 @@
 //     kubelet does once its containers are ready (so the EndpointSlice
 //     controller lists it). InstallCRDs and InstallInferencePool install
 //     CustomResourceDefinitions and wait until they are served.
+//   - StopAPIServer and StartAPIServer take kube-apiserver away and bring
+//     it back on the same address, etcd keeping the objects, so that a test
+//     can check what a client does while the API server is away.
 //
 // The control plane is started through controller-runtime's envtest
 // (sigs.k8s.io/controller-runtime/pkg/envtest), which generates the

@@ -185,3 +185,31 @@ func mkdir(t testing.TB, parent, name string) string {
 	}
 	return d
 }
+
+// StopAPIServer stops kube-apiserver, leaving etcd (and the controller
+// manager, when running) up, and returns once the process has exited:
+// clients then find nothing on its address until StartAPIServer. On
+// SIGTERM kube-apiserver stops listening at once but serves the watches
+// open until they end; envtest kills it after its stop timeout (20 s).
+// It returns how long the process took to go.
+func (c *Cluster) StopAPIServer(t testing.TB) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := c.env.ControlPlane.APIServer.Stop(); err != nil {
+		// envtest's stop timeout: killed after serving its watches that long.
+		t.Logf("kubetest: kube-apiserver stopped: %v", err)
+	}
+	return time.Since(start)
+}
+
+// StartAPIServer starts kube-apiserver again after StopAPIServer, on the
+// same address with the same certificates and users, and returns once it
+// answers /healthz; it returns how long that took.
+func (c *Cluster) StartAPIServer(t testing.TB) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := c.env.ControlPlane.APIServer.Start(); err != nil {
+		t.Fatalf("kubetest: start kube-apiserver again: %v", err)
+	}
+	return time.Since(start)
+}
