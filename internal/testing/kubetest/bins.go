@@ -1,16 +1,11 @@
 package kubetest
 
 import (
-	"bufio"
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
@@ -75,61 +70,23 @@ func binsDir() (dir, get string, err error) {
 // $HOME/.cache/llmdiag/k8sbins/<key>, where the key names the Kubernetes,
 // etcd and Go versions and ends with the first 12 hex digits of the SHA-256
 // of hack/k8sbins/go.mod, hack/k8sbins/go.sum, hack/etcdbin/go.mod and
-// hack/etcdbin/go.sum, in that order. The script computes the same.
+// hack/etcdbin/go.sum, in that order (testkit.BuildCacheDir). The script
+// computes the same.
 func CacheDir(root, goVersion string) (string, error) {
-	home, err := os.UserHomeDir()
+	k8s, err := testkit.GoModRequire(filepath.Join(root, "hack/k8sbins/go.mod"), "k8s.io/kubernetes")
 	if err != nil {
 		return "", err
 	}
-	h := sha256.New()
-	var k8s, etcd string
-	for _, f := range []string{"hack/k8sbins/go.mod", "hack/k8sbins/go.sum", "hack/etcdbin/go.mod", "hack/etcdbin/go.sum"} {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			return "", err
-		}
-		h.Write(b)
-		switch f {
-		case "hack/k8sbins/go.mod":
-			k8s = requireVersion(b, "k8s.io/kubernetes")
-		case "hack/etcdbin/go.mod":
-			etcd = requireVersion(b, "go.etcd.io/etcd/server/v3")
-		}
+	etcd, err := testkit.GoModRequire(filepath.Join(root, "hack/etcdbin/go.mod"), "go.etcd.io/etcd/server/v3")
+	if err != nil {
+		return "", err
 	}
 	if k8s == "" || etcd == "" {
 		return "", errors.New("hack/k8sbins/go.mod or hack/etcdbin/go.mod requires no k8s.io/kubernetes or go.etcd.io/etcd/server/v3")
 	}
-	key := fmt.Sprintf("k8s-%s-etcd-%s-%s-%s", k8s, etcd, goVersion, hex.EncodeToString(h.Sum(nil))[:12])
-	return filepath.Join(home, ".cache", "llmdiag", "k8sbins", key), nil
+	return testkit.BuildCacheDir(root, "k8sbins", fmt.Sprintf("k8s-%s-etcd-%s-%s", k8s, etcd, goVersion),
+		"hack/k8sbins/go.mod", "hack/k8sbins/go.sum", "hack/etcdbin/go.mod", "hack/etcdbin/go.sum")
 }
 
-// requireVersion is the version of the first go.mod line whose first field
-// is module, as the script's awk reads it.
-func requireVersion(gomod []byte, module string) string {
-	s := bufio.NewScanner(bytes.NewReader(gomod))
-	for s.Scan() {
-		f := strings.Fields(s.Text())
-		if len(f) >= 2 && f[0] == module {
-			return f[1]
-		}
-	}
-	return ""
-}
-
-// repoRoot is the nearest directory at or above the working directory
-// holding hack/k8sbins/go.mod: the repository's root while go test runs a
-// package in it.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "hack", "k8sbins", "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no hack/k8sbins/go.mod at or above %s", wd)
-		}
-	}
-}
+// repoRoot is the repository's root while go test runs a package in it.
+func repoRoot() (string, error) { return testkit.RepoRoot("hack/k8sbins/go.mod") }

@@ -1,14 +1,11 @@
 package promtest
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
@@ -56,50 +53,18 @@ func KubernetesSD(t testing.TB) string {
 // $HOME/.cache/llmdiag/prombin/prometheus-<version>-<go version>-<hash>,
 // the version being hack/prombin's requirement of
 // github.com/prometheus/prometheus and the hash the first 12 hex digits of
-// the SHA-256 of hack/prombin/go.mod then go.sum. The script computes the
-// same.
+// the SHA-256 of hack/prombin/go.mod then go.sum (testkit.BuildCacheDir).
+// The script computes the same.
 func KubernetesSDDir(root, goVersion string) (string, error) {
-	home, err := os.UserHomeDir()
+	version, err := testkit.GoModRequire(filepath.Join(root, "hack/prombin/go.mod"), "github.com/prometheus/prometheus")
 	if err != nil {
 		return "", err
-	}
-	h := sha256.New()
-	var version string
-	for _, f := range []string{"hack/prombin/go.mod", "hack/prombin/go.sum"} {
-		b, err := os.ReadFile(filepath.Join(root, f))
-		if err != nil {
-			return "", err
-		}
-		h.Write(b)
-		if f == "hack/prombin/go.mod" {
-			for _, line := range strings.Split(string(b), "\n") {
-				if f := strings.Fields(line); version == "" && len(f) >= 2 && f[0] == "github.com/prometheus/prometheus" {
-					version = f[1]
-				}
-			}
-		}
 	}
 	if version == "" {
 		return "", errors.New("hack/prombin/go.mod requires no github.com/prometheus/prometheus")
 	}
-	key := fmt.Sprintf("prometheus-%s-%s-%s", version, goVersion, hex.EncodeToString(h.Sum(nil))[:12])
-	return filepath.Join(home, ".cache", "llmdiag", "prombin", key), nil
+	return testkit.BuildCacheDir(root, "prombin", fmt.Sprintf("prometheus-%s-%s", version, goVersion), "hack/prombin/go.mod", "hack/prombin/go.sum")
 }
 
-// repoRoot is the nearest directory at or above the working directory
-// holding hack/prombin/go.mod: the repository's root while go test runs a
-// package in it.
-func repoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if _, err := os.Stat(filepath.Join(dir, "hack", "prombin", "go.mod")); err == nil {
-			return dir, nil
-		}
-		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("no hack/prombin/go.mod at or above %s", wd)
-		}
-	}
-}
+// repoRoot is the repository's root while go test runs a package in it.
+func repoRoot() (string, error) { return testkit.RepoRoot("hack/prombin/go.mod") }
