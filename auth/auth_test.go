@@ -202,11 +202,12 @@ func TestAllowed(t *testing.T) {
 		future  = "/debug/pprof/"
 		mcp     = auth.MCPPath
 		am      = auth.AlertmanagerPath
+		route   = "/routable/glm-4.6-0"
 	)
-	all := []string{list, metrics, cmp, diag, hist, stream, reflect, prom, future, mcp, am, "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
+	all := []string{list, metrics, cmp, diag, hist, stream, reflect, prom, future, mcp, am, route, "/routable/a/b", "/routable", "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
 	want := map[string][]string{
 		auth.RoleReader:       {list, metrics, cmp, diag, hist, mcp},
-		auth.RoleRouter:       {list, metrics, cmp, diag, hist, stream, mcp},
+		auth.RoleRouter:       {list, metrics, cmp, diag, hist, stream, mcp, route, "/routable/a/b"},
 		auth.RoleAlertmanager: {am},
 		auth.RoleAdmin:        all,
 		"":                    nil,
@@ -228,7 +229,7 @@ func TestAllowed(t *testing.T) {
 		"/grpc.health.v1.Health/": false, "/grpc.health.v1.Health/Check/": false, list: false, prom: false,
 		auth.SlackCommandPath: true, "/slack/command/": false, "/runbooks/overloaded": true, "/runbooks": false,
 		auth.MCPPath: false, auth.AlertmanagerPath: false,
-		"/": true, "/console/app.js": true, "/console": false, "/index.html": false,
+		route: false, "/": true, "/console/app.js": true, "/console": false, "/index.html": false,
 	} {
 		if got := auth.Public(p); got != want {
 			t.Errorf("Public(%q) = %v, want %v", p, got, want)

@@ -5,7 +5,8 @@
 // SHA-256, re-read when the file changes) and from verified mTLS client
 // certificates whose subject common name or a subject alternative name (DNS,
 // URI, email) the same file maps to a role. Roles grant procedures (Allowed):
-// reader the four unary DiagnosisService RPCs, router those and StreamHealth,
+// reader the five unary DiagnosisService RPCs and /mcp, router those,
+// StreamHealth and the routability check (/routable/{node}),
 // admin everything on the port, server reflection and /metrics included;
 // grpc.health.v1 is public (Public) so probes need no credentials.
 //

@@ -32,6 +32,10 @@ const (
 	// with the token the person enters.
 	ConsolePath   = "/"
 	ConsolePrefix = "/console/"
+	// RoutablePrefix, with a node id after it, answers the node's
+	// routability as an HTTP status for proxies' health checkers: the
+	// router role's (admin's too), as StreamHealth is.
+	RoutablePrefix = "/routable/"
 )
 
 // reader reports whether procedure is one of RoleReader's: the unary reads.
@@ -71,7 +75,8 @@ func Allowed(role, procedure string) bool {
 	case RoleAdmin:
 		return true
 	case RoleRouter:
-		return reader(procedure) || procedure == llmdiagv1connect.DiagnosisServiceStreamHealthProcedure
+		return reader(procedure) || procedure == llmdiagv1connect.DiagnosisServiceStreamHealthProcedure ||
+			strings.HasPrefix(procedure, RoutablePrefix)
 	case RoleReader:
 		return reader(procedure)
 	case RoleAlertmanager:

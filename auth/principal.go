@@ -7,7 +7,8 @@ const (
 	// RoleReader may call ListNodes, GetNodeMetrics, ComparePercentiles,
 	// DiagnoseNode and GetNodeHistory.
 	RoleReader = "reader"
-	// RoleRouter may call what a reader may, and StreamHealth.
+	// RoleRouter may call what a reader may, StreamHealth, and
+	// RoutablePrefix (the routability check for health checkers).
 	RoleRouter = "router"
 	// RoleAdmin may call everything, server reflection and /metrics
 	// included.

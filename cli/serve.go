@@ -110,6 +110,7 @@ func runServe(ctx context.Context, env Env, c *serveConfig) error {
 		s.runbooks,
 		s.mcp,
 		s.console,
+		s.routable,
 		s.slack,
 		s.alerts,
 		s.health,
@@ -307,6 +308,19 @@ func (s *serving) console(context.Context) error {
 		ch := console.Handler(console.Options{})
 		s.route(server.Route{Pattern: auth.ConsolePath + "{$}", Handler: ch}, server.Route{Pattern: auth.ConsolePrefix, Handler: ch})
 	}
+	return nil
+}
+
+// routable is GET /routable/{node}, the router role's check of one node
+// for proxies' health checkers: a store lookup per request, not charged to
+// the caller's rate limit (each proxy checks every node every few seconds),
+// with --routable-fail-open deciding what stale data answers.
+func (s *serving) routable(context.Context) error {
+	h, err := s.svc.RoutableHandler(server.RoutableOptions{FailOpen: s.cfg.routableFailOpen, Ready: s.ready, Registerer: s.reg})
+	if err != nil {
+		return err
+	}
+	s.route(server.Route{Pattern: server.RoutablePattern, Handler: h})
 	return nil
 }
 

@@ -1,0 +1,211 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+// GET /routable/{node}: one node's routability as an HTTP status, for the
+// health checkers of proxies and load balancers (Envoy, nginx, Caddy, cloud
+// load balancers), which read a status code and nothing else.
+
+// RoutablePattern is the ServeMux pattern of the routability check: GET
+// (and so HEAD) of /routable/ and the node id, which may hold slashes.
+const RoutablePattern = "GET /routable/{node...}"
+
+// StaleHeader is set to "true" on an answer made from stale or unknown data
+// (or none, when the store could not be read), whichever status the
+// fail-open switch gave it.
+const StaleHeader = "X-Llmdiag-Stale"
+
+// RoutableOptions configures RoutableHandler.
+type RoutableOptions struct {
+	// FailOpen answers 200 ("routable (stale)") when the node's data is
+	// stale or unknown, or the store cannot say; false answers 503. serve's
+	// --routable-fail-open, true by default: an outage of llmdiag's inputs
+	// then costs routing quality, never traffic, as the Go client's
+	// FailOpen.
+	FailOpen bool
+	// Ready, when not nil, is closed once the service holds verdicts (the
+	// first refresh): before, a node the store does not know is unknown
+	// data rather than an unknown node.
+	Ready <-chan struct{}
+	// Registerer, when not nil, gets llmdiag_routable_answers_total{code}.
+	Registerer prometheus.Registerer
+}
+
+// routableAnswer is the JSON body of an answer (Accept: application/json).
+type routableAnswer struct {
+	Node       string     `json:"node"`
+	Routable   bool       `json:"routable"`
+	LoadScore  *float64   `json:"load_score,omitempty"`
+	Status     string     `json:"status,omitempty"`
+	Cause      string     `json:"cause,omitempty"`
+	ObservedAt *time.Time `json:"observed_at,omitempty"`
+	// Stale is true when the answer follows the fail-open switch.
+	Stale bool   `json:"stale,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+type routableHandler struct {
+	s       *Service
+	o       RoutableOptions
+	answers *prometheus.CounterVec
+}
+
+// RoutableHandler answers RoutablePattern from the store's latest record of
+// the node (a lookup, no diagnosis), with Cache-Control: no-store:
+//
+//   - 200 "routable 0.31" (its load score) when the node is routable;
+//   - 503 "not routable: STATUS_CRIT CAUSE_STALLED" when it is not;
+//   - stale data (older than Config.StaleAfter, the rule every answer of
+//     the service follows), a verdict of UNKNOWN, a store that cannot be
+//     read, or a node unknown before the first refresh: 200 "routable
+//     (stale)" with FailOpen, else 503, either with StaleHeader;
+//   - 404 for a node the store does not know, 400 for an invalid node id.
+//
+// With Accept: application/json the body is JSON (routableAnswer); a HEAD
+// answers the same status and headers without a body.
+func (s *Service) RoutableHandler(o RoutableOptions) (http.Handler, error) {
+	h := &routableHandler{s: s, o: o, answers: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmdiag_routable_answers_total",
+		Help: "Answers of GET /routable/{node} (the routability check for proxies' health checkers), by HTTP status code.",
+	}, []string{"code"})}
+	for _, c := range []int{http.StatusOK, http.StatusBadRequest, http.StatusNotFound, http.StatusServiceUnavailable} {
+		h.answers.WithLabelValues(strconv.Itoa(c))
+	}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(h.answers); err != nil {
+			return nil, fmt.Errorf("routable metrics: %w", err)
+		}
+	}
+	return h, nil
+}
+
+func (h *routableHandler) ready() bool {
+	if h.o.Ready == nil {
+		return true
+	}
+	select {
+	case <-h.o.Ready:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *routableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	node := r.PathValue("node")
+	if !fleet.ValidID(node) {
+		if len(node) > maxLoggedPath {
+			node = node[:maxLoggedPath] + "…"
+		}
+		h.write(w, r, http.StatusBadRequest, false, fmt.Sprintf("invalid node id %q: 1-128 letters, digits and . _ : / -, starting with a letter or digit", node),
+			routableAnswer{Node: node, Error: "invalid node id"})
+		return
+	}
+	rec, err := h.s.get(r.Context(), node)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && h.ready():
+		h.write(w, r, http.StatusNotFound, false, fmt.Sprintf("unknown node %q", node), routableAnswer{Node: node, Error: "unknown node"})
+		return
+	case errors.Is(err, store.ErrNotFound):
+		h.unknown(w, r, routableAnswer{Node: node, Error: "no verdicts yet: the first refresh has not completed"})
+		return
+	case err != nil:
+		h.s.log.Warn("routable: store lookup failed", "node", node, "err", err)
+		h.unknown(w, r, routableAnswer{Node: node, Error: "store unavailable"})
+		return
+	}
+	n := rec.Node
+	observed := rec.Metrics.GetObservedAt().AsTime()
+	_, stale := metrics.Staleness(observed, h.s.now(), h.s.cfg.StaleAfter)
+	a := routableAnswer{Node: node, Routable: n.GetRoutable(), Status: n.GetStatus().String(), Cause: n.GetRootCause().String()}
+	if rec.Metrics.GetObservedAt() != nil {
+		a.ObservedAt = &observed
+	}
+	score := n.GetLoadScore()
+	if !math.IsNaN(score) && !math.IsInf(score, 0) {
+		a.LoadScore = &score
+	}
+	if stale || n.GetStatus() == llmdiagv1.Status_STATUS_UNKNOWN {
+		if stale {
+			// As ListNodes and StreamHealth say of stale data.
+			a.Status, a.Cause = llmdiagv1.Status_STATUS_UNKNOWN.String(), llmdiagv1.Cause_CAUSE_NO_DATA.String()
+		}
+		h.unknown(w, r, a)
+		return
+	}
+	if a.Routable {
+		h.write(w, r, http.StatusOK, false, "routable "+strconv.FormatFloat(score, 'f', 2, 64), a)
+		return
+	}
+	h.write(w, r, http.StatusServiceUnavailable, false, "not routable: "+a.Status+" "+a.Cause, a)
+}
+
+// unknown answers per the fail-open switch when the data cannot say.
+func (h *routableHandler) unknown(w http.ResponseWriter, r *http.Request, a routableAnswer) {
+	a.Stale = true
+	a.Routable = h.o.FailOpen
+	if h.o.FailOpen {
+		h.write(w, r, http.StatusOK, true, "routable (stale)", a)
+		return
+	}
+	text := "not routable (stale)"
+	if a.Status != "" {
+		text = "not routable (stale): " + a.Status + " " + a.Cause
+	}
+	h.write(w, r, http.StatusServiceUnavailable, true, text, a)
+}
+
+// write sends the answer: text, or a as JSON when the caller accepts JSON;
+// no body for HEAD.
+func (h *routableHandler) write(w http.ResponseWriter, r *http.Request, code int, stale bool, text string, a routableAnswer) {
+	h.answers.WithLabelValues(strconv.Itoa(code)).Inc()
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	if stale {
+		hd.Set(StaleHeader, "true")
+	}
+	var body []byte
+	if acceptsJSON(r.Header.Values("Accept")) {
+		hd.Set("Content-Type", "application/json")
+		body, _ = json.Marshal(a) // cannot fail: strings, bools, a float and a time
+		body = append(body, '\n')
+	} else {
+		hd.Set("Content-Type", "text/plain; charset=utf-8")
+		body = []byte(text + "\n")
+	}
+	hd.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(code)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+}
+
+// acceptsJSON reports whether an Accept header names application/json.
+func acceptsJSON(accept []string) bool {
+	for _, v := range accept {
+		for part := range strings.SplitSeq(v, ",") {
+			mt, _, _ := strings.Cut(part, ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+				return true
+			}
+		}
+	}
+	return false
+}
