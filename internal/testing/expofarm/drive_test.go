@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -20,40 +21,42 @@ func urls(n int) []string {
 }
 
 // TestDriveCadence: every node is read once per interval, on its own
-// phase, and the measured span's ticks all become reads.
+// phase, and the measured span's ticks all become reads. It runs in a
+// synctest bubble: time is the bubble's, so a read takes no time and no
+// tick is skipped because the machine was busy.
 func TestDriveCadence(t *testing.T) {
-	const nodes = 50
-	var mu sync.Mutex
-	reads := map[string]int{}
-	res, err := Drive(t.Context(), DriveConfig{
-		URLs: urls(nodes), Interval: 20 * time.Millisecond, Warmup: 40 * time.Millisecond, Span: 400 * time.Millisecond,
-	}, ReaderFunc(func(_ context.Context, u string) error {
-		mu.Lock()
-		reads[u]++
-		mu.Unlock()
-		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// 20 ticks per node in the span, give or take one at each end (the
-	// jitter, a slow start on a busy machine: ticks run late, never early,
-	// and a late node skips what it missed).
-	if want := int64(nodes * 20); res.Due < want-2*nodes || res.Due > want+nodes {
-		t.Errorf("%d ticks due, want about %d", res.Due, want)
-	}
-	if got := res.Reads + res.Busy + res.NoSlot; got != res.Due {
-		t.Errorf("reads %d + busy %d + no slot %d = %d, want the %d due", res.Reads, res.Busy, res.NoSlot, got, res.Due)
-	}
-	if res.Reads < res.Due*9/10 || res.Failed != 0 {
-		t.Errorf("%d reads (%d failed) of %d due", res.Reads, res.Failed, res.Due)
-	}
-	if len(reads) != nodes {
-		t.Errorf("%d nodes read, want %d", len(reads), nodes)
-	}
-	if res.Wall < 350*time.Millisecond || res.CPU <= 0 { // the span timed from when its start fired
-		t.Errorf("wall %v, cpu %v", res.Wall, res.CPU)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const nodes = 50
+		var mu sync.Mutex
+		reads := map[string]int{}
+		start := time.Now()
+		res, err := Drive(t.Context(), DriveConfig{
+			URLs: urls(nodes), Interval: 20 * time.Millisecond, Warmup: 40 * time.Millisecond, Span: 400 * time.Millisecond,
+			CPU: func() time.Duration { return time.Since(start) }, // the bubble's clock: CPU time is not the bubble's
+		}, ReaderFunc(func(_ context.Context, u string) error {
+			mu.Lock()
+			reads[u]++
+			mu.Unlock()
+			return nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 20 ticks per node in the span, give or take one at each end (the
+		// node's phase and jitter).
+		if want := int64(nodes * 20); res.Due < want-nodes || res.Due > want+nodes {
+			t.Errorf("%d ticks due, want about %d", res.Due, want)
+		}
+		if res.Reads != res.Due || res.Busy != 0 || res.NoSlot != 0 || res.Failed != 0 {
+			t.Errorf("reads %d (%d failed), busy %d, no slot %d: want every one of the %d due read", res.Reads, res.Failed, res.Busy, res.NoSlot, res.Due)
+		}
+		if len(reads) != nodes {
+			t.Errorf("%d nodes read, want %d", len(reads), nodes)
+		}
+		if res.Wall != 400*time.Millisecond || res.CPU != res.Wall {
+			t.Errorf("wall %v, cpu %v; want the span, 400ms, both", res.Wall, res.CPU)
+		}
+	})
 }
 
 // TestDriveSkips: a node whose read outlasts the interval skips the ticks
