@@ -52,8 +52,8 @@ func TestSlowerNodeLongerE2E(t *testing.T) {
 	for i, n := range f.FleetFile().Nodes {
 		wg.Go(func() {
 			res, err := loadgen.Run(ctx, loadgen.Config{
-				URL:    strings.TrimSuffix(n.URL, "/metrics") + "/v1/completions",
-				Rate:   4, Duration: 1500 * time.Millisecond, Seed: 7, Stream: true,
+				URL:  strings.TrimSuffix(n.URL, "/metrics") + "/v1/completions",
+				Rate: 4, Duration: 1500 * time.Millisecond, Seed: 7, Stream: true,
 				Prompt: dist(t, "2000"), Output: dist(t, "8"), Timeout: 10 * time.Second,
 			})
 			if err != nil {
