@@ -151,6 +151,16 @@ func TestCompletionsJoinThePhysics(t *testing.T) {
 	if st.Waiting+st.Running != 3 {
 		t.Fatalf("waiting %d + running %d after three requests, want 3", st.Waiting, st.Running)
 	}
+	var gauges float64
+	mfs := scrape(t, tf.f, tf.id)
+	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting"} {
+		for _, m := range mfs[name].GetMetric() {
+			gauges += m.GetGauge().GetValue()
+		}
+	}
+	if gauges != 3 {
+		t.Errorf("/metrics: running + waiting = %v after three requests, want 3", gauges)
+	}
 	tf.runUntilFinished(t, 3)
 
 	r := await(t, plain)
