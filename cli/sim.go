@@ -23,10 +23,12 @@ func simCommand(env Env) *ffcli.Command {
 	engineName := fs.String("engine", "", "serve every node in this schema instead of the scenario's: "+engineList())
 	basePort := fs.Int("base-port", 0, "put node i on 127.0.0.1:base-port+i (0: free ports)")
 	fleetOut := fs.String("fleet-out", "", "write a fleet file for `llmdiag serve --fleet` here once the nodes serve")
+	load := fs.String("load", "both", "what loads the nodes: both (the scenario's built-in arrivals and the requests received on /v1/completions and /v1/chat/completions) or external (received requests only)")
+	maxConcurrent := fs.Int("max-concurrent", sim.DefaultMaxConcurrent, "completion requests each node holds at once; more are refused with 429")
 	newLog := logFlags(fs)
 	return &ffcli.Command{
 		Name:       "sim",
-		ShortUsage: "llmdiag sim [--scenario NAME] [--seed N] [--speed X] [--warmup D] [--fleet-out FILE]",
+		ShortUsage: "llmdiag sim [--scenario NAME] [--seed N] [--speed X] [--warmup D] [--load both|external] [--fleet-out FILE]",
 		ShortHelp:  "serve /metrics for a simulated inference fleet on loopback",
 		LongHelp: strings.TrimSpace(`
 Simulate an inference fleet and serve each node's /metrics on 127.0.0.1 with
@@ -58,6 +60,20 @@ Scenarios:
   spec-decode         speculative decoding (~2.5 tokens per step) and four LoRA adapters on a light node
   lora-contention     three LoRA adapters with room for one (max_lora 1): requests for the others queue
 
+Every node also serves OpenAI-compatible POST /v1/completions and
+/v1/chat/completions on its port (non-streaming, or "stream": true as
+Server-Sent Events). A received request joins the node's simulation: it
+queues, takes KV cache, prefills and decodes at the node's simulated speed,
+shows in its /metrics like the built-in arrivals, and is answered when the
+simulated request ends (streamed: token by token). Its prompt counts as
+characters/4 tokens, or "sim_prompt_tokens"; it generates max_tokens
+(16 without), or "sim_output_tokens" if fewer (finish_reason stop).
+At --speed 1 latencies are real time; at --speed X answers come X times
+sooner than the latency the node's metrics report. --load external turns the
+scenario's built-in arrivals off so that only received requests load the
+nodes (llmdiag loadgen sends them). A down node refuses connections; a hung
+one holds requests until the hang ends.
+
 Every node also serves its GPUs as the NVIDIA DCGM exporter does, at
 /dcgm/metrics on its port; the fleet file written names it (dcgm).
 
@@ -75,6 +91,12 @@ first use, TTFT excludes queueing, no preemption or failure counters.`),
 			if *speed <= 0 || *warmup < 0 {
 				return usageError{errors.New("--speed must be positive and --warmup not negative")}
 			}
+			if *load != "both" && *load != "external" {
+				return usageError{fmt.Errorf("--load %q: want both or external", *load)}
+			}
+			if *maxConcurrent < 1 {
+				return usageError{errors.New("--max-concurrent must be at least 1")}
+			}
 			cfg, err := sim.Scenario(*scenario, *seed)
 			if err != nil {
 				return usageError{err}
@@ -86,7 +108,11 @@ first use, TTFT excludes queueing, no preemption or failure counters.`),
 				}
 				cfg = sim.WithEngine(cfg, e)
 			}
+			if *load == "external" {
+				cfg = sim.ExternalOnly(cfg)
+			}
 			cfg.Speed, cfg.BasePort, cfg.Warmup = *speed, *basePort, *warmup
+			cfg.MaxConcurrent = *maxConcurrent
 			f, err := sim.New(cfg, sim.WithLogger(log))
 			if err != nil {
 				return err

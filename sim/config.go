@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/llmdiag/llmdiag/fleet"
@@ -138,6 +139,25 @@ type Config struct {
 	// BasePort, when not 0, puts node i on 127.0.0.1:BasePort+i; 0 picks free
 	// ports.
 	BasePort int
+	// MaxConcurrent bounds the completion requests each node's HTTP server
+	// holds at once (see Handler); beyond it a request is refused with 429.
+	// 0 means DefaultMaxConcurrent.
+	MaxConcurrent int
+	// MaxBodyBytes bounds a completion request's body; a larger one is
+	// refused with 413. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// ExternalOnly returns cfg with every node's built-in arrival process off
+// (no Rate, Sessions, Burst or Phases): only the completion requests the
+// nodes receive over HTTP load them (`llmdiag sim --load external`).
+func ExternalOnly(cfg Config) Config {
+	cfg.Nodes = slices.Clone(cfg.Nodes)
+	for i := range cfg.Nodes {
+		w := &cfg.Nodes[i].Workload
+		w.Rate, w.Sessions, w.Think, w.Burst, w.Phases = 0, 0, 0, nil, nil
+	}
+	return cfg
 }
 
 // Node is one simulated inference server.
@@ -419,6 +439,9 @@ func (c Config) Validate() error {
 	}
 	if c.Speed < 0 || c.Warmup < 0 || c.Tick < 0 {
 		errs = append(errs, errors.New("speed, warmup and tick must not be negative"))
+	}
+	if c.MaxConcurrent < 0 || c.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("max concurrent and max body bytes must not be negative"))
 	}
 	if c.BasePort < 0 || c.BasePort+len(c.Nodes) > 65536 {
 		errs = append(errs, fmt.Errorf("base port %d out of range", c.BasePort))

@@ -49,6 +49,20 @@
 // field do: series that appear only with their first event, a TTFT that
 // leaves out the queue, no preemption or failure counters.
 //
+// Each node also serves OpenAI-compatible POST /v1/completions and
+// /v1/chat/completions (Handler), non-streaming or streamed as Server-Sent
+// Events. A received request is an arrival like the built-in ones, at the
+// current simulated instant: it queues, takes KV, prefills and decodes with
+// the node's batches and counts in its metrics; the answer is held until
+// the simulated request ends (streamed, token by token), so at Speed 1
+// clients see the simulated latencies in real time, at Speed s s times
+// sooner. Its prompt is the prompt's (or messages') characters/4 tokens,
+// or the extension field "sim_prompt_tokens"; its output max_tokens tokens
+// (16 without), or "sim_output_tokens" when fewer (finish_reason "stop").
+// It has no shared prefix nor prefix-cache hits. ExternalOnly turns the
+// built-in arrivals off; Config.MaxConcurrent and MaxBodyBytes bound what a
+// node's server accepts (429, 413).
+//
 // Nodes can be taken down (their listener closes: connection refused) on a
 // schedule or by SetDown, or made to serve a truncated or junk body
 // (Garbage) to exercise scrapers. Scenario returns ready-made fleets: the

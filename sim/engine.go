@@ -37,6 +37,7 @@ type request struct {
 	adapter int // LoRA adapter (index in LoRA.Adapters); -1 none
 
 	session   bool    // sent by a closed-loop session
+	ext       *waiter // received over HTTP: who waits for its tokens; nil for built-in arrivals
 	started   bool    // scheduled at least once
 	scheduled float64 // first scheduled
 	firstTok  float64
@@ -378,6 +379,7 @@ func (c *core) expire(t float64) {
 			if r.session {
 				c.ended(t)
 			}
+			r.ext.abort()
 			continue
 		}
 		kept = append(kept, r)
@@ -426,6 +428,7 @@ func (c *core) complete(t float64) {
 			r.done = true
 			finished++
 		}
+		r.ext.progress(min(r.generated, r.output), r.done)
 	}
 	clear(c.batch)
 	c.batch = c.batch[:0]

@@ -56,6 +56,10 @@ type Fleet struct {
 	listening bool
 	started   bool
 	wg        sync.WaitGroup // Serve goroutines
+
+	// injected, when not nil, receives a value each time a completion
+	// request joins the simulation (tests wait on it).
+	injected chan struct{}
 }
 
 // New builds the fleet of cfg at simulated time 0. It binds nothing; see

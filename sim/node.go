@@ -101,6 +101,8 @@ type node struct {
 	// serving, guarded by Fleet.smu
 	addr string
 	ep   *endpoint
+	// inflight counts the completion requests the node's HTTP server holds.
+	inflight atomic.Int64
 
 	// now is the simulated second advance has reached; dcgm the registry
 	// of the node's DCGM exporter (dcgm.go), idHash what its GPUs' UUIDs
@@ -391,20 +393,26 @@ func (n *node) advance(to float64) {
 			c := n.route()
 			r := n.newRequest(t)
 			r.session = n.arrived(t)
-			c.enqueue(r)
-			g := n.groupOf(c)
-			if until, hung := n.hungAt(t); hung && !g.busy {
-				g.busy, g.held, g.end = true, true, until
-			}
-			if !g.busy {
-				g.start(t)
-			} else {
-				c.publish(t)
-			}
+			n.place(c, r, t)
 		default:
 			n.now = max(n.now, to)
 			return
 		}
+	}
+}
+
+// place queues the request r, arriving at t, on core c, and starts c's
+// group if it is idle (held until the end of a hang).
+func (n *node) place(c *core, r *request, t float64) {
+	c.enqueue(r)
+	g := n.groupOf(c)
+	if until, hung := n.hungAt(t); hung && !g.busy {
+		g.busy, g.held, g.end = true, true, until
+	}
+	if !g.busy {
+		g.start(t)
+	} else {
+		c.publish(t)
 	}
 }
 

@@ -155,6 +155,8 @@ func (f *Fleet) serve(n *node) {
 	})
 	mux.Handle("GET "+DCGMPath, promhttp.HandlerFor(n.dcgm, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /health", func(http.ResponseWriter, *http.Request) {})
+	api, _ := f.Handler(n.cfg.ID)
+	mux.Handle("POST /v1/", api)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln := n.ep.ln
 	n.ep.srv, n.ep.ln = srv, nil
