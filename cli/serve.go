@@ -111,6 +111,7 @@ func runServe(ctx context.Context, env Env, c *serveConfig) error {
 		s.mcp,
 		s.console,
 		s.routable,
+		s.haproxyAgent,
 		s.slack,
 		s.alerts,
 		s.health,
@@ -322,6 +323,13 @@ func (s *serving) routable(context.Context) error {
 	}
 	s.route(server.Route{Pattern: server.RoutablePattern, Handler: h})
 	return nil
+}
+
+// haproxyAgent answers HAProxy's agent check with
+// --haproxy-agent-listen, on an address of its own: the verdicts as
+// HAProxy's weights and states, from a store lookup per check.
+func (s *serving) haproxyAgent(ctx context.Context) error {
+	return s.cfg.haproxy.start(ctx, s.log, s.svc, s.reg)
 }
 
 // slack answers Slack's slash command with --slack-signing-secret-file.

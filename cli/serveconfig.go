@@ -29,7 +29,7 @@ import (
 // withEnv), checked by validate, read by the steps of runServe. Each
 // group of flags is a value of its own, defined next to the code that
 // uses it (limits.go, tls.go, security.go, alerts.go, slack.go,
-// tracing.go, healthlisten.go).
+// tracing.go, healthlisten.go, haproxyagent.go).
 type serveConfig struct {
 	listen, fleetPath, thresholdsFile string
 	targets                           targetsFlag
@@ -60,7 +60,9 @@ type serveConfig struct {
 	slack  slackConfig
 	trace  traceConfig
 	health healthListenConfig
-	log    logConfig
+	// haproxy is --haproxy-agent-listen (cli/haproxyagent.go).
+	haproxy haproxyAgentConfig
+	log     logConfig
 
 	// given holds the names of the flags set on the command line or by
 	// the environment (setGiven): a few defaults depend on whether a
@@ -113,8 +115,9 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.tls.register(fs)
 	c.alerts.register(fs) // the Alertmanager receiver, cli/alerts.go
 	c.slack.register(fs)
-	c.trace.register(fs)  // OpenTelemetry, cli/tracing.go
-	c.health.register(fs) // grpc.health.v1 in plaintext for probes, cli/healthlisten.go
+	c.trace.register(fs)   // OpenTelemetry, cli/tracing.go
+	c.health.register(fs)  // grpc.health.v1 in plaintext for probes, cli/healthlisten.go
+	c.haproxy.register(fs) // HAProxy's agent check, cli/haproxyagent.go
 	c.log.register(fs)
 }
 

@@ -2,9 +2,10 @@
 # Installs what `make test` needs and a fresh machine lacks: Go modules (and
 # the pinned code generators) through the module proxy, grpcurl (go install,
 # for the TLS test that calls `llmdiag serve` with it), and Debian's
-# prometheus, prometheus-alertmanager, redis-server (with redis-cli) and
-# curl for the integration tests that start a real Prometheus, a real
-# Alertmanager and real Redis servers and call the service with curl, and
+# prometheus, prometheus-alertmanager, redis-server (with redis-cli), curl
+# and haproxy for the integration tests that start a real Prometheus, a
+# real Alertmanager, real Redis servers and a real HAProxy and call the
+# service with curl, and
 # chromium for the web console's browser tests (internal/testing/browsertest), and
 # buildah for the container image (make image, internal/testing/imagetest),
 # and the Kubernetes control plane internal/testing/kubetest starts (etcd,
@@ -43,6 +44,8 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
   missing+=(redis-server) # Debian's redis-server depends on redis-tools (redis-cli)
 fi
 command -v curl >/dev/null 2>&1 || missing+=(curl)
+# internal/testing/e2e/haproxy runs haproxy from PATH (or LLMDIAG_HAPROXY).
+command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 # internal/testing/browsertest runs /usr/bin/chromium headless (or LLMDIAG_CHROMIUM).
 if [ -z "${LLMDIAG_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
   missing+=(chromium)
@@ -58,7 +61,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   # Debian starts the packaged service; tests start their own instances.
-  for svc in prometheus prometheus-alertmanager redis-server; do
+  for svc in prometheus prometheus-alertmanager redis-server haproxy; do
     systemctl disable --now "$svc" >/dev/null 2>&1 || true
     service "$svc" stop >/dev/null 2>&1 || true # no systemd (containers)
   done

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmdiag/llmdiag/fleet"
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/store"
+)
+
+// HAProxy's agent check (agent-check, agent-send, agent-port): HAProxy
+// connects over TCP, sends its agent-send string (here the node id and a
+// newline), reads one line and the agent closes. The line holds words
+// HAProxy applies to the server: a weight "NN%", an operational state
+// ("up", "down"), an administrative one ("ready", "drain") and "#" with a
+// description shown in its stats.
+
+const (
+	// HAProxyAgentMaxLine bounds the agent-send line, newline included: a
+	// node id is at most 128 characters.
+	HAProxyAgentMaxLine = 256
+	// HAProxyAgentReadTimeout is how long a connection has to send its
+	// agent-send line.
+	HAProxyAgentReadTimeout = time.Second
+	// HAProxyAgentMaxConns bounds the connections the agent keeps open at
+	// once: HAProxy holds one per server and check, for well under a
+	// second each.
+	HAProxyAgentMaxConns = 256
+	// HAProxyAgentMinWeight is the weight of a routable node at load
+	// score 1 (and the least any routable node gets).
+	HAProxyAgentMinWeight = 10
+	// HAProxyAgentFailOpen is the reply when the data cannot say.
+	HAProxyAgentFailOpen = "ready up 100% #llmdiag: no fresh data (fail open)"
+	// haproxySlowRatio: a node decoding below this fraction of its model
+	// group's median per-request speed gets that fraction of its weight.
+	haproxySlowRatio = 0.8
+	// haproxyOutlierFactor scales the weight of a NODE_OUTLIER node whose
+	// decode speed cannot be compared.
+	haproxyOutlierFactor = 0.5
+	// haproxyPeersEvery is how long the model groups' median decode speeds
+	// are reused before the store is listed again.
+	haproxyPeersEvery = time.Second
+)
+
+// Reply kinds, the label of llmdiag_haproxy_agent_replies_total.
+const (
+	HAProxyReplyUp       = "up"
+	HAProxyReplyDrain    = "drain"
+	HAProxyReplyDown     = "down"
+	HAProxyReplyFailOpen = "fail_open"
+	HAProxyReplyBadInput = "bad_input"
+)
+
+// HAProxyAgentOptions configures HAProxyAgent.
+type HAProxyAgentOptions struct {
+	// Registerer, when not nil, gets llmdiag_haproxy_agent_replies_total.
+	Registerer prometheus.Registerer
+	// ReadTimeout is HAProxyAgentReadTimeout when zero.
+	ReadTimeout time.Duration
+	// MaxConns is HAProxyAgentMaxConns when zero.
+	MaxConns int
+}
+
+// HAProxyAgent answers HAProxy's agent check from the store's latest
+// record of the node, as GET /routable/{node} does.
+type HAProxyAgent struct {
+	s       *Service
+	o       HAProxyAgentOptions
+	replies *prometheus.CounterVec
+
+	mu      sync.Mutex
+	peersAt time.Time
+	medians map[string]float64 // model → median per-request decode speed
+}
+
+// HAProxyAgent returns the agent over s's store.
+func (s *Service) HAProxyAgent(o HAProxyAgentOptions) (*HAProxyAgent, error) {
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = HAProxyAgentReadTimeout
+	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = HAProxyAgentMaxConns
+	}
+	a := &HAProxyAgent{s: s, o: o, replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "llmdiag_haproxy_agent_replies_total",
+		Help: "Replies of the HAProxy agent check (serve --haproxy-agent-listen), by kind: up, drain, down, fail_open, bad_input.",
+	}, []string{"kind"})}
+	for _, k := range []string{HAProxyReplyUp, HAProxyReplyDrain, HAProxyReplyDown, HAProxyReplyFailOpen, HAProxyReplyBadInput} {
+		a.replies.WithLabelValues(k)
+	}
+	if o.Registerer != nil {
+		if err := o.Registerer.Register(a.replies); err != nil {
+			return nil, fmt.Errorf("haproxy agent metrics: %w", err)
+		}
+	}
+	return a, nil
+}
+
+// Serve answers the connections ln accepts, at most MaxConns at once (the
+// others are closed at once), until ctx is done; then it closes ln.
+func (a *HAProxyAgent) Serve(ctx context.Context, ln net.Listener) error {
+	ln = CapConnections(ln, a.o.MaxConns)
+	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		wg.Go(func() { a.serveConn(ctx, c) })
+	}
+}
+
+// serveConn reads the agent-send line within ReadTimeout and writes the
+// reply; the whole exchange is bounded by twice ReadTimeout.
+func (a *HAProxyAgent) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * a.o.ReadTimeout))
+	_ = c.SetReadDeadline(time.Now().Add(a.o.ReadTimeout))
+	reply, _ := a.Exchange(ctx, bufio.NewReaderSize(c, HAProxyAgentMaxLine))
+	_, _ = c.Write([]byte(reply + "\n"))
+}
+
+// Exchange reads one agent-send line from r (at most HAProxyAgentMaxLine
+// bytes, the newline included; a read error such as a deadline ends it)
+// and returns the reply, without its newline, and its kind.
+func (a *HAProxyAgent) Exchange(ctx context.Context, r *bufio.Reader) (reply, kind string) {
+	line, err := r.ReadSlice('\n')
+	switch {
+	case errors.Is(err, bufio.ErrBufferFull):
+		return a.count("ready up 100% #llmdiag: agent-send line longer than "+strconv.Itoa(HAProxyAgentMaxLine)+" bytes (fail open)", HAProxyReplyBadInput)
+	case err != nil:
+		return a.count("ready up 100% #llmdiag: no agent-send line (the node id and \\n) within "+a.o.ReadTimeout.String()+" (fail open)", HAProxyReplyBadInput)
+	}
+	node := string(line[:len(line)-1])
+	if n := len(node); n > 0 && node[n-1] == '\r' {
+		node = node[:n-1]
+	}
+	if !fleet.ValidID(node) {
+		return a.count("ready up 100% #llmdiag: invalid node id in agent-send (fail open)", HAProxyReplyBadInput)
+	}
+	return a.Reply(ctx, node)
+}
+
+func (a *HAProxyAgent) count(reply, kind string) (string, string) {
+	a.replies.WithLabelValues(kind).Inc()
+	return reply, kind
+}
+
+// Reply is the agent's reply for node, without its newline, and its kind:
+//
+//   - routable: "ready up NN%", NN = 100 − 90 × the load score (0 to 1),
+//     so 100% idle down to HAProxyAgentMinWeight at a saturation point;
+//     a node decoding slower than its peers gets less (slowFactor);
+//   - not routable, neither STALLED nor DOWN (saturated queue or KV
+//     cache, a GPU fault): "drain #CAUSE";
+//   - STALLED or DOWN: "down #CAUSE";
+//   - stale or unknown data, an unknown node, no verdicts yet, a store
+//     that cannot be read: HAProxyAgentFailOpen.
+//
+// "ready" undoes an earlier "drain": HAProxy keeps an administrative
+// state until told otherwise.
+func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind string) {
+	rec, err := a.s.get(ctx, node)
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			a.s.log.Warn("haproxy agent: store lookup failed", "node", node, "err", err)
+		}
+		return a.count(HAProxyAgentFailOpen, HAProxyReplyFailOpen)
+	}
+	n := rec.Node
+	now := a.s.now()
+	if _, stale := metrics.Staleness(rec.Metrics.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); stale || n.GetStatus() == llmdiagv1.Status_STATUS_UNKNOWN {
+		return a.count(HAProxyAgentFailOpen, HAProxyReplyFailOpen)
+	}
+	cause := n.GetRootCause().String()
+	switch {
+	case n.GetStatus() == llmdiagv1.Status_STATUS_DOWN || n.GetRootCause() == llmdiagv1.Cause_CAUSE_STALLED:
+		return a.count("down #"+cause, HAProxyReplyDown)
+	case !n.GetRoutable():
+		return a.count("drain #"+cause, HAProxyReplyDrain)
+	}
+	w := HAProxyWeight(n.GetLoadScore(), a.slowFactor(ctx, rec, now))
+	return a.count("ready up "+strconv.Itoa(w)+"% #"+cause, HAProxyReplyUp)
+}
+
+// HAProxyWeight is a routable node's weight in percent: 100 − 90 × score
+// (score taken between 0 and 1; not a number reads 0), times factor (at
+// most 1), rounded, at least HAProxyAgentMinWeight.
+func HAProxyWeight(score, factor float64) int {
+	if math.IsNaN(score) {
+		score = 0
+	}
+	score = min(max(score, 0), 1)
+	if math.IsNaN(factor) || factor > 1 {
+		factor = 1
+	}
+	w := int(math.Round((100 - float64(100-HAProxyAgentMinWeight)*score) * max(factor, 0)))
+	return max(w, HAProxyAgentMinWeight)
+}
+
+// slowFactor scales a routable node's weight by its decode speed against
+// its peers': its per-request decode speed ÷ the median of the fresh
+// nodes serving the same model (at least min_peers of them besides it),
+// when that is below haproxySlowRatio; for a NODE_OUTLIER verdict, the
+// ratio when below 1, else haproxyOutlierFactor when it cannot be
+// compared. 1 otherwise.
+func (a *HAProxyAgent) slowFactor(ctx context.Context, rec *store.Record, now time.Time) float64 {
+	outlier := rec.Node.GetRootCause() == llmdiagv1.Cause_CAUSE_NODE_OUTLIER
+	speed := rec.Metrics.GetDecodeTokensPerSecondPerRequest()
+	ratio := math.NaN()
+	if rec.Metrics.DecodeTokensPerSecondPerRequest != nil && speed >= 0 && rec.Metrics.GetRole() != llmdiagv1.Role_ROLE_PREFILL {
+		if med, ok := a.median(ctx, rec.Node.GetModel(), now); ok && med > 0 {
+			ratio = speed / med
+		}
+	}
+	switch {
+	case !math.IsNaN(ratio) && (ratio < haproxySlowRatio || outlier && ratio < 1):
+		return ratio
+	case outlier && math.IsNaN(ratio):
+		return haproxyOutlierFactor
+	}
+	return 1
+}
+
+// median is the median per-request decode speed of model's fresh nodes,
+// from a listing of the store reused for haproxyPeersEvery; ok is false
+// with fewer than min_peers + 1 nodes (the node and its peers).
+func (a *HAProxyAgent) median(ctx context.Context, model string, now time.Time) (float64, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.medians == nil || now.Sub(a.peersAt) >= haproxyPeersEvery || now.Before(a.peersAt) {
+		recs, err := a.s.list(ctx)
+		if err != nil {
+			return 0, false
+		}
+		minPeers := max(a.s.cfg.Thresholds.MinPeers, 2)
+		speeds := map[string][]float64{}
+		for _, r := range recs {
+			m := r.Metrics
+			if m == nil || m.DecodeTokensPerSecondPerRequest == nil || m.GetRole() == llmdiagv1.Role_ROLE_PREFILL {
+				continue
+			}
+			if _, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); stale {
+				continue
+			}
+			speeds[r.Node.GetModel()] = append(speeds[r.Node.GetModel()], m.GetDecodeTokensPerSecondPerRequest())
+		}
+		a.medians = map[string]float64{}
+		for mod, v := range speeds {
+			if len(v) < minPeers+1 {
+				continue
+			}
+			slices.Sort(v)
+			med := v[len(v)/2]
+			if len(v)%2 == 0 {
+				med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+			}
+			a.medians[mod] = med
+		}
+		a.peersAt = now
+	}
+	med, ok := a.medians[model]
+	return med, ok
+}
