@@ -174,7 +174,9 @@ func (a *HAProxyAgent) count(reply, kind string) (string, string) {
 //     so 100% idle down to HAProxyAgentMinWeight at a saturation point;
 //     a node decoding slower than its peers gets less (slowFactor);
 //   - not routable, neither STALLED nor DOWN (saturated queue or KV
-//     cache, a GPU fault): "drain #CAUSE";
+//     cache, a GPU fault): "up drain #CAUSE" ("up" lifts an earlier
+//     "down": HAProxy keeps a server the agent took down down until the
+//     agent says up, drain or not);
 //   - STALLED or DOWN: "down #CAUSE";
 //   - stale or unknown data, an unknown node, no verdicts yet, a store
 //     that cannot be read: HAProxyAgentFailOpen.
@@ -199,7 +201,7 @@ func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind stri
 	case n.GetStatus() == llmdiagv1.Status_STATUS_DOWN || n.GetRootCause() == llmdiagv1.Cause_CAUSE_STALLED:
 		return a.count("down #"+cause, HAProxyReplyDown)
 	case !n.GetRoutable():
-		return a.count("drain #"+cause, HAProxyReplyDrain)
+		return a.count("up drain #"+cause, HAProxyReplyDrain)
 	}
 	w := HAProxyWeight(n.GetLoadScore(), a.slowFactor(ctx, rec, now))
 	return a.count("ready up "+strconv.Itoa(w)+"% #"+cause, HAProxyReplyUp)

@@ -77,8 +77,8 @@ func TestHAProxyAgentReply(t *testing.T) {
 		{"routable, score 1", "full-0\n", "ready up 10% #CAUSE_BURST", "up"},
 		{"routable, negative score reads 0", "nan-0\n", "ready up 100% #CAUSE_HEALTHY", "up"},
 		{"CRLF", "half-0\r\n", "ready up 55% #CAUSE_HEALTHY", "up"},
-		{"saturated queue", "saturated-0\n", "drain #CAUSE_OVERLOADED", "drain"},
-		{"saturated KV", "kv-0\n", "drain #CAUSE_KV_EXHAUSTED", "drain"},
+		{"saturated queue", "saturated-0\n", "up drain #CAUSE_OVERLOADED", "drain"},
+		{"saturated KV", "kv-0\n", "up drain #CAUSE_KV_EXHAUSTED", "drain"},
 		{"stalled", "stalled-0\n", "down #CAUSE_STALLED", "down"},
 		{"down", "down-0\n", "down #CAUSE_TARGET_DOWN", "down"},
 		{"stale", "stale-0\n", failOpen, "fail_open"},
@@ -164,7 +164,7 @@ func agentExchange(t *testing.T, addr, send string) string {
 // deadline (a second) to a connection that sends nothing.
 func TestHAProxyAgentServe(t *testing.T) {
 	addr := startAgent(t, 0)
-	if got := agentExchange(t, addr, "saturated-0\n"); got != "drain #CAUSE_OVERLOADED\n" {
+	if got := agentExchange(t, addr, "saturated-0\n"); got != "up drain #CAUSE_OVERLOADED\n" {
 		t.Errorf("saturated-0: %q", got)
 	}
 	if got := agentExchange(t, addr, ""); !strings.HasPrefix(got, "ready up 100% #llmdiag: no agent-send line") {
