@@ -446,6 +446,13 @@ var _ store.RecordWriter = (*Store)(nil)
 // next sweep will) and is not an error, as Put.
 func (s *Store) Sweep(ctx context.Context, unseenFor time.Duration) ([]*store.Record, error) {
 	recs, err := s.shared.Sweep(ctx, unseenFor)
+	return s.removedLocally(ctx, recs, err)
+}
+
+// removedLocally deletes from the copy the nodes the shared store removed
+// (recs, err: its answer): a fenced writer or an ended ctx is an error; a
+// shared store that failed otherwise removed nothing, which is not one.
+func (s *Store) removedLocally(ctx context.Context, recs []*store.Record, err error) ([]*store.Record, error) {
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrFenced), ctx.Err() != nil:
@@ -474,22 +481,7 @@ func (s *Store) Remove(ctx context.Context, ids ...string) ([]*store.Record, err
 		return nil, nil
 	}
 	recs, err := r.Remove(ctx, ids...)
-	switch {
-	case err == nil:
-	case errors.Is(err, store.ErrFenced), ctx.Err() != nil:
-		return nil, err
-	default:
-		_ = s.failed(err)
-		return nil, nil
-	}
-	gone := make([]string, len(recs))
-	for i, r := range recs {
-		gone[i] = r.Node.GetId()
-	}
-	if err := s.local.Delete(ctx, gone...); err != nil {
-		return nil, err
-	}
-	return recs, nil
+	return s.removedLocally(ctx, recs, err)
 }
 
 // Publish sends h to the shared feed, after any events still queued; when
