@@ -43,6 +43,10 @@ const (
 	DefaultWriteTimeout       = 5 * time.Second
 	DefaultStopDeadline       = 10 * time.Second
 	DefaultResync             = time.Second
+	// MessageEvery is how often, at most, a pod's condition is written
+	// when only its message changed (the verdict's figures): a change of
+	// status or reason is written at once.
+	MessageEvery = 30 * time.Second
 	// FieldManager is the field manager of every write.
 	FieldManager = "llmdiag"
 )
@@ -117,8 +121,9 @@ type Gate struct {
 	pending  map[string]write // by pod key: the newest condition to write
 	order    []string         // pending keys, oldest first
 	written  map[string]written
-	spared   map[string]bool
-	wake     chan struct{}
+	// messageAt is when each pod's condition was last written.
+	messageAt map[string]time.Time
+	wake      chan struct{}
 }
 
 // write is a pending write: the condition a pod should hold.
@@ -193,7 +198,7 @@ func New(o Options) (*Gate, error) {
 	}
 	g := &Gate{o: o, log: o.Log.With("condition", o.Condition), m: m, lim: rate.NewLimiter(rate.Limit(o.QPS), o.Burst),
 		kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
-		pending: map[string]write{}, written: map[string]written{}, spared: map[string]bool{}}
+		pending: map[string]write{}, written: map[string]written{}, messageAt: map[string]time.Time{}}
 	lw := cache.NewListWatchFromClient(o.Client.CoreV1().RESTClient(), "pods", o.Namespace, fields.Everything())
 	g.informer = cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
 	if err := g.informer.SetTransform(g.trim); err != nil {
@@ -334,7 +339,7 @@ func (g *Gate) session(ctx, lctx context.Context) {
 		return
 	}
 	g.sessions.Add(1)
-	g.pending, g.order, g.written = map[string]write{}, nil, map[string]written{}
+	g.pending, g.order, g.written, g.messageAt = map[string]write{}, nil, map[string]written{}, map[string]time.Time{}
 	g.mu.Unlock()
 	defer g.sessions.Done()
 	g.leading.Store(true)
@@ -479,7 +484,13 @@ func (g *Gate) reconcile(ctx context.Context) {
 			spared++
 		}
 		k := d.Key
-		if d.Cond == nil || (in[i].Current != nil && in[i].Current.Same(*d.Cond)) {
+		cur := in[i].Current
+		if d.Cond != nil && cur != nil && cur.Status == d.Cond.Status && cur.Reason == d.Cond.Reason &&
+			now.Sub(g.messageAt[k]) < MessageEvery {
+			// Only the message moved (its figures): not worth a write yet.
+			d.Cond = cur
+		}
+		if d.Cond == nil || (cur != nil && cur.Same(*d.Cond)) {
 			if _, ok := g.pending[k]; ok {
 				delete(g.pending, k)
 				g.order = slices.DeleteFunc(g.order, func(s string) bool { return s == k })
@@ -490,6 +501,21 @@ func (g *Gate) reconcile(ctx context.Context) {
 			g.order = append(g.order, k)
 		}
 		g.pending[k] = write{uid: pods[i].UID, from: in[i].Current, to: *d.Cond}
+	}
+	// What is noted of pods gone goes with them.
+	kept := make(map[string]bool, len(in))
+	for _, p := range in {
+		kept[p.Key] = true
+	}
+	for k := range g.messageAt {
+		if !kept[k] {
+			delete(g.messageAt, k)
+		}
+	}
+	for k := range g.written {
+		if !kept[k] {
+			delete(g.written, k)
+		}
 	}
 	g.m.sparedNow.Set(float64(spared))
 	g.m.queue.Set(float64(len(g.pending)))
@@ -538,6 +564,9 @@ func (g *Gate) writer(ctx context.Context) {
 		if !g.holds() || ctx.Err() != nil {
 			return // leadership lost: not a write more
 		}
+		g.mu.Lock()
+		g.written[k] = written{cond: w.to, at: g.o.Now()} // in flight: not planned again
+		g.mu.Unlock()
 		g.patch(ctx, k, w)
 	}
 }
@@ -583,16 +612,29 @@ func (g *Gate) patch(ctx context.Context, k string, w write) {
 		g.m.writes.WithLabelValues(WriteOK).Inc()
 		g.mu.Lock()
 		g.written[k] = written{cond: w.to, at: now}
+		g.messageAt[k] = now
 		g.mu.Unlock()
 		g.logTransition(k, w)
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		g.forget(k, w.to)
 		g.m.writes.WithLabelValues(WriteGone).Inc()
 		g.log.Debug("readiness gate: pod gone before its write", "pod", k, "err", err)
 	default:
+		g.forget(k, w.to)
 		g.m.writes.WithLabelValues(WriteError).Inc()
 		if ctx.Err() == nil {
 			g.log.Warn("readiness gate: write failed; retried at the next plan", "pod", k, "to", w.to.Status, "reason", w.to.Reason, "err", err)
 		}
+	}
+}
+
+// forget drops what this replica noted as written to k when it is cond:
+// the write failed, the plan reads the pod's own condition again.
+func (g *Gate) forget(k string, cond Condition) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if w, ok := g.written[k]; ok && w.cond.Same(cond) {
+		delete(g.written, k)
 	}
 }
 

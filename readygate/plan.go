@@ -231,8 +231,8 @@ func notRoutable(n *Node, nodes int) *Condition {
 	case llmdiagv1.Cause_CAUSE_HEALTHY, llmdiagv1.Cause_CAUSE_UNSPECIFIED, llmdiagv1.Cause_CAUSE_BURST:
 		// The fast lane read the node saturated since its last verdict.
 		reason = ReasonSaturated
-		summary = fmt.Sprintf("saturated: queue %s, KV cache %s (fast read; last verdict: %s)",
-			num(n.Record.Metrics.Queue, "%.0f"), num(n.Record.Metrics.KvPressure, "%.2f"), cmp.Or(summary, rn.GetStatus().String()))
+		summary = fmt.Sprintf("saturated (queue %s, KV cache %s), read by the fast lane since the last verdict",
+			num(n.Record.Metrics.Queue, "%.0f", 1), num(n.Record.Metrics.KvPressure, "%.0f%%", 100))
 	}
 	if summary == "" {
 		summary = rn.GetStatus().String() + " " + rn.GetRootCause().String()
@@ -244,11 +244,11 @@ func notRoutable(n *Node, nodes int) *Condition {
 	return &Condition{Status: corev1.ConditionFalse, Reason: reason, Message: clip(msg)}
 }
 
-func num(v *float64, format string) string {
+func num(v *float64, format string, scale float64) string {
 	if v == nil {
-		return "?"
+		return "unknown"
 	}
-	return fmt.Sprintf(format, *v)
+	return fmt.Sprintf(format, *v*scale)
 }
 
 // clip bounds a message to maxMessage bytes, on a rune boundary.
