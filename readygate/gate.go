@@ -269,11 +269,11 @@ func (g *Gate) Run(ctx context.Context) error {
 	go func() { defer close(infDone); g.informer.RunWithContext(infCtx) }()
 	defer func() { stopInf(); <-infDone }()
 
-	lock := &resourcelock.LeaseLock{
+	lock := &watchedLock{g: g, failing: map[string]bool{}, Interface: &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: g.o.LeaseNamespace, Name: g.o.LeaseName},
 		Client:     g.o.Client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: g.o.Identity},
-	}
+	}}
 	d := g.o.LeaseDuration
 	elCtx, stopEl := context.WithCancel(context.Background())
 	defer stopEl()

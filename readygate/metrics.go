@@ -16,6 +16,8 @@ type gateMetrics struct {
 	refused   prometheus.Gauge
 	queue     prometheus.Gauge
 	leader    prometheus.Gauge
+	// leaseErrors counts the Lease's refused calls by op.
+	leaseErrors *prometheus.CounterVec
 }
 
 // Write results, the label of llmdiag_readiness_gate_writes_total.
@@ -43,6 +45,11 @@ func newMetrics(reg prometheus.Registerer) (*gateMetrics, error) {
 			Help: "Gate conditions waiting to be written (at most one per pod)."}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmdiag_readiness_gate_leader",
 			Help: "1 while this replica holds the readiness gate's Lease (the only one that writes), else 0."}),
+		leaseErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmdiag_readiness_gate_lease_errors_total",
+			Help: "Calls on the readiness gate's Lease the API server refused, by op: get, create, update (a conflict with another replica is not counted)."}, []string{"op"}),
+	}
+	for _, op := range []string{"get", "create", "update"} {
+		m.leaseErrors.WithLabelValues(op)
 	}
 	for _, r := range []string{WriteOK, WriteError, WriteGone} {
 		m.writes.WithLabelValues(r)
@@ -50,7 +57,7 @@ func newMetrics(reg prometheus.Registerer) (*gateMetrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.writes, m.deferred, m.spared, m.sparedNow, m.pods, m.refused, m.queue, m.leader} {
+	for _, c := range []prometheus.Collector{m.writes, m.deferred, m.spared, m.sparedNow, m.pods, m.refused, m.queue, m.leader, m.leaseErrors} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("readiness gate metrics: %w", err)
 		}
