@@ -20,9 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
@@ -142,6 +143,9 @@ type written struct {
 
 const writtenFor = 5 * time.Second
 
+// minPlanEvery spaces the plans: each lists the store.
+const minPlanEvery = 50 * time.Millisecond
+
 // New checks o and returns its Gate; Run starts it.
 func New(o Options) (*Gate, error) {
 	if errs := validation.IsQualifiedName(o.Condition); len(errs) > 0 {
@@ -199,8 +203,13 @@ func New(o Options) (*Gate, error) {
 	g := &Gate{o: o, log: o.Log.With("condition", o.Condition), m: m, lim: rate.NewLimiter(rate.Limit(o.QPS), o.Burst),
 		kick: make(chan struct{}, 1), wake: make(chan struct{}, 1),
 		pending: map[string]write{}, written: map[string]written{}, messageAt: map[string]time.Time{}}
-	lw := cache.NewListWatchFromClient(o.Client.CoreV1().RESTClient(), "pods", o.Namespace, fields.Everything())
-	g.informer = cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
+	pods := o.Client.CoreV1().Pods(o.Namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc:  func(ctx context.Context, lo metav1.ListOptions) (runtime.Object, error) { return pods.List(ctx, lo) },
+		WatchFuncWithContext: func(ctx context.Context, lo metav1.ListOptions) (watch.Interface, error) { return pods.Watch(ctx, lo) },
+	}
+	// A client that serves no streaming lists (a fake one) says so.
+	g.informer = cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, o.Client), &corev1.Pod{}, 0, cache.Indexers{})
 	if err := g.informer.SetTransform(g.trim); err != nil {
 		return nil, err
 	}
@@ -368,6 +377,15 @@ func (g *Gate) loop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		g.reconcile(ctx)
+		// At most one plan per minPlanEvery: a fast lane's events come
+		// in bursts.
+		pause := time.NewTimer(minPlanEvery)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -561,8 +579,20 @@ func (g *Gate) writer(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if !g.holds() || ctx.Err() != nil {
-			return // leadership lost: not a write more
+		if ctx.Err() != nil {
+			return
+		}
+		if !g.holds() {
+			// The lease is in doubt (a renewal late): not a write until
+			// it is renewed; the next plan queues the pod again.
+			t := time.NewTimer(g.o.Resync)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
 		}
 		g.mu.Lock()
 		g.written[k] = written{cond: w.to, at: g.o.Now()} // in flight: not planned again
