@@ -45,6 +45,9 @@ func (f readinessGateConfig) check(discovery string) error {
 	if f.condition == "" {
 		return nil
 	}
+	if err := readygate.CheckCondition(f.condition); err != nil {
+		return fmt.Errorf("--readiness-gate: %w", err)
+	}
 	switch {
 	case discovery == "":
 		return errors.New("--readiness-gate needs --discovery: it gates the pods discovery finds as nodes")

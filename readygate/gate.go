@@ -148,11 +148,8 @@ const minPlanEvery = 50 * time.Millisecond
 
 // New checks o and returns its Gate; Run starts it.
 func New(o Options) (*Gate, error) {
-	if errs := validation.IsQualifiedName(o.Condition); len(errs) > 0 {
-		return nil, fmt.Errorf("readiness gate condition %q: %s", o.Condition, strings.Join(errs, "; "))
-	}
-	if !strings.Contains(o.Condition, "/") {
-		return nil, fmt.Errorf("readiness gate condition %q: want a domain-prefixed type such as llmdiag.io/routable", o.Condition)
+	if err := CheckCondition(o.Condition); err != nil {
+		return nil, err
 	}
 	if o.Client == nil || o.Verdicts == nil {
 		return nil, errors.New("readiness gate: a Kubernetes client and verdicts are required")
@@ -221,6 +218,19 @@ func New(o Options) (*Gate, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// CheckCondition refuses a condition type that is not a qualified name
+// with a domain prefix (llmdiag.io/routable): Kubernetes reserves the
+// unprefixed ones for its own conditions.
+func CheckCondition(c string) error {
+	if errs := validation.IsQualifiedName(c); len(errs) > 0 {
+		return fmt.Errorf("readiness gate condition %q: %s", c, strings.Join(errs, "; "))
+	}
+	if !strings.Contains(c, "/") {
+		return fmt.Errorf("readiness gate condition %q: want a domain-prefixed type such as llmdiag.io/routable", c)
+	}
+	return nil
 }
 
 // DefaultIdentity is the host name (a pod's name) and a random suffix, so
@@ -292,10 +302,18 @@ func (g *Gate) Run(ctx context.Context) error {
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(lctx context.Context) { g.session(ctx, lctx) },
 			OnStoppedLeading: func() {
-				if g.leading.Swap(false) {
-					g.m.leader.Set(0)
-					g.log.Warn("readiness gate: lost the lease; writing stops", "lease", g.o.LeaseNamespace+"/"+g.o.LeaseName, "identity", g.o.Identity)
+				if !g.leading.Swap(false) {
+					return
 				}
+				g.m.leader.Set(0)
+				g.mu.Lock()
+				stopping := g.stopping
+				g.mu.Unlock()
+				if stopping {
+					g.log.Info("readiness gate: stopped; the lease is released", "lease", g.o.LeaseNamespace+"/"+g.o.LeaseName, "identity", g.o.Identity)
+					return
+				}
+				g.log.Warn("readiness gate: lost the lease; writing stops", "lease", g.o.LeaseNamespace+"/"+g.o.LeaseName, "identity", g.o.Identity)
 			},
 		},
 	})
