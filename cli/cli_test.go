@@ -40,7 +40,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve", "--discovery", "/nonexistent/discovery.yaml"}, nil, 2, "read discovery file"},
 		{[]string{"serve", "--discovery", "../fleetsd/testdata/config/bad-scrape-interval.yaml"}, nil, 2, `key "scrape_interval" is not supported by llmdiag`},
 		{[]string{"serve", "--discovery", "../fleetsd/testdata/config/ok-file-sd.yaml", "--target", "a=http://127.0.0.1:1/metrics"}, nil, 2, "--discovery goes with neither --fleet nor --target"},
-		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--readiness-gate", "llmdiag.io/routable"}, nil, 2, "--readiness-gate needs --discovery"},
+		{[]string{"serve", "--target", "a=http://127.0.0.1:1/metrics", "--readiness-gate", "llmdiag.io/routable"}, nil, 2, "--readiness-gate needs the Kubernetes API"},
 		{[]string{"serve", "--discovery", "../fleetsd/testdata/config/ok-file-sd.yaml", "--readiness-gate", "llmdiag.io/routable", "--max-unready-fraction", "1.5"}, nil, 2, "--max-unready-fraction"},
 		{[]string{"serve", "--discovery", "../fleetsd/testdata/config/ok-file-sd.yaml", "--readiness-gate", "llmdiag.io/routable", "--readiness-gate-lease", "nolease"}, nil, 2, "NAMESPACE/NAME"},
 		{[]string{"serve", "--discovery", "../fleetsd/testdata/config/ok-file-sd.yaml", "--readiness-gate", "llmdiag.io/routable", "--readiness-gate-qps", "0"}, nil, 2, "--readiness-gate-qps"},

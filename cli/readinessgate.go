@@ -29,7 +29,7 @@ type readinessGateConfig struct {
 
 // register defines the readiness gate's flags on fs, filling f.
 func (f *readinessGateConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.condition, "readiness-gate", "", "keep this pod condition type (e.g. llmdiag.io/routable) on the pods that declare it in spec.readinessGates and that --discovery finds as nodes: True while routable, False with the cause as reason and the verdict as message while not, so Kubernetes takes the pod out of its Services' endpoints (docs/integrations.md, Kubernetes readiness gates). Needs the Kubernetes API: --readiness-gate-kubeconfig, else the first kubernetes_sd_configs of --discovery, else the pod's service account in the cluster; and RBAC to watch pods, patch pods/status and hold a Lease")
+	fs.StringVar(&f.condition, "readiness-gate", "", "keep this pod condition type (e.g. llmdiag.io/routable) on the pods that declare it in spec.readinessGates and whose nodes name them (the fleet labels namespace and pod, which --discovery's Kubernetes roles set; a fleet file may too): True while routable, False with the cause as reason and the verdict as message while not, so Kubernetes takes the pod out of its Services' endpoints (docs/integrations.md, Kubernetes readiness gates). Needs the Kubernetes API: --readiness-gate-kubeconfig, else the first kubernetes_sd_configs of --discovery, else the pod's service account in the cluster; and RBAC to watch pods, patch pods/status and hold a Lease")
 	fs.StringVar(&f.kubeconfig, "readiness-gate-kubeconfig", "", "kubeconfig file for --readiness-gate (default: that of --discovery's first kubernetes_sd_configs, else in-cluster)")
 	fs.StringVar(&f.lease, "readiness-gate-lease", "", "NAMESPACE/NAME of the coordination.k8s.io Lease only whose holder writes the gate conditions (default: $POD_NAMESPACE, else default, /"+readygate.DefaultLeaseName+")")
 	fs.StringVar(&f.identity, "readiness-gate-identity", "", "this replica's name in --readiness-gate-lease (default: the host name and a random suffix)")
@@ -41,7 +41,7 @@ func (f *readinessGateConfig) register(fs *flag.FlagSet) {
 }
 
 // check refuses values that do not go together.
-func (f readinessGateConfig) check(discovery string) error {
+func (f readinessGateConfig) check() error {
 	if f.condition == "" {
 		return nil
 	}
@@ -49,8 +49,6 @@ func (f readinessGateConfig) check(discovery string) error {
 		return fmt.Errorf("--readiness-gate: %w", err)
 	}
 	switch {
-	case discovery == "":
-		return errors.New("--readiness-gate needs --discovery: it gates the pods discovery finds as nodes")
 	case f.qps <= 0 || f.burst <= 0:
 		return errors.New("--readiness-gate-qps and --readiness-gate-burst must be positive")
 	case f.grace < 0:
@@ -74,7 +72,7 @@ func (s *serving) readinessGate(context.Context) error {
 	if f.condition == "" {
 		return nil
 	}
-	if err := f.check(s.cfg.discoveryPath); err != nil {
+	if err := f.check(); err != nil {
 		return usageError{err}
 	}
 	rc, err := f.restConfig(s.sdFile)

@@ -227,7 +227,7 @@ func (c *serveConfig) check() error {
 	case c.maxNodes <= 0:
 		return fmt.Errorf("--max-nodes %d must be positive", c.maxNodes)
 	}
-	if err := c.gate.check(c.discoveryPath); err != nil {
+	if err := c.gate.check(); err != nil {
 		return err
 	}
 	for _, check := range []func() error{c.tls.check, c.lim.check, c.redis.check} {

@@ -450,8 +450,10 @@ func TestChartValues(t *testing.T) {
 		if errs := checkRBAC(m); len(errs) > 0 {
 			t.Error(errs)
 		}
-		if _, err := deploytest.Helm(deploytest.Chart(), deploytest.DefaultRelease, map[string]any{"readinessGate": map[string]any{"enabled": true}}); err == nil || !strings.Contains(err.Error(), "needs config.discovery") {
-			t.Errorf("readinessGate without discovery: %v, want a refusal", err)
+		// With the fleet file (its nodes labeled namespace and pod).
+		m = decode(t, renderChart(t, map[string]any{"readinessGate": map[string]any{"enabled": true}}))
+		if fs, errs := serveFlags(*container(&m)); len(errs) > 0 || fs.Lookup("readiness-gate").Value.String() != "llmdiag.io/routable" {
+			t.Errorf("readinessGate with the fleet file: %v", errs)
 		}
 	})
 }

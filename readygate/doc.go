@@ -7,7 +7,7 @@
 // What it promises:
 //
 //   - A pod's condition is True while every node it carries (its ranks or
-//     ports: the discovered nodes whose labels namespace and pod name it)
+//     ports: the nodes whose fleet labels namespace and pod name it)
 //     is routable, and False while any is not, with the cause as reason
 //     (Reason: CAUSE_KV_EXHAUSTED → KVExhausted, CAUSE_OVERLOADED →
 //     Overloaded; Saturated when the fast lane read the queue or KV cache
