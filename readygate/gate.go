@@ -378,7 +378,7 @@ func (g *Gate) session(ctx, lctx context.Context) {
 	defer stop()
 	var wg sync.WaitGroup
 	wg.Go(func() { g.follow(wctx) })
-	wg.Go(func() { g.writer(wctx) })
+	wg.Go(func() { g.writer(wctx, lctx) })
 	if cache.WaitForCacheSync(wctx.Done(), g.informer.HasSynced) {
 		g.loop(wctx)
 	}
@@ -515,7 +515,9 @@ func (g *Gate) reconcile(ctx context.Context) {
 		in[i] = Pod{Key: key(p), Appeared: p.CreationTimestamp.Time, Current: g.current(p, now), Nodes: byPod[key(p)]}
 	}
 	spared := 0
-	for i, d := range Plan(in, now, g.o.Plan) {
+	plan := Plan(in, now, g.o.Plan)
+	Admit(in, plan, g.o.Plan.MaxUnreadyFraction)
+	for i, d := range plan {
 		if d.Spared {
 			spared++
 		}
@@ -563,9 +565,10 @@ func (g *Gate) reconcile(ctx context.Context) {
 	}
 }
 
-// writer writes the pending conditions, oldest first, at the rate limit:
-// a write the limit defers waits its turn and is counted, never dropped.
-func (g *Gate) writer(ctx context.Context) {
+// writer writes the pending conditions, oldest first, at the rate limit,
+// until ctx is done: a write the limit defers waits its turn and is
+// counted, never dropped. Each write runs on lctx, the lease's.
+func (g *Gate) writer(ctx, lctx context.Context) {
 	for {
 		g.mu.Lock()
 		var k string
@@ -615,7 +618,10 @@ func (g *Gate) writer(ctx context.Context) {
 		g.mu.Lock()
 		g.written[k] = written{cond: w.to, at: g.o.Now()} // in flight: not planned again
 		g.mu.Unlock()
-		g.patch(ctx, k, w)
+		// A write begun ends (within WriteTimeout) even when the stop
+		// comes meanwhile, so that fail-open knows what landed; losing
+		// the lease cuts it short.
+		g.patch(lctx, k, w)
 	}
 }
 
@@ -663,15 +669,38 @@ func (g *Gate) patch(ctx context.Context, k string, w write) {
 		g.messageAt[k] = now
 		g.mu.Unlock()
 		g.logTransition(k, w)
+		if w.to.Status == corev1.ConditionTrue {
+			g.poke() // a pod released: one waiting may turn False now
+		}
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 		g.forget(k, w.to)
 		g.m.writes.WithLabelValues(WriteGone).Inc()
 		g.log.Debug("readiness gate: pod gone before its write", "pod", k, "err", err)
+	case ctx.Err() != nil:
+		// Cut short by the stop or the lease's loss: it may have landed,
+		// so it stays noted as written (fail-open reads it).
+		g.m.writes.WithLabelValues(WriteError).Inc()
 	default:
 		g.forget(k, w.to)
+		if w.to.Status == corev1.ConditionTrue {
+			g.dropPendingFalse() // admitted counting on this release
+		}
 		g.m.writes.WithLabelValues(WriteError).Inc()
 		if ctx.Err() == nil {
 			g.log.Warn("readiness gate: write failed; retried at the next plan", "pod", k, "to", w.to.Status, "reason", w.to.Reason, "err", err)
+		}
+	}
+}
+
+// dropPendingFalse drops the pending writes of False: the next plan
+// admits them again from what the pods hold.
+func (g *Gate) dropPendingFalse() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, w := range g.pending {
+		if w.to.Status == corev1.ConditionFalse {
+			delete(g.pending, k)
+			g.order = slices.DeleteFunc(g.order, func(s string) bool { return s == k })
 		}
 	}
 }
@@ -708,12 +737,21 @@ func (g *Gate) logTransition(k string, w write) {
 func (g *Gate) failOpen(lctx context.Context) {
 	ctx, cancel := context.WithTimeout(lctx, g.o.StopDeadline)
 	defer cancel()
-	now := g.o.Now()
 	g.mu.Lock()
 	var todo []string
 	ws := map[string]write{}
 	for _, p := range g.gated() {
-		if c := g.current(p, now); c != nil && c.Status == corev1.ConditionFalse {
+		// False as the informer shows it, or as this replica wrote it
+		// (a write cut short by the stop may have landed).
+		var c *Condition
+		if len(p.Status.Conditions) > 0 && p.Status.Conditions[0].Status == corev1.ConditionFalse {
+			pc := p.Status.Conditions[0]
+			c = &Condition{Status: pc.Status, Reason: pc.Reason, Message: pc.Message}
+		}
+		if w, ok := g.written[key(p)]; ok && w.cond.Status == corev1.ConditionFalse {
+			c = &w.cond
+		}
+		if c != nil {
 			k := key(p)
 			todo = append(todo, k)
 			ws[k] = write{uid: p.UID, from: c, to: Condition{Status: corev1.ConditionTrue, Reason: ReasonStopped,

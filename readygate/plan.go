@@ -135,6 +135,9 @@ type Desired struct {
 	Spared bool
 	// Unready is the condition the verdicts alone would give a spared pod.
 	Unready *Condition
+	// Waiting is set by Admit on a pod to turn False once others of its
+	// group are True: Cond is its current condition meanwhile.
+	Waiting bool
 }
 
 // Plan is the condition each pod should hold at now, in the order of
@@ -281,7 +284,7 @@ func spare(pods []Pod, out []Desired, fraction float64) {
 				unready = append(unready, i)
 			}
 		}
-		allowed := int(math.Floor(fraction*float64(len(idx)) + 1e-9))
+		allowed := allowedUnready(len(idx), fraction)
 		if len(unready) <= allowed {
 			continue
 		}
@@ -304,6 +307,44 @@ func spare(pods []Pod, out []Desired, fraction float64) {
 				allowed, len(idx), g, fraction, d.Unready.Reason, strings.TrimPrefix(d.Unready.Message, "llmdiag: ")))}
 		}
 	}
+}
+
+// allowedUnready is how many of a group of n pods may be held False.
+func allowedUnready(n int, fraction float64) int {
+	return int(math.Floor(fraction*float64(n) + 1e-9))
+}
+
+// Admit orders the plan's writes so that a group never has more than its
+// allowed pods False at any moment, whatever order the writes land in: a
+// pod the plan turns False while others of its group still hold False
+// (their True not yet written) waits, keeping its current condition, until
+// the group's pods False now and those admitted leave room. It returns how
+// many it held back. Plan's output, its pods and fraction as Plan had
+// them.
+func Admit(pods []Pod, ds []Desired, fraction float64) (waiting int) {
+	size, falseNow := map[string]int{}, map[string]int{}
+	for i, d := range ds {
+		if d.Group == "" {
+			continue
+		}
+		size[d.Group]++
+		if held(pods[i]) == 1 {
+			falseNow[d.Group]++
+		}
+	}
+	for i := range ds {
+		d := &ds[i]
+		if d.Group == "" || d.Cond == nil || d.Cond.Status != corev1.ConditionFalse || held(pods[i]) == 1 {
+			continue
+		}
+		if falseNow[d.Group] < allowedUnready(size[d.Group], fraction) {
+			falseNow[d.Group]++ // admitted: counts from now on
+			continue
+		}
+		d.Cond, d.Waiting = pods[i].Current, true
+		waiting++
+	}
+	return waiting
 }
 
 // held is 1 when the pod holds the condition False.

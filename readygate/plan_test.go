@@ -1,6 +1,7 @@
 package readygate_test
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -241,5 +242,53 @@ func TestMessageBounded(t *testing.T) {
 	}
 	if strings.ToValidUTF8(d.Cond.Message, "?") != d.Cond.Message {
 		t.Errorf("message cut inside a rune")
+	}
+}
+
+// TestAdmit: a pod the plan turns False waits while its group's pods
+// False now leave no room, so that no order of the writes ever has more
+// than the allowed pods False.
+func TestAdmit(t *testing.T) {
+	f := &readygate.Condition{Status: corev1.ConditionFalse, Reason: "Overloaded"}
+	tr := &readygate.Condition{Status: corev1.ConditionTrue, Reason: readygate.ReasonRoutable}
+	sp := &readygate.Condition{Status: corev1.ConditionTrue, Reason: readygate.ReasonSpared}
+	for _, tc := range []struct {
+		name     string
+		fraction float64
+		current  []*readygate.Condition // what the pods hold
+		planned  []*readygate.Condition // what Plan wants
+		want     []*readygate.Condition
+		waiting  int
+	}{
+		{"the held pods swap: the new ones wait for the releases", 0.5,
+			[]*readygate.Condition{f, f, tr, tr}, []*readygate.Condition{sp, sp, f, f}, []*readygate.Condition{sp, sp, tr, tr}, 2},
+		{"once released, admitted", 0.5,
+			[]*readygate.Condition{sp, sp, tr, tr}, []*readygate.Condition{sp, sp, f, f}, []*readygate.Condition{sp, sp, f, f}, 0},
+		{"room for one of two", 0.5,
+			[]*readygate.Condition{f, tr, tr, tr}, []*readygate.Condition{sp, f, f, tr}, []*readygate.Condition{sp, f, tr, tr}, 1},
+		{"a pod without a condition waits without one", 0.5,
+			[]*readygate.Condition{f, f, tr, nil}, []*readygate.Condition{f, sp, tr, f}, []*readygate.Condition{f, sp, tr, nil}, 1},
+		{"those held stay held", 0.5,
+			[]*readygate.Condition{f, f, tr, tr}, []*readygate.Condition{f, f, tr, tr}, []*readygate.Condition{f, f, tr, tr}, 0},
+		{"fraction 1: nothing waits", 1,
+			[]*readygate.Condition{f, f, tr, tr}, []*readygate.Condition{f, f, f, f}, []*readygate.Condition{f, f, f, f}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pods []readygate.Pod
+			var ds []readygate.Desired
+			for i := range tc.current {
+				k := fmt.Sprintf("p%d", i)
+				pods = append(pods, readygate.Pod{Key: k, Current: tc.current[i]})
+				ds = append(ds, readygate.Desired{Key: k, Group: "model m", Cond: tc.planned[i]})
+			}
+			if got := readygate.Admit(pods, ds, tc.fraction); got != tc.waiting {
+				t.Errorf("%d waiting, want %d", got, tc.waiting)
+			}
+			for i, d := range ds {
+				if d.Cond != tc.want[i] {
+					t.Errorf("%s: %+v, want %+v", d.Key, d.Cond, tc.want[i])
+				}
+			}
+		})
 	}
 }

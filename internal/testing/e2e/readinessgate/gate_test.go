@@ -204,6 +204,9 @@ func TestReadinessGate(t *testing.T) {
 			rec.count(func(s podState) bool { return s.reason == readygate.ReasonSpared }) == pods/2
 	}, &last)
 	t.Logf("every pod saturated: %s", rec.describe())
+	if m := rec.maxFalse(); m > pods/2 {
+		t.Errorf("%d gates False at once while every pod saturated, want at most %d", m, pods/2)
+	}
 	if got := a.metric("llmdiag_readiness_gate_spared_pods"); got != pods/2 {
 		t.Errorf("llmdiag_readiness_gate_spared_pods = %v, want %d", got, pods/2)
 	}
