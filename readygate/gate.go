@@ -720,7 +720,7 @@ func (g *Gate) logTransition(k string, w write) {
 	if w.from != nil {
 		from = string(w.from.Status)
 	}
-	if w.to.Reason == ReasonSpared {
+	if w.to.Reason == ReasonSpared && (w.from == nil || w.from.Reason != ReasonSpared) {
 		g.m.spared.Inc()
 		g.log.Warn("readiness gate: pod spared (kept ready) by --max-unready-fraction", "pod", k, "from", from, "to", w.to.Status, "message", w.to.Message)
 		return

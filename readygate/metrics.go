@@ -34,7 +34,7 @@ func newMetrics(reg prometheus.Registerer) (*gateMetrics, error) {
 		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmdiag_readiness_gate_deferred_writes_total",
 			Help: "Writes of the readiness gate condition the rate limit (--readiness-gate-qps) deferred; each is written in its turn."}),
 		spared: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmdiag_readiness_gate_spared_total",
-			Help: "Writes setting a not-routable pod's gate condition True because --max-unready-fraction of its pool or model was already unready."}),
+			Help: "Pods set Spared: not routable, but their gate condition set True because --max-unready-fraction of their pool or model was already unready."}),
 		sparedNow: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmdiag_readiness_gate_spared_pods",
 			Help: "Gated pods not routable but kept ready by --max-unready-fraction, at the last plan."}),
 		pods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmdiag_readiness_gate_pods",
