@@ -193,14 +193,15 @@ func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind stri
 	}
 	n := rec.Node
 	now := a.s.now()
-	if _, stale := metrics.Staleness(rec.Metrics.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); stale || n.GetStatus() == llmdiagv1.Status_STATUS_UNKNOWN {
+	decision, _ := store.Decide(rec, now, a.s.cfg.StaleAfter)
+	if decision == store.Unknown {
 		return a.count(HAProxyAgentFailOpen, HAProxyReplyFailOpen)
 	}
 	cause := n.GetRootCause().String()
 	switch {
 	case n.GetStatus() == llmdiagv1.Status_STATUS_DOWN || n.GetRootCause() == llmdiagv1.Cause_CAUSE_STALLED:
 		return a.count("down #"+cause, HAProxyReplyDown)
-	case !n.GetRoutable():
+	case decision == store.NotRoutable:
 		return a.count("up drain #"+cause, HAProxyReplyDrain)
 	}
 	w := HAProxyWeight(n.GetLoadScore(), a.slowFactor(ctx, rec, now))
