@@ -65,6 +65,9 @@ func (k *kubeRequests) Increment(ctx context.Context, code, method, host string)
 	if inferencepool.Own(ctx) || ctx != nil && ctx.Value(probeKey{}) != nil {
 		return // inferencepool watches its own requests; a probe's say nothing of the discoverer's
 	}
+	if code == "<error>" && ctx != nil && ctx.Err() != nil {
+		return // cancelled here (discoverers started anew): nothing of the server
+	}
 	failed := code == "<error>" || strings.HasPrefix(code, "5")
 	answered := strings.HasPrefix(code, "2")
 	if !failed && !answered {
