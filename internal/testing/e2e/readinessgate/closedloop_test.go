@@ -181,8 +181,9 @@ func TestClosedLoop(t *testing.T) {
 	if err := fl.SetSlowdown(hotEngine, loopSlowdown); err != nil {
 		t.Fatal(err)
 	}
-	phase("slowed", 30*time.Second)
+	slowPhase := phase("slowed", 30*time.Second)
 	slowEnd := time.Now()
+	slowSent := sp.picks(hot) - baseSent
 	slowTL := sp.timeline(hot, slowAt, slowEnd)
 	slowRoutes := watch.since(slowAt, slowEnd)
 	t.Logf("measured: slowed %s: endpoint %s; /routable %s", hot, slowTL, slowRoutes)
@@ -247,7 +248,8 @@ func TestClosedLoop(t *testing.T) {
 		t.Logf("measured: phase %-8s %4.0fs: sent %d ok %d failed %v skipped %d; TTFT p50 %.3f p99 %.3f s; E2E p50 %.3f p99 %.3f s",
 			p.name, p.d.Seconds(), r.Sent, r.Succeeded, r.Failures, r.Skipped, ttft.P50, ttft.P99, r.E2E.P50, r.E2E.P99)
 	}
-	t.Logf("requests the proxy sent to %s: %d by the end of the baseline, %d by the hang, %d in all", hot, baseSent, hungPicks, picked)
+	t.Logf("measured: the proxy sent the slowed %s %d of the slowed phase's %d requests (a quarter: %d); the hung one %d before it left",
+		hot, slowSent, slowPhase.res.Sent, slowPhase.res.Sent/pods, picked-hungPicks)
 	if t.Failed() {
 		return
 	}
@@ -303,7 +305,7 @@ func TestClosedLoop(t *testing.T) {
 	if m := sp.maxOut(); m > pods/2 {
 		t.Errorf("%d endpoints not ready at once, want at most %d (--max-unready-fraction 0.5)", m, pods/2)
 	}
-	t.Logf("endpoint transitions of the other pods: %s", sp.others(hot))
+	t.Logf("measured: changes of the other pods' endpoints once traffic began: %s", sp.others(hot, phases[0].start))
 }
 
 // capacityOf is one engine's capacity in requests a wall second under the
@@ -566,8 +568,8 @@ func (sp *serviceProxy) timeline(pod string, from, to time.Time) timeline {
 	return tl
 }
 
-// others describes every change of the other pods' endpoints.
-func (sp *serviceProxy) others(hot string) string {
+// others counts the changes of the other pods' endpoints after from.
+func (sp *serviceProxy) others(hot string, from time.Time) string {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
 	var b strings.Builder
@@ -576,7 +578,13 @@ func (sp *serviceProxy) others(hot string) string {
 		if pod == hot {
 			continue
 		}
-		fmt.Fprintf(&b, "%s %d changes; ", pod, len(sp.changes[pod]))
+		n := 0
+		for _, c := range sp.changes[pod] {
+			if c.at.After(from) {
+				n++
+			}
+		}
+		fmt.Fprintf(&b, "%s %d; ", pod, n)
 	}
 	return b.String()
 }
