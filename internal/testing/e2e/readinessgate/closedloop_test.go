@@ -161,11 +161,12 @@ func TestClosedLoop(t *testing.T) {
 	phase := func(name string, d time.Duration) *phaseRun {
 		p := &phaseRun{name: name, start: time.Now(), d: d}
 		phases = append(phases, p)
+		seed := uint64(len(phases))
 		lg.Go(func() {
-			p.res, p.err = loadgen.Run(context.Background(), loadgen.Config{
+			p.res, p.err = loadgen.Run(t.Context(), loadgen.Config{
 				URL: sp.url + "/v1/completions", Rate: rate, Duration: d, Stream: true,
 				Prompt: loadgen.Dist{{Weight: 1, Lo: loopPrompt, Hi: loopPrompt}}, Output: loadgen.Dist{{Weight: 1, Lo: loopOutput, Hi: loopOutput}},
-				MaxInFlight: 512, Timeout: 40 * time.Second, Model: "glm-4.6", Seed: uint64(len(phases)),
+				MaxInFlight: 512, Timeout: 40 * time.Second, Model: "glm-4.6", Seed: seed,
 			})
 		})
 		<-time.After(d) // the phase's length, a measurement window: traffic runs meanwhile
