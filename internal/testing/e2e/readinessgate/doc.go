@@ -9,5 +9,14 @@
 // unready; only the Lease holder writes, the other takes over when it
 // stops; a graceful stop sets every condition back to True.
 //
+// TestClosedLoop closes the loop: traffic from package loadgen at 70% of
+// the engines' capacity goes through a Service proxy that, as kube-proxy
+// does, sends each request only to endpoints the EndpointSlices list as
+// ready; one engine is slowed tenfold, then hung. A hung pod leaves the
+// EndpointSlice within llmdiag's stall detection plus 2 s, and gets no
+// request while it is out; each time llmdiag marks the slowed pod
+// unroutable its endpoint is not ready within 2 s. The test logs how long
+// each faulty pod stayed a ready endpoint and the clients' latencies.
+//
 // The tests skip under -short.
 package readinessgate
