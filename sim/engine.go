@@ -57,12 +57,15 @@ func (r *request) decoding() bool { return r.generated > 0 && r.need() == 1 }
 // scheduler over its own queue, batch and KV cache. It runs on its node's
 // goroutine only.
 type core struct {
-	idx    int
-	perf   Perf
-	sglang bool
-	bs     int // KV block size in tokens
-	blocks int // KV capacity in blocks
-	used   int // KV blocks in use
+	idx  int
+	perf Perf
+	// base is perf before SetSlowdown, baseDraft a draft pass's seconds.
+	base      Perf
+	baseDraft float64
+	sglang    bool
+	bs        int // KV block size in tokens
+	blocks    int // KV capacity in blocks
+	used      int // KV blocks in use
 	// offload: an offload tier keeps freed blocks resident (Node.KVOffload);
 	// stored counts the blocks ever allocated, resident or not.
 	offload bool

@@ -97,6 +97,8 @@ type node struct {
 
 	down    atomic.Bool  // set by SetDown
 	garbage atomic.Int32 // Garbage mode
+	// hung is set by SetHang: a hang without end, as a Hang window's.
+	hung bool
 
 	// serving, guarded by Fleet.smu
 	addr string
@@ -153,12 +155,14 @@ func newNode(cfg Node, seed int64, warmup time.Duration) *node {
 			model:   n.gpuModel,
 		}
 		c.perf = throttled(cfg, i, c.perf, n.gpuModel)
+		c.base = c.perf
 		if s := cfg.SpecDecode; s != nil {
 			cost := s.DraftCost
 			if cost == 0 {
 				cost = defaultDraftCost
 			}
-			c.spec = &speculator{k: s.DraftTokens, accept: s.AcceptRate, draft: cost * c.perf.StepBase.Seconds(), rng: n.rng}
+			c.baseDraft = cost * c.perf.StepBase.Seconds()
+			c.spec = &speculator{k: s.DraftTokens, accept: s.AcceptRate, draft: c.baseDraft, rng: n.rng}
 		}
 		if l := cfg.LoRA; l != nil {
 			c.lora = &loras{names: l.Adapters, max: l.MaxLoaded, running: make([]int, len(l.Adapters))}
@@ -417,9 +421,12 @@ func (n *node) place(c *core, r *request, t float64) {
 }
 
 // hungAt reports whether simulated second t falls in one of the node's
-// Hang windows (measured from the end of warm-up), and when the hang ends:
-// +Inf for a hang without end.
+// Hang windows (measured from the end of warm-up) or is hung by SetHang,
+// and when the hang ends: +Inf for a hang without end (SetHang's).
 func (n *node) hungAt(t float64) (until float64, hung bool) {
+	if n.hung {
+		return math.Inf(1), true
+	}
 	for _, w := range n.cfg.Hang {
 		from, to := n.warmup+w.Start.Seconds(), math.Inf(1)
 		if w.End != 0 {
