@@ -80,6 +80,12 @@ type Result struct {
 	// TTFT (streaming only) and E2E over the successful requests.
 	TTFT *Percentiles `json:"ttft_seconds,omitempty"`
 	E2E  Percentiles  `json:"e2e_seconds"`
+	// TTFTAll (streaming only) is the time to the first token over every
+	// request sent: one that failed before its first token counts for the
+	// time it waited until it failed (Timeout for a timeout), so that
+	// requests a server never answers weigh in the tail instead of
+	// dropping out of it.
+	TTFTAll *Percentiles `json:"ttft_all_seconds,omitempty"`
 }
 
 // Failed is the number of failed requests.
@@ -141,6 +147,7 @@ type outcome struct {
 	fail      string // "" on success
 	ttft, e2e time.Duration
 	sawFirst  bool
+	took      time.Duration // until it ended, failed or not
 }
 
 // Run sends the load and returns what it measured. It returns an error only
@@ -190,7 +197,9 @@ arrivals:
 		body := requestBody(cfg, chat, prompt, output)
 		wg.Go(func() {
 			defer func() { <-slots }()
+			t0 := time.Now()
 			o := send(ctx, cfg, body)
+			o.took = time.Since(t0)
 			mu.Lock()
 			outcomes = append(outcomes, o)
 			mu.Unlock()
@@ -198,8 +207,14 @@ arrivals:
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start).Seconds()
-	var ttft, e2e []time.Duration
+	var ttft, e2e, ttftAll []time.Duration
 	for _, o := range outcomes {
+		switch {
+		case o.sawFirst:
+			ttftAll = append(ttftAll, o.ttft)
+		case o.fail != "":
+			ttftAll = append(ttftAll, o.took)
+		}
 		if o.fail != "" {
 			res.Failures[o.fail]++
 			continue
@@ -212,8 +227,8 @@ arrivals:
 	}
 	res.E2E = percentiles(e2e)
 	if cfg.Stream {
-		p := percentiles(ttft)
-		res.TTFT = &p
+		p, all := percentiles(ttft), percentiles(ttftAll)
+		res.TTFT, res.TTFTAll = &p, &all
 	}
 	return res, nil
 }
@@ -284,10 +299,11 @@ func send(ctx context.Context, cfg Config, body []byte) outcome {
 			o.ttft, o.sawFirst = time.Since(t0), true
 		}
 	}
+	o.fail = "stream cut"
 	if ctx.Err() != nil {
-		return outcome{fail: kind(ctx, ctx.Err())}
+		o.fail = kind(ctx, ctx.Err())
 	}
-	return outcome{fail: "stream cut"}
+	return o
 }
 
 // hasContent reports whether a streamed chunk carries generated text.
@@ -351,6 +367,9 @@ func (r *Result) WriteTable(w io.Writer) error {
 	}
 	if r.TTFT != nil {
 		row("TTFT", *r.TTFT)
+	}
+	if r.TTFTAll != nil {
+		row("TTFT, all sent", *r.TTFTAll)
 	}
 	row("E2E", r.E2E)
 	kinds := slices.Sorted(maps.Keys(r.Failures))
