@@ -86,6 +86,9 @@ type Result struct {
 	// requests a server never answers weigh in the tail instead of
 	// dropping out of it.
 	TTFTAll *Percentiles `json:"ttft_all_seconds,omitempty"`
+	// E2EAll is E2E over every request sent, one that failed counting
+	// for the time it waited until it failed.
+	E2EAll Percentiles `json:"e2e_all_seconds"`
 }
 
 // Failed is the number of failed requests.
@@ -207,8 +210,13 @@ arrivals:
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start).Seconds()
-	var ttft, e2e, ttftAll []time.Duration
+	var ttft, e2e, ttftAll, e2eAll []time.Duration
 	for _, o := range outcomes {
+		if o.fail != "" {
+			e2eAll = append(e2eAll, o.took)
+		} else {
+			e2eAll = append(e2eAll, o.e2e)
+		}
 		switch {
 		case o.sawFirst:
 			ttftAll = append(ttftAll, o.ttft)
@@ -225,7 +233,7 @@ arrivals:
 			ttft = append(ttft, o.ttft)
 		}
 	}
-	res.E2E = percentiles(e2e)
+	res.E2E, res.E2EAll = percentiles(e2e), percentiles(e2eAll)
 	if cfg.Stream {
 		p, all := percentiles(ttft), percentiles(ttftAll)
 		res.TTFT, res.TTFTAll = &p, &all
@@ -372,6 +380,7 @@ func (r *Result) WriteTable(w io.Writer) error {
 		row("TTFT, all sent", *r.TTFTAll)
 	}
 	row("E2E", r.E2E)
+	row("E2E, all sent", r.E2EAll)
 	kinds := slices.Sorted(maps.Keys(r.Failures))
 	for _, k := range kinds {
 		fmt.Fprintf(tw, "failed: %s\t%d\n", k, r.Failures[k])

@@ -140,6 +140,9 @@ func TestStatistics(t *testing.T) {
 			if stream && (res.TTFTAll.N != 20 || res.TTFTAll.P50 > res.TTFT.P90 || res.TTFTAll.P90 < 0.300 || res.TTFTAll.Max > 1) {
 				t.Errorf("TTFT over all %+v, want 20, the top 20%% at the 300 ms timeout", res.TTFTAll)
 			}
+			if res.E2EAll.N != 20 || res.E2EAll.P90 < 0.300 || res.E2EAll.Max > 1 {
+				t.Errorf("E2E over all %+v, want 20, the top 20%% at the 300 ms timeout", res.E2EAll)
+			}
 			var table, js bytes.Buffer
 			res.WriteTable(&table)
 			json.NewEncoder(&js).Encode(res)

@@ -39,12 +39,17 @@ const (
 	// second each.
 	HAProxyAgentMaxConns = 256
 	// HAProxyAgentMinWeight is the weight of a routable node at load
-	// score 1 (and the least any routable node gets).
+	// score 1 (and the least any routable node gets but for a slow
+	// decoder's).
 	HAProxyAgentMinWeight = 10
+	// HAProxyAgentMinSlowWeight is the least weight of a routable node
+	// decoding slower than its peers (slowFactor below 1).
+	HAProxyAgentMinSlowWeight = 1
 	// HAProxyAgentFailOpen is the reply when the data cannot say.
 	HAProxyAgentFailOpen = "ready up 100% #llmdiag: no fresh data (fail open)"
 	// haproxySlowRatio: a node decoding below this fraction of its model
-	// group's median per-request speed gets that fraction of its weight.
+	// group's median per-request speed gets the square of that fraction
+	// of its weight (slowFactor).
 	haproxySlowRatio = 0.8
 	// haproxyOutlierFactor scales the weight of a NODE_OUTLIER node whose
 	// decode speed cannot be compared.
@@ -172,7 +177,8 @@ func (a *HAProxyAgent) count(reply, kind string) (string, string) {
 //
 //   - routable: "ready up NN%", NN = 100 − 90 × the load score (0 to 1),
 //     so 100% idle down to HAProxyAgentMinWeight at a saturation point;
-//     a node decoding slower than its peers gets less (slowFactor);
+//     a node decoding slower than its peers gets less (slowFactor), down
+//     to HAProxyAgentMinSlowWeight;
 //   - not routable, neither STALLED nor DOWN (saturated queue or KV
 //     cache, a GPU fault): "up drain #CAUSE" ("up" lifts an earlier
 //     "down": HAProxy keeps a server the agent took down down until the
@@ -208,26 +214,35 @@ func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind stri
 }
 
 // HAProxyWeight is a routable node's weight in percent: 100 − 90 × score
-// (score taken between 0 and 1; not a number reads 0), times factor (at
-// most 1), rounded, at least HAProxyAgentMinWeight.
+// (score taken between 0 and 1; not a number reads 0), rounded, so at
+// least HAProxyAgentMinWeight; with a factor below 1 (a slow decoder's),
+// times factor, rounded, at least HAProxyAgentMinSlowWeight.
 func HAProxyWeight(score, factor float64) int {
 	if math.IsNaN(score) {
 		score = 0
 	}
 	score = min(max(score, 0), 1)
-	if math.IsNaN(factor) || factor > 1 {
-		factor = 1
+	w := 100 - float64(100-HAProxyAgentMinWeight)*score
+	if math.IsNaN(factor) || factor >= 1 {
+		return max(int(math.Round(w)), HAProxyAgentMinWeight)
 	}
-	w := int(math.Round((100 - float64(100-HAProxyAgentMinWeight)*score) * max(factor, 0)))
-	return max(w, HAProxyAgentMinWeight)
+	return max(int(math.Round(w*max(factor, 0))), HAProxyAgentMinSlowWeight)
 }
 
 // slowFactor scales a routable node's weight by its decode speed against
-// its peers': its per-request decode speed ÷ the median of the fresh
-// nodes serving the same model (at least min_peers of them besides it),
-// when that is below haproxySlowRatio; for a NODE_OUTLIER verdict, the
-// ratio when below 1, else haproxyOutlierFactor when it cannot be
-// compared. 1 otherwise.
+// its peers': the square of r, its per-request decode speed ÷ the median
+// of the fresh nodes serving the same model (at least min_peers of them
+// besides it), when r is below haproxySlowRatio; for a NODE_OUTLIER
+// verdict, r² when r is below 1, else haproxyOutlierFactor when it cannot
+// be compared. 1 otherwise.
+//
+// The square, not r: a request on the slow node takes ~1/r as long as on
+// a peer. With a weight ∝ r the node gets requests in proportion to its
+// speed, its utilization its peers', so a node at a tenth of their speed
+// among three peers still gets 1 request in 31, each 10× slower: more
+// than 1% of the requests, the backend's p99 set by it. With r² it gets
+// 1 in 300, and its requests leave the tail; at r near 1 the two differ
+// little.
 func (a *HAProxyAgent) slowFactor(ctx context.Context, rec *store.Record, now time.Time) float64 {
 	outlier := rec.Node.GetRootCause() == llmdiagv1.Cause_CAUSE_NODE_OUTLIER
 	speed := rec.Metrics.GetDecodeTokensPerSecondPerRequest()
@@ -239,7 +254,7 @@ func (a *HAProxyAgent) slowFactor(ctx context.Context, rec *store.Record, now ti
 	}
 	switch {
 	case !math.IsNaN(ratio) && (ratio < haproxySlowRatio || outlier && ratio < 1):
-		return ratio
+		return ratio * ratio
 	case outlier && math.IsNaN(ratio):
 		return haproxyOutlierFactor
 	}

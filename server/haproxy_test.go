@@ -24,7 +24,9 @@ import (
 // haproxyFixture is a service over a memory store holding a node of each
 // kind the agent's reply tells apart, observed at now (stale-0 45 s
 // before, past the 30 s stale-after). Model "g" has four nodes with a
-// per-request decode speed: three at 30 tok/s and slow-0 at 12.
+// per-request decode speed: three at 30 tok/s, slow-0 at 12 and
+// slow-outlier-0 at 27; model "h" three at 30 and straggler-0 at 3, all
+// at load score 0.5.
 func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	t.Helper()
 	st := memory.New(memory.Options{}, "haproxy")
@@ -57,6 +59,10 @@ func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	}
 	put("slow-0", "g", ok, healthy, true, 0, fresh, v(12))
 	put("slow-outlier-0", "g", warn, llmdiagv1.Cause_CAUSE_NODE_OUTLIER, true, 0.5, fresh, v(27))
+	for _, id := range []string{"h-0", "h-1", "h-2"} {
+		put(id, "h", ok, healthy, true, 0.5, fresh, v(30))
+	}
+	put("straggler-0", "h", ok, healthy, true, 0.5, fresh, v(3))
 	return server.NewService(st, nil, slog.New(slog.DiscardHandler), func() time.Time { return now }, server.Config{StaleAfter: 30 * time.Second}, nil)
 }
 
@@ -86,8 +92,10 @@ func TestHAProxyAgentReply(t *testing.T) {
 		{"unknown node", "nobody\n", failOpen, "fail_open"},
 		{"outlier without speeds: half", "outlier-0\n", "ready up 50% #CAUSE_NODE_OUTLIER", "up"},
 		{"peers at full speed", "g-0\n", "ready up 100% #CAUSE_HEALTHY", "up"},
-		{"decodes at 0.4 of the median: 40%", "slow-0\n", "ready up 40% #CAUSE_HEALTHY", "up"},
-		{"outlier at 0.9 of the median", "slow-outlier-0\n", "ready up 50% #CAUSE_NODE_OUTLIER", "up"},
+		{"decodes at 0.4 of the median: 0.4² of 100%", "slow-0\n", "ready up 16% #CAUSE_HEALTHY", "up"},
+		{"outlier at 0.9 of the median: 0.9² of 55%", "slow-outlier-0\n", "ready up 45% #CAUSE_NODE_OUTLIER", "up"},
+		{"decodes at a tenth of the median: 0.1² of 55%, at least 1%", "straggler-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
+		{"straggler's peer", "h-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
 		{"overlong line", strings.Repeat("a", 300) + "\n", "ready up 100% #llmdiag: agent-send line longer than 256 bytes (fail open)", "bad_input"},
 		{"no newline", "idle-0", "ready up 100% #llmdiag: no agent-send line (the node id and \\n) within 50ms (fail open)", "bad_input"},
 		{"invalid id", "-x\n", "ready up 100% #llmdiag: invalid node id in agent-send (fail open)", "bad_input"},
@@ -103,7 +111,7 @@ llmdiag_haproxy_agent_replies_total{kind="bad_input"} 3
 llmdiag_haproxy_agent_replies_total{kind="down"} 2
 llmdiag_haproxy_agent_replies_total{kind="drain"} 2
 llmdiag_haproxy_agent_replies_total{kind="fail_open"} 3
-llmdiag_haproxy_agent_replies_total{kind="up"} 9
+llmdiag_haproxy_agent_replies_total{kind="up"} 11
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmdiag_haproxy_agent_replies_total"); err != nil {
 		t.Error(err)

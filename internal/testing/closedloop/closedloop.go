@@ -63,6 +63,10 @@ type Options struct {
 	Load float64
 	// Seed draws the arrivals (the same in both arms).
 	Seed uint64
+	// Balance is both HAProxys' balance algorithm (default leastconn).
+	Balance string
+	// ServeArgs are added to arm B's serve command line.
+	ServeArgs []string
 }
 
 func (o *Options) defaults() {
@@ -77,6 +81,9 @@ func (o *Options) defaults() {
 	}
 	if o.Load == 0 {
 		o.Load = 0.7
+	}
+	if o.Balance == "" {
+		o.Balance = "leastconn"
 	}
 }
 
@@ -357,7 +364,7 @@ func startArm(t testing.TB, ctx context.Context, o Options, name string, agent b
 	fl, fleetPath := simtest.Start(t, cfg)
 	a := &arm{name: name, fleet: fl, frontend: testkit.FreeAddr(t), haproxy: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	dir := t.TempDir()
-	v := CfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: a.frontend, Backend: Model}
+	v := CfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: a.frontend, Backend: Model, Balance: o.Balance}
 	for _, n := range fl.FleetFile().Nodes {
 		host := strings.TrimPrefix(n.URL, "http://")
 		host, _, _ = strings.Cut(host, "/")
@@ -373,7 +380,7 @@ func startArm(t testing.TB, ctx context.Context, o Options, name string, agent b
 		var out, errw testkit.SyncBuffer
 		serves.Go(func() {
 			env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errw}
-			if err := cli.Run(ctx, ServeArgs(fleetPath, listen, a.agentAddr), env); err != nil {
+			if err := cli.Run(ctx, append(ServeArgs(fleetPath, listen, a.agentAddr), o.ServeArgs...), env); err != nil {
 				t.Errorf("serve: %v\n%s", err, errw.String())
 			}
 		})

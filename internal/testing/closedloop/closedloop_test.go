@@ -14,7 +14,7 @@ import (
 // shows.
 func docValues(agent bool) closedloop.CfgValues {
 	v := closedloop.CfgValues{Socket: "/run/haproxy/admin.sock", Bind: "0.0.0.0:8000", Backend: closedloop.Model,
-		Agent: agent, AgentAddr: "10.0.0.5", AgentPort: 9100, AgentInter: closedloop.AgentInter.String()}
+		Balance: "leastconn", Agent: agent, AgentAddr: "10.0.0.5", AgentPort: 9100, AgentInter: closedloop.AgentInter.String()}
 	for i, addr := range []string{"10.0.1.10:8000", "10.0.1.11:8000", "10.0.1.12:8000", "10.0.1.13:8000"} {
 		v.Servers = append(v.Servers, closedloop.CfgServer{ID: closedloop.Model + "-" + string(rune('0'+i)), Addr: addr})
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // CfgTemplate is the haproxy.cfg of both arms: one frontend, one backend
-// of the fleet's nodes balanced by least connections, each server checked
+// of the fleet's nodes balanced alike in both arms, each server checked
 // over HTTP on the engine's /health. With Agent set (arm B) each server
 // also takes its weight and state from llmdiag's agent check every 500ms.
 var CfgTemplate = template.Must(template.New("haproxy.cfg").Parse(`global
@@ -31,7 +31,7 @@ frontend inference
     default_backend {{.Backend}}
 
 backend {{.Backend}}
-    balance leastconn
+    balance {{.Balance}}
     option httpchk GET /health
 {{- range .Servers}}
     server {{.ID}} {{.Addr}} check inter 1s weight 100{{if $.Agent}} agent-check agent-addr {{$.AgentAddr}} agent-port {{$.AgentPort}} agent-send "{{.ID}}\n" agent-inter {{$.AgentInter}}{{end}}
@@ -41,6 +41,8 @@ backend {{.Backend}}
 // CfgValues fill CfgTemplate.
 type CfgValues struct {
 	Socket, Bind, Backend string
+	// Balance is the backend's balance algorithm: leastconn, roundrobin.
+	Balance string
 	Servers               []CfgServer
 	// Agent adds the agent check at AgentAddr:AgentPort every AgentInter.
 	Agent      bool
