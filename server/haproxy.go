@@ -230,9 +230,9 @@ func HAProxyWeight(score, factor float64) int {
 }
 
 // slowFactor scales a routable node's weight by its decode speed against
-// its peers': the square of r, its per-request decode speed ÷ the median
-// of the fresh nodes serving the same model (at least min_peers of them
-// besides it), when r is below haproxySlowRatio; for a NODE_OUTLIER
+// its peers': the square of r, its per-request decode speed (agentSpeed)
+// ÷ the median of the fresh nodes serving the same model (at least
+// min_peers of them besides it), when r is below haproxySlowRatio; for a NODE_OUTLIER
 // verdict, r² when r is below 1, else haproxyOutlierFactor when it cannot
 // be compared. 1 otherwise.
 //
@@ -245,9 +245,8 @@ func HAProxyWeight(score, factor float64) int {
 // little.
 func (a *HAProxyAgent) slowFactor(ctx context.Context, rec *store.Record, now time.Time) float64 {
 	outlier := rec.Node.GetRootCause() == llmdiagv1.Cause_CAUSE_NODE_OUTLIER
-	speed := rec.Metrics.GetDecodeTokensPerSecondPerRequest()
 	ratio := math.NaN()
-	if rec.Metrics.DecodeTokensPerSecondPerRequest != nil && speed >= 0 && rec.Metrics.GetRole() != llmdiagv1.Role_ROLE_PREFILL {
+	if speed, ok := agentSpeed(rec.Metrics); ok {
 		if med, ok := a.median(ctx, rec.Node.GetModel(), now); ok && med > 0 {
 			ratio = speed / med
 		}
@@ -261,7 +260,34 @@ func (a *HAProxyAgent) slowFactor(ctx context.Context, rec *store.Record, now ti
 	return 1
 }
 
-// median is the median per-request decode speed of model's fresh nodes,
+// agentSpeed is a decode node's per-request decode speed as the agent
+// compares it with its peers': its pace, 1 / the P50 inter-token latency
+// over the window, else 1 / the P50 time per output token, else
+// decode_tokens_per_second_per_request (the generation rate shared by the
+// requests running). The pace first because it does not depend on how
+// many requests the node is sent: the generation rate over the window ÷
+// the requests running now reads high just after the agent's own lower
+// weight has emptied a slow node's batch (a window of its busier past
+// over a few requests), which gave the node its weight back and the
+// weight swung. ok is false for a prefill worker and when none is known.
+func agentSpeed(m *llmdiagv1.NodeMetrics) (float64, bool) {
+	if m == nil || m.GetRole() == llmdiagv1.Role_ROLE_PREFILL {
+		return 0, false
+	}
+	for _, d := range []*llmdiagv1.Distribution{m.GetInterToken(), m.GetTimePerOutputToken()} {
+		for _, p := range d.GetPercentiles() {
+			if math.Abs(p.GetQuantile()-0.5) < 1e-9 && p.GetValue() > 0 && !math.IsInf(p.GetValue(), 0) {
+				return 1 / p.GetValue(), true
+			}
+		}
+	}
+	if v := m.DecodeTokensPerSecondPerRequest; v != nil && *v >= 0 && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
+		return *v, true
+	}
+	return 0, false
+}
+
+// median is the median per-request decode speed (agentSpeed) of model's fresh nodes,
 // from a listing of the store reused for haproxyPeersEvery; ok is false
 // with fewer than min_peers + 1 nodes (the node and its peers).
 func (a *HAProxyAgent) median(ctx context.Context, model string, now time.Time) (float64, bool) {
@@ -276,13 +302,14 @@ func (a *HAProxyAgent) median(ctx context.Context, model string, now time.Time) 
 		speeds := map[string][]float64{}
 		for _, r := range recs {
 			m := r.Metrics
-			if m == nil || m.DecodeTokensPerSecondPerRequest == nil || m.GetRole() == llmdiagv1.Role_ROLE_PREFILL {
+			speed, ok := agentSpeed(m)
+			if !ok {
 				continue
 			}
 			if _, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); stale {
 				continue
 			}
-			speeds[r.Node.GetModel()] = append(speeds[r.Node.GetModel()], m.GetDecodeTokensPerSecondPerRequest())
+			speeds[r.Node.GetModel()] = append(speeds[r.Node.GetModel()], speed)
 		}
 		a.medians = map[string]float64{}
 		for mod, v := range speeds {

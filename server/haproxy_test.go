@@ -26,7 +26,8 @@ import (
 // before, past the 30 s stale-after). Model "g" has four nodes with a
 // per-request decode speed: three at 30 tok/s, slow-0 at 12 and
 // slow-outlier-0 at 27; model "h" three at 30 and straggler-0 at 3, all
-// at load score 0.5.
+// at load score 0.5; model "p" four alike but for paced-0's inter-token
+// latency.
 func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	t.Helper()
 	st := memory.New(memory.Options{}, "haproxy")
@@ -63,6 +64,24 @@ func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 		put(id, "h", ok, healthy, true, 0.5, fresh, v(30))
 	}
 	put("straggler-0", "h", ok, healthy, true, 0.5, fresh, v(3))
+	// Model "p": three nodes and paced-0 whose decode speeds (the
+	// generation rate over their few running requests) read alike, while
+	// paced-0's inter-token latency is ten times its peers': the pace
+	// decides.
+	for _, id := range []string{"p-0", "p-1", "p-2", "paced-0"} {
+		itl := 0.03
+		if id == "paced-0" {
+			itl = 0.3
+		}
+		rec := &store.Record{
+			Node: &llmdiagv1.Node{Id: id, Model: "p", Status: ok, RootCause: healthy, Routable: true, LoadScore: 0.5},
+			Metrics: &llmdiagv1.NodeMetrics{Node: id, ObservedAt: timestamppb.New(now.Add(-fresh)), DecodeTokensPerSecondPerRequest: v(30),
+				InterToken: &llmdiagv1.Distribution{Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.5, Value: itl}, {Quantile: 0.99, Value: 2 * itl}}}},
+		}
+		if err := st.Put(context.Background(), rec, diagnose.Point{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return server.NewService(st, nil, slog.New(slog.DiscardHandler), func() time.Time { return now }, server.Config{StaleAfter: 30 * time.Second}, nil)
 }
 
@@ -96,6 +115,8 @@ func TestHAProxyAgentReply(t *testing.T) {
 		{"outlier at 0.9 of the median: 0.9² of 55%", "slow-outlier-0\n", "ready up 45% #CAUSE_NODE_OUTLIER", "up"},
 		{"decodes at a tenth of the median: 0.1² of 55%, at least 1%", "straggler-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
 		{"straggler's peer", "h-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
+		{"inter-token latency ten times its peers', decode speeds alike: the pace decides", "paced-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
+		{"paced-0's peer", "p-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
 		{"overlong line", strings.Repeat("a", 300) + "\n", "ready up 100% #llmdiag: agent-send line longer than 256 bytes (fail open)", "bad_input"},
 		{"no newline", "idle-0", "ready up 100% #llmdiag: no agent-send line (the node id and \\n) within 50ms (fail open)", "bad_input"},
 		{"invalid id", "-x\n", "ready up 100% #llmdiag: invalid node id in agent-send (fail open)", "bad_input"},
@@ -111,7 +132,7 @@ llmdiag_haproxy_agent_replies_total{kind="bad_input"} 3
 llmdiag_haproxy_agent_replies_total{kind="down"} 2
 llmdiag_haproxy_agent_replies_total{kind="drain"} 2
 llmdiag_haproxy_agent_replies_total{kind="fail_open"} 3
-llmdiag_haproxy_agent_replies_total{kind="up"} 11
+llmdiag_haproxy_agent_replies_total{kind="up"} 13
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmdiag_haproxy_agent_replies_total"); err != nil {
 		t.Error(err)

@@ -96,6 +96,7 @@ type Report struct {
 	// what each arm was offered.
 	Capacity, Rate float64
 	Factor         float64
+	Balance        string
 	Phase, Warmup  time.Duration
 	Arms           [2]*ArmReport
 }
@@ -179,7 +180,7 @@ func Run(t testing.TB, o Options) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &Report{Capacity: capacity, Rate: o.Load * capacity * Nodes, Factor: o.Factor, Phase: o.Phase, Warmup: o.Warmup}
+	rep := &Report{Capacity: capacity, Rate: o.Load * capacity * Nodes, Factor: o.Factor, Balance: o.Balance, Phase: o.Phase, Warmup: o.Warmup}
 	ctx, cancel := context.WithCancel(context.Background())
 	var serves sync.WaitGroup
 	t.Cleanup(func() { cancel(); serves.Wait() })
@@ -414,10 +415,14 @@ func startArm(t testing.TB, ctx context.Context, o Options, name string, agent b
 	return a
 }
 
-// ServeArgs is arm B's llmdiag: a refresh every second, the fast lane
-// every 250 ms, the agent at agentAddr.
+// ServeArgs is arm B's llmdiag: a refresh every second over a 10-second
+// window, the fast lane every 250 ms, the agent at agentAddr. The short
+// window is what lets the agent's weights follow a slowdown within a
+// couple of seconds: rates (the decode speed among them) are read over
+// the window, and over the default 5 minutes a node's speed falls only
+// as the window fills with slow samples.
 func ServeArgs(fleetPath, listen, agentAddr string) []string {
-	return []string{"serve", "--fleet", fleetPath, "--listen", listen, "--interval", "1s", "--fast-interval", "250ms",
+	return []string{"serve", "--fleet", fleetPath, "--listen", listen, "--interval", "1s", "--window", "10s", "--fast-interval", "250ms",
 		"--haproxy-agent-listen", agentAddr, "--log-level", "warn"}
 }
 

@@ -3,6 +3,7 @@ package closedloop_test
 import (
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
@@ -104,27 +105,36 @@ func TestClosedLoop(t *testing.T) {
 	}
 }
 
-// BenchmarkClosedLoop runs one repetition per run (use -benchtime 1x;
-// scripts/bench.sh runs it 3 times and prints the medians) and reports
+// reps numbers the benchmark's repetitions: each draws its own arrivals.
+var reps atomic.Uint64
+
+// BenchmarkClosedLoop runs one repetition per run for each balance
+// algorithm, leastconn and roundrobin in both arms (use -benchtime 1x;
+// scripts/bench.sh runs it 3 times and prints the medians), and reports
 // its acceptance ratios, arm A's figure over arm B's: slowed-e2e-p99-x,
-// stalled-ttft-p99-x, and the stalled phase's failed and timed-out
-// requests of each arm (stalled-fail-alone, stalled-fail-agent) and
-// their ratio stalled-fail-x (+Inf when the agent arm had none).
+// stalled-ttft-p99-x (both over every request sent), the stalled phase's
+// failed and timed-out requests of each arm (stalled-fail-alone,
+// stalled-fail-agent) and their ratio stalled-fail-x (+Inf when the
+// agent arm had none).
 func BenchmarkClosedLoop(b *testing.B) {
 	bin := testkit.Binary(b, closedloop.HAProxyProgram)
-	for i := range b.N {
-		rep := closedloop.Run(b, closedloop.Options{HAProxy: bin, Seed: uint64(1 + i)})
-		var s strings.Builder
-		if err := rep.WriteTables(&s); err != nil {
-			b.Fatal(err)
-		}
-		q := rep.Ratios()
-		b.Logf("\n%s\n%s", s.String(), q)
-		b.ReportMetric(q.SlowE2EP99, "slowed-e2e-p99-x")
-		b.ReportMetric(q.StallTTFTP99, "stalled-ttft-p99-x")
-		b.ReportMetric(q.StallFailures, "stalled-fail-x")
-		b.ReportMetric(float64(q.StallFailuresA), "stalled-fail-alone")
-		b.ReportMetric(float64(q.StallFailuresB), "stalled-fail-agent")
+	for _, balance := range []string{"leastconn", "roundrobin"} {
+		b.Run(balance, func(b *testing.B) {
+			for range b.N {
+				rep := closedloop.Run(b, closedloop.Options{HAProxy: bin, Seed: reps.Add(1), Balance: balance})
+				var s strings.Builder
+				if err := rep.WriteTables(&s); err != nil {
+					b.Fatal(err)
+				}
+				q := rep.Ratios()
+				b.Logf("\n%s\n%s", s.String(), q)
+				b.ReportMetric(q.SlowE2EP99, "slowed-e2e-p99-x")
+				b.ReportMetric(q.StallTTFTP99, "stalled-ttft-p99-x")
+				b.ReportMetric(q.StallFailures, "stalled-fail-x")
+				b.ReportMetric(float64(q.StallFailuresA), "stalled-fail-alone")
+				b.ReportMetric(float64(q.StallFailuresB), "stalled-fail-agent")
+			}
+			b.ReportMetric(0, "ns/op")
+		})
 	}
-	b.ReportMetric(0, "ns/op")
 }

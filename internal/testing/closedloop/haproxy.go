@@ -43,7 +43,7 @@ type CfgValues struct {
 	Socket, Bind, Backend string
 	// Balance is the backend's balance algorithm: leastconn, roundrobin.
 	Balance string
-	Servers               []CfgServer
+	Servers []CfgServer
 	// Agent adds the agent check at AgentAddr:AgentPort every AgentInter.
 	Agent      bool
 	AgentAddr  string
