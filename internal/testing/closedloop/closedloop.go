@@ -118,6 +118,16 @@ type ArmReport struct {
 	// AfterStallFlag likewise for the stalled phase. In arm A they are
 	// counted from the same instants as in arm B.
 	AfterSlowFlag, AfterStallFlag map[string]int
+	// Trace is the agent's replies for SlowNode from the start of the
+	// slowed phase to the end (arm B), each when it first came: a new
+	// state, or a weight 5 points or more from the last one kept.
+	Trace []TraceEntry
+}
+
+// TraceEntry is one agent reply, At from the slowed phase's start.
+type TraceEntry struct {
+	At    time.Duration
+	Reply string
 }
 
 // PhaseReport is one phase of one arm.
@@ -245,6 +255,11 @@ func Run(t testing.TB, o Options) *Report {
 				p.Client = res
 			})
 		}
+		if name == PhaseSlowed {
+			from, end := time.Now(), at.Add(2*o.Phase)
+			b := rep.Arms[1]
+			monitor.Go(func() { b.Trace = arms[1].trace(from, end) })
+		}
 		if name == PhaseSlowed || name == PhaseStalled {
 			phaseStart, end := time.Now(), at.Add(lengths[k])
 			b := rep.Arms[1]
@@ -347,6 +362,30 @@ func (a *arm) watchAgent(phase string, end time.Time) (string, time.Time, bool) 
 		<-time.After(50 * time.Millisecond)
 	}
 	return "", time.Time{}, false
+}
+
+// trace asks arm B's agent for SlowNode's reply every 100 ms until end
+// and keeps each that differs from the last one kept: another state, or
+// a weight 5 points or more away.
+func (a *arm) trace(from, end time.Time) []TraceEntry {
+	var out []TraceEntry
+	for time.Now().Before(end) {
+		reply, err := AgentReply(a.agentAddr, SlowNode)
+		if err == nil {
+			keep := len(out) == 0
+			if !keep {
+				last := out[len(out)-1].Reply
+				w, up := agentWeight(reply)
+				lw, lup := agentWeight(last)
+				keep = up != lup || (!up && reply != last) || (up && (w-lw >= 5 || lw-w >= 5))
+			}
+			if keep {
+				out = append(out, TraceEntry{At: time.Since(from), Reply: reply})
+			}
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+	return out
 }
 
 // startArm starts an arm's fleet, its llmdiag (with agent) and HAProxy.

@@ -38,6 +38,13 @@ func (r *Report) WriteTables(w io.Writer) error {
 			fmt.Fprintf(w, "agent flagged %s %s into the slowed phase (%q), %s into the stalled phase (%q)\n",
 				SlowNode, dur(a.SlowFlagged), a.SlowReply, dur(a.StallFlagged), a.StallReply)
 		}
+		if len(a.Trace) > 0 {
+			fmt.Fprintf(w, "agent's replies for %s from the slowed phase on:", SlowNode)
+			for _, e := range a.Trace {
+				fmt.Fprintf(w, " %s %q;", dur(e.At), e.Reply)
+			}
+			fmt.Fprintln(w)
+		}
 		if a.AfterSlowFlag != nil {
 			fmt.Fprintf(w, "after B's slowed-phase flag + %v: %s got %.1f%% of new requests %v\n", AgentInter+FlagAllowance, SlowNode, 100*Share(a.AfterSlowFlag, SlowNode), a.AfterSlowFlag)
 		}
