@@ -1,6 +1,7 @@
 package closedloop_test
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -105,6 +106,11 @@ func TestClosedLoop(t *testing.T) {
 	}
 }
 
+// indent puts 8 spaces before every line of s.
+func indent(s string) string {
+	return "        " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n        ")
+}
+
 // reps numbers the benchmark's repetitions: each draws its own arrivals.
 var reps atomic.Uint64
 
@@ -127,7 +133,10 @@ func BenchmarkClosedLoop(b *testing.B) {
 					b.Fatal(err)
 				}
 				q := rep.Ratios()
-				b.Logf("\n%s\n%s", s.String(), q)
+				// Printed, not logged: go test keeps only the first
+				// lines of a benchmark's log. Indented, as scripts/bench.sh
+				// shows such lines.
+				fmt.Printf("%s\n", indent(s.String()+"\n"+q.String()))
 				b.ReportMetric(q.SlowE2EP99, "slowed-e2e-p99-x")
 				b.ReportMetric(q.StallTTFTP99, "stalled-ttft-p99-x")
 				b.ReportMetric(q.StallFailures, "stalled-fail-x")
