@@ -85,9 +85,10 @@ type HAProxyAgent struct {
 	o       HAProxyAgentOptions
 	replies *prometheus.CounterVec
 
-	mu      sync.Mutex
-	peersAt time.Time
-	medians map[string]float64 // model → median per-request decode speed
+	mu       sync.Mutex
+	peersAt  time.Time
+	medians  map[string]float64         // model → median per-request decode speed
+	routable map[string]map[string]bool // model → its routable fresh nodes
 }
 
 // HAProxyAgent returns the agent over s's store.
@@ -182,7 +183,11 @@ func (a *HAProxyAgent) count(reply, kind string) (string, string) {
 //   - not routable, neither STALLED nor DOWN (saturated queue or KV
 //     cache, a GPU fault): "up drain #CAUSE" ("up" lifts an earlier
 //     "down": HAProxy keeps a server the agent took down down until the
-//     agent says up, drain or not);
+//     agent says up, drain or not); but a node at or past its saturation
+//     point (load score ≥ 1) none of whose fresh peers is routable gets
+//     "ready up" at HAProxyAgentMinWeight: draining every saturated node
+//     of a model would leave HAProxy no server to send to (503s) where
+//     the nodes still serve, queueing;
 //   - STALLED or DOWN: "down #CAUSE";
 //   - stale or unknown data, an unknown node, no verdicts yet, a store
 //     that cannot be read: HAProxyAgentFailOpen.
@@ -206,6 +211,10 @@ func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind stri
 	switch {
 	case n.GetStatus() == llmdiagv1.Status_STATUS_DOWN || n.GetRootCause() == llmdiagv1.Cause_CAUSE_STALLED:
 		return a.count("down #"+cause, HAProxyReplyDown)
+	case !n.GetRoutable() && n.GetLoadScore() >= 1 && !a.routablePeer(ctx, n.GetModel(), node, now):
+		// Saturated, and so is every peer: draining them all would
+		// leave HAProxy no server, and the requests a 503.
+		return a.count("ready up "+strconv.Itoa(HAProxyAgentMinWeight)+"% #"+cause, HAProxyReplyUp)
 	case !n.GetRoutable():
 		return a.count("up drain #"+cause, HAProxyReplyDrain)
 	}
@@ -287,44 +296,78 @@ func agentSpeed(m *llmdiagv1.NodeMetrics) (float64, bool) {
 	return 0, false
 }
 
-// median is the median per-request decode speed (agentSpeed) of model's fresh nodes,
-// from a listing of the store reused for haproxyPeersEvery; ok is false
-// with fewer than min_peers + 1 nodes (the node and its peers).
+// median is the median per-request decode speed (agentSpeed) of model's
+// fresh nodes, from the peers listing (peers); ok is false with fewer
+// than min_peers + 1 nodes (the node and its peers).
 func (a *HAProxyAgent) median(ctx context.Context, model string, now time.Time) (float64, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.medians == nil || now.Sub(a.peersAt) >= haproxyPeersEvery || now.Before(a.peersAt) {
-		recs, err := a.s.list(ctx)
-		if err != nil {
-			return 0, false
-		}
-		minPeers := max(a.s.cfg.Thresholds.MinPeers, 2)
-		speeds := map[string][]float64{}
-		for _, r := range recs {
-			m := r.Metrics
-			speed, ok := agentSpeed(m)
-			if !ok {
-				continue
-			}
-			if _, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); stale {
-				continue
-			}
-			speeds[r.Node.GetModel()] = append(speeds[r.Node.GetModel()], speed)
-		}
-		a.medians = map[string]float64{}
-		for mod, v := range speeds {
-			if len(v) < minPeers+1 {
-				continue
-			}
-			slices.Sort(v)
-			med := v[len(v)/2]
-			if len(v)%2 == 0 {
-				med = (v[len(v)/2-1] + v[len(v)/2]) / 2
-			}
-			a.medians[mod] = med
-		}
-		a.peersAt = now
+	if !a.peers(ctx, now) {
+		return 0, false
 	}
 	med, ok := a.medians[model]
 	return med, ok
+}
+
+// routablePeer reports whether a fresh node serving model other than node
+// is routable, from the peers listing (peers); true when the store cannot
+// be read (the caller then keeps its drain).
+func (a *HAProxyAgent) routablePeer(ctx context.Context, model, node string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.peers(ctx, now) {
+		return true
+	}
+	for id := range a.routable[model] {
+		if id != node {
+			return true
+		}
+	}
+	return false
+}
+
+// peers lists the store, at most every haproxyPeersEvery, into the model
+// groups' median decode speeds and their routable fresh nodes; false when
+// the store cannot be read. a.mu is held.
+func (a *HAProxyAgent) peers(ctx context.Context, now time.Time) bool {
+	if a.medians != nil && now.Sub(a.peersAt) < haproxyPeersEvery && !now.Before(a.peersAt) {
+		return true
+	}
+	recs, err := a.s.list(ctx)
+	if err != nil {
+		return false
+	}
+	minPeers := max(a.s.cfg.Thresholds.MinPeers, 2)
+	speeds := map[string][]float64{}
+	a.routable = map[string]map[string]bool{}
+	for _, r := range recs {
+		m := r.Metrics
+		if _, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); m == nil || stale {
+			continue
+		}
+		mod := r.Node.GetModel()
+		if r.Node.GetRoutable() {
+			if a.routable[mod] == nil {
+				a.routable[mod] = map[string]bool{}
+			}
+			a.routable[mod][r.Node.GetId()] = true
+		}
+		if speed, ok := agentSpeed(m); ok {
+			speeds[mod] = append(speeds[mod], speed)
+		}
+	}
+	a.medians = map[string]float64{}
+	for mod, v := range speeds {
+		if len(v) < minPeers+1 {
+			continue
+		}
+		slices.Sort(v)
+		med := v[len(v)/2]
+		if len(v)%2 == 0 {
+			med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+		a.medians[mod] = med
+	}
+	a.peersAt = now
+	return true
 }

@@ -27,7 +27,7 @@ import (
 // per-request decode speed: three at 30 tok/s, slow-0 at 12 and
 // slow-outlier-0 at 27; model "h" three at 30 and straggler-0 at 3, all
 // at load score 0.5; model "p" four alike but for paced-0's inter-token
-// latency.
+// latency; model "s" two nodes both saturated.
 func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	t.Helper()
 	st := memory.New(memory.Options{}, "haproxy")
@@ -64,6 +64,9 @@ func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 		put(id, "h", ok, healthy, true, 0.5, fresh, v(30))
 	}
 	put("straggler-0", "h", ok, healthy, true, 0.5, fresh, v(3))
+	// Model "s": both nodes saturated, neither routable.
+	put("sat-0", "s", warn, llmdiagv1.Cause_CAUSE_OVERLOADED, false, 1.3, fresh, nil)
+	put("sat-1", "s", warn, llmdiagv1.Cause_CAUSE_OVERLOADED, false, 1.1, fresh, nil)
 	// Model "p": three nodes and paced-0 whose decode speeds (the
 	// generation rate over their few running requests) read alike, while
 	// paced-0's inter-token latency is ten times its peers': the pace
@@ -117,6 +120,8 @@ func TestHAProxyAgentReply(t *testing.T) {
 		{"straggler's peer", "h-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
 		{"inter-token latency ten times its peers', decode speeds alike: the pace decides", "paced-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
 		{"paced-0's peer", "p-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
+		{"saturated like every peer: the least weight, not a drain", "sat-0\n", "ready up 10% #CAUSE_OVERLOADED", "up"},
+		{"saturated like every peer, the other", "sat-1\n", "ready up 10% #CAUSE_OVERLOADED", "up"},
 		{"overlong line", strings.Repeat("a", 300) + "\n", "ready up 100% #llmdiag: agent-send line longer than 256 bytes (fail open)", "bad_input"},
 		{"no newline", "idle-0", "ready up 100% #llmdiag: no agent-send line (the node id and \\n) within 50ms (fail open)", "bad_input"},
 		{"invalid id", "-x\n", "ready up 100% #llmdiag: invalid node id in agent-send (fail open)", "bad_input"},
@@ -132,7 +137,7 @@ llmdiag_haproxy_agent_replies_total{kind="bad_input"} 3
 llmdiag_haproxy_agent_replies_total{kind="down"} 2
 llmdiag_haproxy_agent_replies_total{kind="drain"} 2
 llmdiag_haproxy_agent_replies_total{kind="fail_open"} 3
-llmdiag_haproxy_agent_replies_total{kind="up"} 13
+llmdiag_haproxy_agent_replies_total{kind="up"} 15
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmdiag_haproxy_agent_replies_total"); err != nil {
 		t.Error(err)

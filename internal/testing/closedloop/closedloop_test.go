@@ -115,9 +115,10 @@ func indent(s string) string {
 var reps atomic.Uint64
 
 // BenchmarkClosedLoop runs one repetition per run for each balance
-// algorithm, leastconn and roundrobin in both arms (use -benchtime 1x;
-// scripts/bench.sh runs it 3 times and prints the medians), and reports
-// its acceptance ratios, arm A's figure over arm B's: slowed-e2e-p99-x,
+// algorithm, leastconn and roundrobin in both arms (use -benchtime 1x
+// -v; scripts/bench.sh runs it 3 times and prints the medians), prints
+// its tables and reports its acceptance ratios, arm A's figure over arm
+// B's: slowed-e2e-p99-x,
 // stalled-ttft-p99-x (both over every request sent), the stalled phase's
 // failed and timed-out requests of each arm (stalled-fail-alone,
 // stalled-fail-agent) and their ratio stalled-fail-x (+Inf when the
@@ -134,8 +135,10 @@ func BenchmarkClosedLoop(b *testing.B) {
 				}
 				q := rep.Ratios()
 				// Printed, not logged: go test keeps only the first
-				// lines of a benchmark's log. Indented, as scripts/bench.sh
-				// shows such lines.
+				// lines of a benchmark's log; run with -v, which prints a
+				// run's name with its result, after this (without it the
+				// name comes first and the tables split the line).
+				// Indented, as scripts/bench.sh shows such lines.
 				fmt.Printf("%s\n", indent(s.String()+"\n"+q.String()))
 				b.ReportMetric(q.SlowE2EP99, "slowed-e2e-p99-x")
 				b.ReportMetric(q.StallTTFTP99, "stalled-ttft-p99-x")
