@@ -270,30 +270,41 @@ func (a *HAProxyAgent) slowFactor(ctx context.Context, rec *store.Record, now ti
 }
 
 // agentSpeed is a decode node's per-request decode speed as the agent
-// compares it with its peers': its pace, 1 / the P50 inter-token latency
-// over the window, else 1 / the P50 time per output token, else
-// decode_tokens_per_second_per_request (the generation rate shared by the
-// requests running). The pace first because it does not depend on how
-// many requests the node is sent: the generation rate over the window ÷
-// the requests running now reads high just after the agent's own lower
-// weight has emptied a slow node's batch (a window of its busier past
-// over a few requests), which gave the node its weight back and the
-// weight swung. ok is false for a prefill worker and when none is known.
+// compares it with its peers': the lower of its pace (1 / the P50
+// inter-token latency over the window, else 1 / the P50 time per output
+// token) and decode_tokens_per_second_per_request (the generation rate
+// over the window shared by the requests running now), either alone when
+// the other is unknown. The decode speed falls first when a node slows
+// down (its requests pile up while the window still holds its faster
+// past); the pace stays down once the agent's own lower weight has
+// emptied the node's batch, when the decode speed, the window's rate over
+// the few requests left, reads high and alone would give the node its
+// weight back. ok is false for a prefill worker and when neither is
+// known.
 func agentSpeed(m *llmdiagv1.NodeMetrics) (float64, bool) {
 	if m == nil || m.GetRole() == llmdiagv1.Role_ROLE_PREFILL {
 		return 0, false
 	}
+	speed, ok := math.Inf(1), false
+	if v := m.DecodeTokensPerSecondPerRequest; v != nil && *v >= 0 && !math.IsInf(*v, 0) {
+		speed, ok = *v, true
+	}
 	for _, d := range []*llmdiagv1.Distribution{m.GetInterToken(), m.GetTimePerOutputToken()} {
-		for _, p := range d.GetPercentiles() {
-			if math.Abs(p.GetQuantile()-0.5) < 1e-9 && p.GetValue() > 0 && !math.IsInf(p.GetValue(), 0) {
-				return 1 / p.GetValue(), true
-			}
+		if p := p50(d); p > 0 && !math.IsInf(p, 0) {
+			return min(speed, 1/p), true
 		}
 	}
-	if v := m.DecodeTokensPerSecondPerRequest; v != nil && *v >= 0 && !math.IsNaN(*v) && !math.IsInf(*v, 0) {
-		return *v, true
+	return speed, ok
+}
+
+// p50 is the value d lists for the 0.5 quantile, 0 when none.
+func p50(d *llmdiagv1.Distribution) float64 {
+	for _, p := range d.GetPercentiles() {
+		if math.Abs(p.GetQuantile()-0.5) < 1e-9 {
+			return p.GetValue()
+		}
 	}
-	return 0, false
+	return 0
 }
 
 // median is the median per-request decode speed (agentSpeed) of model's

@@ -27,7 +27,8 @@ import (
 // per-request decode speed: three at 30 tok/s, slow-0 at 12 and
 // slow-outlier-0 at 27; model "h" three at 30 and straggler-0 at 3, all
 // at load score 0.5; model "p" four alike but for paced-0's inter-token
-// latency; model "s" two nodes both saturated.
+// latency, model "q" but for q-slow-0's decode speed; model "s" two
+// nodes both saturated.
 func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	t.Helper()
 	st := memory.New(memory.Options{}, "haproxy")
@@ -69,16 +70,20 @@ func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	put("sat-1", "s", warn, llmdiagv1.Cause_CAUSE_OVERLOADED, false, 1.1, fresh, nil)
 	// Model "p": three nodes and paced-0 whose decode speeds (the
 	// generation rate over their few running requests) read alike, while
-	// paced-0's inter-token latency is ten times its peers': the pace
-	// decides.
-	for _, id := range []string{"p-0", "p-1", "p-2", "paced-0"} {
-		itl := 0.03
-		if id == "paced-0" {
+	// paced-0's inter-token latency is ten times its peers'.
+	// Model "q" likewise, but for q-slow-0's decode speed, a tenth of
+	// its peers' while its pace reads theirs: the lower one decides.
+	for _, id := range []string{"p-0", "p-1", "p-2", "paced-0", "q-0", "q-1", "q-2", "q-slow-0"} {
+		itl, speed := 0.03, 30.0
+		switch id {
+		case "paced-0":
 			itl = 0.3
+		case "q-slow-0":
+			speed = 3
 		}
 		rec := &store.Record{
-			Node: &llmdiagv1.Node{Id: id, Model: "p", Status: ok, RootCause: healthy, Routable: true, LoadScore: 0.5},
-			Metrics: &llmdiagv1.NodeMetrics{Node: id, ObservedAt: timestamppb.New(now.Add(-fresh)), DecodeTokensPerSecondPerRequest: v(30),
+			Node: &llmdiagv1.Node{Id: id, Model: id[:1], Status: ok, RootCause: healthy, Routable: true, LoadScore: 0.5},
+			Metrics: &llmdiagv1.NodeMetrics{Node: id, ObservedAt: timestamppb.New(now.Add(-fresh)), DecodeTokensPerSecondPerRequest: v(speed),
 				InterToken: &llmdiagv1.Distribution{Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.5, Value: itl}, {Quantile: 0.99, Value: 2 * itl}}}},
 		}
 		if err := st.Put(context.Background(), rec, diagnose.Point{}); err != nil {
@@ -118,7 +123,8 @@ func TestHAProxyAgentReply(t *testing.T) {
 		{"outlier at 0.9 of the median: 0.9² of 55%", "slow-outlier-0\n", "ready up 45% #CAUSE_NODE_OUTLIER", "up"},
 		{"decodes at a tenth of the median: 0.1² of 55%, at least 1%", "straggler-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
 		{"straggler's peer", "h-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
-		{"inter-token latency ten times its peers', decode speeds alike: the pace decides", "paced-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
+		{"inter-token latency ten times its peers', decode speeds alike: the lower decides", "paced-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
+		{"decode speed a tenth of its peers', pace alike: the lower decides", "q-slow-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
 		{"paced-0's peer", "p-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
 		{"saturated like every peer: the least weight, not a drain", "sat-0\n", "ready up 10% #CAUSE_OVERLOADED", "up"},
 		{"saturated like every peer, the other", "sat-1\n", "ready up 10% #CAUSE_OVERLOADED", "up"},
@@ -137,7 +143,7 @@ llmdiag_haproxy_agent_replies_total{kind="bad_input"} 3
 llmdiag_haproxy_agent_replies_total{kind="down"} 2
 llmdiag_haproxy_agent_replies_total{kind="drain"} 2
 llmdiag_haproxy_agent_replies_total{kind="fail_open"} 3
-llmdiag_haproxy_agent_replies_total{kind="up"} 15
+llmdiag_haproxy_agent_replies_total{kind="up"} 16
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmdiag_haproxy_agent_replies_total"); err != nil {
 		t.Error(err)
