@@ -46,7 +46,9 @@ for b in "${benches[@]}"; do
   runs=${runs:-$count}
   echo "bench: $pkg $pattern ×$runs" >&2
   set +e
-  go test -run '^$' -bench "$pattern" -benchtime "$benchtime" -benchmem -count "$runs" -timeout 60m "$pkg" 2>&1 |
+  # -v: go test then prints a run's name with its result, after whatever
+  # the run printed (BenchmarkClosedLoop's tables), not before it.
+  go test -v -run '^$' -bench "$pattern" -benchtime "$benchtime" -benchmem -count "$runs" -timeout 60m "$pkg" 2>&1 |
     tee -a "$out" | grep --line-buffered -E '^(Benchmark|FAIL|panic|---|\s+\S+(_test)?\.go|\s{8})' >&2
   status=${PIPESTATUS[0]}
   set -e
