@@ -20,6 +20,7 @@ func (s *serving) discovery(context.Context) error {
 	if err != nil {
 		return usageError{err}
 	}
+	s.sdFile = f
 	opts := fleetsd.Options{Log: s.log, Registerer: s.reg, MaxTargets: c.maxNodes, Debounce: c.discoveryDebounce}
 	if c.prom.url != "" {
 		opts.IDLabel = c.prom.nodeLabel

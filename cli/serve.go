@@ -28,6 +28,7 @@ import (
 	"github.com/llmdiag/llmdiag/internal/redact"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/mcpserver"
+	"github.com/llmdiag/llmdiag/readygate"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/runbook"
 	"github.com/llmdiag/llmdiag/server"
@@ -112,6 +113,7 @@ func runServe(ctx context.Context, env Env, c *serveConfig) error {
 		s.console,
 		s.routable,
 		s.haproxyAgent,
+		s.readinessGate,
 		s.slack,
 		s.alerts,
 		s.health,
@@ -141,6 +143,8 @@ type serving struct {
 	st        openedStore
 	src       openedSource
 	disco     *fleetsd.Discovery // --discovery (cli/discovery.go), else nil
+	sdFile    *fleetsd.File      // --discovery's file, else nil
+	gate      *readygate.Gate    // --readiness-gate (cli/readinessgate.go), else nil
 	loop      *refresh.Loop
 	svc       *server.Service
 	ready     <-chan struct{}
@@ -418,7 +422,9 @@ func (s *serving) serve(ctx context.Context) error {
 		case <-ctx.Done():
 		}
 	}()
+	gateDone := s.runGate(ctx)
 	err := serveMaybeTLS(ctx, s.ln, s.h, s.log, c.grace, s.tlsConfig, c.lim.serveOptions())
+	<-gateDone // the gate has failed open and released its Lease
 	stopIngest()
 	<-ingestDone // a leader releases the lease before the client closes
 	s.log.Info("llmdiag stopped")

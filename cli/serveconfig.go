@@ -62,7 +62,9 @@ type serveConfig struct {
 	health healthListenConfig
 	// haproxy is --haproxy-agent-listen (cli/haproxyagent.go).
 	haproxy haproxyAgentConfig
-	log     logConfig
+	// gate is --readiness-gate (cli/readinessgate.go).
+	gate readinessGateConfig
+	log  logConfig
 
 	// given holds the names of the flags set on the command line or by
 	// the environment (setGiven): a few defaults depend on whether a
@@ -118,6 +120,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.trace.register(fs)   // OpenTelemetry, cli/tracing.go
 	c.health.register(fs)  // grpc.health.v1 in plaintext for probes, cli/healthlisten.go
 	c.haproxy.register(fs) // HAProxy's agent check, cli/haproxyagent.go
+	c.gate.register(fs)    // Kubernetes readiness gates, cli/readinessgate.go
 	c.log.register(fs)
 }
 
@@ -223,6 +226,9 @@ func (c *serveConfig) check() error {
 		return fmt.Errorf("--retention %v must be at least twice --interval (%v) and at least --stale-after (%v)", c.retention, c.interval, c.staleAfter)
 	case c.maxNodes <= 0:
 		return fmt.Errorf("--max-nodes %d must be positive", c.maxNodes)
+	}
+	if err := c.gate.check(); err != nil {
+		return err
 	}
 	for _, check := range []func() error{c.tls.check, c.lim.check, c.redis.check} {
 		if err := check(); err != nil {

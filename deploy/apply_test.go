@@ -146,7 +146,7 @@ func TestManifestsApplyToAnAPIServer(t *testing.T) {
 				t.Errorf("%s: %s %s: the API server refused it: %v", r.name, o.Kind, o.Name, err)
 			}
 		}
-		for _, k := range []string{"Deployment", "Service", "ConfigMap", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
+		for _, k := range []string{"Deployment", "Service", "ConfigMap", "ServiceMonitor", "PrometheusRule", "NetworkPolicy", "PodDisruptionBudget", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
 			if !kinds[k] {
 				t.Errorf("%s: no %s was applied", r.name, k)
 			}

@@ -71,6 +71,8 @@ type manifests struct {
 	serviceAccounts []corev1.ServiceAccount
 	clusterRoles    []rbacv1.ClusterRole
 	bindings        []rbacv1.ClusterRoleBinding
+	roles           []rbacv1.Role
+	roleBindings    []rbacv1.RoleBinding
 }
 
 // render builds dir with kustomize's Go API.
@@ -118,6 +120,10 @@ func (m *manifests) add(kind string, y []byte) error {
 		return decodeInto(y, &m.clusterRoles)
 	case "ClusterRoleBinding":
 		return decodeInto(y, &m.bindings)
+	case "Role":
+		return decodeInto(y, &m.roles)
+	case "RoleBinding":
+		return decodeInto(y, &m.roleBindings)
 	}
 	return fmt.Errorf("kind %q: the test knows no type for it", kind)
 }
@@ -244,6 +250,16 @@ func TestCheckCatchesMistakes(t *testing.T) {
 		{"a role reading Secrets", func(m *manifests) {
 			m.clusterRoles[0].Rules[0].Resources = append(m.clusterRoles[0].Rules[0].Resources, "secrets")
 		}, "ClusterRole"},
+		{"the readiness gate updating pods", func(m *manifests) {
+			_, gate, _, _ := roles(*m)
+			gate.Rules[0].Verbs = append(gate.Rules[0].Verbs, "update")
+		}, "patch on pods/status"},
+		{"the readiness gate's Role over every Lease", func(m *manifests) { m.roles[0].Rules[1].ResourceNames = nil }, "Role "},
+		{"the readiness gate's RoleBinding naming another account", func(m *manifests) { m.roleBindings[0].Subjects[0].Name = "default" }, "RoleBinding"},
+		{"no POD_NAMESPACE", func(m *manifests) {
+			c := container(m)
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "POD_NAMESPACE" })
+		}, "POD_NAMESPACE"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m := decode(t, objs)
@@ -286,11 +302,15 @@ func check(m manifests, o overlay, secrets map[string]corev1.Secret, rules monit
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	counts := map[string]int{"Deployment": len(m.deployments), "Service": len(m.services), "ConfigMap": len(m.configMaps),
 		"ServiceMonitor": len(m.serviceMonitors), "PrometheusRule": len(m.rules), "NetworkPolicy": len(m.networkPolicies), "PodDisruptionBudget": len(m.pdbs),
-		"ServiceAccount": len(m.serviceAccounts), "ClusterRole": len(m.clusterRoles), "ClusterRoleBinding": len(m.bindings)}
+		"ServiceAccount": len(m.serviceAccounts), "Role": len(m.roles), "RoleBinding": len(m.roleBindings)}
 	for kind, n := range counts {
 		if n != 1 {
 			fail("%d objects of kind %s, want 1", n, kind)
 		}
+	}
+	// Discovery's and the readiness gate's.
+	if len(m.clusterRoles) != 2 || len(m.bindings) != 2 {
+		fail("%d ClusterRoles and %d ClusterRoleBindings, want 2 each: discovery's and the readiness gate's", len(m.clusterRoles), len(m.bindings))
 	}
 	if len(errs) > 0 {
 		return errs
@@ -480,28 +500,96 @@ var discoveryRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{"inference.networking.k8s.io"}, Resources: []string{"inferencepools"}, Verbs: []string{"list", "watch"}},
 }
 
-// checkRBAC: the pod runs as the rendered ServiceAccount, the binding
-// grants it the rendered ClusterRole, and the role grants discoveryRules
-// and nothing more.
+// gateClusterRules is all the readiness gate may do cluster-wide: patch
+// pods/status (it watches pods with discovery's rules).
+var gateClusterRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"patch"}},
+}
+
+// gateLeaseRules is all the readiness gate may do in its own namespace:
+// create its Lease, then get and update that one.
+func gateLeaseRules(lease string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{lease}, Verbs: []string{"get", "update"}},
+	}
+}
+
+// gateSuffix ends the names of the readiness gate's roles and bindings.
+const gateSuffix = "-readiness-gate"
+
+// roles splits the rendered ClusterRoles and ClusterRoleBindings into
+// discovery's and the readiness gate's (named with gateSuffix).
+func roles(m manifests) (disco, gate *rbacv1.ClusterRole, discoB, gateB *rbacv1.ClusterRoleBinding) {
+	for i := range m.clusterRoles {
+		if strings.HasSuffix(m.clusterRoles[i].Name, gateSuffix) {
+			gate = &m.clusterRoles[i]
+		} else {
+			disco = &m.clusterRoles[i]
+		}
+	}
+	for i := range m.bindings {
+		if strings.HasSuffix(m.bindings[i].Name, gateSuffix) {
+			gateB = &m.bindings[i]
+		} else {
+			discoB = &m.bindings[i]
+		}
+	}
+	return disco, gate, discoB, gateB
+}
+
+// checkRBAC: the pod runs as the rendered ServiceAccount, the bindings
+// grant it the rendered roles, discovery's ClusterRole grants
+// discoveryRules and nothing more, the readiness gate's gateClusterRules
+// and, in the pod's namespace, gateLeaseRules on the Lease its name says.
 func checkRBAC(m manifests) []error {
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	pod := m.deployments[0].Spec.Template.Spec
-	sa, role, b := m.serviceAccounts[0], m.clusterRoles[0], m.bindings[0]
+	disco, gate, discoB, gateB := roles(m)
+	if disco == nil || gate == nil || discoB == nil || gateB == nil {
+		fail("ClusterRoles %d and ClusterRoleBindings %d: want discovery's and the readiness gate's (named …%s)", len(m.clusterRoles), len(m.bindings), gateSuffix)
+		return errs
+	}
+	sa := m.serviceAccounts[0]
+	for _, p := range []struct {
+		b    *rbacv1.ClusterRoleBinding
+		role string
+	}{{discoB, disco.Name}, {gateB, gate.Name}} {
+		if p.b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: p.role}) {
+			fail("ClusterRoleBinding %s: roleRef %+v, want the ClusterRole %s", p.b.Name, p.b.RoleRef, p.role)
+		}
+		if len(p.b.Subjects) != 1 || p.b.Subjects[0].Kind != rbacv1.ServiceAccountKind || p.b.Subjects[0].Name != sa.Name || p.b.Subjects[0].Namespace == "" {
+			fail("ClusterRoleBinding %s: subjects %+v, want the ServiceAccount %s with its namespace alone", p.b.Name, p.b.Subjects, sa.Name)
+		}
+	}
+	if !reflect.DeepEqual(gate.Rules, gateClusterRules) {
+		fail("ClusterRole %s: rules %+v, want exactly patch on pods/status", gate.Name, gate.Rules)
+	}
+	role, rb := m.roles[0], m.roleBindings[0]
+	if role.Name != gate.Name || !reflect.DeepEqual(role.Rules, gateLeaseRules(gate.Name)) {
+		fail("Role %s: rules %+v, want exactly create leases, and get and update on the Lease %s", role.Name, role.Rules, gate.Name)
+	}
+	if rb.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}) ||
+		len(rb.Subjects) != 1 || rb.Subjects[0].Kind != rbacv1.ServiceAccountKind || rb.Subjects[0].Name != sa.Name ||
+		len(discoB.Subjects) != 1 || rb.Subjects[0].Namespace != discoB.Subjects[0].Namespace || rb.Namespace != role.Namespace {
+		fail("RoleBinding %s: roleRef %+v subjects %+v, want the Role %s, in its namespace, for the ServiceAccount %s", rb.Name, rb.RoleRef, rb.Subjects, role.Name, sa.Name)
+	}
+	hasPodNamespace := slices.ContainsFunc(pod.Containers[0].Env, func(e corev1.EnvVar) bool {
+		return e.Name == "POD_NAMESPACE" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace"
+	})
+	if !hasPodNamespace {
+		fail("deployment: env POD_NAMESPACE from metadata.namespace missing: --readiness-gate's Lease is in the pod's namespace, where the Role %s is", role.Name)
+	}
+
 	if pod.ServiceAccountName != sa.Name {
 		fail("deployment: serviceAccountName %q, but the ServiceAccount rendered is %q", pod.ServiceAccountName, sa.Name)
 	}
 	if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
 		fail("deployment: automountServiceAccountToken must be true: discovery reads the API with the token")
 	}
-	if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}) {
-		fail("ClusterRoleBinding %s: roleRef %+v, want the ClusterRole %s", b.Name, b.RoleRef, role.Name)
-	}
-	if len(b.Subjects) != 1 || b.Subjects[0].Kind != rbacv1.ServiceAccountKind || b.Subjects[0].Name != sa.Name || b.Subjects[0].Namespace == "" {
-		fail("ClusterRoleBinding %s: subjects %+v, want the ServiceAccount %s with its namespace alone", b.Name, b.Subjects, sa.Name)
-	}
-	if !reflect.DeepEqual(role.Rules, discoveryRules) {
-		fail("ClusterRole %s: rules %+v, want exactly list and watch on pods, services, endpointslices and inferencepools", role.Name, role.Rules)
+	if !reflect.DeepEqual(disco.Rules, discoveryRules) {
+		fail("ClusterRole %s: rules %+v, want exactly list and watch on pods, services, endpointslices and inferencepools", disco.Name, disco.Rules)
 	}
 	return errs
 }
@@ -727,10 +815,15 @@ func TestOverlayInAnotherNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := decode(t, render(t, dir))
-	if len(m.bindings) != 1 || len(m.serviceAccounts) != 1 {
-		t.Fatalf("%d bindings, %d ServiceAccounts, want 1 each", len(m.bindings), len(m.serviceAccounts))
+	if len(m.bindings) != 2 || len(m.roleBindings) != 1 || len(m.serviceAccounts) != 1 {
+		t.Fatalf("%d cluster role bindings, %d role bindings, %d ServiceAccounts, want 2, 1, 1", len(m.bindings), len(m.roleBindings), len(m.serviceAccounts))
 	}
-	if s := m.bindings[0].Subjects; len(s) != 1 || s[0].Namespace != "ml" || m.serviceAccounts[0].Namespace != "ml" {
-		t.Errorf("subjects %+v, ServiceAccount in %q; want both in ml", s, m.serviceAccounts[0].Namespace)
+	for _, s := range [][]rbacv1.Subject{m.bindings[0].Subjects, m.bindings[1].Subjects, m.roleBindings[0].Subjects} {
+		if len(s) != 1 || s[0].Namespace != "ml" || m.serviceAccounts[0].Namespace != "ml" {
+			t.Errorf("subjects %+v, ServiceAccount in %q; want both in ml", s, m.serviceAccounts[0].Namespace)
+		}
+	}
+	if m.roles[0].Namespace != "ml" || m.roleBindings[0].Namespace != "ml" {
+		t.Errorf("the readiness gate's Role in %q, RoleBinding in %q; want both in ml", m.roles[0].Namespace, m.roleBindings[0].Namespace)
 	}
 }

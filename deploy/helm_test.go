@@ -270,6 +270,10 @@ func typedJSON(kind string, y []byte) (map[string]any, error) {
 		v = &rbacv1.ClusterRole{}
 	case "ClusterRoleBinding":
 		v = &rbacv1.ClusterRoleBinding{}
+	case "Role":
+		v = &rbacv1.Role{}
+	case "RoleBinding":
+		v = &rbacv1.RoleBinding{}
 	default:
 		return nil, fmt.Errorf("kind %q: the test knows no type for it", kind)
 	}
@@ -377,11 +381,13 @@ func TestChartValues(t *testing.T) {
 	})
 	t.Run("an existing ServiceAccount bound by the chart", func(t *testing.T) {
 		m := decode(t, renderChart(t, map[string]any{"serviceAccount": map[string]any{"create": false, "name": "discovery"}}))
-		if len(m.serviceAccounts) != 0 || len(m.bindings) != 1 || len(m.deployments) != 1 {
-			t.Fatalf("%d ServiceAccounts, %d bindings, %d Deployments; want 0, 1, 1", len(m.serviceAccounts), len(m.bindings), len(m.deployments))
+		if len(m.serviceAccounts) != 0 || len(m.bindings) != 2 || len(m.roleBindings) != 1 || len(m.deployments) != 1 {
+			t.Fatalf("%d ServiceAccounts, %d cluster role bindings, %d role bindings, %d Deployments; want 0, 2, 1, 1", len(m.serviceAccounts), len(m.bindings), len(m.roleBindings), len(m.deployments))
 		}
-		if s := m.bindings[0].Subjects; len(s) != 1 || s[0].Name != "discovery" || m.deployments[0].Spec.Template.Spec.ServiceAccountName != "discovery" {
-			t.Errorf("binding subjects %+v, pod's account %q; want discovery for both", s, m.deployments[0].Spec.Template.Spec.ServiceAccountName)
+		for _, s := range [][]rbacv1.Subject{m.bindings[0].Subjects, m.bindings[1].Subjects, m.roleBindings[0].Subjects} {
+			if len(s) != 1 || s[0].Name != "discovery" || m.deployments[0].Spec.Template.Spec.ServiceAccountName != "discovery" {
+				t.Errorf("binding subjects %+v, pod's account %q; want discovery for both", s, m.deployments[0].Spec.Template.Spec.ServiceAccountName)
+			}
 		}
 	})
 	t.Run("another release in another namespace", func(t *testing.T) {
@@ -390,11 +396,15 @@ func TestChartValues(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := decode(t, objs)
-		if len(m.bindings) != 1 || len(m.deployments) != 1 || len(m.clusterRoles) != 1 {
-			t.Fatal("want one binding, one role, one Deployment")
+		if len(m.bindings) != 2 || len(m.deployments) != 1 || len(m.clusterRoles) != 2 || len(m.roles) != 1 || len(m.roleBindings) != 1 {
+			t.Fatal("want two cluster role bindings and roles, one Role and RoleBinding, one Deployment")
 		}
-		if s := m.bindings[0].Subjects; len(s) != 1 || s[0].Name != "diag-llmdiag" || s[0].Namespace != "ml" || m.clusterRoles[0].Name != "diag-llmdiag" {
-			t.Errorf("binding subjects %+v, role %s; want the ServiceAccount diag-llmdiag in ml, the role diag-llmdiag", s, m.clusterRoles[0].Name)
+		disco, gate, discoB, _ := roles(m)
+		if s := discoB.Subjects; len(s) != 1 || s[0].Name != "diag-llmdiag" || s[0].Namespace != "ml" || disco.Name != "diag-llmdiag" || gate.Name != "diag-llmdiag-readiness-gate" {
+			t.Errorf("binding subjects %+v, roles %s and %s; want the ServiceAccount diag-llmdiag in ml, the roles diag-llmdiag and diag-llmdiag-readiness-gate", s, disco.Name, gate.Name)
+		}
+		if r, b := m.roles[0], m.roleBindings[0]; r.Name != "diag-llmdiag-readiness-gate" || b.Subjects[0].Namespace != "ml" {
+			t.Errorf("Role %s bound to %+v, want diag-llmdiag-readiness-gate for the ServiceAccount in ml", r.Name, b.Subjects)
 		}
 		if errs := checkRBAC(m); len(errs) > 0 {
 			t.Error(errs)
@@ -418,6 +428,32 @@ func TestChartValues(t *testing.T) {
 		}
 		if c.Image != "llmdiag:v1.2.3" {
 			t.Errorf("image %s, want llmdiag:v1.2.3", c.Image)
+		}
+		if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--fleet") }) {
+			t.Errorf("args %q: --fleet with --discovery, which serve refuses", c.Args)
+		}
+	})
+	t.Run("the readiness gate", func(t *testing.T) {
+		m := decode(t, renderChart(t, map[string]any{
+			"config":        map[string]any{"discovery": "kubernetes_sd_configs:\n  - role: pod\n"},
+			"readinessGate": map[string]any{"enabled": true, "maxUnreadyFraction": 0.25},
+		}))
+		fs, errs := serveFlags(*container(&m))
+		if len(errs) > 0 {
+			t.Fatal(errs)
+		}
+		for flag, want := range map[string]string{"readiness-gate": "llmdiag.io/routable", "readiness-gate-lease": "default/llmdiag-readiness-gate", "max-unready-fraction": "0.25"} {
+			if got := fs.Lookup(flag).Value.String(); got != want {
+				t.Errorf("--%s=%s, want %s", flag, got, want)
+			}
+		}
+		if errs := checkRBAC(m); len(errs) > 0 {
+			t.Error(errs)
+		}
+		// With the fleet file (its nodes labeled namespace and pod).
+		m = decode(t, renderChart(t, map[string]any{"readinessGate": map[string]any{"enabled": true}}))
+		if fs, errs := serveFlags(*container(&m)); len(errs) > 0 || fs.Lookup("readiness-gate").Value.String() != "llmdiag.io/routable" {
+			t.Errorf("readinessGate with the fleet file: %v", errs)
 		}
 	})
 }

@@ -62,7 +62,8 @@ func TestDiscoveryRBAC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts etcd, kube-apiserver and kube-controller-manager, and serve")
 	}
-	rules := decode(t, render(t, overlays[0].dir)).clusterRoles[0].Rules
+	disco, _, _, _ := roles(decode(t, render(t, overlays[0].dir)))
+	rules := disco.Rules
 	c := kubetest.Start(t, kubetest.Options{ControllerManager: true})
 	c.InstallInferencePool(t)
 	c.CreateNode(t, "node-a", "10.0.0.1")

@@ -2,8 +2,8 @@ package fleetsd
 
 import (
 	"context"
+	"errors"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -64,6 +64,9 @@ func (k *kubeRequests) Increment(ctx context.Context, code, method, host string)
 	}
 	if inferencepool.Own(ctx) || ctx != nil && ctx.Value(probeKey{}) != nil {
 		return // inferencepool watches its own requests; a probe's say nothing of the discoverer's
+	}
+	if code == "<error>" && ctx != nil && ctx.Err() != nil {
+		return // cancelled here (discoverers started anew): nothing of the server
 	}
 	failed := code == "<error>" || strings.HasPrefix(code, "5")
 	answered := strings.HasPrefix(code, "2")
@@ -186,18 +189,7 @@ func (ps *probes) client(p provider) rest.Interface {
 	if k == nil {
 		return nil
 	}
-	var rc *rest.Config
-	var err error
-	switch {
-	case k.KubeConfig != "":
-		rc, err = clientcmd.BuildConfigFromFlags("", k.KubeConfig)
-	case k.APIServer.URL == nil:
-		rc, err = rest.InClusterConfig()
-	default:
-		var rt http.RoundTripper
-		rt, err = promcfg.NewRoundTripperFromConfig(k.HTTPClientConfig, "kubernetes_sd")
-		rc = &rest.Config{Host: k.APIServer.String(), Transport: rt}
-	}
+	rc, err := sdRESTConfig(k)
 	if err != nil {
 		return nil
 	}
@@ -206,4 +198,48 @@ func (ps *probes) client(p provider) rest.Interface {
 		return nil
 	}
 	return cs.Discovery().RESTClient()
+}
+
+// sdRESTConfig is the client configuration Prometheus's kubernetes
+// discovery makes of k: from kubeconfig_file, api_server with its HTTP
+// client settings, or in the cluster.
+func sdRESTConfig(k *kubernetes.SDConfig) (*rest.Config, error) {
+	switch {
+	case k.KubeConfig != "":
+		return clientcmd.BuildConfigFromFlags("", k.KubeConfig)
+	case k.APIServer.URL == nil:
+		return rest.InClusterConfig()
+	}
+	rt, err := promcfg.NewRoundTripperFromConfig(k.HTTPClientConfig, "kubernetes_sd")
+	if err != nil {
+		return nil, err
+	}
+	return &rest.Config{Host: k.APIServer.String(), Transport: rt}, nil
+}
+
+// ErrNoKubernetes is returned by KubeConfig for a file with no Kubernetes
+// discovery.
+var ErrNoKubernetes = errors.New("no kubernetes_sd_configs in the discovery file")
+
+// KubeConfig is the Kubernetes client configuration of the file's first
+// Kubernetes discovery (kubernetes_sd_configs of any role, inferencepool
+// included), as that discovery makes it: its kubeconfig_file, its
+// api_server with its HTTP client settings, or the pod's service account
+// in the cluster. ErrNoKubernetes when the file has none. What else talks
+// to the same cluster (serve --readiness-gate) uses it.
+func (f *File) KubeConfig() (*rest.Config, error) {
+	for _, j := range f.Jobs {
+		for _, c := range j.Config.ServiceDiscoveryConfigs {
+			switch k := c.(type) {
+			case *kubernetes.SDConfig:
+				return sdRESTConfig(k)
+			case *inferencepool.SDConfig:
+				if k.KubeconfigFile != "" {
+					return clientcmd.BuildConfigFromFlags("", k.KubeconfigFile)
+				}
+				return rest.InClusterConfig()
+			}
+		}
+	}
+	return nil, ErrNoKubernetes
 }

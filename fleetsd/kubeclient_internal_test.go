@@ -250,3 +250,21 @@ func TestWatchedRestart(t *testing.T) {
 		return len(c.stopped) == 1 && c.stopped[0] == 1
 	})
 }
+
+// TestKubeRequestsCancelledNotCounted: a request that failed because its
+// own context was cancelled (discoverers started anew) says nothing of the
+// API server and is not counted; one that got no answer is.
+func TestKubeRequestsCancelledNotCounted(t *testing.T) {
+	k := &kubeRequests{byHost: map[string]*kubeCounts{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	k.Increment(ctx, "<error>", "GET", "h:1")
+	if c := k.counts("h:1"); c.failed != 0 || c.answered != 0 {
+		t.Errorf("a cancelled request counted: %+v", c)
+	}
+	k.Increment(context.Background(), "<error>", "GET", "h:1")
+	k.Increment(context.Background(), "200", "GET", "h:1")
+	if c := k.counts("h:1"); c.failed != 1 || c.answered != 1 {
+		t.Errorf("counts %+v, want one failed and one answered", c)
+	}
+}

@@ -177,6 +177,12 @@ type reachCounts struct{ failed, answered uint64 }
 func (r *reach) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		resp, err := rt.RoundTrip(req)
+		if err != nil && req.Context().Err() != nil {
+			// Cancelled here (an informer stopped to watch anew): it says
+			// nothing of the server, and counting it would report the
+			// server away just after it came back.
+			return resp, err
+		}
 		r.mu.Lock()
 		switch {
 		case err != nil:

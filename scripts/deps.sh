@@ -2,10 +2,10 @@
 # Installs what `make test` needs and a fresh machine lacks: Go modules (and
 # the pinned code generators) through the module proxy, grpcurl (go install,
 # for the TLS test that calls `llmdiag serve` with it), and Debian's
-# prometheus, prometheus-alertmanager, redis-server (with redis-cli), curl
-# and haproxy for the integration tests that start a real Prometheus, a
-# real Alertmanager, real Redis servers and a real HAProxy and call the
-# service with curl, and
+# prometheus, prometheus-alertmanager, redis-server (with redis-cli), curl,
+# haproxy and caddy for the integration tests that start a real Prometheus, a
+# real Alertmanager, real Redis servers, a real HAProxy and a real Caddy and
+# call the service with curl, and
 # chromium for the web console's browser tests (internal/testing/browsertest), and
 # buildah for the container image (make image, internal/testing/imagetest),
 # and the Kubernetes control plane internal/testing/kubetest starts (etcd,
@@ -46,6 +46,10 @@ fi
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 # internal/testing/e2e/haproxy runs haproxy from PATH (or LLMDIAG_HAPROXY).
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
+# internal/testing/e2e/caddy runs caddy from PATH (or LLMDIAG_CADDY).
+if [ -z "${LLMDIAG_CADDY:-}" ] && ! command -v caddy >/dev/null 2>&1; then
+  missing+=(caddy)
+fi
 # internal/testing/browsertest runs /usr/bin/chromium headless (or LLMDIAG_CHROMIUM).
 if [ -z "${LLMDIAG_CHROMIUM:-}" ] && ! [ -x /usr/bin/chromium ] && ! command -v chromium >/dev/null 2>&1; then
   missing+=(chromium)
@@ -61,7 +65,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   # Debian starts the packaged service; tests start their own instances.
-  for svc in prometheus prometheus-alertmanager redis-server haproxy; do
+  for svc in prometheus prometheus-alertmanager redis-server haproxy caddy; do
     systemctl disable --now "$svc" >/dev/null 2>&1 || true
     service "$svc" stop >/dev/null 2>&1 || true # no systemd (containers)
   done

@@ -204,18 +204,19 @@ func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind stri
 	}
 	n := rec.Node
 	now := a.s.now()
-	if _, stale := metrics.Staleness(rec.Metrics.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); stale || n.GetStatus() == llmdiagv1.Status_STATUS_UNKNOWN {
+	decision, _ := store.Decide(rec, now, a.s.cfg.StaleAfter)
+	if decision == store.Unknown {
 		return a.count(HAProxyAgentFailOpen, HAProxyReplyFailOpen)
 	}
 	cause := n.GetRootCause().String()
 	switch {
 	case n.GetStatus() == llmdiagv1.Status_STATUS_DOWN || n.GetRootCause() == llmdiagv1.Cause_CAUSE_STALLED:
 		return a.count("down #"+cause, HAProxyReplyDown)
-	case !n.GetRoutable() && n.GetLoadScore() >= 1 && !a.routablePeer(ctx, n.GetModel(), node, now):
+	case decision == store.NotRoutable && n.GetLoadScore() >= 1 && !a.routablePeer(ctx, n.GetModel(), node, now):
 		// Saturated, and so is every peer: draining them all would
 		// leave HAProxy no server, and the requests a 503.
 		return a.count("ready up "+strconv.Itoa(HAProxyAgentMinWeight)+"% #"+cause, HAProxyReplyUp)
-	case !n.GetRoutable():
+	case decision == store.NotRoutable:
 		return a.count("up drain #"+cause, HAProxyReplyDrain)
 	}
 	w := HAProxyWeight(n.GetLoadScore(), a.slowFactor(ctx, rec, now))
@@ -357,7 +358,7 @@ func (a *HAProxyAgent) peers(ctx context.Context, now time.Time) bool {
 			continue
 		}
 		mod := r.Node.GetModel()
-		if r.Node.GetRoutable() {
+		if d, _ := store.Decide(r, now, a.s.cfg.StaleAfter); d == store.Routable {
 			if a.routable[mod] == nil {
 				a.routable[mod] = map[string]bool{}
 			}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
-	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/store"
 )
 
@@ -132,8 +131,8 @@ func (h *routableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	n := rec.Node
 	observed := rec.Metrics.GetObservedAt().AsTime()
-	_, stale := metrics.Staleness(observed, h.s.now(), h.s.cfg.StaleAfter)
-	a := routableAnswer{Node: node, Routable: n.GetRoutable(), Status: n.GetStatus().String(), Cause: n.GetRootCause().String()}
+	decision, stale := store.Decide(rec, h.s.now(), h.s.cfg.StaleAfter)
+	a := routableAnswer{Node: node, Routable: decision == store.Routable, Status: n.GetStatus().String(), Cause: n.GetRootCause().String()}
 	if rec.Metrics.GetObservedAt() != nil {
 		a.ObservedAt = &observed
 	}
@@ -141,7 +140,7 @@ func (h *routableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !math.IsNaN(score) && !math.IsInf(score, 0) {
 		a.LoadScore = &score
 	}
-	if stale || n.GetStatus() == llmdiagv1.Status_STATUS_UNKNOWN {
+	if decision == store.Unknown {
 		if stale {
 			// As ListNodes and StreamHealth say of stale data.
 			a.Status, a.Cause = llmdiagv1.Status_STATUS_UNKNOWN.String(), llmdiagv1.Cause_CAUSE_NO_DATA.String()

@@ -28,7 +28,10 @@
 //   - Objects a kubelet or scheduler would write are written by helpers:
 //     CreateNode registers a Node, MarkPodReady sets a pod's status as the
 //     kubelet does once its containers are ready (so the EndpointSlice
-//     controller lists it). InstallCRDs and InstallInferencePool install
+//     controller lists it); RunKubelet keeps pods' Ready condition as the
+//     kubelet computes it (PodReady: every container ready and every
+//     readiness gate's condition True), so that a readiness gate takes a
+//     pod out of its EndpointSlices. InstallCRDs and InstallInferencePool install
 //     CustomResourceDefinitions and wait until they are served.
 //   - StopAPIServer and StartAPIServer take kube-apiserver away and bring
 //     it back on the same address, etcd keeping the objects, so that a test

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -244,8 +245,12 @@ func (c *Cluster) Grant(t testing.TB, namespace, name string, subject rbacv1.Sub
 		if len(r.Verbs) == 0 || len(r.Resources) == 0 || len(r.APIGroups) == 0 {
 			continue
 		}
-		attrs := &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: r.Resources[0]}
-		what := fmt.Sprintf("%s to be allowed to %s %s", subject.Name, attrs.Verb, attrs.Resource)
+		res, sub, _ := strings.Cut(r.Resources[0], "/") // pods/status: a subresource
+		attrs := &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: r.Verbs[0], Group: r.APIGroups[0], Resource: res, Subresource: sub}
+		if len(r.ResourceNames) > 0 {
+			attrs.Name = r.ResourceNames[0]
+		}
+		what := fmt.Sprintf("%s to be allowed to %s %s", subject.Name, attrs.Verb, r.Resources[0])
 		waitFor(t, what, func() bool {
 			sar, err := c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx(t), &authorizationv1.SubjectAccessReview{
 				Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: attrs},
