@@ -80,6 +80,15 @@ type Result struct {
 	// TTFT (streaming only) and E2E over the successful requests.
 	TTFT *Percentiles `json:"ttft_seconds,omitempty"`
 	E2E  Percentiles  `json:"e2e_seconds"`
+	// TTFTAll (streaming only) is the time to the first token over every
+	// request sent: one that failed before its first token counts for the
+	// time it waited until it failed (Timeout for a timeout), so that
+	// requests a server never answers weigh in the tail instead of
+	// dropping out of it.
+	TTFTAll *Percentiles `json:"ttft_all_seconds,omitempty"`
+	// E2EAll is E2E over every request sent, one that failed counting
+	// for the time it waited until it failed.
+	E2EAll Percentiles `json:"e2e_all_seconds"`
 }
 
 // Failed is the number of failed requests.
@@ -141,6 +150,7 @@ type outcome struct {
 	fail      string // "" on success
 	ttft, e2e time.Duration
 	sawFirst  bool
+	took      time.Duration // until it ended, failed or not
 }
 
 // Run sends the load and returns what it measured. It returns an error only
@@ -190,7 +200,9 @@ arrivals:
 		body := requestBody(cfg, chat, prompt, output)
 		wg.Go(func() {
 			defer func() { <-slots }()
+			t0 := time.Now()
 			o := send(ctx, cfg, body)
+			o.took = time.Since(t0)
 			mu.Lock()
 			outcomes = append(outcomes, o)
 			mu.Unlock()
@@ -198,8 +210,19 @@ arrivals:
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start).Seconds()
-	var ttft, e2e []time.Duration
+	var ttft, e2e, ttftAll, e2eAll []time.Duration
 	for _, o := range outcomes {
+		if o.fail != "" {
+			e2eAll = append(e2eAll, o.took)
+		} else {
+			e2eAll = append(e2eAll, o.e2e)
+		}
+		switch {
+		case o.sawFirst:
+			ttftAll = append(ttftAll, o.ttft)
+		case o.fail != "":
+			ttftAll = append(ttftAll, o.took)
+		}
 		if o.fail != "" {
 			res.Failures[o.fail]++
 			continue
@@ -210,10 +233,10 @@ arrivals:
 			ttft = append(ttft, o.ttft)
 		}
 	}
-	res.E2E = percentiles(e2e)
+	res.E2E, res.E2EAll = percentiles(e2e), percentiles(e2eAll)
 	if cfg.Stream {
-		p := percentiles(ttft)
-		res.TTFT = &p
+		p, all := percentiles(ttft), percentiles(ttftAll)
+		res.TTFT, res.TTFTAll = &p, &all
 	}
 	return res, nil
 }
@@ -284,10 +307,11 @@ func send(ctx context.Context, cfg Config, body []byte) outcome {
 			o.ttft, o.sawFirst = time.Since(t0), true
 		}
 	}
+	o.fail = "stream cut"
 	if ctx.Err() != nil {
-		return outcome{fail: kind(ctx, ctx.Err())}
+		o.fail = kind(ctx, ctx.Err())
 	}
-	return outcome{fail: "stream cut"}
+	return o
 }
 
 // hasContent reports whether a streamed chunk carries generated text.
@@ -352,7 +376,11 @@ func (r *Result) WriteTable(w io.Writer) error {
 	if r.TTFT != nil {
 		row("TTFT", *r.TTFT)
 	}
+	if r.TTFTAll != nil {
+		row("TTFT, all sent", *r.TTFTAll)
+	}
 	row("E2E", r.E2E)
+	row("E2E, all sent", r.E2EAll)
 	kinds := slices.Sorted(maps.Keys(r.Failures))
 	for _, k := range kinds {
 		fmt.Fprintf(tw, "failed: %s\t%d\n", k, r.Failures[k])

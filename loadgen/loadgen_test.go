@@ -132,6 +132,17 @@ func TestStatistics(t *testing.T) {
 			if stream && (res.TTFT.N != 12 || res.TTFT.P50 < 0.020 || res.TTFT.P50 >= res.E2E.P50) {
 				t.Errorf("TTFT %+v, want 12 from 20 ms, under E2E %+v", res.TTFT, res.E2E)
 			}
+			// Over all 20: the 4 refused at once, the 12 answered, and
+			// the 4 timeouts at the 300 ms they waited, the top 20%.
+			if stream != (res.TTFTAll != nil) {
+				t.Fatalf("TTFT over all %v with stream %v", res.TTFTAll, stream)
+			}
+			if stream && (res.TTFTAll.N != 20 || res.TTFTAll.P50 > res.TTFT.P90 || res.TTFTAll.P90 < 0.300 || res.TTFTAll.Max > 1) {
+				t.Errorf("TTFT over all %+v, want 20, the top 20%% at the 300 ms timeout", res.TTFTAll)
+			}
+			if res.E2EAll.N != 20 || res.E2EAll.P90 < 0.300 || res.E2EAll.Max > 1 {
+				t.Errorf("E2E over all %+v, want 20, the top 20%% at the 300 ms timeout", res.E2EAll)
+			}
 			var table, js bytes.Buffer
 			res.WriteTable(&table)
 			json.NewEncoder(&js).Encode(res)

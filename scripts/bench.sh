@@ -10,6 +10,11 @@
 #   make bench              # everything, about 30 minutes on 2 cores
 #   COUNT=3 make bench      # fewer runs
 #   ONLY=Unary make bench   # the benchmarks whose name matches
+#   ONLY=ClosedLoop make bench   # what steering buys behind HAProxy, ~15 minutes
+#
+# An entry with a fourth field runs that many times whatever COUNT says:
+# BenchmarkClosedLoop's runs are repetitions of a 2.5-minute experiment,
+# three of them, whose medians docs/integrations.md reports.
 #
 # The raw output is kept in bin/bench.txt.
 set -euo pipefail
@@ -19,7 +24,7 @@ out=bin/bench.txt
 mkdir -p bin
 : >"$out"
 
-# package, benchmark pattern, -benchtime
+# package, benchmark pattern, -benchtime[, count]
 benches=(
   "./server         ^BenchmarkUnary$                     3000x"
   "./refresh        ^BenchmarkCycle$                     4x"
@@ -33,14 +38,18 @@ benches=(
   "./store/memory   ^BenchmarkStoreRefreshCycle$         1s"
   "./engine         ^BenchmarkParseVLLM$                 1s"
   "./client         ^Benchmark(Routable|Pick)$           1s"
+  "./internal/testing/closedloop ^BenchmarkClosedLoop$  1x  3"
 )
 for b in "${benches[@]}"; do
-  read -r pkg pattern benchtime <<<"$b"
+  read -r pkg pattern benchtime runs <<<"$b"
   [[ "$pattern" =~ $only ]] || continue
-  echo "bench: $pkg $pattern ×$count" >&2
+  runs=${runs:-$count}
+  echo "bench: $pkg $pattern ×$runs" >&2
   set +e
-  go test -run '^$' -bench "$pattern" -benchtime "$benchtime" -benchmem -count "$count" -timeout 60m "$pkg" 2>&1 |
-    tee -a "$out" | grep --line-buffered -E '^(Benchmark|FAIL|panic|---|\s+\S+_test\.go)' >&2
+  # -v: go test then prints a run's name with its result, after whatever
+  # the run printed (BenchmarkClosedLoop's tables), not before it.
+  go test -v -run '^$' -bench "$pattern" -benchtime "$benchtime" -benchmem -count "$runs" -timeout 60m "$pkg" 2>&1 |
+    tee -a "$out" | grep --line-buffered -E '^(Benchmark|FAIL|panic|---|\s+\S+(_test)?\.go|\s{8})' >&2
   status=${PIPESTATUS[0]}
   set -e
   if [ "$status" -ne 0 ]; then

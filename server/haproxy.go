@@ -39,12 +39,17 @@ const (
 	// second each.
 	HAProxyAgentMaxConns = 256
 	// HAProxyAgentMinWeight is the weight of a routable node at load
-	// score 1 (and the least any routable node gets).
+	// score 1 (and the least any routable node gets but for a slow
+	// decoder's).
 	HAProxyAgentMinWeight = 10
+	// HAProxyAgentMinSlowWeight is the least weight of a routable node
+	// decoding slower than its peers (slowFactor below 1).
+	HAProxyAgentMinSlowWeight = 1
 	// HAProxyAgentFailOpen is the reply when the data cannot say.
 	HAProxyAgentFailOpen = "ready up 100% #llmdiag: no fresh data (fail open)"
 	// haproxySlowRatio: a node decoding below this fraction of its model
-	// group's median per-request speed gets that fraction of its weight.
+	// group's median per-request speed gets the square of that fraction
+	// of its weight (slowFactor).
 	haproxySlowRatio = 0.8
 	// haproxyOutlierFactor scales the weight of a NODE_OUTLIER node whose
 	// decode speed cannot be compared.
@@ -80,9 +85,10 @@ type HAProxyAgent struct {
 	o       HAProxyAgentOptions
 	replies *prometheus.CounterVec
 
-	mu      sync.Mutex
-	peersAt time.Time
-	medians map[string]float64 // model → median per-request decode speed
+	mu       sync.Mutex
+	peersAt  time.Time
+	medians  map[string]float64         // model → median per-request decode speed
+	routable map[string]map[string]bool // model → its routable fresh nodes
 }
 
 // HAProxyAgent returns the agent over s's store.
@@ -172,11 +178,16 @@ func (a *HAProxyAgent) count(reply, kind string) (string, string) {
 //
 //   - routable: "ready up NN%", NN = 100 − 90 × the load score (0 to 1),
 //     so 100% idle down to HAProxyAgentMinWeight at a saturation point;
-//     a node decoding slower than its peers gets less (slowFactor);
+//     a node decoding slower than its peers gets less (slowFactor), down
+//     to HAProxyAgentMinSlowWeight;
 //   - not routable, neither STALLED nor DOWN (saturated queue or KV
 //     cache, a GPU fault): "up drain #CAUSE" ("up" lifts an earlier
 //     "down": HAProxy keeps a server the agent took down down until the
-//     agent says up, drain or not);
+//     agent says up, drain or not); but a node at or past its saturation
+//     point (load score ≥ 1) none of whose fresh peers is routable gets
+//     "ready up" at HAProxyAgentMinWeight: draining every saturated node
+//     of a model would leave HAProxy no server to send to (503s) where
+//     the nodes still serve, queueing;
 //   - STALLED or DOWN: "down #CAUSE";
 //   - stale or unknown data, an unknown node, no verdicts yet, a store
 //     that cannot be read: HAProxyAgentFailOpen.
@@ -201,6 +212,10 @@ func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind stri
 	switch {
 	case n.GetStatus() == llmdiagv1.Status_STATUS_DOWN || n.GetRootCause() == llmdiagv1.Cause_CAUSE_STALLED:
 		return a.count("down #"+cause, HAProxyReplyDown)
+	case decision == store.NotRoutable && n.GetLoadScore() >= 1 && !a.routablePeer(ctx, n.GetModel(), node, now):
+		// Saturated, and so is every peer: draining them all would
+		// leave HAProxy no server, and the requests a 503.
+		return a.count("ready up "+strconv.Itoa(HAProxyAgentMinWeight)+"% #"+cause, HAProxyReplyUp)
 	case decision == store.NotRoutable:
 		return a.count("up drain #"+cause, HAProxyReplyDrain)
 	}
@@ -209,81 +224,162 @@ func (a *HAProxyAgent) Reply(ctx context.Context, node string) (reply, kind stri
 }
 
 // HAProxyWeight is a routable node's weight in percent: 100 − 90 × score
-// (score taken between 0 and 1; not a number reads 0), times factor (at
-// most 1), rounded, at least HAProxyAgentMinWeight.
+// (score taken between 0 and 1; not a number reads 0), rounded, so at
+// least HAProxyAgentMinWeight; with a factor below 1 (a slow decoder's),
+// times factor, rounded, at least HAProxyAgentMinSlowWeight.
 func HAProxyWeight(score, factor float64) int {
 	if math.IsNaN(score) {
 		score = 0
 	}
 	score = min(max(score, 0), 1)
-	if math.IsNaN(factor) || factor > 1 {
-		factor = 1
+	w := 100 - float64(100-HAProxyAgentMinWeight)*score
+	if math.IsNaN(factor) || factor >= 1 {
+		return max(int(math.Round(w)), HAProxyAgentMinWeight)
 	}
-	w := int(math.Round((100 - float64(100-HAProxyAgentMinWeight)*score) * max(factor, 0)))
-	return max(w, HAProxyAgentMinWeight)
+	return max(int(math.Round(w*max(factor, 0))), HAProxyAgentMinSlowWeight)
 }
 
 // slowFactor scales a routable node's weight by its decode speed against
-// its peers': its per-request decode speed ÷ the median of the fresh
-// nodes serving the same model (at least min_peers of them besides it),
-// when that is below haproxySlowRatio; for a NODE_OUTLIER verdict, the
-// ratio when below 1, else haproxyOutlierFactor when it cannot be
-// compared. 1 otherwise.
+// its peers': the square of r, its per-request decode speed (agentSpeed)
+// ÷ the median of the fresh nodes serving the same model (at least
+// min_peers of them besides it), when r is below haproxySlowRatio; for a NODE_OUTLIER
+// verdict, r² when r is below 1, else haproxyOutlierFactor when it cannot
+// be compared. 1 otherwise.
+//
+// The square, not r: a request on the slow node takes ~1/r as long as on
+// a peer. With a weight ∝ r the node gets requests in proportion to its
+// speed, its utilization its peers', so a node at a tenth of their speed
+// among three peers still gets 1 request in 31, each 10× slower: more
+// than 1% of the requests, the backend's p99 set by it. With r² it gets
+// 1 in 300, and its requests leave the tail; at r near 1 the two differ
+// little.
 func (a *HAProxyAgent) slowFactor(ctx context.Context, rec *store.Record, now time.Time) float64 {
 	outlier := rec.Node.GetRootCause() == llmdiagv1.Cause_CAUSE_NODE_OUTLIER
-	speed := rec.Metrics.GetDecodeTokensPerSecondPerRequest()
 	ratio := math.NaN()
-	if rec.Metrics.DecodeTokensPerSecondPerRequest != nil && speed >= 0 && rec.Metrics.GetRole() != llmdiagv1.Role_ROLE_PREFILL {
+	if speed, ok := agentSpeed(rec.Metrics); ok {
 		if med, ok := a.median(ctx, rec.Node.GetModel(), now); ok && med > 0 {
 			ratio = speed / med
 		}
 	}
 	switch {
 	case !math.IsNaN(ratio) && (ratio < haproxySlowRatio || outlier && ratio < 1):
-		return ratio
+		return ratio * ratio
 	case outlier && math.IsNaN(ratio):
 		return haproxyOutlierFactor
 	}
 	return 1
 }
 
-// median is the median per-request decode speed of model's fresh nodes,
-// from a listing of the store reused for haproxyPeersEvery; ok is false
-// with fewer than min_peers + 1 nodes (the node and its peers).
+// agentSpeed is a decode node's per-request decode speed as the agent
+// compares it with its peers': the lower of its pace (1 / the P50
+// inter-token latency over the window, else 1 / the P50 time per output
+// token) and decode_tokens_per_second_per_request (the generation rate
+// over the window shared by the requests running now), either alone when
+// the other is unknown. The decode speed falls first when a node slows
+// down (its requests pile up while the window still holds its faster
+// past); the pace stays down once the agent's own lower weight has
+// emptied the node's batch, when the decode speed, the window's rate over
+// the few requests left, reads high and alone would give the node its
+// weight back. ok is false for a prefill worker and when neither is
+// known.
+func agentSpeed(m *llmdiagv1.NodeMetrics) (float64, bool) {
+	if m == nil || m.GetRole() == llmdiagv1.Role_ROLE_PREFILL {
+		return 0, false
+	}
+	speed, ok := math.Inf(1), false
+	if v := m.DecodeTokensPerSecondPerRequest; v != nil && *v >= 0 && !math.IsInf(*v, 0) {
+		speed, ok = *v, true
+	}
+	for _, d := range []*llmdiagv1.Distribution{m.GetInterToken(), m.GetTimePerOutputToken()} {
+		if p := p50(d); p > 0 && !math.IsInf(p, 0) {
+			return min(speed, 1/p), true
+		}
+	}
+	return speed, ok
+}
+
+// p50 is the value d lists for the 0.5 quantile, 0 when none.
+func p50(d *llmdiagv1.Distribution) float64 {
+	for _, p := range d.GetPercentiles() {
+		if math.Abs(p.GetQuantile()-0.5) < 1e-9 {
+			return p.GetValue()
+		}
+	}
+	return 0
+}
+
+// median is the median per-request decode speed (agentSpeed) of model's
+// fresh nodes, from the peers listing (peers); ok is false with fewer
+// than min_peers + 1 nodes (the node and its peers).
 func (a *HAProxyAgent) median(ctx context.Context, model string, now time.Time) (float64, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.medians == nil || now.Sub(a.peersAt) >= haproxyPeersEvery || now.Before(a.peersAt) {
-		recs, err := a.s.list(ctx)
-		if err != nil {
-			return 0, false
-		}
-		minPeers := max(a.s.cfg.Thresholds.MinPeers, 2)
-		speeds := map[string][]float64{}
-		for _, r := range recs {
-			m := r.Metrics
-			if m == nil || m.DecodeTokensPerSecondPerRequest == nil || m.GetRole() == llmdiagv1.Role_ROLE_PREFILL {
-				continue
-			}
-			if _, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); stale {
-				continue
-			}
-			speeds[r.Node.GetModel()] = append(speeds[r.Node.GetModel()], m.GetDecodeTokensPerSecondPerRequest())
-		}
-		a.medians = map[string]float64{}
-		for mod, v := range speeds {
-			if len(v) < minPeers+1 {
-				continue
-			}
-			slices.Sort(v)
-			med := v[len(v)/2]
-			if len(v)%2 == 0 {
-				med = (v[len(v)/2-1] + v[len(v)/2]) / 2
-			}
-			a.medians[mod] = med
-		}
-		a.peersAt = now
+	if !a.peers(ctx, now) {
+		return 0, false
 	}
 	med, ok := a.medians[model]
 	return med, ok
+}
+
+// routablePeer reports whether a fresh node serving model other than node
+// is routable, from the peers listing (peers); true when the store cannot
+// be read (the caller then keeps its drain).
+func (a *HAProxyAgent) routablePeer(ctx context.Context, model, node string, now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.peers(ctx, now) {
+		return true
+	}
+	for id := range a.routable[model] {
+		if id != node {
+			return true
+		}
+	}
+	return false
+}
+
+// peers lists the store, at most every haproxyPeersEvery, into the model
+// groups' median decode speeds and their routable fresh nodes; false when
+// the store cannot be read. a.mu is held.
+func (a *HAProxyAgent) peers(ctx context.Context, now time.Time) bool {
+	if a.medians != nil && now.Sub(a.peersAt) < haproxyPeersEvery && !now.Before(a.peersAt) {
+		return true
+	}
+	recs, err := a.s.list(ctx)
+	if err != nil {
+		return false
+	}
+	minPeers := max(a.s.cfg.Thresholds.MinPeers, 2)
+	speeds := map[string][]float64{}
+	a.routable = map[string]map[string]bool{}
+	for _, r := range recs {
+		m := r.Metrics
+		if _, stale := metrics.Staleness(m.GetObservedAt().AsTime(), now, a.s.cfg.StaleAfter); m == nil || stale {
+			continue
+		}
+		mod := r.Node.GetModel()
+		if d, _ := store.Decide(r, now, a.s.cfg.StaleAfter); d == store.Routable {
+			if a.routable[mod] == nil {
+				a.routable[mod] = map[string]bool{}
+			}
+			a.routable[mod][r.Node.GetId()] = true
+		}
+		if speed, ok := agentSpeed(m); ok {
+			speeds[mod] = append(speeds[mod], speed)
+		}
+	}
+	a.medians = map[string]float64{}
+	for mod, v := range speeds {
+		if len(v) < minPeers+1 {
+			continue
+		}
+		slices.Sort(v)
+		med := v[len(v)/2]
+		if len(v)%2 == 0 {
+			med = (v[len(v)/2-1] + v[len(v)/2]) / 2
+		}
+		a.medians[mod] = med
+	}
+	a.peersAt = now
+	return true
 }

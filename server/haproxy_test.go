@@ -24,7 +24,11 @@ import (
 // haproxyFixture is a service over a memory store holding a node of each
 // kind the agent's reply tells apart, observed at now (stale-0 45 s
 // before, past the 30 s stale-after). Model "g" has four nodes with a
-// per-request decode speed: three at 30 tok/s and slow-0 at 12.
+// per-request decode speed: three at 30 tok/s, slow-0 at 12 and
+// slow-outlier-0 at 27; model "h" three at 30 and straggler-0 at 3, all
+// at load score 0.5; model "p" four alike but for paced-0's inter-token
+// latency, model "q" but for q-slow-0's decode speed; model "s" two
+// nodes both saturated.
 func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	t.Helper()
 	st := memory.New(memory.Options{}, "haproxy")
@@ -57,6 +61,35 @@ func haproxyFixture(t *testing.T, now time.Time) *server.Service {
 	}
 	put("slow-0", "g", ok, healthy, true, 0, fresh, v(12))
 	put("slow-outlier-0", "g", warn, llmdiagv1.Cause_CAUSE_NODE_OUTLIER, true, 0.5, fresh, v(27))
+	for _, id := range []string{"h-0", "h-1", "h-2"} {
+		put(id, "h", ok, healthy, true, 0.5, fresh, v(30))
+	}
+	put("straggler-0", "h", ok, healthy, true, 0.5, fresh, v(3))
+	// Model "s": both nodes saturated, neither routable.
+	put("sat-0", "s", warn, llmdiagv1.Cause_CAUSE_OVERLOADED, false, 1.3, fresh, nil)
+	put("sat-1", "s", warn, llmdiagv1.Cause_CAUSE_OVERLOADED, false, 1.1, fresh, nil)
+	// Model "p": three nodes and paced-0 whose decode speeds (the
+	// generation rate over their few running requests) read alike, while
+	// paced-0's inter-token latency is ten times its peers'.
+	// Model "q" likewise, but for q-slow-0's decode speed, a tenth of
+	// its peers' while its pace reads theirs: the lower one decides.
+	for _, id := range []string{"p-0", "p-1", "p-2", "paced-0", "q-0", "q-1", "q-2", "q-slow-0"} {
+		itl, speed := 0.03, 30.0
+		switch id {
+		case "paced-0":
+			itl = 0.3
+		case "q-slow-0":
+			speed = 3
+		}
+		rec := &store.Record{
+			Node: &llmdiagv1.Node{Id: id, Model: id[:1], Status: ok, RootCause: healthy, Routable: true, LoadScore: 0.5},
+			Metrics: &llmdiagv1.NodeMetrics{Node: id, ObservedAt: timestamppb.New(now.Add(-fresh)), DecodeTokensPerSecondPerRequest: v(speed),
+				InterToken: &llmdiagv1.Distribution{Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.5, Value: itl}, {Quantile: 0.99, Value: 2 * itl}}}},
+		}
+		if err := st.Put(context.Background(), rec, diagnose.Point{}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	return server.NewService(st, nil, slog.New(slog.DiscardHandler), func() time.Time { return now }, server.Config{StaleAfter: 30 * time.Second}, nil)
 }
 
@@ -86,8 +119,15 @@ func TestHAProxyAgentReply(t *testing.T) {
 		{"unknown node", "nobody\n", failOpen, "fail_open"},
 		{"outlier without speeds: half", "outlier-0\n", "ready up 50% #CAUSE_NODE_OUTLIER", "up"},
 		{"peers at full speed", "g-0\n", "ready up 100% #CAUSE_HEALTHY", "up"},
-		{"decodes at 0.4 of the median: 40%", "slow-0\n", "ready up 40% #CAUSE_HEALTHY", "up"},
-		{"outlier at 0.9 of the median", "slow-outlier-0\n", "ready up 50% #CAUSE_NODE_OUTLIER", "up"},
+		{"decodes at 0.4 of the median: 0.4² of 100%", "slow-0\n", "ready up 16% #CAUSE_HEALTHY", "up"},
+		{"outlier at 0.9 of the median: 0.9² of 55%", "slow-outlier-0\n", "ready up 45% #CAUSE_NODE_OUTLIER", "up"},
+		{"decodes at a tenth of the median: 0.1² of 55%, at least 1%", "straggler-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
+		{"straggler's peer", "h-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
+		{"inter-token latency ten times its peers', decode speeds alike: the lower decides", "paced-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
+		{"decode speed a tenth of its peers', pace alike: the lower decides", "q-slow-0\n", "ready up 1% #CAUSE_HEALTHY", "up"},
+		{"paced-0's peer", "p-0\n", "ready up 55% #CAUSE_HEALTHY", "up"},
+		{"saturated like every peer: the least weight, not a drain", "sat-0\n", "ready up 10% #CAUSE_OVERLOADED", "up"},
+		{"saturated like every peer, the other", "sat-1\n", "ready up 10% #CAUSE_OVERLOADED", "up"},
 		{"overlong line", strings.Repeat("a", 300) + "\n", "ready up 100% #llmdiag: agent-send line longer than 256 bytes (fail open)", "bad_input"},
 		{"no newline", "idle-0", "ready up 100% #llmdiag: no agent-send line (the node id and \\n) within 50ms (fail open)", "bad_input"},
 		{"invalid id", "-x\n", "ready up 100% #llmdiag: invalid node id in agent-send (fail open)", "bad_input"},
@@ -103,7 +143,7 @@ llmdiag_haproxy_agent_replies_total{kind="bad_input"} 3
 llmdiag_haproxy_agent_replies_total{kind="down"} 2
 llmdiag_haproxy_agent_replies_total{kind="drain"} 2
 llmdiag_haproxy_agent_replies_total{kind="fail_open"} 3
-llmdiag_haproxy_agent_replies_total{kind="up"} 9
+llmdiag_haproxy_agent_replies_total{kind="up"} 16
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "llmdiag_haproxy_agent_replies_total"); err != nil {
 		t.Error(err)

@@ -65,7 +65,11 @@
 //
 // Nodes can be taken down (their listener closes: connection refused) on a
 // schedule or by SetDown, or made to serve a truncated or junk body
-// (Garbage) to exercise scrapers. Scenario returns ready-made fleets: the
+// (Garbage) to exercise scrapers. At run time a node can also be slowed
+// (SetSlowdown: every step and its prefill factor times longer, as GPUs
+// held at a fraction of their clocks) or hung (SetHang: the engine makes
+// no progress while /metrics answers, as a Hang window), and its arrival
+// rate changed (SetRate). Scenario returns ready-made fleets: the
 // DeepSeek/GLM/Kimi fleet of the worked example (docs/verdict-rules.md),
 // one fleet per failure mode, and
 // one small node per schema.
