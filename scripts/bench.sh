@@ -10,10 +10,11 @@
 #   make bench              # everything, about 30 minutes on 2 cores
 #   COUNT=3 make bench      # fewer runs
 #   ONLY=Unary make bench   # the benchmarks whose name matches
-#   ONLY=ClosedLoop make bench   # what steering buys behind HAProxy, ~15 minutes
+#   ONLY=ClosedLoop make bench   # what steering buys behind HAProxy, ~25 minutes
 #
 # An entry with a fourth field runs that many times whatever COUNT says:
-# BenchmarkClosedLoop's runs are repetitions of a 2.5-minute experiment,
+# BenchmarkClosedLoop's runs are repetitions of a 2.5-minute experiment
+# for each of three pairings of balance algorithms,
 # three of them, whose medians docs/integrations.md reports.
 #
 # The raw output is kept in bin/bench.txt.

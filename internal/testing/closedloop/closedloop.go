@@ -63,8 +63,11 @@ type Options struct {
 	Load float64
 	// Seed draws the arrivals (the same in both arms).
 	Seed uint64
-	// Balance is both HAProxys' balance algorithm (default leastconn).
-	Balance string
+	// Balance is each arm's balance algorithm, arm A's (HAProxy alone) and
+	// arm B's (with the agent). Defaults: roundrobin, HAProxy's own
+	// default, alone; leastconn, as docs/integrations.md configures it,
+	// with the agent.
+	Balance [2]string
 	// ServeArgs are added to arm B's serve command line.
 	ServeArgs []string
 }
@@ -82,8 +85,10 @@ func (o *Options) defaults() {
 	if o.Load == 0 {
 		o.Load = 0.7
 	}
-	if o.Balance == "" {
-		o.Balance = "leastconn"
+	for i, def := range [2]string{"roundrobin", "leastconn"} {
+		if o.Balance[i] == "" {
+			o.Balance[i] = def
+		}
 	}
 }
 
@@ -96,7 +101,6 @@ type Report struct {
 	// what each arm was offered.
 	Capacity, Rate float64
 	Factor         float64
-	Balance        string
 	Phase, Warmup  time.Duration
 	Arms           [2]*ArmReport
 }
@@ -105,6 +109,8 @@ type Report struct {
 type ArmReport struct {
 	Name  string
 	Agent bool
+	// Balance is its HAProxy's balance algorithm.
+	Balance string
 	// Phases in order: warm-up, baseline, slowed, stalled.
 	Phases []*PhaseReport
 	// SlowFlagged and StallFlagged are when the agent first told HAProxy
@@ -190,13 +196,13 @@ func Run(t testing.TB, o Options) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep := &Report{Capacity: capacity, Rate: o.Load * capacity * Nodes, Factor: o.Factor, Balance: o.Balance, Phase: o.Phase, Warmup: o.Warmup}
+	rep := &Report{Capacity: capacity, Rate: o.Load * capacity * Nodes, Factor: o.Factor, Phase: o.Phase, Warmup: o.Warmup}
 	ctx, cancel := context.WithCancel(context.Background())
 	var serves sync.WaitGroup
 	t.Cleanup(func() { cancel(); serves.Wait() })
 	arms := [2]*arm{startArm(t, ctx, o, "A: HAProxy alone", false, &serves), startArm(t, ctx, o, "B: HAProxy + llmdiag agent", true, &serves)}
 	for i, a := range arms {
-		rep.Arms[i] = &ArmReport{Name: a.name, Agent: a.agentAddr != "", SlowFlagged: -1, StallFlagged: -1}
+		rep.Arms[i] = &ArmReport{Name: a.name, Agent: a.agentAddr != "", Balance: o.Balance[i], SlowFlagged: -1, StallFlagged: -1}
 	}
 	for _, a := range arms {
 		a.waitReady(t)
@@ -389,6 +395,14 @@ func (a *arm) trace(from, end time.Time) []TraceEntry {
 }
 
 // startArm starts an arm's fleet, its llmdiag (with agent) and HAProxy.
+// armIndex is the index of the arm with or without the agent.
+func armIndex(agent bool) int {
+	if agent {
+		return 1
+	}
+	return 0
+}
+
 func startArm(t testing.TB, ctx context.Context, o Options, name string, agent bool, serves *sync.WaitGroup) *arm {
 	t.Helper()
 	var nodes []sim.Node
@@ -404,7 +418,7 @@ func startArm(t testing.TB, ctx context.Context, o Options, name string, agent b
 	fl, fleetPath := simtest.Start(t, cfg)
 	a := &arm{name: name, fleet: fl, frontend: testkit.FreeAddr(t), haproxy: &testkit.SyncBuffer{}, exited: make(chan struct{})}
 	dir := t.TempDir()
-	v := CfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: a.frontend, Backend: Model, Balance: o.Balance}
+	v := CfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: a.frontend, Backend: Model, Balance: o.Balance[armIndex(agent)]}
 	for _, n := range fl.FleetFile().Nodes {
 		host := strings.TrimPrefix(n.URL, "http://")
 		host, _, _ = strings.Cut(host, "/")

@@ -15,8 +15,12 @@ import (
 // docValues render the two arms' configurations docs/integrations.md
 // shows.
 func docValues(agent bool) closedloop.CfgValues {
+	balance := "roundrobin" // the arms' defaults (closedloop.Options.Balance)
+	if agent {
+		balance = "leastconn"
+	}
 	v := closedloop.CfgValues{Socket: "/run/haproxy/admin.sock", Bind: "0.0.0.0:8000", Backend: closedloop.Model,
-		Balance: "leastconn", Agent: agent, AgentAddr: "10.0.0.5", AgentPort: 9100, AgentInter: closedloop.AgentInter.String()}
+		Balance: balance, Agent: agent, AgentAddr: "10.0.0.5", AgentPort: 9100, AgentInter: closedloop.AgentInter.String()}
 	for i, addr := range []string{"10.0.1.10:8000", "10.0.1.11:8000", "10.0.1.12:8000", "10.0.1.13:8000"} {
 		v.Servers = append(v.Servers, closedloop.CfgServer{ID: closedloop.Model + "-" + string(rune('0'+i)), Addr: addr})
 	}
@@ -114,21 +118,30 @@ func indent(s string) string {
 // reps numbers the benchmark's repetitions: each draws its own arrivals.
 var reps atomic.Uint64
 
-// BenchmarkClosedLoop runs one repetition per run for each balance
-// algorithm, leastconn and roundrobin in both arms (use -benchtime 1x
-// -v; scripts/bench.sh runs it 3 times and prints the medians), prints
-// its tables and reports its acceptance ratios, arm A's figure over arm
-// B's: slowed-e2e-p99-x,
-// stalled-ttft-p99-x (both over every request sent), the stalled phase's
-// failed and timed-out requests of each arm (stalled-fail-alone,
-// stalled-fail-agent) and their ratio stalled-fail-x (+Inf when the
-// agent arm had none).
+// BenchmarkClosedLoop runs one repetition per run for each pairing of
+// balance algorithms (use -benchtime 1x -v; scripts/bench.sh runs it 3
+// times and prints the medians): HAProxy's default roundrobin alone
+// against leastconn with the agent, as docs/integrations.md configures
+// each; then the same algorithm in both arms, leastconn and roundrobin,
+// which sets the agent apart from the algorithm. Each prints its tables
+// and reports its acceptance ratios, arm A's figure over arm B's:
+// slowed-e2e-p99-x, stalled-ttft-p99-x (both over every request sent),
+// the stalled phase's failed and timed-out requests of each arm
+// (stalled-fail-alone, stalled-fail-agent) and their ratio stalled-fail-x
+// (+Inf when the agent arm had none).
 func BenchmarkClosedLoop(b *testing.B) {
 	bin := testkit.Binary(b, closedloop.HAProxyProgram)
-	for _, balance := range []string{"leastconn", "roundrobin"} {
-		b.Run(balance, func(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		balance [2]string
+	}{
+		{"roundrobin-vs-leastconn", [2]string{"roundrobin", "leastconn"}},
+		{"leastconn", [2]string{"leastconn", "leastconn"}},
+		{"roundrobin", [2]string{"roundrobin", "roundrobin"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				rep := closedloop.Run(b, closedloop.Options{HAProxy: bin, Seed: reps.Add(1), Balance: balance})
+				rep := closedloop.Run(b, closedloop.Options{HAProxy: bin, Seed: reps.Add(1), Balance: c.balance})
 				var s strings.Builder
 				if err := rep.WriteTables(&s); err != nil {
 					b.Fatal(err)

@@ -14,8 +14,8 @@ import (
 func (r *Report) WriteTables(w io.Writer) error {
 	fmt.Fprintf(w, "%d nodes per arm, one node's capacity %.2f requests/s (%d-token prompts, %d-token answers, %d batch slots), offered %.1f requests/s to each arm (%.0f%%)\n",
 		Nodes, r.Capacity, PromptTokens, OutputTokens, MaxNumSeqs, r.Rate, 100*r.Rate/(r.Capacity*Nodes))
-	fmt.Fprintf(w, "HAProxy balance %s in both arms; phases: %s %v, then %s, %s (%s at 1/%g of its speed), %s (%s hung), %v each\n",
-		r.Balance, PhaseWarmup, r.Warmup, PhaseBaseline, PhaseSlowed, SlowNode, r.Factor, PhaseStalled, SlowNode, r.Phase)
+	fmt.Fprintf(w, "HAProxy balance %s in arm A, %s in arm B; phases: %s %v, then %s, %s (%s at 1/%g of its speed), %s (%s hung), %v each\n",
+		r.Arms[0].Balance, r.Arms[1].Balance, PhaseWarmup, r.Warmup, PhaseBaseline, PhaseSlowed, SlowNode, r.Factor, PhaseStalled, SlowNode, r.Phase)
 	fmt.Fprintln(w, "requests counted in the phase they were sent in; \"all\": over every request sent, a failed one counted for what it waited (a timeout: 45 s)")
 	for _, a := range r.Arms {
 		fmt.Fprintf(w, "\n%s\n", a.Name)
