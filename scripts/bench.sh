@@ -14,8 +14,8 @@
 #
 # An entry with a fourth field runs that many times whatever COUNT says:
 # BenchmarkClosedLoop's runs are repetitions of a 2.5-minute experiment
-# for each of three pairings of balance algorithms,
-# three of them, whose medians docs/integrations.md reports.
+# (for each of three pairings of balance algorithms), three of them,
+# whose medians docs/integrations.md reports.
 #
 # The raw output is kept in bin/bench.txt.
 set -euo pipefail
