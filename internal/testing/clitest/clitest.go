@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,22 +40,36 @@ func Run(t testing.TB, vars map[string]string, args ...string) (string, string, 
 // command returned an error or did not stop within 15 s.
 func Background(t testing.TB, vars map[string]string, args ...string) *testkit.SyncBuffer {
 	t.Helper()
-	var out, errw testkit.SyncBuffer
+	_, errw := Start(t, vars, args...)
+	return errw
+}
+
+// Start is Background with a stop of its own: stop cancels the command
+// and waits for it (failing the test as Background does), at once when
+// the test calls it, else at cleanup; it does so once.
+func Start(t testing.TB, vars map[string]string, args ...string) (stop func(), errw *testkit.SyncBuffer) {
+	t.Helper()
+	var out testkit.SyncBuffer
+	errw = &testkit.SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- cli.Run(ctx, args, Env(vars, &out, &errw)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("%s: %v\n%s", args[0], err, errw.String())
+	go func() { done <- cli.Run(ctx, args, Env(vars, &out, errw)) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("%s: %v\n%s", args[0], err, errw.String())
+				}
+			case <-time.After(15 * time.Second):
+				t.Errorf("%s did not stop within 15s of cancellation", args[0])
 			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("%s did not stop within 15s of cancellation", args[0])
-		}
-	})
-	return &errw
+		})
+	}
+	t.Cleanup(stop)
+	return stop, errw
 }
 
 // WaitFor waits up to d for ok, polling every 100ms (ok may run a

@@ -67,6 +67,9 @@ func Render(v CfgValues) (string, error) {
 type ServerStat struct {
 	Status string
 	Weight int
+	// AgentStatus is the last agent check's (L7OK, L4CON, …); LastAgent
+	// the agent's last reply as HAProxy shows it.
+	AgentStatus, LastAgent string
 	// Stot is the sessions (here requests: one a connection) the server
 	// was given since HAProxy started; Cur those open now.
 	Stot, Cur int
@@ -102,7 +105,8 @@ func ShowStat(sock string) (map[string]ServerStat, error) {
 	out := map[string]ServerStat{}
 	for _, row := range rows[1:] {
 		if sv := get(row, "svname"); sv != "" && sv != "FRONTEND" && sv != "BACKEND" {
-			out[sv] = ServerStat{Status: get(row, "status"), Weight: num(row, "weight"), Stot: num(row, "stot"), Cur: num(row, "scur")}
+			out[sv] = ServerStat{Status: get(row, "status"), Weight: num(row, "weight"), Stot: num(row, "stot"), Cur: num(row, "scur"),
+				AgentStatus: get(row, "agent_status"), LastAgent: get(row, "last_agt")}
 		}
 	}
 	return out, nil

@@ -2,7 +2,6 @@ package caddy_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
@@ -397,29 +395,8 @@ func TestCaddyHealthChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	listen := testkit.FreeAddr(t)
-	var out, errw testkit.SyncBuffer
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- cli.Run(ctx, []string{"serve", "--listen", listen, "--fleet", fleetPath, "--interval", "1s",
-			"--auth-tokens", tokens, "--log-level", "warn"}, clitest.Env(nil, &out, &errw))
-	}()
-	stopServe := func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v\n%s", err, errw.String())
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not stop within 15s of cancellation")
-		}
-	}
-	defer func() {
-		if ctx.Err() == nil {
-			stopServe()
-		}
-	}()
+	stopServe, _ := clitest.Start(t, nil, "serve", "--listen", listen, "--fleet", fleetPath, "--interval", "1s",
+			"--auth-tokens", tokens, "--log-level", "warn")
 
 	caddys := map[bool]*caddyProc{}
 	for _, failOpen := range []bool{false, true} {

@@ -1,9 +1,8 @@
 package haproxy_test
 
 import (
-	"context"
-	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,16 +17,13 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/llmdiag/llmdiag/cli"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
+	"github.com/llmdiag/llmdiag/internal/testing/closedloop"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/server"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m) }
-
-// haproxyProgram is Debian's haproxy.
-var haproxyProgram = testkit.Program{Name: "haproxy", Env: "LLMDIAG_HAPROXY", Get: "apt-get install -y haproxy"}
 
 // cfgTemplate is the haproxy.cfg the test runs and docs/integrations.md
 // shows (rendered with docValues): one backend per model, a server per
@@ -94,60 +90,6 @@ func TestHAProxyConfigDocumented(t *testing.T) {
 	}
 }
 
-// serverStat is one server's row of HAProxy's show stat.
-type serverStat struct {
-	status, agentStatus, lastAgent string
-	weight                         int
-}
-
-// showStat asks HAProxy's runtime API for show stat: the servers by name.
-func showStat(sock string) (map[string]serverStat, string, error) {
-	b, err := runtimeCommand(sock, "show stat")
-	if err != nil {
-		return nil, "", err
-	}
-	text := strings.TrimPrefix(string(b), "# ")
-	r := csv.NewReader(strings.NewReader(text))
-	r.FieldsPerRecord = -1
-	rows, err := r.ReadAll()
-	if err != nil || len(rows) == 0 {
-		return nil, string(b), err
-	}
-	col := map[string]int{}
-	for i, name := range rows[0] {
-		col[name] = i
-	}
-	get := func(row []string, name string) string {
-		if i, ok := col[name]; ok && i < len(row) {
-			return row[i]
-		}
-		return ""
-	}
-	out := map[string]serverStat{}
-	for _, row := range rows[1:] {
-		if sv := get(row, "svname"); sv != "" && sv != "FRONTEND" && sv != "BACKEND" {
-			w, _ := strconv.Atoi(get(row, "weight"))
-			out[sv] = serverStat{status: get(row, "status"), agentStatus: get(row, "agent_status"), lastAgent: get(row, "last_agt"), weight: w}
-		}
-	}
-	return out, string(b), nil
-}
-
-// runtimeCommand sends one command to HAProxy's runtime API and returns
-// its answer.
-func runtimeCommand(sock, cmd string) ([]byte, error) {
-	c, err := net.DialTimeout("unix", sock, 2*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, cmd+"\n"); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(c)
-}
-
 // agentReply asks the agent for node's reply as HAProxy does.
 func agentReply(addr, node string) string {
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -193,7 +135,7 @@ var weightRE = regexp.MustCompile(`^ready up (\d+)% #`)
 // drained, glm-4.6-1 up with the weight of its load score. Then serve
 // stops, and HAProxy keeps the last state the agent gave each server.
 func TestHAProxyAgent(t *testing.T) {
-	bin := testkit.Binary(t, haproxyProgram)
+	bin := testkit.Binary(t, closedloop.HAProxyProgram)
 	dir := t.TempDir()
 	fleetPath := filepath.Join(dir, "fleet.yaml")
 	f := clitest.Sim(t, "overloaded", fleetPath)
@@ -201,29 +143,8 @@ func TestHAProxyAgent(t *testing.T) {
 	listen, agentAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	_, portText, _ := net.SplitHostPort(agentAddr)
 	port, _ := strconv.Atoi(portText)
-	var out, errw testkit.SyncBuffer
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- cli.Run(ctx, []string{"serve", "--listen", listen, "--fleet", fleetPath, "--interval", "1s",
-			"--haproxy-agent-listen", agentAddr, "--log-level", "warn"}, clitest.Env(nil, &out, &errw))
-	}()
-	stopServe := func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v\n%s", err, errw.String())
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("serve did not stop within 15s of cancellation")
-		}
-	}
-	defer func() {
-		if ctx.Err() == nil {
-			stopServe()
-		}
-	}()
+	stopServe, _ := clitest.Start(t, nil, "serve", "--listen", listen, "--fleet", fleetPath, "--interval", "1s",
+		"--haproxy-agent-listen", agentAddr, "--log-level", "warn")
 
 	v := cfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: testkit.FreeAddr(t), AgentAddr: "127.0.0.1", AgentPort: port}
 	models := map[string]int{}
@@ -264,7 +185,7 @@ func TestHAProxyAgent(t *testing.T) {
 	})
 
 	var last string
-	var stats map[string]serverStat
+	var stats map[string]closedloop.ServerStat
 	var weight int
 	clitest.WaitFor(t, "glm-4.6-0 drained and glm-4.6-1 up with its load score's weight", 150*time.Second, func() bool {
 		select {
@@ -273,7 +194,8 @@ func TestHAProxyAgent(t *testing.T) {
 		default:
 		}
 		var err error
-		stats, last, err = showStat(v.Socket)
+		stats, err = closedloop.ShowStat(v.Socket)
+		last = fmt.Sprint(stats)
 		if err != nil {
 			last = err.Error()
 			return false
@@ -289,11 +211,11 @@ func TestHAProxyAgent(t *testing.T) {
 			return false
 		}
 		weight, _ = strconv.Atoi(m[1])
-		return strings.HasPrefix(sat.status, "DRAIN") && healthy.status == "UP" &&
-			healthy.weight == weight && weight == server.HAProxyWeight(score, 1)
+		return strings.HasPrefix(sat.Status, "DRAIN") && healthy.Status == "UP" &&
+			healthy.Weight == weight && weight == server.HAProxyWeight(score, 1)
 	}, &last)
 	t.Logf("with llmdiag up: glm-4.6-0 %+v; glm-4.6-1 %+v (agent weight %d%%)", stats["glm-4.6-0"], stats["glm-4.6-1"], weight)
-	if d := stats["glm-4.6-1"].lastAgent; !strings.HasPrefix(d, "via agent : up (CAUSE_") {
+	if d := stats["glm-4.6-1"].LastAgent; !strings.HasPrefix(d, "via agent : up (CAUSE_") {
 		t.Errorf("glm-4.6-1's last agent reply %q, want up with its cause", d)
 	}
 	up := stats
@@ -302,13 +224,14 @@ func TestHAProxyAgent(t *testing.T) {
 	stopServe()
 	clitest.WaitFor(t, "HAProxy to see the agent fail for every server", 30*time.Second, func() bool {
 		var err error
-		stats, last, err = showStat(v.Socket)
+		stats, err = closedloop.ShowStat(v.Socket)
+		last = fmt.Sprint(stats)
 		if err != nil {
 			last = err.Error()
 			return false
 		}
 		for _, s := range stats {
-			if s.agentStatus != "L4CON" {
+			if s.AgentStatus != "L4CON" {
 				return false
 			}
 		}
@@ -320,17 +243,18 @@ func TestHAProxyAgent(t *testing.T) {
 	// is the regular check's business). The drained node stays drained
 	// until the agent answers again or an operator says otherwise.
 	for _, n := range []string{"glm-4.6-0", "glm-4.6-1"} {
-		if got, was := stats[n], up[n]; got.status != was.status || got.weight != was.weight {
-			t.Errorf("%s with the agent unreachable: %s weight %d, want what it was, %s weight %d", n, got.status, got.weight, was.status, was.weight)
+		if got, was := stats[n], up[n]; got.Status != was.Status || got.Weight != was.Weight {
+			t.Errorf("%s with the agent unreachable: %s weight %d, want what it was, %s weight %d", n, got.Status, got.Weight, was.Status, was.Weight)
 		}
 	}
 	// The operator's way back: set the server ready through the runtime API.
-	if _, err := runtimeCommand(v.Socket, "set server glm-4.6/glm-4.6-0 state ready"); err != nil {
+	if _, err := closedloop.RuntimeCommand(v.Socket, "set server glm-4.6/glm-4.6-0 state ready"); err != nil {
 		t.Fatal(err)
 	}
 	clitest.WaitFor(t, "glm-4.6-0 up once set ready", 10*time.Second, func() bool {
 		var err error
-		stats, last, err = showStat(v.Socket)
-		return err == nil && strings.HasPrefix(stats["glm-4.6-0"].status, "UP")
+		stats, err = closedloop.ShowStat(v.Socket)
+		last = fmt.Sprint(stats)
+		return err == nil && strings.HasPrefix(stats["glm-4.6-0"].Status, "UP")
 	}, &last)
 }
