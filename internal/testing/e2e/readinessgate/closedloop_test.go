@@ -16,11 +16,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/llmdiag/llmdiag/diagnose"
@@ -101,43 +98,13 @@ func TestClosedLoop(t *testing.T) {
 	t.Logf("capacity: an iteration at a full batch takes %v (simulated), so one engine serves %.2f requests a wall second and four %.2f; offered %.2f/s (%.0f%%)",
 		step.Round(time.Microsecond), capacity, pods*capacity, rate, 100*loopLoad)
 
-	fl, _ := simtest.Start(t, cfg)
-	engines := map[string]*url.URL{}
-	for _, n := range fl.FleetFile().Nodes {
-		u, err := url.Parse(strings.TrimSuffix(n.URL, "/metrics"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		engines[n.ID] = u
-	}
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "glm"},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "glm"},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 8000, TargetPort: intstr.FromString("metrics")}}},
-	}
-	if _, err := c.Client.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder(t, c)
 	podsIn := map[string]*podPort{}
-	for i := range pods {
-		name, podIP := fmt.Sprintf("glm-%d", i), fmt.Sprintf("10.244.0.%d", 20+i)
-		pp := newPodPort(t, engines[fmt.Sprintf("glm-4.6-%d", i)])
-		podsIn[name] = pp
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "glm", "model": "glm-4.6", "engine": "sglang"},
-				Annotations: map[string]string{"test.llmdiag.io/address": pp.addr}},
-			Spec: corev1.PodSpec{
-				NodeName:       kubeNode,
-				Containers:     []corev1.Container{{Name: "sglang", Image: "engine", Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8000}}}},
-				ReadinessGates: []corev1.PodReadinessGate{{ConditionType: gate}},
-			},
-		}
-		if _, err := c.Client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		c.MarkPodReady(t, ns, name, podIP)
-	}
+	fl := gatedPods(t, c, ns, cfg, func(pod string, engine *url.URL) string {
+		pp := newPodPort(t, engine)
+		podsIn[pod] = pp
+		return pp.addr
+	})
 	sp := newServiceProxy(t, c, podsIn)
 
 	sd := filepath.Join(t.TempDir(), "discovery.yaml")

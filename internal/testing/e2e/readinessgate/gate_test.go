@@ -30,6 +30,7 @@ import (
 	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/readygate"
+	"github.com/llmdiag/llmdiag/sim"
 )
 
 func TestMain(m *testing.M) { clitest.Main(m) }
@@ -68,45 +69,10 @@ func TestReadinessGate(t *testing.T) {
 		cfg.Nodes = append(cfg.Nodes, n)
 	}
 	cfg.Speed, cfg.Warmup = 5, 2*time.Minute
-	fl, _ := simtest.Start(t, cfg)
-	engines := map[string]*url.URL{}
-	for _, n := range fl.FleetFile().Nodes {
-		u, err := url.Parse(strings.TrimSuffix(n.URL, "/metrics"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		engines[n.ID] = u
-	}
-
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "glm"},
-		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "glm"},
-			Ports: []corev1.ServicePort{{Name: "http", Port: 8000, TargetPort: intstr.FromString("metrics")}}},
-	}
-	if _, err := c.Client.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	rec := newRecorder(t, c)
-	for i := range pods {
-		// The pod's IP is not a loopback one (an EndpointSlice takes
-		// none); llmdiag scrapes it where an annotation says, the proxy
-		// to its engine.
-		name, podIP := fmt.Sprintf("glm-%d", i), fmt.Sprintf("10.244.0.%d", 20+i)
-		addr := proxy(t, engines[fmt.Sprintf("glm-4.6-%d", i)])
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "glm", "model": "glm-4.6", "engine": "sglang"},
-				Annotations: map[string]string{"test.llmdiag.io/address": addr}},
-			Spec: corev1.PodSpec{
-				NodeName:       kubeNode,
-				Containers:     []corev1.Container{{Name: "sglang", Image: "engine", Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8000}}}},
-				ReadinessGates: []corev1.PodReadinessGate{{ConditionType: gate}},
-			},
-		}
-		if _, err := c.Client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		c.MarkPodReady(t, ns, name, podIP)
-	}
+	// The pod's IP is not a loopback one (an EndpointSlice takes none);
+	// llmdiag scrapes it where an annotation says, the proxy to its engine.
+	fl := gatedPods(t, c, ns, cfg, func(_ string, engine *url.URL) string { return proxy(t, engine) })
 	// The kubelet stand-in holds them not Ready: the gate's condition does
 	// not exist yet.
 	var last string
@@ -323,6 +289,51 @@ const discovery = `scrape_configs:
 `
 
 // proxy forwards a free loopback port to the engine until the test ends,
+
+// gatedPods starts cfg's engines (glm-4.6-N) and the Service glm
+// (selecting app=glm), and in front of each engine a pod glm-N of the
+// service, declaring the gate, marked running at 10.244.0.(20+N); front
+// gives the address the pod's annotation names, where llmdiag scrapes it
+// and requests reach its engine.
+func gatedPods(t *testing.T, c *kubetest.Cluster, ns string, cfg sim.Config, front func(pod string, engine *url.URL) string) *sim.Fleet {
+	t.Helper()
+	fl, _ := simtest.Start(t, cfg)
+	engines := map[string]*url.URL{}
+	for _, n := range fl.FleetFile().Nodes {
+		u, err := url.Parse(strings.TrimSuffix(n.URL, "/metrics"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		engines[n.ID] = u
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "glm"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "glm"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 8000, TargetPort: intstr.FromString("metrics")}}},
+	}
+	if _, err := c.Client.CoreV1().Services(ns).Create(t.Context(), svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods {
+		name, podIP := fmt.Sprintf("glm-%d", i), fmt.Sprintf("10.244.0.%d", 20+i)
+		addr := front(name, engines[fmt.Sprintf("glm-4.6-%d", i)])
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "glm", "model": "glm-4.6", "engine": "sglang"},
+				Annotations: map[string]string{"test.llmdiag.io/address": addr}},
+			Spec: corev1.PodSpec{
+				NodeName:       kubeNode,
+				Containers:     []corev1.Container{{Name: "sglang", Image: "engine", Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 8000}}}},
+				ReadinessGates: []corev1.PodReadinessGate{{ConditionType: gate}},
+			},
+		}
+		if _, err := c.Client.CoreV1().Pods(ns).Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		c.MarkPodReady(t, ns, name, podIP)
+	}
+	return fl
+}
+
 // and returns its address: the pod's port.
 func proxy(t *testing.T, engine *url.URL) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
