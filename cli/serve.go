@@ -333,7 +333,12 @@ func (s *serving) routable(context.Context) error {
 // --haproxy-agent-listen, on an address of its own: the verdicts as
 // HAProxy's weights and states, from a store lookup per check.
 func (s *serving) haproxyAgent(ctx context.Context) error {
-	return s.cfg.haproxy.start(ctx, s.log, s.svc, s.reg)
+	wait, err := s.cfg.haproxy.start(ctx, s.log, s.svc, s.reg)
+	if err != nil {
+		return err
+	}
+	s.closers = append(s.closers, wait)
+	return nil
 }
 
 // slack answers Slack's slash command with --slack-signing-secret-file.

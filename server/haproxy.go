@@ -47,6 +47,9 @@ const (
 	HAProxyAgentMinSlowWeight = 1
 	// HAProxyAgentFailOpen is the reply when the data cannot say.
 	HAProxyAgentFailOpen = "ready up 100% #llmdiag: no fresh data (fail open)"
+	// HAProxyAgentStopping is every reply while the agent is stopping
+	// (HAProxyAgentOptions.StopAnswer).
+	HAProxyAgentStopping = "ready up 100% #llmdiag: stopping (fail open)"
 	// haproxySlowRatio: a node decoding below this fraction of its model
 	// group's median per-request speed gets the square of that fraction
 	// of its weight (slowFactor).
@@ -76,6 +79,12 @@ type HAProxyAgentOptions struct {
 	ReadTimeout time.Duration
 	// MaxConns is HAProxyAgentMaxConns when zero.
 	MaxConns int
+	// StopAnswer is how long Serve goes on answering once its ctx is
+	// done, every check with HAProxyAgentStopping, before it closes its
+	// listener: HAProxy keeps the state an agent last gave a server when
+	// the agent stops answering, so a drained or downed server would stay
+	// so after llmdiag stops. Zero closes at once.
+	StopAnswer time.Duration
 }
 
 // HAProxyAgent answers HAProxy's agent check from the store's latest
@@ -115,17 +124,26 @@ func (s *Service) HAProxyAgent(o HAProxyAgentOptions) (*HAProxyAgent, error) {
 }
 
 // Serve answers the connections ln accepts, at most MaxConns at once (the
-// others are closed at once), until ctx is done; then it closes ln.
+// others are closed at once), until ctx is done; then, for StopAnswer, it
+// answers every check HAProxyAgentStopping (fail open), and closes ln.
 func (a *HAProxyAgent) Serve(ctx context.Context, ln net.Listener) error {
 	ln = CapConnections(ln, a.o.MaxConns)
-	stop := context.AfterFunc(ctx, func() { _ = ln.Close() })
+	open := ctx // what keeps ln open: ctx, and StopAnswer beyond it
+	if a.o.StopAnswer > 0 {
+		var cancel context.CancelFunc
+		open, cancel = context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		stopTimer := context.AfterFunc(ctx, func() { time.AfterFunc(a.o.StopAnswer, cancel) })
+		defer stopTimer()
+	}
+	stop := context.AfterFunc(open, func() { _ = ln.Close() })
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
 		c, err := ln.Accept()
 		if err != nil {
-			if ctx.Err() != nil {
+			if open.Err() != nil {
 				return nil
 			}
 			var ne net.Error
@@ -134,17 +152,28 @@ func (a *HAProxyAgent) Serve(ctx context.Context, ln net.Listener) error {
 			}
 			return err
 		}
-		wg.Go(func() { a.serveConn(ctx, c) })
+		stopping := ctx.Err() != nil
+		wg.Go(func() { a.serveConn(open, c, stopping) })
 	}
 }
 
 // serveConn reads the agent-send line within ReadTimeout and writes the
-// reply; the whole exchange is bounded by twice ReadTimeout.
-func (a *HAProxyAgent) serveConn(ctx context.Context, c net.Conn) {
+// reply (HAProxyAgentStopping when stopping); the whole exchange is
+// bounded by twice ReadTimeout.
+func (a *HAProxyAgent) serveConn(ctx context.Context, c net.Conn, stopping bool) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * a.o.ReadTimeout))
 	_ = c.SetReadDeadline(time.Now().Add(a.o.ReadTimeout))
-	reply, _ := a.Exchange(ctx, bufio.NewReaderSize(c, HAProxyAgentMaxLine))
+	r := bufio.NewReaderSize(c, HAProxyAgentMaxLine)
+	var reply string
+	if stopping {
+		// The line is read all the same: closing with it unread would
+		// reset the connection before HAProxy reads the reply.
+		_, _ = r.ReadSlice('\n')
+		reply, _ = a.count(HAProxyAgentStopping, HAProxyReplyFailOpen)
+	} else {
+		reply, _ = a.Exchange(ctx, r)
+	}
 	_, _ = c.Write([]byte(reply + "\n"))
 }
 

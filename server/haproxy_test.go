@@ -259,3 +259,50 @@ func TestHAProxyAgentConnectionCap(t *testing.T) {
 		}
 	}
 }
+
+// TestHAProxyAgentStopAnswer: once its context is done, an agent with
+// StopAnswer answers every check, a drained node's too, with
+// HAProxyAgentStopping (HAProxy keeps the last state an agent gave, so
+// this is how a stopping llmdiag hands every server back), and closes its
+// listener StopAnswer later; without StopAnswer it closes at once.
+func TestHAProxyAgentStopAnswer(t *testing.T) {
+	const window = 3 * time.Second
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	agent, err := haproxyFixture(t, now).HAProxyAgent(server.HAProxyAgentOptions{ReadTimeout: time.Second, StopAnswer: window})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- agent.Serve(ctx, ln) }()
+	if got := agentExchange(t, addr, "saturated-0\n"); got != "up drain #CAUSE_OVERLOADED\n" {
+		t.Fatalf("before the stop: %q", got)
+	}
+	cancel()
+	stopped := time.Now()
+	// Within the window every check gets the stopping reply; after it the
+	// listener is closed. What is asserted is only what each answer says.
+	if got := agentExchange(t, addr, "saturated-0\n"); got != server.HAProxyAgentStopping+"\n" && time.Since(stopped) < window {
+		t.Errorf("stopping, saturated-0: %q, want %q", got, server.HAProxyAgentStopping)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if d := time.Since(stopped); d < window {
+			t.Errorf("Serve returned %v after the stop, before the %v window ended", d, window)
+		}
+	case <-time.After(window + 10*time.Second):
+		t.Fatalf("Serve did not return within %v of the stop", window+10*time.Second)
+	}
+	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("the listener still accepts after the window")
+	}
+}

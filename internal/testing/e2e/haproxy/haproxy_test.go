@@ -143,8 +143,14 @@ func TestHAProxyAgent(t *testing.T) {
 	listen, agentAddr := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	_, portText, _ := net.SplitHostPort(agentAddr)
 	port, _ := strconv.Atoi(portText)
-	stopServe, _ := clitest.Start(t, nil, "serve", "--listen", listen, "--fleet", fleetPath, "--interval", "1s",
-		"--haproxy-agent-listen", agentAddr, "--log-level", "warn")
+	// serve answers the agent; with stopAnswer "0" it closes the agent's
+	// port at once on stopping, as a crash would.
+	startServe := func(stopAnswer string) func() {
+		stop, _ := clitest.Start(t, nil, "serve", "--listen", listen, "--fleet", fleetPath, "--interval", "1s",
+			"--haproxy-agent-listen", agentAddr, "--log-level", "warn", "--haproxy-agent-stop-answer", stopAnswer)
+		return stop
+	}
+	stopServe := startServe("0")
 
 	v := cfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: testkit.FreeAddr(t), AgentAddr: "127.0.0.1", AgentPort: port}
 	models := map[string]int{}
@@ -220,24 +226,28 @@ func TestHAProxyAgent(t *testing.T) {
 	}
 	up := stats
 
-	// llmdiag goes away: the agent's connections are refused.
+	// llmdiag goes away at once (a crash, or --haproxy-agent-stop-answer
+	// 0): the agent's connections are refused.
 	stopServe()
-	clitest.WaitFor(t, "HAProxy to see the agent fail for every server", 30*time.Second, func() bool {
-		var err error
-		stats, err = closedloop.ShowStat(v.Socket)
-		last = fmt.Sprint(stats)
-		if err != nil {
-			last = err.Error()
-			return false
-		}
-		for _, s := range stats {
-			if s.AgentStatus != "L4CON" {
+	waitAgentDown := func() {
+		clitest.WaitFor(t, "HAProxy to see the agent fail for every server", 30*time.Second, func() bool {
+			var err error
+			stats, err = closedloop.ShowStat(v.Socket)
+			last = fmt.Sprint(stats)
+			if err != nil {
+				last = err.Error()
 				return false
 			}
-		}
-		return len(stats) == len(f.Nodes)
-	}, &last)
-	t.Logf("with llmdiag down: glm-4.6-0 %+v; glm-4.6-1 %+v", stats["glm-4.6-0"], stats["glm-4.6-1"])
+			for _, s := range stats {
+				if s.AgentStatus != "L4CON" {
+					return false
+				}
+			}
+			return len(stats) == len(f.Nodes)
+		}, &last)
+	}
+	waitAgentDown()
+	t.Logf("with llmdiag gone at once: glm-4.6-0 %+v; glm-4.6-1 %+v", stats["glm-4.6-0"], stats["glm-4.6-1"])
 	// HAProxy keeps the state and weight the agent last gave: a failure
 	// to reach the agent changes nothing (its documentation: connectivity
 	// is the regular check's business). The drained node stays drained
@@ -247,14 +257,24 @@ func TestHAProxyAgent(t *testing.T) {
 			t.Errorf("%s with the agent unreachable: %s weight %d, want what it was, %s weight %d", n, got.Status, got.Weight, was.Status, was.Weight)
 		}
 	}
-	// The operator's way back: set the server ready through the runtime API.
-	if _, err := closedloop.RuntimeCommand(v.Socket, "set server glm-4.6/glm-4.6-0 state ready"); err != nil {
-		t.Fatal(err)
-	}
-	clitest.WaitFor(t, "glm-4.6-0 up once set ready", 10*time.Second, func() bool {
+
+	// llmdiag back, with the default stop answer: glm-4.6-0 drained again;
+	// then a graceful stop hands every server back, up at full weight,
+	// before the agent's port closes, and HAProxy keeps that.
+	stopServe = startServe("2s")
+	clitest.WaitFor(t, "glm-4.6-0 drained again once llmdiag is back", 150*time.Second, func() bool {
 		var err error
 		stats, err = closedloop.ShowStat(v.Socket)
 		last = fmt.Sprint(stats)
-		return err == nil && strings.HasPrefix(stats["glm-4.6-0"].Status, "UP")
+		return err == nil && strings.HasPrefix(stats["glm-4.6-0"].Status, "DRAIN") && stats["glm-4.6-0"].AgentStatus == "L7OK"
 	}, &last)
+	stopped := time.Now()
+	stopServe() // returns once the agent's port is closed, 2 s on
+	waitAgentDown()
+	t.Logf("with llmdiag stopped gracefully (%v to stop): glm-4.6-0 %+v; glm-4.6-1 %+v", time.Since(stopped).Round(time.Millisecond), stats["glm-4.6-0"], stats["glm-4.6-1"])
+	for _, n := range []string{"glm-4.6-0", "glm-4.6-1"} {
+		if got := stats[n]; got.Status != "UP" || got.Weight != 100 {
+			t.Errorf("%s after a graceful stop: %s weight %d, want UP weight 100 (the stop answer, fail open)", n, got.Status, got.Weight)
+		}
+	}
 }
