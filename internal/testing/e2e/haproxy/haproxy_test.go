@@ -17,6 +17,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/closedloop"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
@@ -90,6 +91,56 @@ func TestHAProxyConfigDocumented(t *testing.T) {
 	}
 }
 
+// backends are the configuration's backends for nodes: one per model, a
+// server per node.
+func backends(nodes []fleet.Node) cfgValues {
+	var v cfgValues
+	models := map[string]int{}
+	for _, n := range nodes {
+		i, ok := models[n.Model]
+		if !ok {
+			i = len(v.Backends)
+			models[n.Model] = i
+			v.Backends = append(v.Backends, cfgBackend{Name: n.Model})
+		}
+		host := strings.TrimPrefix(strings.TrimPrefix(n.URL, "http://"), "https://")
+		host, _, _ = strings.Cut(host, "/")
+		v.Backends[i].Servers = append(v.Backends[i].Servers, cfgServer{ID: n.ID, Addr: host})
+	}
+	return v
+}
+
+// runHAProxy runs HAProxy on v's configuration, written in dir, until the
+// test ends; exited closes if it exits first, and hout is its output.
+func runHAProxy(t *testing.T, bin, dir string, v cfgValues) (exited <-chan struct{}, hout *testkit.SyncBuffer) {
+	t.Helper()
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(cfg, []byte(render(t, v)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hout = &testkit.SyncBuffer{}
+	cmd := exec.Command(bin, "-f", cfg, "-db")
+	cmd.Stdout, cmd.Stderr = hout, hout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("haproxy's output:\n%s", hout.String())
+		}
+	})
+	return done, hout
+}
+
 // agentReply asks the agent for node's reply as HAProxy does.
 func agentReply(addr, node string) string {
 	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
@@ -152,43 +203,9 @@ func TestHAProxyAgent(t *testing.T) {
 	}
 	stopServe := startServe("0")
 
-	v := cfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: testkit.FreeAddr(t), AgentAddr: "127.0.0.1", AgentPort: port}
-	models := map[string]int{}
-	for _, n := range f.Nodes {
-		i, ok := models[n.Model]
-		if !ok {
-			i = len(v.Backends)
-			models[n.Model] = i
-			v.Backends = append(v.Backends, cfgBackend{Name: n.Model})
-		}
-		host := strings.TrimPrefix(strings.TrimPrefix(n.URL, "http://"), "https://")
-		host, _, _ = strings.Cut(host, "/")
-		v.Backends[i].Servers = append(v.Backends[i].Servers, cfgServer{ID: n.ID, Addr: host})
-	}
-	cfg := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(cfg, []byte(render(t, v)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var hout testkit.SyncBuffer
-	cmd := exec.Command(bin, "-f", cfg, "-db")
-	cmd.Stdout, cmd.Stderr = &hout, &hout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("haproxy's output:\n%s", hout.String())
-		}
-	})
+	v := backends(f.Nodes)
+	v.Socket, v.Bind, v.AgentAddr, v.AgentPort = filepath.Join(dir, "haproxy.sock"), testkit.FreeAddr(t), "127.0.0.1", port
+	exited, hout := runHAProxy(t, bin, dir, v)
 
 	var last string
 	var stats map[string]closedloop.ServerStat
