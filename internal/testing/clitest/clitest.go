@@ -199,3 +199,18 @@ func RepoPath(t testing.TB, elem ...string) string {
 		dir = up
 	}
 }
+
+// DocHolds fails t unless the repository's page (a path from its root)
+// holds text as a fenced block opened with fence ("```", "```caddyfile"):
+// how a test keeps a configuration a page shows the one it runs. what
+// names the block in the failure, which shows the block to paste.
+func DocHolds(t testing.TB, page, fence, text, what string) {
+	t.Helper()
+	b, err := os.ReadFile(RepoPath(t, strings.Split(page, "/")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), fence+"\n"+text+"```\n") {
+		t.Errorf("%s does not hold %s; it should show:\n%s\n%s```", page, what, fence, text)
+	}
+}

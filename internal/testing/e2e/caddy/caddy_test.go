@@ -122,13 +122,7 @@ func render(t *testing.T, v cfgValues) string {
 // TestCaddyConfigDocumented: docs/integrations.md holds the Caddyfile
 // TestCaddyHealthChecks runs.
 func TestCaddyConfigDocumented(t *testing.T) {
-	b, err := os.ReadFile(clitest.RepoPath(t, "docs", "integrations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := render(t, docValues); !strings.Contains(string(b), "```caddyfile\n"+want+"```\n") {
-		t.Errorf("docs/integrations.md does not hold the Caddyfile the test runs; the Caddy section should show:\n%s", want)
-	}
+	clitest.DocHolds(t, "docs/integrations.md", "```caddyfile", render(t, docValues), "the Caddyfile the test runs (section Caddy)")
 }
 
 // TestCaddyConfigAdapts: Caddy reads the documented Caddyfile, with and

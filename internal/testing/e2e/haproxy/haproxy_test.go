@@ -82,13 +82,7 @@ func render(t *testing.T, v cfgValues) string {
 // TestHAProxyConfigDocumented: docs/integrations.md holds the
 // configuration TestHAProxyAgent runs.
 func TestHAProxyConfigDocumented(t *testing.T) {
-	b, err := os.ReadFile(clitest.RepoPath(t, "docs", "integrations.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := render(t, docValues); !strings.Contains(string(b), "```\n"+want+"```\n") {
-		t.Errorf("docs/integrations.md does not hold the haproxy.cfg the test runs; the HAProxy section should show:\n%s", want)
-	}
+	clitest.DocHolds(t, "docs/integrations.md", "```", render(t, docValues), "the haproxy.cfg the test runs (section HAProxy)")
 }
 
 // backends are the configuration's backends for nodes: one per model, a
