@@ -169,7 +169,9 @@ func TestQuantilePrometheus(t *testing.T) {
 
 // sameEstimate: the same bits in every field, NaN for NaN.
 func sameEstimate(a, b Estimate) bool {
-	same := func(x, y float64) bool { return math.Float64bits(x) == math.Float64bits(y) || (math.IsNaN(x) && math.IsNaN(y)) }
+	same := func(x, y float64) bool {
+		return math.Float64bits(x) == math.Float64bits(y) || (math.IsNaN(x) && math.IsNaN(y))
+	}
 	return same(a.Value, b.Value) && same(a.Lower, b.Lower) && same(a.Upper, b.Upper) &&
 		a.ForcedMonotonic == b.ForcedMonotonic && a.FixedPrecision == b.FixedPrecision
 }

@@ -390,7 +390,7 @@ func TestCaddyHealthChecks(t *testing.T) {
 	}
 	listen := testkit.FreeAddr(t)
 	stopServe, _ := clitest.Start(t, nil, "serve", "--listen", listen, "--fleet", fleetPath, "--interval", "1s",
-			"--auth-tokens", tokens, "--log-level", "warn")
+		"--auth-tokens", tokens, "--log-level", "warn")
 
 	caddys := map[bool]*caddyProc{}
 	for _, failOpen := range []bool{false, true} {
