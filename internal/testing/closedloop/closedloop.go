@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/cli"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 	"github.com/llmdiag/llmdiag/internal/testing/simtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 	"github.com/llmdiag/llmdiag/loadgen"
@@ -184,7 +185,7 @@ type arm struct {
 	agentAddr string // B only
 	serveURL  string // B only
 	haproxy   *testkit.SyncBuffer
-	exited    chan struct{}
+	exited    <-chan struct{}
 }
 
 // Run runs one repetition: both arms at once, each with its own fleet of
@@ -416,7 +417,7 @@ func startArm(t testing.TB, ctx context.Context, o Options, name string, agent b
 	cfg := sim.ExternalOnly(sim.Config{Name: "closed-loop", Seed: int64(o.Seed) + 1, Nodes: nodes})
 	cfg.Speed = 1
 	fl, fleetPath := simtest.Start(t, cfg)
-	a := &arm{name: name, fleet: fl, frontend: testkit.FreeAddr(t), haproxy: &testkit.SyncBuffer{}, exited: make(chan struct{})}
+	a := &arm{name: name, fleet: fl, frontend: testkit.FreeAddr(t), haproxy: &testkit.SyncBuffer{}}
 	dir := t.TempDir()
 	v := CfgValues{Socket: filepath.Join(dir, "haproxy.sock"), Bind: a.frontend, Backend: Model, Balance: o.Balance[armIndex(agent)]}
 	for _, n := range fl.FleetFile().Nodes {
@@ -449,18 +450,13 @@ func startArm(t testing.TB, ctx context.Context, o Options, name string, agent b
 	}
 	cmd := exec.Command(o.HAProxy, "-f", path, "-db")
 	cmd.Stdout, cmd.Stderr = a.haproxy, a.haproxy
-	if err := cmd.Start(); err != nil {
+	proc, err := childproc.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = cmd.Wait(); close(a.exited) }()
+	a.exited = proc.Done()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-a.exited
-		}
+		proc.Stop(syscall.SIGTERM, 10*time.Second)
 		if t.Failed() {
 			t.Logf("%s: haproxy's output:\n%s", name, a.haproxy.String())
 		}

@@ -19,6 +19,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
 )
@@ -228,19 +229,12 @@ func startCaddy(t *testing.T, bin, name string, v cfgValues) *caddyProc {
 	cmd := exec.Command(bin, "run", "--config", cfg, "--adapter", "caddyfile")
 	cmd.Dir, cmd.Env = dir, caddyEnv(dir)
 	cmd.Stdout, cmd.Stderr = &p.log, &p.log
-	if err := cmd.Start(); err != nil {
+	proc, err := childproc.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		proc.Stop(syscall.SIGTERM, 10*time.Second)
 		if t.Failed() {
 			t.Logf("%s's log:\n%s", name, p.log.String())
 		}

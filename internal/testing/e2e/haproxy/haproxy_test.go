@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/internal/testing/childproc"
 	"github.com/llmdiag/llmdiag/internal/testing/clitest"
 	"github.com/llmdiag/llmdiag/internal/testing/closedloop"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
@@ -115,24 +116,17 @@ func runHAProxy(t *testing.T, bin, dir string, v cfgValues) (exited <-chan struc
 	hout = &testkit.SyncBuffer{}
 	cmd := exec.Command(bin, "-f", cfg, "-db")
 	cmd.Stdout, cmd.Stderr = hout, hout
-	if err := cmd.Start(); err != nil {
+	proc, err := childproc.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
+		proc.Stop(syscall.SIGTERM, 10*time.Second)
 		if t.Failed() {
 			t.Logf("haproxy's output:\n%s", hout.String())
 		}
 	})
-	return done, hout
+	return proc.Done(), hout
 }
 
 // agentReply asks the agent for node's reply as HAProxy does.
