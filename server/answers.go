@@ -45,6 +45,15 @@ import (
 // staleness finding's value) is as of when it was prepared, as the verdict
 // the refresh stores is as of the refresh. Data past StaleAfter is never
 // served from a prepared answer: it is diagnosed afresh (UNKNOWN, stale).
+//
+// A request's read_mask is part of what is prepared: the answer is
+// trimmed to it before it is marshalled (a diagnosis not asked for its
+// report renders none), and the per-call fields are added only when the
+// mask names them. Answers are kept per normalized mask (readmask.Mask's
+// Key), for at most MaxMaskShapes distinct masks a generation (the first
+// asked); an answer under any further mask is made afresh on each call, as
+// one past MaxPreparedBytes is. No mask and an empty one are the same
+// shape, the whole answer, and are not counted.
 
 // generationer is a store that tells when what it holds changed
 // (memory.Store, replica.Store); without it every answer is made afresh.
@@ -54,27 +63,33 @@ type generationer interface{ Generation() uint64 }
 // past it answers are made afresh for each call until the next generation.
 const MaxPreparedBytes = 64 << 20
 
+// MaxMaskShapes bounds the distinct read masks whose answers are prepared
+// in one generation.
+const MaxMaskShapes = 16
+
 // answerKey names one prepared answer: a node's metrics, or its diagnosis
-// in a language and format.
+// in a language and format, trimmed to a read mask (its Key; "" for the
+// whole answer).
 type answerKey struct {
 	node      string
 	diagnosis bool
 	lang      llmdiagv1.Language
 	format    llmdiagv1.ReportFormat
+	mask      string
 }
 
 func (k answerKey) String() string {
-	return k.node + "\x00" + strconv.FormatBool(k.diagnosis) + "\x00" + k.lang.String() + "\x00" + k.format.String()
+	return k.node + "\x00" + strconv.FormatBool(k.diagnosis) + "\x00" + k.lang.String() + "\x00" + k.format.String() + "\x00" + k.mask
 }
 
 // prepared is one answer as made at one generation.
 type prepared struct {
 	observedAt time.Time
 	// wire is the answer's fixed part marshalled: GetNodeMetricsResponse
-	// with its metrics, or DiagnoseNodeResponse with its diagnosis; no
-	// staleness, report or Degraded.
+	// with its metrics, or DiagnoseNodeResponse with its diagnosis, as
+	// trimmed by the read mask; no staleness, report or Degraded.
 	wire   []byte
-	report *report.Template // diagnoses
+	report *report.Template // diagnoses asked for their report
 	// withReport is wire with the report last filled in appended as
 	// DiagnoseNodeResponse.report: the age reads the same for a second or
 	// more, and the answers between share it (withReportAt).
@@ -90,6 +105,9 @@ type filledWire struct {
 // data of age appended: one copy per distinct report text, and no UTF-8
 // check of the report on each answer (it was checked when rendered).
 func (p *prepared) withReportAt(age time.Duration) []byte {
+	if p.report == nil {
+		return p.wire
+	}
 	text := p.report.Text(age)
 	if f := p.withReport.Load(); f != nil && f.report == text {
 		return f.wire
@@ -105,12 +123,16 @@ func (p *prepared) withReportAt(age time.Duration) []byte {
 // answers holds the prepared answers of the store's current generation and
 // the peers of each model at it.
 type answers struct {
-	// max bounds bytes (default MaxPreparedBytes).
-	max   int
-	mu    sync.RWMutex
-	gen   uint64
-	byKey map[answerKey]*prepared
-	bytes int
+	// max bounds bytes (default MaxPreparedBytes); maxShapes the masks in
+	// shapes (default MaxMaskShapes).
+	max       int
+	maxShapes int
+	mu        sync.RWMutex
+	gen       uint64
+	byKey     map[answerKey]*prepared
+	bytes     int
+	// shapes are the read masks (Key, not "") answers are kept for at gen.
+	shapes map[string]bool
 	// peers are every node's metrics by model, their staleness measured
 	// at the generation's first ask for them.
 	peers map[string][]peer
@@ -126,6 +148,24 @@ func (a *answers) get(gen uint64, key answerKey) *prepared {
 	return a.byKey[key]
 }
 
+// admits reports whether an answer under mask may be kept at gen: the
+// whole answer, a mask already kept, or room for one more.
+func (a *answers) admits(gen uint64, mask string) bool {
+	if mask == "" {
+		return true
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.gen != gen || a.shapes[mask] || len(a.shapes) < a.shapeLimit()
+}
+
+func (a *answers) shapeLimit() int {
+	if a.maxShapes <= 0 {
+		return MaxMaskShapes
+	}
+	return a.maxShapes
+}
+
 // turn forgets what belongs to an older generation than gen, and reports
 // whether gen is the current one (not older).
 func (a *answers) turn(gen uint64) bool {
@@ -133,7 +173,7 @@ func (a *answers) turn(gen uint64) bool {
 		return false
 	}
 	if gen > a.gen || a.byKey == nil {
-		a.gen, a.byKey, a.bytes, a.peers = gen, map[answerKey]*prepared{}, 0, nil
+		a.gen, a.byKey, a.bytes, a.peers, a.shapes = gen, map[answerKey]*prepared{}, 0, nil, map[string]bool{}
 	}
 	return true
 }
@@ -153,14 +193,21 @@ func (a *answers) put(gen uint64, key answerKey, p *prepared) {
 	if !a.turn(gen) || a.bytes+size > limit {
 		return
 	}
+	if key.mask != "" && !a.shapes[key.mask] {
+		if len(a.shapes) >= a.shapeLimit() {
+			return
+		}
+		a.shapes[key.mask] = true
+	}
 	a.byKey[key] = p
 	a.bytes += size
 }
 
 // answer returns the answer for key prepared at the store's current
 // generation, preparing it with prepare on first ask (one preparation for
-// concurrent asks). It returns nil when the store has no generation or
-// prepare made none (stale data): the caller answers afresh.
+// concurrent asks). It returns nil when the store has no generation,
+// prepare made none (stale data), or key's mask is past MaxMaskShapes: the
+// caller answers afresh.
 func (s *Service) answer(ctx context.Context, key answerKey, prepare func(context.Context) (*prepared, error)) (*prepared, error) {
 	g, ok := s.st.(generationer)
 	if !ok {
@@ -169,6 +216,9 @@ func (s *Service) answer(ctx context.Context, key answerKey, prepare func(contex
 	gen := g.Generation()
 	if p := s.ans.get(gen, key); p != nil {
 		return p, nil
+	}
+	if !s.ans.admits(gen, key.mask) {
+		return nil, nil // one mask too many this generation: afresh
 	}
 	ch := s.ans.group.DoChan(strconv.FormatUint(gen, 10)+"\x00"+key.String(), func() (any, error) {
 		// Read after the generation: what is prepared is at least as new

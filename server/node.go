@@ -15,6 +15,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/metrics"
+	"github.com/llmdiag/llmdiag/readmask"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/report"
 	"github.com/llmdiag/llmdiag/source"
@@ -27,19 +28,28 @@ import (
 // GetNodeMetrics implements DiagnosisServiceHandler.
 func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
 	node, offsetpb := req.Msg.GetNode(), req.Msg.GetOffset()
+	mask, err := answerMask(&llmdiagv1.GetNodeMetricsResponse{}, "metrics", req.Msg.GetReadMask())
+	if err != nil {
+		return nil, err
+	}
 	if s.isDefault(node, req.Msg.GetWindow(), offsetpb) {
-		p, err := s.answer(ctx, answerKey{node: node}, func(ctx context.Context) (*prepared, error) {
-			return s.prepareMetrics(ctx, node)
+		p, err := s.answer(ctx, answerKey{node: node, mask: mask.Key()}, func(ctx context.Context) (*prepared, error) {
+			return s.prepareMetrics(ctx, node, mask)
 		})
 		if err != nil {
 			return nil, err
 		}
 		if age, ok := s.fresh(p); ok {
-			m := &llmdiagv1.NodeMetrics{Staleness: durationpb.New(age)}
-			if offsetpb != nil {
-				m.Offset = durationpb.New(0)
+			resp := &llmdiagv1.GetNodeMetricsResponse{Degraded: s.degraded()}
+			if mask.Has("metrics.staleness") {
+				resp.Metrics = &llmdiagv1.NodeMetrics{Staleness: durationpb.New(age)}
 			}
-			resp := &llmdiagv1.GetNodeMetricsResponse{Metrics: m, Degraded: s.degraded()}
+			if offsetpb != nil && mask.Has("metrics.offset") {
+				if resp.Metrics == nil {
+					resp.Metrics = &llmdiagv1.NodeMetrics{}
+				}
+				resp.Metrics.Offset = durationpb.New(0)
+			}
 			if err := withPrepared(resp, p.wire, binaryProto(req.Peer(), req.Header())); err != nil {
 				return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prepared metrics of %q: %w", node, err))
 			}
@@ -50,7 +60,9 @@ func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdi
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(&llmdiagv1.GetNodeMetricsResponse{Metrics: m, Degraded: s.degraded()}), nil
+	resp := &llmdiagv1.GetNodeMetricsResponse{Metrics: m, Degraded: s.degraded()}
+	mask.Prune(resp)
+	return connect.NewResponse(resp), nil
 }
 
 // DiagnoseNode implements DiagnosisServiceHandler.
@@ -71,18 +83,26 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	default:
 		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
 	}
+	mask, err := answerMask(&llmdiagv1.DiagnoseNodeResponse{}, "diagnosis", req.Msg.GetReadMask(), "report")
+	if err != nil {
+		return nil, err
+	}
+	withReport := mask.Has("report")
+	if !withReport {
+		format = llmdiagv1.ReportFormat_REPORT_FORMAT_UNSPECIFIED // nothing rendered: one answer for every format
+	}
 	node := req.Msg.GetNode()
 	if s.isDefault(node, req.Msg.GetWindow(), nil) {
-		p, err := s.answer(ctx, answerKey{node: node, diagnosis: true, lang: lang, format: format}, func(ctx context.Context) (*prepared, error) {
-			return s.prepareDiagnosis(ctx, node, lang, format)
+		p, err := s.answer(ctx, answerKey{node: node, diagnosis: true, lang: lang, format: format, mask: mask.Key()}, func(ctx context.Context) (*prepared, error) {
+			return s.prepareDiagnosis(ctx, node, lang, format, mask)
 		})
 		if err != nil {
 			return nil, err
 		}
 		if age, ok := s.fresh(p); ok {
-			resp := &llmdiagv1.DiagnoseNodeResponse{
-				Diagnosis: &llmdiagv1.Diagnosis{Staleness: durationpb.New(age)},
-				Degraded:  s.degraded(),
+			resp := &llmdiagv1.DiagnoseNodeResponse{Degraded: s.degraded()}
+			if mask.Has("diagnosis.staleness") {
+				resp.Diagnosis = &llmdiagv1.Diagnosis{Staleness: durationpb.New(age)}
 			}
 			if err := withPrepared(resp, p.withReportAt(age), binaryProto(req.Peer(), req.Header())); err != nil {
 				return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prepared diagnosis of %q: %w", node, err))
@@ -107,11 +127,12 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 		}
 		d = s.rediagnose(ctx, rec, m, lang, s.now(), s.sloWindows(ctx, rec, sp))
 	}
-	return connect.NewResponse(&llmdiagv1.DiagnoseNodeResponse{
-		Diagnosis: d,
-		Report:    report.Render(d, format, lang),
-		Degraded:  s.degraded(),
-	}), nil
+	resp := &llmdiagv1.DiagnoseNodeResponse{Diagnosis: d, Degraded: s.degraded()}
+	if withReport {
+		resp.Report = report.Render(d, format, lang)
+	}
+	mask.Prune(resp)
+	return connect.NewResponse(resp), nil
 }
 
 // isDefault reports whether a request asks for the default window ending
@@ -126,8 +147,8 @@ func (s *Service) isDefault(node, window string, offset *durationpb.Duration) bo
 }
 
 // prepareMetrics prepares GetNodeMetrics' answer from the store's record,
-// or none when its data is stale.
-func (s *Service) prepareMetrics(ctx context.Context, node string) (*prepared, error) {
+// trimmed to mask, or none when its data is stale.
+func (s *Service) prepareMetrics(ctx context.Context, node string, mask readmask.Mask) (*prepared, error) {
 	rec, err := s.get(ctx, node)
 	if err != nil {
 		return nil, storeErr(err)
@@ -136,14 +157,18 @@ func (s *Service) prepareMetrics(ctx context.Context, node string) (*prepared, e
 	if metrics.Stale(m, s.cfg.StaleAfter) {
 		return nil, nil
 	}
+	observedAt := m.GetObservedAt().AsTime()
 	m.Staleness, m.Offset = nil, nil
-	return s.prepare(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}, m.GetObservedAt().AsTime(), nil)
+	resp := &llmdiagv1.GetNodeMetricsResponse{Metrics: m}
+	mask.Prune(resp)
+	return s.prepare(resp, observedAt, nil)
 }
 
 // prepareDiagnosis prepares DiagnoseNode's answer: the verdict the refresh
-// stored when the store holds it in lang, else one made now; none when the
-// data is stale.
-func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdiagv1.Language, format llmdiagv1.ReportFormat) (*prepared, error) {
+// stored when the store holds it in lang, else one made now, trimmed to
+// mask, with its report only when mask asks for it; none when the data is
+// stale.
+func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdiagv1.Language, format llmdiagv1.ReportFormat, mask readmask.Mask) (*prepared, error) {
 	now := s.now()
 	rec, err := s.get(ctx, node)
 	if err != nil {
@@ -162,7 +187,13 @@ func (s *Service) prepareDiagnosis(ctx context.Context, node string, lang llmdia
 		d = s.rediagnose(ctx, rec, m, lang, now, slo)
 	}
 	d.Staleness = nil
-	return s.prepare(&llmdiagv1.DiagnoseNodeResponse{Diagnosis: d}, m.GetObservedAt().AsTime(), report.Prepare(d, format, lang))
+	var tmpl *report.Template
+	if mask.Has("report") {
+		tmpl = report.Prepare(d, format, lang)
+	}
+	resp := &llmdiagv1.DiagnoseNodeResponse{Diagnosis: d}
+	mask.Prune(resp)
+	return s.prepare(resp, m.GetObservedAt().AsTime(), tmpl)
 }
 
 // prepare marshals an answer's fixed part.

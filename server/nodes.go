@@ -21,6 +21,10 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 	if _, ok := llmdiagv1.Status_name[int32(msg.GetStatus())]; !ok {
 		return nil, invalid("status", fmt.Errorf("unknown value %d", msg.GetStatus()))
 	}
+	mask, err := nodeMask(msg.GetReadMask())
+	if err != nil {
+		return nil, err
+	}
 	size, err := pageSize(msg.GetPageSize())
 	if err != nil {
 		return nil, err
@@ -55,6 +59,9 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 			break
 		}
 		out.Nodes = append(out.Nodes, n)
+	}
+	for _, n := range out.Nodes { // filtered and paged on every field
+		mask.Prune(n)
 	}
 	out.Degraded = s.degraded()
 	return connect.NewResponse(out), nil

@@ -14,6 +14,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	fieldmaskpb "google.golang.org/protobuf/types/known/fieldmaskpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -2469,7 +2470,16 @@ type ListNodesRequest struct {
 	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	// Only nodes with this status (as ListNodes reports it: stale data reads
 	// UNKNOWN).
-	Status        Status `protobuf:"varint,5,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
+	Status Status `protobuf:"varint,5,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
+	// The fields of each Node to fill in and send, as paths relative to Node
+	// ("id", "status", "routable", "load_score", "profile.gpu"); absent or
+	// empty means every field. In every read_mask, a path is field names
+	// joined by dots through singular message fields ("profile.gpu"); a
+	// repeated or map field ends a path and is sent whole, and a field named
+	// is sent with everything under it. Filters and paging work on every field
+	// whatever the mask: a page holds the same nodes trimmed. An unknown path
+	// is INVALID_ARGUMENT. degraded and next_page_token are always sent.
+	ReadMask      *fieldmaskpb.FieldMask `protobuf:"bytes,6,opt,name=read_mask,json=readMask,proto3" json:"read_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2537,6 +2547,13 @@ func (x *ListNodesRequest) GetStatus() Status {
 		return x.Status
 	}
 	return Status_STATUS_UNSPECIFIED
+}
+
+func (x *ListNodesRequest) GetReadMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.ReadMask
+	}
+	return nil
 }
 
 // ListNodesResponse is one page of the fleet, sorted by node id.
@@ -2668,7 +2685,13 @@ type GetNodeMetricsRequest struct {
 	Window string `protobuf:"bytes,2,opt,name=window,proto3" json:"window,omitempty"`
 	// Read the window ending this long ago ("the same node 1 h ago"); needs a
 	// source with history (Prometheus).
-	Offset        *durationpb.Duration `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Offset *durationpb.Duration `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	// The fields of the NodeMetrics to fill in and send, as paths relative to
+	// NodeMetrics ("kv_pressure", "queue", "ttft.percentiles", "gpu.xid_errors");
+	// absent or empty means every field. An unknown path is INVALID_ARGUMENT.
+	// degraded is always sent when set: an answer from this replica's copy
+	// says so whatever was asked.
+	ReadMask      *fieldmaskpb.FieldMask `protobuf:"bytes,4,opt,name=read_mask,json=readMask,proto3" json:"read_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2720,6 +2743,13 @@ func (x *GetNodeMetricsRequest) GetWindow() string {
 func (x *GetNodeMetricsRequest) GetOffset() *durationpb.Duration {
 	if x != nil {
 		return x.Offset
+	}
+	return nil
+}
+
+func (x *GetNodeMetricsRequest) GetReadMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.ReadMask
 	}
 	return nil
 }
@@ -3205,7 +3235,17 @@ type DiagnoseNodeRequest struct {
 	// Unspecified means English.
 	Language Language `protobuf:"varint,3,opt,name=language,proto3,enum=llmdiag.v1.Language" json:"language,omitempty"`
 	// Unspecified means Markdown.
-	Format        ReportFormat `protobuf:"varint,4,opt,name=format,proto3,enum=llmdiag.v1.ReportFormat" json:"format,omitempty"`
+	Format ReportFormat `protobuf:"varint,4,opt,name=format,proto3,enum=llmdiag.v1.ReportFormat" json:"format,omitempty"`
+	// The fields of the Diagnosis to fill in and send, as paths relative to
+	// Diagnosis ("routable", "load_score", "status", "root_cause",
+	// "findings"), plus "report" for the rendered report (Diagnosis has
+	// no field of that name): with a mask the report is rendered and sent only
+	// when "report" is in it. Absent or empty means every field and the
+	// report. An unknown path is INVALID_ARGUMENT. degraded is always sent
+	// when set: an answer from this replica's copy says so whatever was
+	// asked. A router on its hot path should ask for what it reads, e.g.
+	// "routable,load_score,status,root_cause".
+	ReadMask      *fieldmaskpb.FieldMask `protobuf:"bytes,5,opt,name=read_mask,json=readMask,proto3" json:"read_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3266,6 +3306,13 @@ func (x *DiagnoseNodeRequest) GetFormat() ReportFormat {
 		return x.Format
 	}
 	return ReportFormat_REPORT_FORMAT_UNSPECIFIED
+}
+
+func (x *DiagnoseNodeRequest) GetReadMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.ReadMask
+	}
+	return nil
 }
 
 // DiagnoseNodeResponse carries the verdict and its rendering.
@@ -3856,7 +3903,7 @@ var File_llmdiag_v1_diagnosis_proto protoreflect.FileDescriptor
 const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"\x1allmdiag/v1/diagnosis.proto\x12\n" +
-	"llmdiag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x02\n" +
+	"llmdiag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x02\n" +
 	"\aProfile\x12#\n" +
 	"\rdata_parallel\x18\x01 \x01(\rR\fdataParallel\x12'\n" +
 	"\x0ftensor_parallel\x18\x02 \x01(\rR\x0etensorParallel\x12'\n" +
@@ -4086,25 +4133,27 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tstaleness\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x12\x14\n" +
 	"\x05stale\x18\x11 \x01(\bR\x05stale\x120\n" +
 	"\blanguage\x18\x12 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\x12$\n" +
-	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\"\xbc\x01\n" +
+	"\x04role\x18d \x01(\x0e2\x10.llmdiag.v1.RoleR\x04role\"\xf5\x01\n" +
 	"\x10ListNodesRequest\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12*\n" +
 	"\x06engine\x18\x02 \x01(\x0e2\x12.llmdiag.v1.EngineR\x06engine\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\x12*\n" +
-	"\x06status\x18\x05 \x01(\x0e2\x12.llmdiag.v1.StatusR\x06status\"\x95\x01\n" +
+	"\x06status\x18\x05 \x01(\x0e2\x12.llmdiag.v1.StatusR\x06status\x127\n" +
+	"\tread_mask\x18\x06 \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"\x95\x01\n" +
 	"\x11ListNodesResponse\x12&\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x10.llmdiag.v1.NodeR\x05nodes\x120\n" +
 	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\x12&\n" +
 	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"X\n" +
 	"\bDegraded\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x124\n" +
-	"\bcopy_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\acopyAge\"v\n" +
+	"\bcopy_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\acopyAge\"\xaf\x01\n" +
 	"\x15GetNodeMetricsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x121\n" +
-	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\"}\n" +
+	"\x06offset\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x06offset\x127\n" +
+	"\tread_mask\x18\x04 \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"}\n" +
 	"\x16GetNodeMetricsResponse\x121\n" +
 	"\ametrics\x18\x01 \x01(\v2\x17.llmdiag.v1.NodeMetricsR\ametrics\x120\n" +
 	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xd7\x02\n" +
@@ -4146,12 +4195,13 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tstaleness\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\tstaleness\x120\n" +
 	"\bdegraded\x18\a \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\x121\n" +
 	"\x06offset\x18\b \x01(\v2\x19.google.protobuf.DurationR\x06offset\x12B\n" +
-	"\x0fbaseline_offset\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0ebaselineOffset\"\xa5\x01\n" +
+	"\x0fbaseline_offset\x18\t \x01(\v2\x19.google.protobuf.DurationR\x0ebaselineOffset\"\xde\x01\n" +
 	"\x13DiagnoseNodeRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x120\n" +
 	"\blanguage\x18\x03 \x01(\x0e2\x14.llmdiag.v1.LanguageR\blanguage\x120\n" +
-	"\x06format\x18\x04 \x01(\x0e2\x18.llmdiag.v1.ReportFormatR\x06format\"\x95\x01\n" +
+	"\x06format\x18\x04 \x01(\x0e2\x18.llmdiag.v1.ReportFormatR\x06format\x127\n" +
+	"\tread_mask\x18\x05 \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"\x95\x01\n" +
 	"\x14DiagnoseNodeResponse\x123\n" +
 	"\tdiagnosis\x18\x01 \x01(\v2\x15.llmdiag.v1.DiagnosisR\tdiagnosis\x12\x16\n" +
 	"\x06report\x18\x02 \x01(\tR\x06report\x120\n" +
@@ -4378,6 +4428,7 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	nil,                                // 40: llmdiag.v1.NodeHealth.LabelsEntry
 	(*timestamppb.Timestamp)(nil),      // 41: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),        // 42: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),      // 43: google.protobuf.FieldMask
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
@@ -4419,61 +4470,64 @@ var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	1,  // 36: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
 	0,  // 37: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
 	2,  // 38: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	11, // 39: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
-	23, // 40: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 41: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	42, // 42: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	14, // 43: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	23, // 44: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	5,  // 45: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	6,  // 46: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	42, // 47: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	42, // 48: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	12, // 49: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	27, // 50: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	42, // 51: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	5,  // 52: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	28, // 53: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	41, // 54: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	42, // 55: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	23, // 56: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 57: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	42, // 58: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	7,  // 59: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	8,  // 60: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	20, // 61: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	23, // 62: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 63: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	39, // 64: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	2,  // 65: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	3,  // 66: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	42, // 67: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	41, // 68: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	40, // 69: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	9,  // 70: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	33, // 71: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	41, // 72: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	41, // 73: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
-	2,  // 74: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
-	36, // 75: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
-	23, // 76: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
-	21, // 77: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	24, // 78: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	26, // 79: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	30, // 80: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	32, // 81: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	35, // 82: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
-	22, // 83: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	25, // 84: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	29, // 85: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	31, // 86: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	34, // 87: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	37, // 88: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
-	83, // [83:89] is the sub-list for method output_type
-	77, // [77:83] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	43, // 39: llmdiag.v1.ListNodesRequest.read_mask:type_name -> google.protobuf.FieldMask
+	11, // 40: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
+	23, // 41: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	42, // 42: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	42, // 43: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	43, // 44: llmdiag.v1.GetNodeMetricsRequest.read_mask:type_name -> google.protobuf.FieldMask
+	14, // 45: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	23, // 46: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 47: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 48: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	42, // 49: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	42, // 50: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 51: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	27, // 52: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	42, // 53: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 54: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	28, // 55: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	41, // 56: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	42, // 57: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	23, // 58: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	42, // 59: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	42, // 60: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 61: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 62: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	43, // 63: llmdiag.v1.DiagnoseNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
+	20, // 64: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	23, // 65: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	42, // 66: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	39, // 67: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 68: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 69: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	42, // 70: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	41, // 71: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	40, // 72: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 73: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	33, // 74: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	41, // 75: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	41, // 76: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
+	2,  // 77: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
+	36, // 78: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
+	23, // 79: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
+	21, // 80: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	24, // 81: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	26, // 82: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	30, // 83: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	32, // 84: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	35, // 85: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
+	22, // 86: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	25, // 87: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	29, // 88: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	31, // 89: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	34, // 90: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	37, // 91: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
+	86, // [86:92] is the sub-list for method output_type
+	80, // [80:86] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
