@@ -29,3 +29,41 @@ func TestPreparedAnswersAreBounded(t *testing.T) {
 		t.Error("an answer of an older generation was kept")
 	}
 }
+
+// TestPreparedMaskShapesAreBounded: answers are kept for at most
+// maxShapes distinct masks a generation; a mask already kept is kept for
+// other nodes too, the whole answer is never counted, and a newer
+// generation counts afresh.
+func TestPreparedMaskShapesAreBounded(t *testing.T) {
+	a := answers{maxShapes: 2}
+	p := &prepared{wire: make([]byte, 10)}
+	for i, tc := range []struct {
+		key  answerKey
+		kept bool
+	}{
+		{answerKey{node: "a", mask: "status"}, true},
+		{answerKey{node: "a", mask: "routable"}, true},
+		{answerKey{node: "a", mask: "load_score"}, false}, // a third shape
+		{answerKey{node: "b", mask: "status"}, true},      // a shape already kept
+		{answerKey{node: "b"}, true},                      // the whole answer
+		{answerKey{node: "c"}, true},
+	} {
+		if admits := a.admits(1, tc.key.mask); admits != tc.kept {
+			t.Errorf("ask %d (%v): admitted %v, want %v", i, tc.key, admits, tc.kept)
+		}
+		a.put(1, tc.key, p)
+		if kept := a.get(1, tc.key) != nil; kept != tc.kept {
+			t.Errorf("ask %d (%v): kept %v, want %v", i, tc.key, kept, tc.kept)
+		}
+	}
+	if len(a.shapes) != 2 {
+		t.Errorf("%d shapes counted, want 2", len(a.shapes))
+	}
+	a.put(2, answerKey{node: "a", mask: "load_score"}, p)
+	if a.get(2, answerKey{node: "a", mask: "load_score"}) == nil || len(a.shapes) != 1 {
+		t.Errorf("generation 2 did not count shapes afresh (%d counted)", len(a.shapes))
+	}
+	if !a.admits(2, "routable") {
+		t.Error("generation 2 refused a second shape")
+	}
+}
