@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
@@ -135,6 +136,19 @@ func TestSharedStoreOutage(t *testing.T) {
 		}},
 		{"DiagnoseNode", func() (*llmdiagv1.Degraded, error) {
 			r, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: "glm-0"}))
+			return r.Msg.GetDegraded(), err
+		}},
+		// A mask never hides that an answer is degraded.
+		{"ListNodes masked", func() (*llmdiagv1.Degraded, error) {
+			r, err := c.ListNodes(ctx, connect.NewRequest(&llmdiagv1.ListNodesRequest{ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"id"}}}))
+			return r.Msg.GetDegraded(), err
+		}},
+		{"GetNodeMetrics masked", func() (*llmdiagv1.Degraded, error) {
+			r, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: "glm-0", ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"queue"}}}))
+			return r.Msg.GetDegraded(), err
+		}},
+		{"DiagnoseNode masked", func() (*llmdiagv1.Degraded, error) {
+			r, err := c.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: "glm-0", ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"routable", "status"}}}))
 			return r.Msg.GetDegraded(), err
 		}},
 		{"ComparePercentiles", func() (*llmdiagv1.Degraded, error) {
