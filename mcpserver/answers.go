@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -166,6 +167,13 @@ func langWord(l llmdiagv1.Language) string {
 	return "en"
 }
 
+// nodesMask is the read mask of the node tools' ListNodes calls: the
+// fields nodesOut, report.Unhealthy and the label filter read (not the
+// profile, URL or last-seen time).
+func nodesMask() *fieldmaskpb.FieldMask {
+	return &fieldmaskpb.FieldMask{Paths: []string{"id", "model", "engine", "status", "root_cause", "routable", "load_score", "staleness", "labels", "role"}}
+}
+
 func nodesOut(nodes []*llmdiagv1.Node, limit int, degraded string) NodesOut {
 	out := NodesOut{Nodes: []NodeOut{}, Total: len(nodes), Truncated: len(nodes) > limit, Degraded: degraded}
 	for _, n := range nodes[:min(limit, len(nodes))] {
@@ -204,6 +212,19 @@ func nonNil(s []string) []string {
 
 func percentileOut(p *llmdiagv1.Percentile) PercentileOut {
 	return PercentileOut{Quantile: p.GetQuantile(), Value: finite(p.GetValue()), LowerBound: finite(p.GetLowerBound()), UpperBound: finite(p.GetUpperBound())}
+}
+
+// metricsMask is get_node_metrics' read mask: the fields metricsOut
+// reads (not the histograms' buckets, GPU, LoRA or KV-transfer figures).
+func metricsMask() *fieldmaskpb.FieldMask {
+	paths := []string{"node", "model", "engine", "window", "up", "stale", "staleness", "covered", "errors"}
+	for _, l := range latencies(&llmdiagv1.NodeMetrics{}) {
+		paths = append(paths, l.name+".percentiles", l.name+".mean", l.name+".count")
+	}
+	for _, g := range gauges(&llmdiagv1.NodeMetrics{}) {
+		paths = append(paths, g.name)
+	}
+	return &fieldmaskpb.FieldMask{Paths: paths}
 }
 
 func metricsOut(r *llmdiagv1.GetNodeMetricsResponse) MetricsOut {

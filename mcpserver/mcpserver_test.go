@@ -13,11 +13,14 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/mcpserver"
+	"github.com/llmdiag/llmdiag/readmask"
 )
 
 // fakeService answers from a fixed fleet; DiagnoseNode blocks on block
@@ -52,6 +55,10 @@ func (f *fakeService) ListNodes(_ context.Context, r *connect.Request[llmdiagv1.
 		if r.Msg.GetModel() != "" && n.GetModel() != r.Msg.GetModel() || r.Msg.GetStatus() != 0 && n.GetStatus() != r.Msg.GetStatus() {
 			continue
 		}
+		n, err := masked(n, r.Msg.GetReadMask())
+		if err != nil {
+			return nil, err
+		}
 		resp.Nodes = append(resp.Nodes, n)
 		if i+1 < len(f.nodes) {
 			resp.NextPageToken = fmt.Sprint(i + 1)
@@ -67,10 +74,24 @@ func (f *fakeService) GetNodeMetrics(_ context.Context, r *connect.Request[llmdi
 		return nil, err
 	}
 	q, kv := 3.0, 0.42
-	return connect.NewResponse(&llmdiagv1.GetNodeMetricsResponse{Metrics: &llmdiagv1.NodeMetrics{Node: n.GetId(), Model: n.GetModel(), Window: "5m", Up: true,
-		Queue: &q, KvPressure: &kv,
+	m, err := masked(&llmdiagv1.NodeMetrics{Node: n.GetId(), Model: n.GetModel(), Window: "5m", Up: true,
+		Queue: &q, KvPressure: &kv, Staleness: durationpb.New(2 * time.Second),
 		Ttft: &llmdiagv1.Distribution{Count: 10, Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.5, Value: 0.2, LowerBound: 0.1, UpperBound: 0.25}, {Quantile: 0.99, Value: 8, LowerBound: 8, UpperBound: math.Inf(1)}}},
-		E2E:  &llmdiagv1.Distribution{Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.5, Value: math.NaN(), LowerBound: math.NaN(), UpperBound: math.NaN()}}}}}), nil
+		E2E:  &llmdiagv1.Distribution{Percentiles: []*llmdiagv1.Percentile{{Quantile: 0.5, Value: math.NaN(), LowerBound: math.NaN(), UpperBound: math.NaN()}}}}, r.Msg.GetReadMask())
+	return connect.NewResponse(&llmdiagv1.GetNodeMetricsResponse{Metrics: m}), err
+}
+
+// masked is a copy of m trimmed to the read mask, as the service trims
+// its answers: the tools' answers in these tests are what they show from
+// what they ask for. A path the service would refuse is an error.
+func masked[M proto.Message](m M, fm *fieldmaskpb.FieldMask) (M, error) {
+	mask, err := readmask.Parse(m, fm.GetPaths())
+	if err != nil {
+		return m, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	m = proto.CloneOf(m)
+	mask.Prune(m)
+	return m, nil
 }
 
 func (f *fakeService) ComparePercentiles(_ context.Context, r *connect.Request[llmdiagv1.ComparePercentilesRequest]) (*connect.Response[llmdiagv1.ComparePercentilesResponse], error) {

@@ -268,7 +268,7 @@ func (t *tools) listNodes(ctx context.Context, in ListNodesIn) (*mcp.CallToolRes
 	if err != nil {
 		return nil, NodesOut{}, err
 	}
-	req := &llmdiagv1.ListNodesRequest{Model: in.Model}
+	req := &llmdiagv1.ListNodesRequest{Model: in.Model, ReadMask: nodesMask()}
 	if req.Status, err = parseStatus(in.Status); err != nil {
 		return nil, NodesOut{}, err
 	}
@@ -289,7 +289,7 @@ func (t *tools) unhealthyNodes(ctx context.Context, in UnhealthyIn) (*mcp.CallTo
 	if err != nil {
 		return nil, NodesOut{}, err
 	}
-	nodes, degraded, err := t.allNodes(ctx, &llmdiagv1.ListNodesRequest{Model: in.Model})
+	nodes, degraded, err := t.allNodes(ctx, &llmdiagv1.ListNodesRequest{Model: in.Model, ReadMask: nodesMask()})
 	if err != nil {
 		return nil, NodesOut{}, err
 	}
@@ -322,6 +322,9 @@ func (t *tools) diagnoseNode(ctx context.Context, in DiagnoseIn) (*mcp.CallToolR
 	if err := checkWindow(in.Window); err != nil {
 		return nil, DiagnosisOut{}, err
 	}
+	// No read mask: the tool shows the whole diagnosis and its report
+	// (all but the observation time and role), and the whole answer is the
+	// one the service already keeps prepared.
 	resp, err := t.svc.DiagnoseNode(ctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node, Window: in.Window, Language: lang, Format: format}))
 	if err != nil {
 		return nil, DiagnosisOut{}, callError("diagnose "+node, node, err)
@@ -338,7 +341,7 @@ func (t *tools) getNodeMetrics(ctx context.Context, in MetricsIn) (*mcp.CallTool
 	if err := checkWindow(in.Window); err != nil {
 		return nil, MetricsOut{}, err
 	}
-	resp, err := t.svc.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node, Window: in.Window}))
+	resp, err := t.svc.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node, Window: in.Window, ReadMask: metricsMask()}))
 	if err != nil {
 		return nil, MetricsOut{}, callError("metrics of "+node, node, err)
 	}
