@@ -14,6 +14,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/peterbourgon/ff/v3/ffcli"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -31,6 +33,10 @@ type benchFlags struct {
 	duration    *time.Duration
 	lang        *string
 	format      *string
+	// readMask and metricsMask: DiagnoseNode's and GetNodeMetrics' read
+	// masks, measured beside the whole answers ("": not measured).
+	readMask    *string
+	metricsMask *string
 }
 
 // listFlag is a comma-separated list; the flag may be repeated.
@@ -66,9 +72,11 @@ func benchCommand(env Env, cf *clientFlags) *ffcli.Command {
 	b.duration = fs.Duration("duration", loadtest.DefaultDuration, "the most the whole run may take: rounds not finished by then are left out")
 	b.lang = fs.String("lang", "en", "DiagnoseNode's report language: en or zh")
 	b.format = fs.String("format", "text", "DiagnoseNode's report format: text or markdown")
+	b.readMask = fs.String("read-mask", "", "also measure DiagnoseNode with this read_mask (paths of Diagnosis, and report; comma-separated, e.g. routable,load_score,status,root_cause), in a row beside the whole answer")
+	b.metricsMask = fs.String("metrics-read-mask", "", "also measure GetNodeMetrics with this read_mask (paths of NodeMetrics, comma-separated), in a row beside the whole answer")
 	return &ffcli.Command{
 		Name:       "bench",
-		ShortUsage: "llmdiag bench [--node ID] [--concurrency 1,8] [--calls 2000] [--rounds 3] [--connections 2] [--lang en|zh] [--format text|markdown]",
+		ShortUsage: "llmdiag bench [--node ID] [--concurrency 1,8] [--calls 2000] [--rounds 3] [--connections 2] [--lang en|zh] [--format text|markdown] [--read-mask PATHS] [--metrics-read-mask PATHS]",
 		ShortHelp:  "load-test a running service: GetNodeMetrics and DiagnoseNode against its health check",
 		LongHelp: strings.TrimSpace(`
 Measure what a caller waits for on a running service, next to the floor of
@@ -76,7 +84,10 @@ the same server in the same run: grpc.health.v1 Health/Check (answered
 from memory, no store read), GetNodeMetrics and DiagnoseNode (the default
 window, --lang, --format) for --node, at each --concurrency. One table:
 p50, p90, p99, calls a second, and p50 ÷ the health check's p50 at the
-same concurrency, each the median over --rounds.
+same concurrency, each the median over --rounds. With --read-mask (or
+--metrics-read-mask), DiagnoseNode (GetNodeMetrics) is measured twice in
+each round: the whole answer, and the answer trimmed to the mask (the
+row DiagnoseNode/masked), as a router asking only for what it reads gets it.
 
 It warms up first (--warmup calls of each kind), then makes rounds; a round
 measures every kind at every concurrency, one after the other, so load
@@ -92,7 +103,8 @@ started with --rate-limit 0, or one that allows this caller more. Run it
 from another machine than the server's to keep the two from sharing
 cores:
   llmdiag bench --addr http://llmdiag.example:8080 --node deepseek-v4-0
-  llmdiag bench --concurrency 1,8,64 --calls 5000 --lang zh --format markdown`) + globalFlagsHelp + "bench …).",
+  llmdiag bench --concurrency 1,8,64 --calls 5000 --lang zh --format markdown
+  llmdiag bench --concurrency 8 --read-mask routable,load_score,status,root_cause`) + globalFlagsHelp + "bench …).",
 		FlagSet: fs,
 		Exec: withEnv(fs, env, func(ctx context.Context, args []string) error {
 			args, err := interspersed(fs, args)
@@ -228,8 +240,11 @@ func runBench(ctx context.Context, w io.Writer, cf *clientFlags, b benchFlags, p
 		}
 		nodes = []string{first}
 	}
+	diagnoseMask, metricsMask := maskOf(*b.readMask), maskOf(*b.metricsMask)
 	for _, n := range nodes {
-		err := call(func(ctx context.Context) error { return callers[0].metrics(ctx, n) })
+		err := call(func(ctx context.Context) error {
+			return callers[0].metrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: n})
+		})
 		if connect.CodeOf(err) == connect.CodeNotFound {
 			return fmt.Errorf("--node %q: the service does not know this node (llmdiag nodes lists those it does): %w", n, err)
 		}
@@ -237,18 +252,53 @@ func runBench(ctx context.Context, w io.Writer, cf *clientFlags, b benchFlags, p
 			return fmt.Errorf("--node %q: %w", n, rateHint(err))
 		}
 	}
+	// The masks as the service reads them, before any load.
+	if diagnoseMask != nil {
+		err := call(func(ctx context.Context) error {
+			return callers[0].diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: nodes[0], ReadMask: diagnoseMask})
+		})
+		if err != nil {
+			return maskErr("--read-mask", err)
+		}
+	}
+	if metricsMask != nil {
+		err := call(func(ctx context.Context) error {
+			return callers[0].metrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: nodes[0], ReadMask: metricsMask})
+		})
+		if err != nil {
+			return maskErr("--metrics-read-mask", err)
+		}
+	}
 
 	on := func(w int) benchCaller { return callers[w%len(callers)] }
 	node := func(i int) string { return nodes[i%len(nodes)] }
 	calls := []loadtest.Call{
 		{Name: "Health/Check", Do: func(ctx context.Context, w, _ int) error { return on(w).health(ctx) }},
-		{Name: "GetNodeMetrics", Do: func(ctx context.Context, w, i int) error { return on(w).metrics(ctx, node(i)) }},
-		{Name: "DiagnoseNode", Do: func(ctx context.Context, w, i int) error {
-			return on(w).diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: node(i), Language: lang, Format: format})
+		{Name: "GetNodeMetrics", Do: func(ctx context.Context, w, i int) error {
+			return on(w).metrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: node(i)})
 		}},
+	}
+	if metricsMask != nil {
+		calls = append(calls, loadtest.Call{Name: "GetNodeMetrics/masked", Do: func(ctx context.Context, w, i int) error {
+			return on(w).metrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: node(i), ReadMask: metricsMask})
+		}})
+	}
+	calls = append(calls, loadtest.Call{Name: "DiagnoseNode", Do: func(ctx context.Context, w, i int) error {
+		return on(w).diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: node(i), Language: lang, Format: format})
+	}})
+	if diagnoseMask != nil {
+		calls = append(calls, loadtest.Call{Name: "DiagnoseNode/masked", Do: func(ctx context.Context, w, i int) error {
+			return on(w).diagnose(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: node(i), Language: lang, Format: format, ReadMask: diagnoseMask})
+		}})
 	}
 	fmt.Fprintf(w, "llmdiag bench: %s over %s, %d connection(s); node %s, DiagnoseNode in %s, %s; %d calls a row per round, %d round(s), after %d warm-up calls of each\n",
 		cf.addr, cf.protocol, len(callers), strings.Join(nodes, ","), *b.lang, *b.format, cfg.Calls, cfg.Rounds, max(cfg.Warmup, 0))
+	if metricsMask != nil {
+		fmt.Fprintf(w, "GetNodeMetrics/masked: read_mask %s\n", strings.Join(metricsMask.GetPaths(), ","))
+	}
+	if diagnoseMask != nil {
+		fmt.Fprintf(w, "DiagnoseNode/masked: read_mask %s\n", strings.Join(diagnoseMask.GetPaths(), ","))
+	}
 	res, err := loadtest.Run(ctx, cfg, calls)
 	if err != nil {
 		return rateHint(err)
@@ -258,6 +308,29 @@ func runBench(ctx context.Context, w io.Writer, cf *clientFlags, b benchFlags, p
 		fmt.Fprintf(w, "stopped by --duration %v after %d of %d rounds\n", cfg.Duration, res.Rounds, cfg.Rounds)
 	}
 	return nil
+}
+
+// maskOf reads a comma-separated read mask; nil when there is none.
+func maskOf(s string) *fieldmaskpb.FieldMask {
+	var l listFlag
+	l.Set(s)
+	if len(l.vals) == 0 {
+		return nil
+	}
+	return &fieldmaskpb.FieldMask{Paths: l.vals}
+}
+
+// maskErr says which flag's mask the service refused.
+func maskErr(flag string, err error) error {
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument {
+		msg := ce.Message()
+		if s, ok := status.FromError(ce.Unwrap()); ok { // over grpc-go
+			msg = s.Message()
+		}
+		return usageError{fmt.Errorf("%s: %s", flag, msg)}
+	}
+	return rateHint(err)
 }
 
 // checkServing is one health check: an error unless the server is SERVING.

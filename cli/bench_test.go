@@ -79,9 +79,12 @@ func TestBenchPrintsEveryRow(t *testing.T) {
 		args  []string
 		conc  []int
 		about string
+		calls []string // each concurrency's rows; default the health check, GetNodeMetrics and DiagnoseNode
 	}{
-		{"defaults but small", []string{"--calls", "20", "--rounds", "2", "--warmup", "5"}, []int{1, 8}, "node b-node, DiagnoseNode in en, text"},
-		{"chosen", []string{"--node", "z-node,b-node", "--concurrency", "2,3,1", "--calls", "9", "--rounds", "1", "--connections", "3", "--lang", "zh", "--format", "markdown", "--protocol", "connect"}, []int{2, 3, 1}, "over connect, 3 connection(s); node z-node,b-node, DiagnoseNode in zh, markdown"},
+		{"defaults but small", []string{"--calls", "20", "--rounds", "2", "--warmup", "5"}, []int{1, 8}, "node b-node, DiagnoseNode in en, text", nil},
+		{"chosen", []string{"--node", "z-node,b-node", "--concurrency", "2,3,1", "--calls", "9", "--rounds", "1", "--connections", "3", "--lang", "zh", "--format", "markdown", "--protocol", "connect"}, []int{2, 3, 1}, "over connect, 3 connection(s); node z-node,b-node, DiagnoseNode in zh, markdown", nil},
+		{"read masks", []string{"--concurrency", "1,8", "--calls", "9", "--rounds", "2", "--read-mask", "routable,load_score,status,root_cause", "--metrics-read-mask", "queue,kv_pressure"}, []int{1, 8},
+			"DiagnoseNode/masked: read_mask routable,load_score,status,root_cause", []string{"Health/Check", "GetNodeMetrics", "GetNodeMetrics/masked", "DiagnoseNode", "DiagnoseNode/masked"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,13 +96,17 @@ func TestBenchPrintsEveryRow(t *testing.T) {
 				t.Errorf("header does not say %q:\n%s", tt.about, out)
 			}
 			rows := parseBench(t, out)
-			if len(rows) != 3*len(tt.conc) {
-				t.Fatalf("%d rows, want %d:\n%s", len(rows), 3*len(tt.conc), out)
+			calls := tt.calls
+			if calls == nil {
+				calls = []string{"Health/Check", "GetNodeMetrics", "DiagnoseNode"}
+			}
+			if len(rows) != len(calls)*len(tt.conc) {
+				t.Fatalf("%d rows, want %d:\n%s", len(rows), len(calls)*len(tt.conc), out)
 			}
 			for i, r := range rows {
-				wantCall := []string{"Health/Check", "GetNodeMetrics", "DiagnoseNode"}[i%3]
-				if r.call != wantCall || r.conc != tt.conc[i/3] || r.ratio <= 0 || (wantCall == "Health/Check" && r.ratio != 1) {
-					t.Errorf("row %d = %+v, want %s at concurrency %d with a positive ratio (1 for the health check)", i, r, wantCall, tt.conc[i/3])
+				wantCall, wantConc := calls[i%len(calls)], tt.conc[i/len(calls)]
+				if r.call != wantCall || r.conc != wantConc || r.ratio <= 0 || (wantCall == "Health/Check" && r.ratio != 1) {
+					t.Errorf("row %d = %+v, want %s at concurrency %d with a positive ratio (1 for the health check)", i, r, wantCall, wantConc)
 				}
 			}
 		})
@@ -126,6 +133,8 @@ func TestBenchErrors(t *testing.T) {
 		{[]string{"--bogus"}, 2, "bogus"},
 		{[]string{"extra"}, 2, "unexpected arguments"},
 		{[]string{"--node", "no-such-node"}, 1, `--node "no-such-node": the service does not know this node`},
+		{[]string{"--read-mask", "routable,nope"}, 2, `--read-mask: read_mask: path "nope" is not a field of llmdiag.v1.Diagnosis`},
+		{[]string{"--metrics-read-mask", "routable"}, 2, `--metrics-read-mask: read_mask: path "routable" is not a field of llmdiag.v1.NodeMetrics`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -142,6 +151,10 @@ func TestBenchErrors(t *testing.T) {
 		_, _, err := clitest.Run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--node", "no-such-node")
 		if connect.CodeOf(err) != connect.CodeNotFound {
 			t.Errorf("unknown node over %s: code %v, want NotFound", protocol, connect.CodeOf(err))
+		}
+		_, _, err = clitest.Run(t, nil, "bench", "--addr", url, "--protocol", protocol, "--read-mask", "nope")
+		if want := `--read-mask: read_mask: path "nope" is not a field of llmdiag.v1.Diagnosis`; cli.ExitCode(err) != 2 || err.Error() != want {
+			t.Errorf("unknown path over %s: %v (exit %d), want %q", protocol, err, cli.ExitCode(err), want)
 		}
 	}
 }

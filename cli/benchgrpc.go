@@ -21,7 +21,7 @@ import (
 // benchCaller makes the calls bench measures on one connection.
 type benchCaller interface {
 	health(ctx context.Context) error
-	metrics(ctx context.Context, node string) error
+	metrics(ctx context.Context, req *llmdiagv1.GetNodeMetricsRequest) error
 	diagnose(ctx context.Context, req *llmdiagv1.DiagnoseNodeRequest) error
 }
 
@@ -31,8 +31,8 @@ type connectCaller struct{ c *client.Client }
 
 func (c connectCaller) health(ctx context.Context) error { return checkServing(ctx, c.c) }
 
-func (c connectCaller) metrics(ctx context.Context, node string) error {
-	_, err := c.c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node}))
+func (c connectCaller) metrics(ctx context.Context, req *llmdiagv1.GetNodeMetricsRequest) error {
+	_, err := c.c.GetNodeMetrics(ctx, connect.NewRequest(req))
 	return err
 }
 
@@ -62,8 +62,8 @@ func (c grpcCaller) health(ctx context.Context) error {
 	return nil
 }
 
-func (c grpcCaller) metrics(ctx context.Context, node string) error {
-	_, err := c.svc.GetNodeMetrics(ctx, &llmdiagv1.GetNodeMetricsRequest{Node: node})
+func (c grpcCaller) metrics(ctx context.Context, req *llmdiagv1.GetNodeMetricsRequest) error {
+	_, err := c.svc.GetNodeMetrics(ctx, req)
 	return fromGRPC(err)
 }
 
