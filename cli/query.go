@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/compare"
@@ -207,6 +208,23 @@ func parseLang(s string) (llmdiagv1.Language, error) {
 	return 0, usageError{fmt.Errorf("--lang %q: want en or zh", s)}
 }
 
+// fieldsFlag defines --fields, the request's read_mask: the paths of what
+// to print with --format json, relative to resource (the service refuses
+// an unknown one). The returned function reads it for the format chosen.
+func fieldsFlag(fs *flag.FlagSet, resource, example string) func(format string) (*fieldmaskpb.FieldMask, error) {
+	var l listFlag
+	fs.Var(&l, "fields", "with --format json, only these fields of each "+resource+" (read_mask paths, comma-separated, e.g. "+example+"); default every field")
+	return func(format string) (*fieldmaskpb.FieldMask, error) {
+		if len(l.vals) == 0 {
+			return nil, nil
+		}
+		if format != "json" {
+			return nil, usageError{fmt.Errorf("--fields %s: only with --format json (the other formats print fixed columns)", l.String())}
+		}
+		return &fieldmaskpb.FieldMask{Paths: l.vals}, nil
+	}
+}
+
 func formatFlag(fs *flag.FlagSet, def string, allowed ...string) func() (string, error) {
 	f := fs.String("format", def, "output format: "+strings.Join(allowed, ", "))
 	return func() (string, error) {
@@ -221,15 +239,20 @@ func formatFlag(fs *flag.FlagSet, def string, allowed ...string) func() (string,
 
 func nodesCommand(env Env, cf *clientFlags) *ffcli.Command {
 	return clientCommand(env, cf, clientCmd{name: "nodes", formats: []string{"text", "json"},
-		usage: "llmdiag nodes [--model NAME] [--status ok|warn|crit|unknown|down] [--format text|json]", short: "list the fleet with each node's health", long: `
+		usage: "llmdiag nodes [--model NAME] [--status ok|warn|crit|unknown|down] [--format text|json] [--fields PATHS]", short: "list the fleet with each node's health", long: `
 List every node llmdiag watches: model, engine, status, root cause, whether a
 router may send it traffic, load score and the age of its data. The service
 answers in pages of up to 1000 nodes; this reads them all.`,
 		setup: func(fs *flag.FlagSet) clientCall {
 			model := fs.String("model", "", "only nodes serving this model")
 			status := fs.String("status", "", "only nodes with this status: ok, warn, crit, unknown or down")
-			return func(ctx context.Context, cl *client.Client, _ clientIn) (clientOut, error) {
-				req := &llmdiagv1.ListNodesRequest{Model: *model}
+			fields := fieldsFlag(fs, "Node", "id,status,routable")
+			return func(ctx context.Context, cl *client.Client, in clientIn) (clientOut, error) {
+				mask, err := fields(in.format)
+				if err != nil {
+					return clientOut{}, err
+				}
+				req := &llmdiagv1.ListNodesRequest{Model: *model, ReadMask: mask}
 				if *status != "" {
 					v, ok := llmdiagv1.Status_value["STATUS_"+strings.ToUpper(*status)]
 					if !ok || v == 0 {
@@ -256,7 +279,7 @@ func printNodes(w io.Writer, nodes []*llmdiagv1.Node) error {
 
 func metricsCommand(env Env, cf *clientFlags) *ffcli.Command {
 	return clientCommand(env, cf, clientCmd{name: "metrics", arg: "NODE", formats: []string{"text", "json"},
-		usage: "llmdiag metrics NODE [--window 5m|1h|lifetime] [--format text|json]", short: "show every indicator of one node", long: `
+		usage: "llmdiag metrics NODE [--window 5m|1h|lifetime] [--format text|json] [--fields PATHS]", short: "show every indicator of one node", long: `
 Show one node's indicators over a window: TTFT, E2E, inter-token, time per
 output token and queue time percentiles (each with the bucket it lies in),
 queue, running, queue/running, KV pressure, token rates and preemptions.
@@ -264,8 +287,13 @@ Absent values are ones the engine does not expose: unknown, not zero.`,
 		setup: func(fs *flag.FlagSet) clientCall {
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
 			offset := fs.Duration("offset", 0, "read the window ending this long ago (for example 1h)")
+			fields := fieldsFlag(fs, "NodeMetrics", "queue,kv_pressure,ttft.percentiles")
 			return func(ctx context.Context, cl *client.Client, in clientIn) (clientOut, error) {
-				req := &llmdiagv1.GetNodeMetricsRequest{Node: in.arg, Window: *window}
+				mask, err := fields(in.format)
+				if err != nil {
+					return clientOut{}, err
+				}
+				req := &llmdiagv1.GetNodeMetricsRequest{Node: in.arg, Window: *window, ReadMask: mask}
 				if *offset != 0 {
 					req.Offset = durationpb.New(*offset)
 				}
@@ -379,7 +407,7 @@ func printHistory(w io.Writer, points []*llmdiagv1.HistoryPoint) error {
 
 func diagnoseCommand(env Env, cf *clientFlags) *ffcli.Command {
 	return clientCommand(env, cf, clientCmd{name: "diagnose", arg: "NODE", formats: []string{"text", "markdown", "json"},
-		usage: "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W]", short: "diagnose one node: findings, root cause, recommendations", long: `
+		usage: "llmdiag diagnose NODE [--lang en|zh] [--format text|markdown|json] [--window W] [--fields PATHS]", short: "diagnose one node: findings, root cause, recommendations", long: `
 Diagnose one node: one finding per indicator (value, status, conclusion),
 then the root cause with its evidence, what was ruled out and what to do.
 --format markdown suits chat tools, text suits terminals, json gives the
@@ -388,12 +416,17 @@ docs/verdict-rules.md of the llmdiag repository.`,
 		setup: func(fs *flag.FlagSet) clientCall {
 			lang := fs.String("lang", "en", "report language: en or zh")
 			window := fs.String("window", "", "window: 1m, 5m, 1h, … or lifetime (default: the service's)")
+			fields := fieldsFlag(fs, "Diagnosis", "routable,load_score,status,root_cause; report for the report")
 			return func(ctx context.Context, cl *client.Client, in clientIn) (clientOut, error) {
 				l, err := parseLang(*lang)
 				if err != nil {
 					return clientOut{}, err
 				}
-				req := &llmdiagv1.DiagnoseNodeRequest{Node: in.arg, Window: *window, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT, Language: l}
+				mask, err := fields(in.format)
+				if err != nil {
+					return clientOut{}, err
+				}
+				req := &llmdiagv1.DiagnoseNodeRequest{Node: in.arg, Window: *window, Format: llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT, Language: l, ReadMask: mask}
 				if in.format == "markdown" {
 					req.Format = llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN
 				}
