@@ -35,12 +35,15 @@ func Parse(of proto.Message, paths []string) (Mask, error) {
 	if len(paths) == 0 {
 		return Mask{}, nil
 	}
-	for _, p := range paths {
-		if _, err := fieldmaskpb.New(of, p); err != nil {
-			return Mask{}, &PathError{Path: p, Message: of.ProtoReflect().Descriptor().FullName()}
+	fm, err := fieldmaskpb.New(of, paths...)
+	if err != nil {
+		for _, p := range paths {
+			if _, err := fieldmaskpb.New(of, p); err != nil {
+				return Mask{}, &PathError{Path: p, Message: of.ProtoReflect().Descriptor().FullName()}
+			}
 		}
+		return Mask{}, err
 	}
-	fm := &fieldmaskpb.FieldMask{Paths: append([]string(nil), paths...)}
 	fm.Normalize()
 	m := Mask{key: strings.Join(fm.GetPaths(), ","), fields: fields{}}
 	for _, p := range fm.GetPaths() {

@@ -1,6 +1,14 @@
 package server
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/readmask"
+)
 
 // TestPreparedAnswersAreBounded: the answers of one generation are kept up
 // to the byte bound, and no further; a newer generation starts afresh, and
@@ -65,5 +73,37 @@ func TestPreparedMaskShapesAreBounded(t *testing.T) {
 	}
 	if !a.admits(2, "routable") {
 		t.Error("generation 2 refused a second shape")
+	}
+}
+
+// TestParsedMasksAreBounded: read masks are kept parsed up to
+// maxParsedMasks; past it a mask is parsed on each call, and answered the
+// same; a refused mask is never kept.
+func TestParsedMasksAreBounded(t *testing.T) {
+	var c maskCache
+	parses := 0
+	for i := range maxParsedMasks + 10 {
+		paths := []string{"status", fmt.Sprint("n", i)}
+		for range 2 {
+			m, err := c.get("nodes", paths, func() (readmask.Mask, error) {
+				parses++
+				return readmask.Parse(&llmdiagv1.Node{}, []string{"status"})
+			})
+			if err != nil || m.Key() != "status" {
+				t.Fatalf("mask %d: %q, %v", i, m.Key(), err)
+			}
+		}
+	}
+	if len(c.m) != maxParsedMasks || parses != maxParsedMasks+2*10 {
+		t.Errorf("%d masks kept, %d parses; want %d kept, %d parses", len(c.m), parses, maxParsedMasks, maxParsedMasks+20)
+	}
+	var d maskCache
+	for range 2 {
+		if _, err := d.get("nodes", []string{"nope"}, func() (readmask.Mask, error) { return nodeMask(&fieldmaskpb.FieldMask{Paths: []string{"nope"}}) }); err == nil {
+			t.Fatal("an unknown path was not refused")
+		}
+	}
+	if len(d.m) != 0 {
+		t.Error("a refused mask was kept")
 	}
 }

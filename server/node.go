@@ -28,7 +28,9 @@ import (
 // GetNodeMetrics implements DiagnosisServiceHandler.
 func (s *Service) GetNodeMetrics(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
 	node, offsetpb := req.Msg.GetNode(), req.Msg.GetOffset()
-	mask, err := answerMask(&llmdiagv1.GetNodeMetricsResponse{}, "metrics", req.Msg.GetReadMask())
+	mask, err := s.masks.get("metrics", req.Msg.GetReadMask().GetPaths(), func() (readmask.Mask, error) {
+		return answerMask(&llmdiagv1.GetNodeMetricsResponse{}, "metrics", req.Msg.GetReadMask())
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +85,9 @@ func (s *Service) DiagnoseNode(ctx context.Context, req *connect.Request[llmdiag
 	default:
 		return nil, invalid("format", fmt.Errorf("unknown value %d", format))
 	}
-	mask, err := answerMask(&llmdiagv1.DiagnoseNodeResponse{}, "diagnosis", req.Msg.GetReadMask(), "report")
+	mask, err := s.masks.get("diagnosis", req.Msg.GetReadMask().GetPaths(), func() (readmask.Mask, error) {
+		return answerMask(&llmdiagv1.DiagnoseNodeResponse{}, "diagnosis", req.Msg.GetReadMask(), "report")
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/readmask"
 )
 
 // ListNodes: the fleet, filtered and in pages (pages.go).
@@ -21,7 +22,9 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 	if _, ok := llmdiagv1.Status_name[int32(msg.GetStatus())]; !ok {
 		return nil, invalid("status", fmt.Errorf("unknown value %d", msg.GetStatus()))
 	}
-	mask, err := nodeMask(msg.GetReadMask())
+	mask, err := s.masks.get("nodes", msg.GetReadMask().GetPaths(), func() (readmask.Mask, error) {
+		return nodeMask(msg.GetReadMask())
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -20,6 +21,52 @@ import (
 // rendering). Degraded is always sent when set: an answer from this
 // replica's copy says so whatever was asked. No mask, or an empty one, is
 // the whole answer.
+
+// maxParsedMasks bounds the read masks kept parsed; a mask beyond them is
+// parsed on each call.
+const maxParsedMasks = 64
+
+// maskCache keeps read masks parsed, by RPC and paths as the request wrote
+// them: a router sends the same mask on every call, and parsing one costs
+// more than the rest of a prepared answer's handling.
+type maskCache struct {
+	mu sync.RWMutex
+	m  map[string]readmask.Mask
+}
+
+// get returns the mask parse makes of paths for rpc, parsed once while
+// there is room.
+func (c *maskCache) get(rpc string, paths []string, parse func() (readmask.Mask, error)) (readmask.Mask, error) {
+	if len(paths) == 0 {
+		return readmask.Mask{}, nil
+	}
+	var b strings.Builder
+	b.WriteString(rpc)
+	for _, p := range paths {
+		b.WriteByte(0)
+		b.WriteString(p)
+	}
+	key := b.String()
+	c.mu.RLock()
+	m, ok := c.m[key]
+	c.mu.RUnlock()
+	if ok {
+		return m, nil
+	}
+	m, err := parse()
+	if err != nil {
+		return m, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]readmask.Mask{}
+	}
+	if len(c.m) < maxParsedMasks {
+		c.m[key] = m
+	}
+	return m, nil
+}
 
 // answerMask is a request's read_mask over a response whose resource is
 // its field named resource: each path p becomes resource.p, except those

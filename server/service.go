@@ -78,6 +78,8 @@ type Service struct {
 	hub     *fanout.Hub
 	// ans holds the answers prepared at the store's current generation.
 	ans answers
+	// masks are the read masks parsed from requests (readmask.go).
+	masks maskCache
 }
 
 var _ llmdiagv1connect.DiagnosisServiceHandler = (*Service)(nil)

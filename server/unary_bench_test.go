@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	grpchealthv1 "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -72,6 +73,11 @@ var unaryCalls = []struct {
 	{"diagnose-en-text", diagnoseCall(llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT, "")},
 	{"diagnose-zh-md", diagnoseCall(llmdiagv1.Language_LANGUAGE_ZH, llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN, "")},
 	{"diagnose-zh-text", diagnoseCall(llmdiagv1.Language_LANGUAGE_ZH, llmdiagv1.ReportFormat_REPORT_FORMAT_TEXT, "")},
+	// What a router on its hot path asks for: four fields (read_mask).
+	{"diagnose-router-mask", func(ctx context.Context, c llmdiagv1.DiagnosisServiceClient, node string) error {
+		_, err := c.DiagnoseNode(ctx, &llmdiagv1.DiagnoseNodeRequest{Node: node, ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"routable", "load_score", "status", "root_cause"}}})
+		return err
+	}},
 	// Off the default window: not held to the floor, reported apart.
 	{"window-1m/diagnose-en-md", diagnoseCall(llmdiagv1.Language_LANGUAGE_EN, llmdiagv1.ReportFormat_REPORT_FORMAT_MARKDOWN, "1m")},
 }
