@@ -13,7 +13,8 @@ import (
 // AllNodes pages through ListNodes with req's filters and returns every
 // page's nodes in one response, sorted by id as the pages are. Degraded is
 // the first degraded page's, if any. req.PageToken is ignored (AllNodes
-// starts at the first page); req.PageSize sets the size of each page.
+// starts at the first page); req.PageSize sets the size of each page, and
+// req.ReadMask goes with every page.
 func (c *Client) AllNodes(ctx context.Context, req *llmdiagv1.ListNodesRequest) (*llmdiagv1.ListNodesResponse, error) {
 	req = proto.CloneOf(req)
 	req.PageToken = ""

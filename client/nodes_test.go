@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/llmdiag/llmdiag/client"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -23,10 +24,13 @@ type pagedFleet struct {
 	n     int
 	stuck bool
 	calls int
+	// masks are the read masks the calls carried, joined by commas.
+	masks []string
 }
 
 func (p *pagedFleet) ListNodes(_ context.Context, req *connect.Request[llmdiagv1.ListNodesRequest]) (*connect.Response[llmdiagv1.ListNodesResponse], error) {
 	p.calls++
+	p.masks = append(p.masks, strings.Join(req.Msg.GetReadMask().GetPaths(), ","))
 	from := 0
 	if tok := req.Msg.GetPageToken(); tok != "" && !p.stuck {
 		from, _ = strconv.Atoi(tok)
@@ -69,7 +73,8 @@ func TestAllNodesPagesThrough(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp, err := c.AllNodes(context.Background(), &llmdiagv1.ListNodesRequest{Model: "m", PageSize: int32(tc.pageSize), PageToken: "ignored"})
+			resp, err := c.AllNodes(context.Background(), &llmdiagv1.ListNodesRequest{Model: "m", PageSize: int32(tc.pageSize), PageToken: "ignored",
+				ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"id", "model"}}})
 			if tc.stuck {
 				if err == nil || !strings.Contains(err.Error(), "repeated a page token") {
 					t.Fatalf("stuck service: err = %v, want a repeated-token error", err)
@@ -81,6 +86,11 @@ func TestAllNodesPagesThrough(t *testing.T) {
 			}
 			if len(resp.GetNodes()) != tc.n || svc.calls != tc.calls {
 				t.Fatalf("%d nodes in %d calls, want %d in %d", len(resp.GetNodes()), svc.calls, tc.n, tc.calls)
+			}
+			for i, m := range svc.masks {
+				if m != "id,model" {
+					t.Errorf("page %d asked with read mask %q, want the request's (id,model)", i, m)
+				}
 			}
 			for i, n := range resp.GetNodes() {
 				if n.GetId() != fmt.Sprintf("n%d", i) || n.GetModel() != "m" {
