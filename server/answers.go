@@ -50,10 +50,13 @@ import (
 // trimmed to it before it is marshalled (a diagnosis not asked for its
 // report renders none), and the per-call fields are added only when the
 // mask names them. Answers are kept per normalized mask (readmask.Mask's
-// Key), for at most MaxMaskShapes distinct masks a generation (the first
-// asked); an answer under any further mask is made afresh on each call, as
-// one past MaxPreparedBytes is. No mask and an empty one are the same
-// shape, the whole answer, and are not counted.
+// Key), for at most MaxMaskShapes distinct masks a generation; an answer
+// under any further mask is made afresh on each call, as one past
+// MaxPreparedBytes is. The masks asked often keep their places: a mask
+// whose prepared answers were served again at one generation is admitted
+// at the next before any other, and the places left go to the first masks
+// asked. No mask and an empty one are the same shape, the whole answer,
+// and are not counted.
 
 // generationer is a store that tells when what it holds changed
 // (memory.Store, replica.Store); without it every answer is made afresh.
@@ -131,8 +134,9 @@ type answers struct {
 	gen       uint64
 	byKey     map[answerKey]*prepared
 	bytes     int
-	// shapes are the read masks (Key, not "") answers are kept for at gen.
-	shapes map[string]bool
+	// shapes are the read masks (Key, not "") answers are kept for at gen,
+	// each with the asks served from what was prepared for it.
+	shapes map[string]*atomic.Int64
 	// peers are every node's metrics by model, their staleness measured
 	// at the generation's first ask for them.
 	peers map[string][]peer
@@ -145,7 +149,11 @@ func (a *answers) get(gen uint64, key answerKey) *prepared {
 	if a.gen != gen {
 		return nil
 	}
-	return a.byKey[key]
+	p := a.byKey[key]
+	if p != nil && key.mask != "" {
+		a.shapes[key.mask].Add(1)
+	}
+	return p
 }
 
 // admits reports whether an answer under mask may be kept at gen: the
@@ -156,7 +164,7 @@ func (a *answers) admits(gen uint64, mask string) bool {
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	return a.gen != gen || a.shapes[mask] || len(a.shapes) < a.shapeLimit()
+	return a.gen != gen || a.shapes[mask] != nil || len(a.shapes) < a.shapeLimit()
 }
 
 func (a *answers) shapeLimit() int {
@@ -173,7 +181,14 @@ func (a *answers) turn(gen uint64) bool {
 		return false
 	}
 	if gen > a.gen || a.byKey == nil {
-		a.gen, a.byKey, a.bytes, a.peers, a.shapes = gen, map[answerKey]*prepared{}, 0, nil, map[string]bool{}
+		// The masks served again at the generation ending keep their places.
+		shapes := map[string]*atomic.Int64{}
+		for mask, asks := range a.shapes {
+			if asks.Load() > 0 {
+				shapes[mask] = new(atomic.Int64)
+			}
+		}
+		a.gen, a.byKey, a.bytes, a.peers, a.shapes = gen, map[answerKey]*prepared{}, 0, nil, shapes
 	}
 	return true
 }
@@ -193,11 +208,11 @@ func (a *answers) put(gen uint64, key answerKey, p *prepared) {
 	if !a.turn(gen) || a.bytes+size > limit {
 		return
 	}
-	if key.mask != "" && !a.shapes[key.mask] {
+	if key.mask != "" && a.shapes[key.mask] == nil {
 		if len(a.shapes) >= a.shapeLimit() {
 			return
 		}
-		a.shapes[key.mask] = true
+		a.shapes[key.mask] = new(atomic.Int64)
 	}
 	a.byKey[key] = p
 	a.bytes += size

@@ -40,11 +40,22 @@ func TestPreparedAnswersAreBounded(t *testing.T) {
 
 // TestPreparedMaskShapesAreBounded: answers are kept for at most
 // maxShapes distinct masks a generation; a mask already kept is kept for
-// other nodes too, the whole answer is never counted, and a newer
-// generation counts afresh.
+// other nodes too, and the whole answer is never counted. At the next
+// generation the masks served again keep their places ahead of any other;
+// one prepared and never served again does not.
 func TestPreparedMaskShapesAreBounded(t *testing.T) {
 	a := answers{maxShapes: 2}
 	p := &prepared{wire: make([]byte, 10)}
+	ask := func(gen uint64, key answerKey) bool {
+		if a.get(gen, key) != nil {
+			return true
+		}
+		if !a.admits(gen, key.mask) {
+			return false
+		}
+		a.put(gen, key, p)
+		return a.shapes[key.mask] != nil || key.mask == ""
+	}
 	for i, tc := range []struct {
 		key  answerKey
 		kept bool
@@ -55,24 +66,36 @@ func TestPreparedMaskShapesAreBounded(t *testing.T) {
 		{answerKey{node: "b", mask: "status"}, true},      // a shape already kept
 		{answerKey{node: "b"}, true},                      // the whole answer
 		{answerKey{node: "c"}, true},
+		{answerKey{node: "a", mask: "status"}, true}, // served again
 	} {
-		if admits := a.admits(1, tc.key.mask); admits != tc.kept {
-			t.Errorf("ask %d (%v): admitted %v, want %v", i, tc.key, admits, tc.kept)
-		}
-		a.put(1, tc.key, p)
-		if kept := a.get(1, tc.key) != nil; kept != tc.kept {
-			t.Errorf("ask %d (%v): kept %v, want %v", i, tc.key, kept, tc.kept)
+		if kept := ask(1, tc.key); kept != tc.kept {
+			t.Errorf("generation 1, ask %d (%v): kept %v, want %v", i, tc.key, kept, tc.kept)
 		}
 	}
 	if len(a.shapes) != 2 {
 		t.Errorf("%d shapes counted, want 2", len(a.shapes))
 	}
-	a.put(2, answerKey{node: "a", mask: "load_score"}, p)
-	if a.get(2, answerKey{node: "a", mask: "load_score"}) == nil || len(a.shapes) != 1 {
-		t.Errorf("generation 2 did not count shapes afresh (%d counted)", len(a.shapes))
+	// Generation 2: "status" was served again, "routable" only prepared.
+	for i, tc := range []struct {
+		key  answerKey
+		kept bool
+	}{
+		{answerKey{node: "a", mask: "load_score"}, true}, // the place routable held
+		{answerKey{node: "a", mask: "routable"}, false},
+		{answerKey{node: "a", mask: "status"}, true}, // asked late, its place kept
+	} {
+		if kept := ask(2, tc.key); kept != tc.kept {
+			t.Errorf("generation 2, ask %d (%v): kept %v, want %v", i, tc.key, kept, tc.kept)
+		}
 	}
-	if !a.admits(2, "routable") {
-		t.Error("generation 2 refused a second shape")
+	if len(a.shapes) != 2 || a.byKey[answerKey{node: "a", mask: "status"}] == nil {
+		t.Errorf("generation 2: %d shapes counted, status prepared %v", len(a.shapes), a.byKey[answerKey{node: "a", mask: "status"}] != nil)
+	}
+	// Generation 3: neither was served again at 2; the first asked win.
+	for i, mask := range []string{"a", "b", "c"} {
+		if kept := ask(3, answerKey{node: "a", mask: mask}); kept != (i < 2) {
+			t.Errorf("generation 3, mask %q: kept %v, want %v", mask, kept, i < 2)
+		}
 	}
 }
 

@@ -14,7 +14,11 @@
 //     history.go: GetNodeHistory;
 //   - cache.go: Cache-Control on the reads' plain GET answers;
 //   - answers.go: GetNodeMetrics' and DiagnoseNode's default-window answers
-//     prepared once per store generation and served by copying their bytes;
+//     prepared once per store generation (and per read mask) and served by
+//     copying their bytes;
+//   - readmask.go: the read_mask of ListNodes, GetNodeMetrics and
+//     DiagnoseNode, paths relative to the resource returned (package
+//     readmask checks and applies it);
 //   - auth.go: authentication and per-procedure roles in front of every path
 //     but health (package auth holds the principals and the policy);
 //   - limits.go, listen.go, compress.go: stream caps, rate limits, the
