@@ -2687,10 +2687,11 @@ type GetNodeMetricsRequest struct {
 	// source with history (Prometheus).
 	Offset *durationpb.Duration `protobuf:"bytes,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	// The fields of the NodeMetrics to fill in and send, as paths relative to
-	// NodeMetrics ("kv_pressure", "queue", "ttft.percentiles", "gpu.xid_errors");
-	// absent or empty means every field. An unknown path is INVALID_ARGUMENT.
-	// degraded is always sent when set: an answer from this replica's copy
-	// says so whatever was asked.
+	// NodeMetrics ("kv_pressure", "queue", "ttft.percentiles", "gpu.xid_errors";
+	// paths as in ListNodesRequest.read_mask); absent or empty means every
+	// field. staleness and offset, measured per call, are sent only when
+	// named. An unknown path is INVALID_ARGUMENT. degraded is always sent
+	// when set: an answer from this replica's copy says so whatever was asked.
 	ReadMask      *fieldmaskpb.FieldMask `protobuf:"bytes,4,opt,name=read_mask,json=readMask,proto3" json:"read_mask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3240,8 +3241,9 @@ type DiagnoseNodeRequest struct {
 	// Diagnosis ("routable", "load_score", "status", "root_cause",
 	// "findings"), plus "report" for the rendered report (Diagnosis has
 	// no field of that name): with a mask the report is rendered and sent only
-	// when "report" is in it. Absent or empty means every field and the
-	// report. An unknown path is INVALID_ARGUMENT. degraded is always sent
+	// when "report" is in it (paths as in ListNodesRequest.read_mask).
+	// Absent or empty means every field and the report. staleness, measured
+	// per call, is sent only when named. An unknown path is INVALID_ARGUMENT. degraded is always sent
 	// when set: an answer from this replica's copy says so whatever was
 	// asked. A router on its hot path should ask for what it reads, e.g.
 	// "routable,load_score,status,root_cause".
