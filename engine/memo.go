@@ -46,12 +46,14 @@ const MaxMemoLines = 16384
 type memoTable struct {
 	series map[string]*memoSeries
 	meta   map[string]memoMeta
+	// keys numbers the distinct keys of series (memoSeries.idx).
+	keys map[string]int
 }
 
 // NewSeriesMemo returns an empty memo.
 func NewSeriesMemo() *SeriesMemo {
 	m := &SeriesMemo{}
-	m.table.Store(&memoTable{series: map[string]*memoSeries{}, meta: map[string]memoMeta{}})
+	m.table.Store(&memoTable{series: map[string]*memoSeries{}, meta: map[string]memoMeta{}, keys: map[string]int{}})
 	return m
 }
 
@@ -68,6 +70,50 @@ type memoSeries struct {
 	pairs []*dto.LabelPair
 	// shared marks a series the memo holds.
 	shared bool
+	// derived marks a series whose fields below are set (derive): the
+	// memo's are, so that the builder reads them instead of working them
+	// out of lset again for every line.
+	derived bool
+	// name is lset's metric name.
+	name string
+	// ranks are lset's rank labels (rankLabels), in lset's order.
+	ranks []labels.Label
+	// le and quantile are what addGrouped needs of lset as a histogram's
+	// or a summary's line.
+	le, quantile groupPart
+	// idx numbers the memo's distinct keys: series of one key (lset)
+	// share it. Set when the memo takes the series (done).
+	idx int
+}
+
+// groupPart is a histogram's or summary's line as addGrouped reads it,
+// label being le or quantile: the key of the metric it belongs to
+// (lset.HashWithoutLabels without label), and label's value as a number
+// (ok: lset has label, and its value parses).
+type groupPart struct {
+	key   string
+	bound float64
+	ok    bool
+}
+
+// derive sets what the builder derives from lset for every line.
+func (s *memoSeries) derive() {
+	s.name = s.lset.Get(labels.MetricName)
+	s.lset.Range(func(l labels.Label) {
+		if rankLabels[l.Name] {
+			s.ranks = append(s.ranks, l)
+		}
+	})
+	s.le, s.quantile = groupOf(s.lset, model.BucketLabel), groupOf(s.lset, model.QuantileLabel)
+	s.derived = true
+}
+
+// groupOf is lset read as a line of a histogram (label le) or a summary
+// (label quantile).
+func groupOf(lset labels.Labels, label string) groupPart {
+	_, key := lset.HashWithoutLabels(nil, label)
+	bound, err := strconv.ParseFloat(lset.Get(label), 64)
+	return groupPart{key: string(key), bound: bound, ok: lset.Has(label) && err == nil}
 }
 
 // memoMeta is a HELP line (typ false) or a TYPE line and what it declares.
@@ -150,6 +196,7 @@ func (r *memoRead) learnSeries(text, series []byte, v float64, s *memoSeries) {
 		return
 	}
 	s.key = string(s.lset.Bytes(nil))
+	s.derive()
 	if r.series == nil {
 		r.series = map[string]*memoSeries{}
 	}
@@ -166,18 +213,27 @@ func (r *memoRead) done() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.table.Load()
-	t := &memoTable{series: make(map[string]*memoSeries, len(old.series)+len(r.series)), meta: make(map[string]memoMeta, len(old.meta)+len(r.meta))}
+	t := &memoTable{series: make(map[string]*memoSeries, len(old.series)+len(r.series)), meta: make(map[string]memoMeta, len(old.meta)+len(r.meta)),
+		keys: make(map[string]int, len(old.keys)+len(r.series))}
 	for k, v := range old.series {
 		t.series[k] = v
 	}
 	for k, v := range old.meta {
 		t.meta[k] = v
 	}
+	for k, v := range old.keys {
+		t.keys[k] = v
+	}
 	for k, v := range r.series {
 		if len(t.series)+len(t.meta) >= MaxMemoLines {
 			break
 		}
-		v.shared = true
+		idx, ok := t.keys[v.key]
+		if !ok {
+			idx = len(t.keys)
+			t.keys[v.key] = idx
+		}
+		v.idx, v.shared = idx, true
 		t.series[k] = v
 	}
 	for k, v := range r.meta {

@@ -286,3 +286,57 @@ func TestParseMemoMutated(t *testing.T) {
 		}
 	}
 }
+
+// TestParseMemoGroupsAndTwice: series given twice, histogram and summary
+// lines and their buckets read through a memo (which keeps what it
+// derives from their labels) as without one, whether each line is one the
+// memo knows, one it learns or one it cannot (a timestamp), in either
+// order, and with labels written in another order.
+func TestParseMemoGroupsAndTwice(t *testing.T) {
+	const learnt = `# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="1.0",model_name="m"} 1
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2
+vllm:e2e_request_latency_seconds_sum{engine="0",model_name="m"} 3
+vllm:e2e_request_latency_seconds_count{engine="0",model_name="m"} 2
+# TYPE vllm:time_to_first_token_seconds summary
+vllm:time_to_first_token_seconds{engine="0",quantile="0.5"} 0.2
+vllm:time_to_first_token_seconds{engine="0",quantile="0.99"} 0.9
+vllm:time_to_first_token_seconds_sum{engine="0"} 4
+vllm:time_to_first_token_seconds_count{engine="0"} 10
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2
+`
+	const (
+		waiting  = `vllm:num_requests_waiting{engine="0",model_name="m"} 2` + "\n"
+		bucket   = `vllm:e2e_request_latency_seconds_bucket{engine="0",le="1.0",model_name="m"} 1` + "\n"
+		quantile = `vllm:time_to_first_token_seconds{engine="0",quantile="0.5"} 0.2` + "\n"
+	)
+	tests := []struct{ name, body string }{
+		{"as learnt", learnt},
+		{"gauge twice", learnt + waiting},
+		{"gauge twice, the second with a timestamp", learnt + `vllm:num_requests_waiting{engine="0",model_name="m"} 2 1700000000000` + "\n"},
+		{"gauge twice, the first with a timestamp", strings.Replace(learnt, waiting, `vllm:num_requests_waiting{engine="0",model_name="m"} 2 1700000000000`+"\n"+waiting, 1)},
+		{"gauge twice, labels in another order", learnt + `vllm:num_requests_waiting{model_name="m",engine="0"} 3` + "\n"},
+		{"gauge twice, both new", learnt + `vllm:num_requests_waiting{engine="1"} 3` + "\n" + `vllm:num_requests_waiting{engine="1"} 4` + "\n"},
+		{"bucket twice", strings.Replace(learnt, bucket, bucket+bucket, 1)},
+		{"bucket twice, the second with a timestamp", strings.Replace(learnt, bucket, bucket+strings.TrimSuffix(bucket, "\n")+" 1700000000000\n", 1)},
+		{"buckets out of order", learnt + "# TYPE vllm:x histogram\n" + `vllm:x_bucket{le="+Inf"} 2` + "\n" + `vllm:x_bucket{le="0.5"} 1` + "\n" + `vllm:x_count 2` + "\n"},
+		{"buckets out of order, counts falling", learnt + "# TYPE vllm:x histogram\n" + `vllm:x_bucket{le="+Inf"} 2` + "\n" + `vllm:x_bucket{le="0.5"} 3` + "\n" + `vllm:x_count 2` + "\n"},
+		{"bucket with le NaN", strings.Replace(learnt, bucket, bucket+`vllm:e2e_request_latency_seconds_bucket{engine="0",le="NaN",model_name="m"} 1`+"\n", 1)},
+		{"bucket without le", strings.Replace(learnt, bucket, bucket+`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="m"} 1`+"\n", 1)},
+		{"bucket of another engine", strings.Replace(learnt, bucket, bucket+`vllm:e2e_request_latency_seconds_bucket{engine="1",le="1.0",model_name="m"} 1`+"\n", 1)},
+		{"quantile twice", strings.Replace(learnt, quantile, quantile+quantile, 1)},
+		{"quantile not a number", strings.Replace(learnt, quantile, quantile+`vllm:time_to_first_token_seconds{engine="0",quantile="half"} 0.2`+"\n", 1)},
+		{"histogram typed a summary", strings.Replace(learnt, "seconds histogram", "seconds summary", 1)},
+		{"summary typed a histogram", strings.Replace(learnt, "first_token_seconds summary", "first_token_seconds histogram", 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, from := range []string{learnt, tc.body} {
+				if d := parseMemoDiff([]byte(from), []byte(tc.body)); d != "" {
+					t.Error(d)
+				}
+			}
+		})
+	}
+}
