@@ -34,6 +34,20 @@ import (
 type SeriesMemo struct {
 	mu    sync.Mutex // held to add what a read learnt
 	table atomic.Pointer[memoTable]
+	// target: a memo of one endpoint's expositions (NewTargetMemo).
+	target bool
+}
+
+// NewTargetMemo returns an empty memo for the expositions of one endpoint
+// whose series are its own (a GPU exporter's, labelled with the GPU's
+// UUID), read one at a time. It is a SeriesMemo that forgets: once it
+// holds more than twice the lines of a read (and 64 more), the lines that
+// read did not have are dropped, so that an endpoint whose series come and
+// go costs the lines of its last expositions, not MaxMemoLines.
+func NewTargetMemo() *SeriesMemo {
+	m := NewSeriesMemo()
+	m.target = true
+	return m
 }
 
 // MaxMemoLines bounds the lines a SeriesMemo holds: about 15 MB at most
@@ -46,8 +60,10 @@ const MaxMemoLines = 16384
 type memoTable struct {
 	series map[string]*memoSeries
 	meta   map[string]memoMeta
-	// keys numbers the distinct keys of series (memoSeries.idx).
+	// keys numbers the distinct keys of series (memoSeries.idx), from 0
+	// to next-1.
 	keys map[string]int
+	next int
 }
 
 // NewSeriesMemo returns an empty memo.
@@ -84,6 +100,11 @@ type memoSeries struct {
 	// idx numbers the memo's distinct keys: series of one key (lset)
 	// share it. Set when the memo takes the series (done).
 	idx int
+	// id is the line's bytes before its value: the memo's key for it.
+	id string
+	// grouped: le and quantile are set (addGrouped sets them while the
+	// series is being learnt, before the memo holds it).
+	grouped bool
 }
 
 // groupPart is a histogram's or summary's line as addGrouped reads it,
@@ -96,7 +117,9 @@ type groupPart struct {
 	ok    bool
 }
 
-// derive sets what the builder derives from lset for every line.
+// derive sets what the builder derives from lset for every line (but le
+// and quantile, which addGrouped sets for the lines of histograms and
+// summaries).
 func (s *memoSeries) derive() {
 	s.name = s.lset.Get(labels.MetricName)
 	s.lset.Range(func(l labels.Label) {
@@ -104,7 +127,6 @@ func (s *memoSeries) derive() {
 			s.ranks = append(s.ranks, l)
 		}
 	})
-	s.le, s.quantile = groupOf(s.lset, model.BucketLabel), groupOf(s.lset, model.QuantileLabel)
 	s.derived = true
 }
 
@@ -121,6 +143,8 @@ type memoMeta struct {
 	typ   bool
 	name  string
 	mtype model.MetricType
+	// text is the line: the memo's key for it.
+	text string
 }
 
 // memoRead is one read's view of a memo: the table as the read began, and
@@ -130,6 +154,10 @@ type memoRead struct {
 	t      *memoTable
 	series map[string]*memoSeries
 	meta   map[string]memoMeta
+	// usedSeries and usedMeta are the lines the read found in a target
+	// memo (SeriesMemo.target), to keep should it forget the others.
+	usedSeries []*memoSeries
+	usedMeta   []memoMeta
 }
 
 // read begins a read through m (nil: none).
@@ -175,7 +203,8 @@ func (r *memoRead) learnMeta(text []byte, meta memoMeta) {
 	if r.meta == nil {
 		r.meta = map[string]memoMeta{}
 	}
-	r.meta[string(text)] = meta
+	meta.text = string(text)
+	r.meta[meta.text] = meta
 }
 
 // learnSeries learns s as the series of the sample line text, which the
@@ -200,13 +229,20 @@ func (r *memoRead) learnSeries(text, series []byte, v float64, s *memoSeries) {
 	if r.series == nil {
 		r.series = map[string]*memoSeries{}
 	}
-	r.series[string(id)] = s
+	s.id = string(id)
+	r.series[s.id] = s
 }
 
 // done adds what the read learnt to the memo: a copy of its table with
 // them, published at once.
 func (r *memoRead) done() {
-	if r == nil || len(r.series)+len(r.meta) == 0 {
+	if r == nil {
+		return
+	}
+	if r.m.target && len(r.t.series)+len(r.t.meta) > 2*(len(r.usedSeries)+len(r.usedMeta)+len(r.series)+len(r.meta))+64 {
+		r.forget()
+	}
+	if len(r.series)+len(r.meta) == 0 {
 		return
 	}
 	m := r.m
@@ -224,14 +260,16 @@ func (r *memoRead) done() {
 	for k, v := range old.keys {
 		t.keys[k] = v
 	}
+	t.next = old.next
 	for k, v := range r.series {
 		if len(t.series)+len(t.meta) >= MaxMemoLines {
 			break
 		}
 		idx, ok := t.keys[v.key]
 		if !ok {
-			idx = len(t.keys)
+			idx = t.next
 			t.keys[v.key] = idx
+			t.next++
 		}
 		v.idx, v.shared = idx, true
 		t.series[k] = v
@@ -241,6 +279,36 @@ func (r *memoRead) done() {
 			break
 		}
 		t.meta[k] = v
+	}
+	m.table.Store(t)
+}
+
+// forget makes a target memo's table the lines this read found in it:
+// done then adds those it learnt.
+func (r *memoRead) forget() {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := &memoTable{series: make(map[string]*memoSeries, len(r.usedSeries)), meta: make(map[string]memoMeta, len(r.usedMeta)),
+		keys: make(map[string]int, len(r.usedSeries))}
+	for _, s := range r.usedSeries {
+		if _, ok := t.series[s.id]; ok {
+			continue // read twice
+		}
+		// Numbered afresh, in copies: a read may still hold the table
+		// before, with the numbers it gave.
+		c := *s
+		idx, ok := t.keys[c.key]
+		if !ok {
+			idx = t.next
+			t.keys[c.key] = idx
+			t.next++
+		}
+		c.idx = idx
+		t.series[c.id] = &c
+	}
+	for _, meta := range r.usedMeta {
+		t.meta[meta.text] = meta
 	}
 	m.table.Store(t)
 }
@@ -256,6 +324,9 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 		meta, ok := r.t.meta[string(text)]
 		if !ok {
 			return false, nil
+		}
+		if r.m.target {
+			r.usedMeta = append(r.usedMeta, meta)
 		}
 		if meta.typ {
 			b.declare(meta.name, meta.mtype, line)
@@ -273,6 +344,9 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 	v, ok := memoValue(val)
 	if !ok {
 		return false, nil
+	}
+	if r.m.target {
+		r.usedSeries = append(r.usedSeries, s)
 	}
 	if err := b.count(line); err != nil {
 		return true, err

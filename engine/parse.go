@@ -583,11 +583,15 @@ func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, s *memoSeries, 
 		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a %s, _sum or _count of the %s", line, seriesString(lset), what, kind))
 		return
 	}
+	if !s.grouped && s.derived && !s.shared {
+		// A series the memo is learning: what later reads need.
+		s.le, s.quantile, s.grouped = groupOf(lset, model.BucketLabel), groupOf(lset, model.QuantileLabel), true
+	}
 	var g groupPart
 	switch {
-	case s.derived && hist:
+	case s.grouped && hist:
 		g = s.le
-	case s.derived:
+	case s.grouped:
 		g = s.quantile
 	case suffix == part:
 		g = groupOf(lset, label)
