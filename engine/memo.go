@@ -374,6 +374,21 @@ func splitValue(text []byte) (id, val []byte, ok bool) {
 // no hexadecimal float or underscores; NaN made the canonical NaN); ok is
 // false for what it would not read so, or not as a value ending the line.
 func memoValue(val []byte) (float64, bool) {
+	if len(val) > 0 && len(val) <= 15 {
+		// Digits alone (most values are counts) are an integer below
+		// 2^53: exactly the float64 ParseFloat reads.
+		n := uint64(0)
+		for _, c := range val {
+			if c < '0' || c > '9' {
+				n = math.MaxUint64
+				break
+			}
+			n = n*10 + uint64(c-'0')
+		}
+		if n != math.MaxUint64 {
+			return float64(n), true
+		}
+	}
 	if len(val) == 0 || bytes.ContainsAny(val, "{ \t\n\x00pP_") {
 		return 0, false
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -377,6 +379,18 @@ func TestTargetMemo(t *testing.T) {
 		}
 		if tab.next > 2*(2*16+64+16) {
 			t.Fatalf("read %d: the memo numbers %d keys", read, tab.next)
+		}
+	}
+}
+
+// TestMemoValueDigits: a value of digits alone reads as strconv.ParseFloat
+// reads it, up to the longest the shortcut takes and past it.
+func TestMemoValueDigits(t *testing.T) {
+	for _, val := range []string{"0", "00", "7", "007", "10", "4096", "123456789012345", "999999999999999", "9999999999999999", "12345678901234567890", "-1", "1.5", "1e3", "+1"} {
+		got, ok := memoValue([]byte(val))
+		want, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("memoValue(%q) = %v, %v; ParseFloat %v, %v", val, got, ok, want, err)
 		}
 	}
 }

@@ -253,6 +253,14 @@ type builder struct {
 	// memo, when set, reads the lines it knows without the parser and
 	// learns the others (SeriesMemo); done adds what it learnt.
 	memo *memoRead
+	// ver counts the changes to types, families left out (from 1);
+	// last is the nameInfo of the last series read (nameOf).
+	ver  int
+	last nameInfo
+	// buckets are where the next histogram buckets are made, slab at a
+	// time (16, doubling up to 256).
+	buckets []bucket
+	slab    int
 }
 
 func newBuilder(lim Limits) *builder {
@@ -265,6 +273,7 @@ func newBuilder(lim Limits) *builder {
 		seen:     map[string]struct{}{},
 		ranks:    map[string]map[string]struct{}{},
 		left:     map[string]bool{},
+		ver:      1,
 	}
 }
 
@@ -392,6 +401,7 @@ func (b *builder) refused(line int, text []byte, err error) error {
 
 // declare takes a TYPE line.
 func (b *builder) declare(name string, t model.MetricType, line int) {
+	b.ver++
 	typ := dtoType(t)
 	old, declared := b.types[name]
 	f, hasSeries := b.families[name]
@@ -413,33 +423,35 @@ func (b *builder) addSeries(s *memoSeries, v float64, line int) error {
 	} else {
 		name = lset.Get(labels.MetricName)
 	}
-	if trimmed := strings.TrimLeft(name, " \t"); trimmed != name {
+	n := b.nameOf(name)
+	if n.indented {
 		// Prometheus 2 (and 3 under legacy name validation) then fails the
 		// scrape on an invalid name; 3 stores the series under that name.
-		b.leaveOut(b.familyOf(trimmed), fmt.Sprintf("line %d is indented: Prometheus reads the leading blanks as part of the metric name and fails the scrape", line))
+		b.leaveOut(b.familyOf(strings.TrimLeft(name, " \t")), fmt.Sprintf("line %d is indented: Prometheus reads the leading blanks as part of the metric name and fails the scrape", line))
 		return nil
 	}
 	b.good++
-	family := b.familyOf(name)
-	if err := b.countRanks(family, s, line); err != nil {
+	family := n.family
+	if err := b.countRanks(n.engine, s, line); err != nil {
 		return err
 	}
 	if b.given(s) {
 		b.leaveOut(family, fmt.Sprintf("line %d: series %s is given twice", line, seriesString(lset)))
 		return nil
 	}
-	if b.left[family] {
+	if n.left {
 		return nil
 	}
-	typ := b.types[family]
-	f := b.families[family]
+	typ := n.typ
+	f := n.f
 	if f == nil {
 		f = &dto.MetricFamily{Name: proto.String(family), Type: typ.Enum()}
 		b.families[family] = f
+		n.f = f
 	}
 	suffix := strings.TrimPrefix(name, family)
 	if typ == dto.MetricType_HISTOGRAM || typ == dto.MetricType_SUMMARY {
-		b.addGrouped(f, suffix, s, v, line)
+		b.addGrouped(n, f, suffix, s, v, line)
 		return nil
 	}
 	ps := s.pairs
@@ -451,6 +463,42 @@ func (b *builder) addSeries(s *memoSeries, v float64, line int) error {
 	}
 	f.Metric = append(f.Metric, newScalar(typ, ps, v))
 	return nil
+}
+
+// nameInfo is what addSeries works out from a metric name and the
+// builder's state (types declared, families made and left out); it holds
+// while ver is the builder's (declare and leaveOut move it on).
+type nameInfo struct {
+	name string
+	ver  int
+	// indented: name begins with blanks; the rest is then not set.
+	indented bool
+	family   string
+	typ      dto.MetricType
+	f        *dto.MetricFamily // nil until made
+	g        map[string]*dto.Metric
+	left     bool
+	engine   bool // family has an engine's prefix (countRanks)
+}
+
+// nameOf is name's nameInfo. The builder keeps the last one: an
+// exposition's lines of one name come together.
+func (b *builder) nameOf(name string) *nameInfo {
+	n := &b.last
+	if n.ver == b.ver && n.name == name && n.ver > 0 {
+		return n
+	}
+	*n = nameInfo{name: name, ver: b.ver}
+	if strings.TrimLeft(name, " \t") != name {
+		n.indented = true
+		return n
+	}
+	n.family = b.familyOf(name)
+	n.typ = b.types[n.family]
+	n.f = b.families[n.family]
+	n.left = b.left[n.family]
+	n.engine = hasAnyPrefix(n.family, enginePrefixes)
+	return n
 }
 
 // given reports whether s's series was read before in this exposition,
@@ -544,11 +592,15 @@ func newScalar(typ dto.MetricType, ls []*dto.LabelPair, v float64) *dto.Metric {
 // it when new; except names labels that tell the metric's lines apart.
 // key, when not "", is lset.HashWithoutLabels's bytes without except
 // (memoSeries.le, quantile).
-func (b *builder) group(f *dto.MetricFamily, lset labels.Labels, key string, except ...string) *dto.Metric {
-	g := b.grouped[f.GetName()]
+func (b *builder) group(n *nameInfo, f *dto.MetricFamily, lset labels.Labels, key string, except ...string) *dto.Metric {
+	g := n.g
 	if g == nil {
-		g = map[string]*dto.Metric{}
-		b.grouped[f.GetName()] = g
+		g = b.grouped[f.GetName()]
+		if g == nil {
+			g = map[string]*dto.Metric{}
+			b.grouped[f.GetName()] = g
+		}
+		n.g = g
 	}
 	var m *dto.Metric
 	if key != "" {
@@ -570,7 +622,7 @@ func (b *builder) group(f *dto.MetricFamily, lset labels.Labels, key string, exc
 
 // addGrouped adds a line of a histogram (a bucket, _sum or _count) or a
 // summary (a quantile, _sum or _count) to the metric it belongs to.
-func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, s *memoSeries, v float64, line int) {
+func (b *builder) addGrouped(n *nameInfo, f *dto.MetricFamily, suffix string, s *memoSeries, v float64, line int) {
 	lset := s.lset
 	hist := f.GetType() == dto.MetricType_HISTOGRAM
 	// part is the suffix of the lines label tells apart: a bucket or a
@@ -602,15 +654,25 @@ func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, s *memoSeries, 
 		return
 	}
 	bound := g.bound
-	m := b.group(f, lset, g.key, label)
+	m := b.group(n, f, lset, g.key, label)
 	if hist {
 		if m.Histogram == nil {
 			m.Histogram = &dto.Histogram{}
+			// As many buckets as the family's metric before, most often.
+			if ms := f.GetMetric(); len(ms) > 1 {
+				m.Histogram.Bucket = make([]*dto.Bucket, 0, len(ms[len(ms)-2].GetHistogram().GetBucket()))
+			}
 		}
 		h := m.Histogram
 		switch suffix {
 		case part:
-			bk := &bucket{bound: bound, count: v}
+			if len(b.buckets) == 0 {
+				b.slab = min(256, max(16, 2*b.slab))
+				b.buckets = make([]bucket, b.slab)
+			}
+			bk := &b.buckets[0]
+			b.buckets = b.buckets[1:]
+			bk.bound, bk.count = bound, v
 			bk.b.UpperBound, bk.b.CumulativeCountFloat = &bk.bound, &bk.count
 			h.Bucket = append(h.Bucket, &bk.b)
 		case "_sum":
@@ -712,10 +774,11 @@ var rankLabels, enginePrefixes = func() (map[string]bool, []string) {
 	return ls, ps
 }()
 
-// countRanks adds the rank label values of a series of family and refuses
+// countRanks adds the rank label values of a series of a family with an
+// engine's prefix (engine; others have none counted) and refuses
 // the exposition when one label has more than MaxRankValues of them.
-func (b *builder) countRanks(family string, s *memoSeries, line int) error {
-	if !hasAnyPrefix(family, enginePrefixes) {
+func (b *builder) countRanks(engine bool, s *memoSeries, line int) error {
+	if !engine {
 		return nil
 	}
 	if s.derived {
@@ -755,6 +818,7 @@ func (b *builder) countRank(l labels.Label, line int) error {
 
 // leaveOut leaves family out (none when "") and records why.
 func (b *builder) leaveOut(family, why string) {
+	b.ver++
 	if family != "" {
 		if b.left[family] {
 			return // one warning per family
