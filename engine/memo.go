@@ -105,6 +105,9 @@ type memoSeries struct {
 	// grouped: le and quantile are set (addGrouped sets them while the
 	// series is being learnt, before the memo holds it).
 	grouped bool
+	// next is the series learnt right after this one, in the same read:
+	// most often the next line's (fromMemo tries it before the table).
+	next *memoSeries
 }
 
 // groupPart is a histogram's or summary's line as addGrouped reads it,
@@ -158,6 +161,9 @@ type memoRead struct {
 	// memo (SeriesMemo.target), to keep should it forget the others.
 	usedSeries []*memoSeries
 	usedMeta   []memoMeta
+	// lastLearnt is the series learnt last; last the series read last
+	// through the memo.
+	lastLearnt, last *memoSeries
 }
 
 // read begins a read through m (nil: none).
@@ -231,6 +237,10 @@ func (r *memoRead) learnSeries(text, series []byte, v float64, s *memoSeries) {
 	}
 	s.id = string(id)
 	r.series[s.id] = s
+	if r.lastLearnt != nil {
+		r.lastLearnt.next = s
+	}
+	r.lastLearnt = s
 }
 
 // done adds what the read learnt to the memo: a copy of its table with
@@ -298,6 +308,7 @@ func (r *memoRead) forget() {
 		// Numbered afresh, in copies: a read may still hold the table
 		// before, with the numbers it gave.
 		c := *s
+		c.next = nil // the series it points to keep the numbers before
 		idx, ok := t.keys[c.key]
 		if !ok {
 			idx = t.next
@@ -337,14 +348,19 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	s, ok := r.t.series[string(id)]
-	if !ok {
+	var s *memoSeries
+	if p := r.last; p != nil && p.next != nil && p.next.shared && p.next.id == string(id) {
+		// The line after the last one read, as when it was learnt: the
+		// memo holds it (shared), so no lookup is needed.
+		s = p.next
+	} else if s, ok = r.t.series[string(id)]; !ok {
 		return false, nil
 	}
 	v, ok := memoValue(val)
 	if !ok {
 		return false, nil
 	}
+	r.last = s
 	if r.m.target {
 		r.usedSeries = append(r.usedSeries, s)
 	}
