@@ -52,8 +52,10 @@ import (
 //
 // It drives the Scraper through its public API only, so it measures
 // whatever the scraper keeps its samples in. Run it with -benchtime 1x:
-// one run is one whole fill (nodes=10 in about a minute, nodes=100 in a
-// few on two cores); -count 5 for medians across runs.
+// one run is one whole fill (on two cores shared with other work,
+// nodes=10 in 10–20 s, nodes=100 in under a minute to a few, as the
+// refresh costs); -count 5 for medians across runs, -bench
+// 'DirectScrape/nodes=10$' for a quick one.
 func BenchmarkDirectScrape(b *testing.B) {
 	for _, n := range []int{10, 100} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
