@@ -208,9 +208,14 @@ func ExtractGPU(families map[string]*dto.MetricFamily) (*llmdiagv1.GPUMetrics, [
 // an exporter that serves the GPUs of several engines' pods. A pod with
 // no series has no GPU figures, with a warning saying so.
 func ExtractPodGPU(families map[string]*dto.MetricFamily, pod DCGMPod) (*llmdiagv1.GPUMetrics, []string) {
-	var ss []DCGMSeries
 	var warnings []string
-	for _, name := range append(DCGMFamilyNames(), DCGMXIDTotalFamily) {
+	names := append(DCGMFamilyNames(), DCGMXIDTotalFamily)
+	n := 0
+	for _, name := range names {
+		n += len(families[name].GetMetric())
+	}
+	ss := make([]DCGMSeries, 0, n)
+	for _, name := range names {
 		fam := families[name]
 		if fam == nil {
 			continue
@@ -220,12 +225,29 @@ func ExtractPodGPU(families map[string]*dto.MetricFamily, pod DCGMPod) (*llmdiag
 			continue
 		}
 		for _, m := range fam.GetMetric() {
-			l := labelMap(m)
-			ss = append(ss, DCGMSeries{
-				Family: name, GPU: l[DCGMGPULabel], UUID: l[DCGMUUIDLabel], Model: l[DCGMModelLabel],
-				Instance: l[DCGMInstanceLabel], Profile: l[DCGMProfileLabel],
-				Pod: l[DCGMPodLabel], Namespace: l[DCGMNamespaceLabel], XID: l[DCGMXIDLabel], Value: metricValue(m),
-			})
+			s := DCGMSeries{Family: name, Value: metricValue(m)}
+			for _, p := range m.GetLabel() {
+				// A label given twice: the last one, as a map of them.
+				switch v := p.GetValue(); p.GetName() {
+				case DCGMGPULabel:
+					s.GPU = v
+				case DCGMUUIDLabel:
+					s.UUID = v
+				case DCGMModelLabel:
+					s.Model = v
+				case DCGMInstanceLabel:
+					s.Instance = v
+				case DCGMProfileLabel:
+					s.Profile = v
+				case DCGMPodLabel:
+					s.Pod = v
+				case DCGMNamespaceLabel:
+					s.Namespace = v
+				case DCGMXIDLabel:
+					s.XID = v
+				}
+			}
+			ss = append(ss, s)
 		}
 	}
 	ss, w := pod.Filter(ss)

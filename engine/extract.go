@@ -556,9 +556,15 @@ func toHistogram(m *dto.Metric) (*sample.Histogram, error) {
 	if hm == nil {
 		return nil, errors.New("series has no histogram")
 	}
-	buckets := slices.SortedStableFunc(slices.Values(hm.GetBucket()), func(a, b *dto.Bucket) int {
+	byBound := func(a, b *dto.Bucket) int {
 		return cmp.Compare(a.GetUpperBound(), b.GetUpperBound())
-	})
+	}
+	// Read in place when in order already, as exporters write them
+	// (cmp.Compare orders NaN too: a stable sort would leave them so).
+	buckets := hm.GetBucket()
+	if !slices.IsSortedFunc(buckets, byBound) {
+		buckets = slices.SortedStableFunc(slices.Values(buckets), byBound)
+	}
 	h := &sample.Histogram{
 		Bounds: make([]float64, len(buckets)),
 		Counts: make([]float64, len(buckets)),

@@ -34,6 +34,20 @@ import (
 type SeriesMemo struct {
 	mu    sync.Mutex // held to add what a read learnt
 	table atomic.Pointer[memoTable]
+	// target: a memo of one endpoint's expositions (NewTargetMemo).
+	target bool
+}
+
+// NewTargetMemo returns an empty memo for the expositions of one endpoint
+// whose series are its own (a GPU exporter's, labelled with the GPU's
+// UUID), read one at a time. It is a SeriesMemo that forgets: once it
+// holds more than twice the lines of a read (and 64 more), the lines that
+// read did not have are dropped, so that an endpoint whose series come and
+// go costs the lines of its last expositions, not MaxMemoLines.
+func NewTargetMemo() *SeriesMemo {
+	m := NewSeriesMemo()
+	m.target = true
+	return m
 }
 
 // MaxMemoLines bounds the lines a SeriesMemo holds: about 15 MB at most
@@ -46,12 +60,16 @@ const MaxMemoLines = 16384
 type memoTable struct {
 	series map[string]*memoSeries
 	meta   map[string]memoMeta
+	// keys numbers the distinct keys of series (memoSeries.idx), from 0
+	// to next-1.
+	keys map[string]int
+	next int
 }
 
 // NewSeriesMemo returns an empty memo.
 func NewSeriesMemo() *SeriesMemo {
 	m := &SeriesMemo{}
-	m.table.Store(&memoTable{series: map[string]*memoSeries{}, meta: map[string]memoMeta{}})
+	m.table.Store(&memoTable{series: map[string]*memoSeries{}, meta: map[string]memoMeta{}, keys: map[string]int{}})
 	return m
 }
 
@@ -68,6 +86,59 @@ type memoSeries struct {
 	pairs []*dto.LabelPair
 	// shared marks a series the memo holds.
 	shared bool
+	// derived marks a series whose fields below are set (derive): the
+	// memo's are, so that the builder reads them instead of working them
+	// out of lset again for every line.
+	derived bool
+	// name is lset's metric name.
+	name string
+	// ranks are lset's rank labels (rankLabels), in lset's order.
+	ranks []labels.Label
+	// le and quantile are what addGrouped needs of lset as a histogram's
+	// or a summary's line.
+	le, quantile groupPart
+	// idx numbers the memo's distinct keys: series of one key (lset)
+	// share it. Set when the memo takes the series (done).
+	idx int
+	// id is the line's bytes before its value: the memo's key for it.
+	id string
+	// grouped: le and quantile are set (addGrouped sets them while the
+	// series is being learnt, before the memo holds it).
+	grouped bool
+	// next is the series learnt right after this one, in the same read:
+	// most often the next line's (fromMemo tries it before the table).
+	next *memoSeries
+}
+
+// groupPart is a histogram's or summary's line as addGrouped reads it,
+// label being le or quantile: the key of the metric it belongs to
+// (lset.HashWithoutLabels without label), and label's value as a number
+// (ok: lset has label, and its value parses).
+type groupPart struct {
+	key   string
+	bound float64
+	ok    bool
+}
+
+// derive sets what the builder derives from lset for every line (but le
+// and quantile, which addGrouped sets for the lines of histograms and
+// summaries).
+func (s *memoSeries) derive() {
+	s.name = s.lset.Get(labels.MetricName)
+	s.lset.Range(func(l labels.Label) {
+		if rankLabels[l.Name] {
+			s.ranks = append(s.ranks, l)
+		}
+	})
+	s.derived = true
+}
+
+// groupOf is lset read as a line of a histogram (label le) or a summary
+// (label quantile).
+func groupOf(lset labels.Labels, label string) groupPart {
+	_, key := lset.HashWithoutLabels(nil, label)
+	bound, err := strconv.ParseFloat(lset.Get(label), 64)
+	return groupPart{key: string(key), bound: bound, ok: lset.Has(label) && err == nil}
 }
 
 // memoMeta is a HELP line (typ false) or a TYPE line and what it declares.
@@ -75,6 +146,8 @@ type memoMeta struct {
 	typ   bool
 	name  string
 	mtype model.MetricType
+	// text is the line: the memo's key for it.
+	text string
 }
 
 // memoRead is one read's view of a memo: the table as the read began, and
@@ -84,6 +157,13 @@ type memoRead struct {
 	t      *memoTable
 	series map[string]*memoSeries
 	meta   map[string]memoMeta
+	// usedSeries and usedMeta are the lines the read found in a target
+	// memo (SeriesMemo.target), to keep should it forget the others.
+	usedSeries []*memoSeries
+	usedMeta   []memoMeta
+	// lastLearnt is the series learnt last; last the series read last
+	// through the memo.
+	lastLearnt, last *memoSeries
 }
 
 // read begins a read through m (nil: none).
@@ -129,7 +209,8 @@ func (r *memoRead) learnMeta(text []byte, meta memoMeta) {
 	if r.meta == nil {
 		r.meta = map[string]memoMeta{}
 	}
-	r.meta[string(text)] = meta
+	meta.text = string(text)
+	r.meta[meta.text] = meta
 }
 
 // learnSeries learns s as the series of the sample line text, which the
@@ -150,34 +231,57 @@ func (r *memoRead) learnSeries(text, series []byte, v float64, s *memoSeries) {
 		return
 	}
 	s.key = string(s.lset.Bytes(nil))
+	s.derive()
 	if r.series == nil {
 		r.series = map[string]*memoSeries{}
 	}
-	r.series[string(id)] = s
+	s.id = string(id)
+	r.series[s.id] = s
+	if r.lastLearnt != nil {
+		r.lastLearnt.next = s
+	}
+	r.lastLearnt = s
 }
 
 // done adds what the read learnt to the memo: a copy of its table with
 // them, published at once.
 func (r *memoRead) done() {
-	if r == nil || len(r.series)+len(r.meta) == 0 {
+	if r == nil {
+		return
+	}
+	if r.m.target && len(r.t.series)+len(r.t.meta) > 2*(len(r.usedSeries)+len(r.usedMeta)+len(r.series)+len(r.meta))+64 {
+		r.forget()
+	}
+	if len(r.series)+len(r.meta) == 0 {
 		return
 	}
 	m := r.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.table.Load()
-	t := &memoTable{series: make(map[string]*memoSeries, len(old.series)+len(r.series)), meta: make(map[string]memoMeta, len(old.meta)+len(r.meta))}
+	t := &memoTable{series: make(map[string]*memoSeries, len(old.series)+len(r.series)), meta: make(map[string]memoMeta, len(old.meta)+len(r.meta)),
+		keys: make(map[string]int, len(old.keys)+len(r.series))}
 	for k, v := range old.series {
 		t.series[k] = v
 	}
 	for k, v := range old.meta {
 		t.meta[k] = v
 	}
+	for k, v := range old.keys {
+		t.keys[k] = v
+	}
+	t.next = old.next
 	for k, v := range r.series {
 		if len(t.series)+len(t.meta) >= MaxMemoLines {
 			break
 		}
-		v.shared = true
+		idx, ok := t.keys[v.key]
+		if !ok {
+			idx = t.next
+			t.keys[v.key] = idx
+			t.next++
+		}
+		v.idx, v.shared = idx, true
 		t.series[k] = v
 	}
 	for k, v := range r.meta {
@@ -185,6 +289,37 @@ func (r *memoRead) done() {
 			break
 		}
 		t.meta[k] = v
+	}
+	m.table.Store(t)
+}
+
+// forget makes a target memo's table the lines this read found in it:
+// done then adds those it learnt.
+func (r *memoRead) forget() {
+	m := r.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := &memoTable{series: make(map[string]*memoSeries, len(r.usedSeries)), meta: make(map[string]memoMeta, len(r.usedMeta)),
+		keys: make(map[string]int, len(r.usedSeries))}
+	for _, s := range r.usedSeries {
+		if _, ok := t.series[s.id]; ok {
+			continue // read twice
+		}
+		// Numbered afresh, in copies: a read may still hold the table
+		// before, with the numbers it gave.
+		c := *s
+		c.next = nil // the series it points to keep the numbers before
+		idx, ok := t.keys[c.key]
+		if !ok {
+			idx = t.next
+			t.keys[c.key] = idx
+			t.next++
+		}
+		c.idx = idx
+		t.series[c.id] = &c
+	}
+	for _, meta := range r.usedMeta {
+		t.meta[meta.text] = meta
 	}
 	m.table.Store(t)
 }
@@ -201,6 +336,9 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 		if !ok {
 			return false, nil
 		}
+		if r.m.target {
+			r.usedMeta = append(r.usedMeta, meta)
+		}
 		if meta.typ {
 			b.declare(meta.name, meta.mtype, line)
 		}
@@ -210,13 +348,21 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 	if !ok {
 		return false, nil
 	}
-	s, ok := r.t.series[string(id)]
-	if !ok {
+	var s *memoSeries
+	if p := r.last; p != nil && p.next != nil && p.next.shared && p.next.id == string(id) {
+		// The line after the last one read, as when it was learnt: the
+		// memo holds it (shared), so no lookup is needed.
+		s = p.next
+	} else if s, ok = r.t.series[string(id)]; !ok {
 		return false, nil
 	}
 	v, ok := memoValue(val)
 	if !ok {
 		return false, nil
+	}
+	r.last = s
+	if r.m.target {
+		r.usedSeries = append(r.usedSeries, s)
 	}
 	if err := b.count(line); err != nil {
 		return true, err
@@ -244,6 +390,21 @@ func splitValue(text []byte) (id, val []byte, ok bool) {
 // no hexadecimal float or underscores; NaN made the canonical NaN); ok is
 // false for what it would not read so, or not as a value ending the line.
 func memoValue(val []byte) (float64, bool) {
+	if len(val) > 0 && len(val) <= 15 {
+		// Digits alone (most values are counts) are an integer below
+		// 2^53: exactly the float64 ParseFloat reads.
+		n := uint64(0)
+		for _, c := range val {
+			if c < '0' || c > '9' {
+				n = math.MaxUint64
+				break
+			}
+			n = n*10 + uint64(c-'0')
+		}
+		if n != math.MaxUint64 {
+			return float64(n), true
+		}
+	}
 	if len(val) == 0 || bytes.ContainsAny(val, "{ \t\n\x00pP_") {
 		return 0, false
 	}

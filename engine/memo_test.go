@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -283,6 +285,112 @@ func TestParseMemoMutated(t *testing.T) {
 		}
 		if d := parseMemoDiff(base, b); d != "" {
 			t.Fatalf("%q: %s", b, d)
+		}
+	}
+}
+
+// TestParseMemoGroupsAndTwice: series given twice, histogram and summary
+// lines and their buckets read through a memo (which keeps what it
+// derives from their labels) as without one, whether each line is one the
+// memo knows, one it learns or one it cannot (a timestamp), in either
+// order, and with labels written in another order.
+func TestParseMemoGroupsAndTwice(t *testing.T) {
+	const learnt = `# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="1.0",model_name="m"} 1
+vllm:e2e_request_latency_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2
+vllm:e2e_request_latency_seconds_sum{engine="0",model_name="m"} 3
+vllm:e2e_request_latency_seconds_count{engine="0",model_name="m"} 2
+# TYPE vllm:time_to_first_token_seconds summary
+vllm:time_to_first_token_seconds{engine="0",quantile="0.5"} 0.2
+vllm:time_to_first_token_seconds{engine="0",quantile="0.99"} 0.9
+vllm:time_to_first_token_seconds_sum{engine="0"} 4
+vllm:time_to_first_token_seconds_count{engine="0"} 10
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2
+`
+	const (
+		waiting  = `vllm:num_requests_waiting{engine="0",model_name="m"} 2` + "\n"
+		bucket   = `vllm:e2e_request_latency_seconds_bucket{engine="0",le="1.0",model_name="m"} 1` + "\n"
+		quantile = `vllm:time_to_first_token_seconds{engine="0",quantile="0.5"} 0.2` + "\n"
+	)
+	tests := []struct{ name, body string }{
+		{"as learnt", learnt},
+		{"gauge twice", learnt + waiting},
+		{"gauge twice, the second with a timestamp", learnt + `vllm:num_requests_waiting{engine="0",model_name="m"} 2 1700000000000` + "\n"},
+		{"gauge twice, the first with a timestamp", strings.Replace(learnt, waiting, `vllm:num_requests_waiting{engine="0",model_name="m"} 2 1700000000000`+"\n"+waiting, 1)},
+		{"gauge twice, labels in another order", learnt + `vllm:num_requests_waiting{model_name="m",engine="0"} 3` + "\n"},
+		{"gauge twice, both new", learnt + `vllm:num_requests_waiting{engine="1"} 3` + "\n" + `vllm:num_requests_waiting{engine="1"} 4` + "\n"},
+		{"bucket twice", strings.Replace(learnt, bucket, bucket+bucket, 1)},
+		{"bucket twice, the second with a timestamp", strings.Replace(learnt, bucket, bucket+strings.TrimSuffix(bucket, "\n")+" 1700000000000\n", 1)},
+		{"buckets out of order", learnt + "# TYPE vllm:x histogram\n" + `vllm:x_bucket{le="+Inf"} 2` + "\n" + `vllm:x_bucket{le="0.5"} 1` + "\n" + `vllm:x_count 2` + "\n"},
+		{"buckets out of order, counts falling", learnt + "# TYPE vllm:x histogram\n" + `vllm:x_bucket{le="+Inf"} 2` + "\n" + `vllm:x_bucket{le="0.5"} 3` + "\n" + `vllm:x_count 2` + "\n"},
+		{"bucket with le NaN", strings.Replace(learnt, bucket, bucket+`vllm:e2e_request_latency_seconds_bucket{engine="0",le="NaN",model_name="m"} 1`+"\n", 1)},
+		{"bucket without le", strings.Replace(learnt, bucket, bucket+`vllm:e2e_request_latency_seconds_bucket{engine="0",model_name="m"} 1`+"\n", 1)},
+		{"bucket of another engine", strings.Replace(learnt, bucket, bucket+`vllm:e2e_request_latency_seconds_bucket{engine="1",le="1.0",model_name="m"} 1`+"\n", 1)},
+		{"quantile twice", strings.Replace(learnt, quantile, quantile+quantile, 1)},
+		{"quantile not a number", strings.Replace(learnt, quantile, quantile+`vllm:time_to_first_token_seconds{engine="0",quantile="half"} 0.2`+"\n", 1)},
+		{"histogram typed a summary", strings.Replace(learnt, "seconds histogram", "seconds summary", 1)},
+		{"summary typed a histogram", strings.Replace(learnt, "first_token_seconds summary", "first_token_seconds histogram", 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, from := range []string{learnt, tc.body} {
+				if d := parseMemoDiff([]byte(from), []byte(tc.body)); d != "" {
+					t.Error(d)
+				}
+			}
+		})
+	}
+}
+
+// TestTargetMemo: a target memo reads an endpoint whose series change from
+// one read to the next as a read without a memo does, and holds no more
+// than about twice the lines of the last read however many it has seen.
+func TestTargetMemo(t *testing.T) {
+	body := func(read int) []byte {
+		var b strings.Builder
+		b.WriteString("# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization.\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
+		for gpu := range 8 {
+			// Half the GPUs keep their series; the others' pod label
+			// changes at every read.
+			pod := "p"
+			if gpu%2 == 1 {
+				pod = fmt.Sprintf("p%d", read)
+			}
+			fmt.Fprintf(&b, "DCGM_FI_DEV_GPU_UTIL{UUID=\"GPU-%d\",gpu=\"%d\",pod=%q} %d\n", gpu, gpu, pod, read+gpu)
+		}
+		b.WriteString("# TYPE x histogram\n")
+		fmt.Fprintf(&b, "x_bucket{le=\"1\",r=\"%d\"} 1\nx_bucket{le=\"+Inf\",r=\"%d\"} 2\nx_count{r=\"%d\"} 2\n", read%3, read%3, read%3)
+		if read%5 == 0 {
+			b.WriteString("DCGM_FI_DEV_GPU_UTIL{UUID=\"GPU-0\",gpu=\"0\",pod=\"p\"} 1\n") // given twice
+		}
+		return []byte(b.String())
+	}
+	memo := NewTargetMemo()
+	for read := range 200 {
+		want, wantErr := Parse(bytes.NewReader(body(read)), Limits{})
+		got, err := ParseMemo(bytes.NewReader(body(read)), Limits{}, memo)
+		if d := expositionDiff(got, err, want, wantErr); d != "" {
+			t.Fatalf("read %d: %s", read, d)
+		}
+		tab := memo.table.Load()
+		if n := len(tab.series) + len(tab.meta); n > 2*16+64+16 {
+			t.Fatalf("read %d: the memo holds %d lines", read, n)
+		}
+		if tab.next > 2*(2*16+64+16) {
+			t.Fatalf("read %d: the memo numbers %d keys", read, tab.next)
+		}
+	}
+}
+
+// TestMemoValueDigits: a value of digits alone reads as strconv.ParseFloat
+// reads it, up to the longest the shortcut takes and past it.
+func TestMemoValueDigits(t *testing.T) {
+	for _, val := range []string{"0", "00", "7", "007", "10", "4096", "123456789012345", "999999999999999", "9999999999999999", "12345678901234567890", "-1", "1.5", "1e3", "+1"} {
+		got, ok := memoValue([]byte(val))
+		want, err := strconv.ParseFloat(val, 64)
+		if !ok || err != nil || math.Float64bits(got) != math.Float64bits(want) {
+			t.Errorf("memoValue(%q) = %v, %v; ParseFloat %v, %v", val, got, ok, want, err)
 		}
 	}
 }

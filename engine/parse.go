@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
@@ -141,9 +142,13 @@ func ParseMemo(r io.Reader, lim Limits, memo *SeriesMemo) (*Exposition, error) {
 	b := newBuilder(lim)
 	b.memo = memo.read()
 	defer b.memo.done()
-	br := bufio.NewReaderSize(r, chunkBytes)
-	chunk := make([]byte, 0, 2*chunkBytes)
-	var starts, numbers []int // per line of chunk: offset, line number
+	bufs := readBufsPool.Get().(*readBufs)
+	defer bufs.put()
+	br := bufs.br
+	br.Reset(r)
+	chunk := bufs.chunk[:0]
+	starts, numbers := bufs.starts[:0], bufs.numbers[:0] // per line of chunk: offset, line number
+	defer func() { bufs.chunk, bufs.starts, bufs.numbers = chunk, starts, numbers }()
 	line := 0
 	for {
 		start := len(chunk)
@@ -188,6 +193,27 @@ func ParseMemo(r io.Reader, lim Limits, memo *SeriesMemo) (*Exposition, error) {
 	return b.finish()
 }
 
+// readBufs are what ParseMemo reads an exposition through, kept for the
+// next read (readBufsPool): nothing parsed points into them.
+type readBufs struct {
+	br              *bufio.Reader
+	chunk           []byte
+	starts, numbers []int
+}
+
+var readBufsPool = sync.Pool{New: func() any {
+	return &readBufs{br: bufio.NewReaderSize(nil, chunkBytes), chunk: make([]byte, 0, 2*chunkBytes)}
+}}
+
+// put returns bufs to the pool, unless a long line made its chunk grow.
+func (bufs *readBufs) put() {
+	bufs.br.Reset(nil) // holds no reader
+	if cap(bufs.chunk) > 4*chunkBytes {
+		return
+	}
+	readBufsPool.Put(bufs)
+}
+
 // blank reports whether line holds only spaces and tabs before its newline,
 // a line Prometheus's parser skips.
 func blank(line []byte) bool {
@@ -205,8 +231,11 @@ type builder struct {
 	// grouped finds a histogram's or summary's metric by family and its
 	// labels but le and quantile.
 	grouped map[string]map[string]*dto.Metric
-	// seen holds every series read, to find one given twice.
-	seen map[string]struct{}
+	// seen holds every series read, to find one given twice: by its key
+	// (labels.Labels.Bytes), or in seenIdx by the memo's number for it
+	// (given).
+	seen    map[string]struct{}
+	seenIdx []uint64
 	// ranks holds the distinct values of each rank label.
 	ranks map[string]map[string]struct{}
 
@@ -224,6 +253,14 @@ type builder struct {
 	// memo, when set, reads the lines it knows without the parser and
 	// learns the others (SeriesMemo); done adds what it learnt.
 	memo *memoRead
+	// ver counts the changes to types, families left out (from 1);
+	// last is the nameInfo of the last series read (nameOf).
+	ver  int
+	last nameInfo
+	// buckets are where the next histogram buckets are made, slab at a
+	// time (16, doubling up to 256).
+	buckets []bucket
+	slab    int
 }
 
 func newBuilder(lim Limits) *builder {
@@ -236,6 +273,7 @@ func newBuilder(lim Limits) *builder {
 		seen:     map[string]struct{}{},
 		ranks:    map[string]map[string]struct{}{},
 		left:     map[string]bool{},
+		ver:      1,
 	}
 }
 
@@ -363,6 +401,7 @@ func (b *builder) refused(line int, text []byte, err error) error {
 
 // declare takes a TYPE line.
 func (b *builder) declare(name string, t model.MetricType, line int) {
+	b.ver++
 	typ := dtoType(t)
 	old, declared := b.types[name]
 	f, hasSeries := b.families[name]
@@ -378,46 +417,41 @@ func (b *builder) declare(name string, t model.MetricType, line int) {
 // addSeries takes one series: s's labels, and what the memo keeps of them.
 func (b *builder) addSeries(s *memoSeries, v float64, line int) error {
 	lset := s.lset
-	name := lset.Get(labels.MetricName)
-	if trimmed := strings.TrimLeft(name, " \t"); trimmed != name {
+	var name string
+	if s.derived {
+		name = s.name
+	} else {
+		name = lset.Get(labels.MetricName)
+	}
+	n := b.nameOf(name)
+	if n.indented {
 		// Prometheus 2 (and 3 under legacy name validation) then fails the
 		// scrape on an invalid name; 3 stores the series under that name.
-		b.leaveOut(b.familyOf(trimmed), fmt.Sprintf("line %d is indented: Prometheus reads the leading blanks as part of the metric name and fails the scrape", line))
+		b.leaveOut(b.familyOf(strings.TrimLeft(name, " \t")), fmt.Sprintf("line %d is indented: Prometheus reads the leading blanks as part of the metric name and fails the scrape", line))
 		return nil
 	}
 	b.good++
-	family := b.familyOf(name)
-	if err := b.countRanks(family, lset, line); err != nil {
+	family := n.family
+	if err := b.countRanks(n.engine, s, line); err != nil {
 		return err
 	}
-	var dup bool
-	if s.key != "" {
-		_, dup = b.seen[s.key]
-	} else {
-		b.buf = lset.Bytes(b.buf)
-		_, dup = b.seen[string(b.buf)]
-	}
-	if dup {
+	if b.given(s) {
 		b.leaveOut(family, fmt.Sprintf("line %d: series %s is given twice", line, seriesString(lset)))
 		return nil
 	}
-	if s.key != "" {
-		b.seen[s.key] = struct{}{}
-	} else {
-		b.seen[string(b.buf)] = struct{}{}
-	}
-	if b.left[family] {
+	if n.left {
 		return nil
 	}
-	typ := b.types[family]
-	f := b.families[family]
+	typ := n.typ
+	f := n.f
 	if f == nil {
 		f = &dto.MetricFamily{Name: proto.String(family), Type: typ.Enum()}
 		b.families[family] = f
+		n.f = f
 	}
 	suffix := strings.TrimPrefix(name, family)
 	if typ == dto.MetricType_HISTOGRAM || typ == dto.MetricType_SUMMARY {
-		b.addGrouped(f, suffix, lset, v, line)
+		b.addGrouped(n, f, suffix, s, v, line)
 		return nil
 	}
 	ps := s.pairs
@@ -429,6 +463,90 @@ func (b *builder) addSeries(s *memoSeries, v float64, line int) error {
 	}
 	f.Metric = append(f.Metric, newScalar(typ, ps, v))
 	return nil
+}
+
+// nameInfo is what addSeries works out from a metric name and the
+// builder's state (types declared, families made and left out); it holds
+// while ver is the builder's (declare and leaveOut move it on).
+type nameInfo struct {
+	name string
+	ver  int
+	// indented: name begins with blanks; the rest is then not set.
+	indented bool
+	family   string
+	typ      dto.MetricType
+	f        *dto.MetricFamily // nil until made
+	g        map[string]*dto.Metric
+	left     bool
+	engine   bool // family has an engine's prefix (countRanks)
+}
+
+// nameOf is name's nameInfo. The builder keeps the last one: an
+// exposition's lines of one name come together.
+func (b *builder) nameOf(name string) *nameInfo {
+	n := &b.last
+	if n.ver == b.ver && n.name == name && n.ver > 0 {
+		return n
+	}
+	*n = nameInfo{name: name, ver: b.ver}
+	if strings.TrimLeft(name, " \t") != name {
+		n.indented = true
+		return n
+	}
+	n.family = b.familyOf(name)
+	n.typ = b.types[n.family]
+	n.f = b.families[n.family]
+	n.left = b.left[n.family]
+	n.engine = hasAnyPrefix(n.family, enginePrefixes)
+	return n
+}
+
+// given reports whether s's series was read before in this exposition,
+// and notes that it now is. A series the memo holds is noted by its key's
+// number (memoSeries.idx), any other by its key, or by its number when the
+// memo has that key: so a series is found given twice however each of its
+// lines was read.
+func (b *builder) given(s *memoSeries) bool {
+	if s.shared {
+		return b.givenIdx(s.idx)
+	}
+	key := s.key
+	if key == "" {
+		b.buf = s.lset.Bytes(b.buf)
+		if b.memo != nil {
+			if idx, ok := b.memo.t.keys[string(b.buf)]; ok {
+				return b.givenIdx(idx)
+			}
+		}
+		if _, dup := b.seen[string(b.buf)]; dup {
+			return true
+		}
+		b.seen[string(b.buf)] = struct{}{}
+		return false
+	}
+	if b.memo != nil {
+		if idx, ok := b.memo.t.keys[key]; ok {
+			return b.givenIdx(idx)
+		}
+	}
+	if _, dup := b.seen[key]; dup {
+		return true
+	}
+	b.seen[key] = struct{}{}
+	return false
+}
+
+// givenIdx is given for the memo's key number idx.
+func (b *builder) givenIdx(idx int) bool {
+	w, bit := idx/64, uint64(1)<<(idx%64)
+	if w >= len(b.seenIdx) {
+		b.seenIdx = slices.Grow(b.seenIdx, w+1-len(b.seenIdx))[:w+1]
+	}
+	if b.seenIdx[w]&bit != 0 {
+		return true
+	}
+	b.seenIdx[w] |= bit
+	return false
 }
 
 // The series of a gauge, counter or untyped family with what its metric
@@ -472,17 +590,31 @@ func newScalar(typ dto.MetricType, ls []*dto.LabelPair, v float64) *dto.Metric {
 
 // group returns the metric of family f that series lset belongs to, adding
 // it when new; except names labels that tell the metric's lines apart.
-func (b *builder) group(f *dto.MetricFamily, lset labels.Labels, except ...string) *dto.Metric {
-	g := b.grouped[f.GetName()]
+// key, when not "", is lset.HashWithoutLabels's bytes without except
+// (memoSeries.le, quantile).
+func (b *builder) group(n *nameInfo, f *dto.MetricFamily, lset labels.Labels, key string, except ...string) *dto.Metric {
+	g := n.g
 	if g == nil {
-		g = map[string]*dto.Metric{}
-		b.grouped[f.GetName()] = g
+		g = b.grouped[f.GetName()]
+		if g == nil {
+			g = map[string]*dto.Metric{}
+			b.grouped[f.GetName()] = g
+		}
+		n.g = g
 	}
-	_, b.buf = lset.HashWithoutLabels(b.buf, except...)
-	m := g[string(b.buf)]
+	var m *dto.Metric
+	if key != "" {
+		m = g[key]
+	} else {
+		_, b.buf = lset.HashWithoutLabels(b.buf, except...)
+		m = g[string(b.buf)]
+	}
 	if m == nil {
+		if key == "" {
+			key = string(b.buf)
+		}
 		m = &dto.Metric{Label: pairs(lset, except...)}
-		g[string(b.buf)] = m
+		g[key] = m
 		f.Metric = append(f.Metric, m)
 	}
 	return m
@@ -490,7 +622,8 @@ func (b *builder) group(f *dto.MetricFamily, lset labels.Labels, except ...strin
 
 // addGrouped adds a line of a histogram (a bucket, _sum or _count) or a
 // summary (a quantile, _sum or _count) to the metric it belongs to.
-func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, lset labels.Labels, v float64, line int) {
+func (b *builder) addGrouped(n *nameInfo, f *dto.MetricFamily, suffix string, s *memoSeries, v float64, line int) {
+	lset := s.lset
 	hist := f.GetType() == dto.MetricType_HISTOGRAM
 	// part is the suffix of the lines label tells apart: a bucket or a
 	// quantile.
@@ -502,24 +635,44 @@ func (b *builder) addGrouped(f *dto.MetricFamily, suffix string, lset labels.Lab
 		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: series %s is not a %s, _sum or _count of the %s", line, seriesString(lset), what, kind))
 		return
 	}
-	var bound float64
-	if suffix == part {
-		var err error
-		bound, err = strconv.ParseFloat(lset.Get(label), 64)
-		if !lset.Has(label) || err != nil {
-			b.leaveOut(f.GetName(), fmt.Sprintf("line %d: %s %s has no numeric %s", line, what, seriesString(lset), label))
-			return
-		}
+	if !s.grouped && s.derived && !s.shared {
+		// A series the memo is learning: what later reads need.
+		s.le, s.quantile, s.grouped = groupOf(lset, model.BucketLabel), groupOf(lset, model.QuantileLabel), true
 	}
-	m := b.group(f, lset, label)
+	var g groupPart
+	switch {
+	case s.grouped && hist:
+		g = s.le
+	case s.grouped:
+		g = s.quantile
+	case suffix == part:
+		g = groupOf(lset, label)
+		g.key = "" // group works it out
+	}
+	if suffix == part && !g.ok {
+		b.leaveOut(f.GetName(), fmt.Sprintf("line %d: %s %s has no numeric %s", line, what, seriesString(lset), label))
+		return
+	}
+	bound := g.bound
+	m := b.group(n, f, lset, g.key, label)
 	if hist {
 		if m.Histogram == nil {
 			m.Histogram = &dto.Histogram{}
+			// As many buckets as the family's metric before, most often.
+			if ms := f.GetMetric(); len(ms) > 1 {
+				m.Histogram.Bucket = make([]*dto.Bucket, 0, len(ms[len(ms)-2].GetHistogram().GetBucket()))
+			}
 		}
 		h := m.Histogram
 		switch suffix {
 		case part:
-			bk := &bucket{bound: bound, count: v}
+			if len(b.buckets) == 0 {
+				b.slab = min(256, max(16, 2*b.slab))
+				b.buckets = make([]bucket, b.slab)
+			}
+			bk := &b.buckets[0]
+			b.buckets = b.buckets[1:]
+			bk.bound, bk.count = bound, v
 			bk.b.UpperBound, bk.b.CumulativeCountFloat = &bk.bound, &bk.count
 			h.Bucket = append(h.Bucket, &bk.b)
 		case "_sum":
@@ -621,32 +774,51 @@ var rankLabels, enginePrefixes = func() (map[string]bool, []string) {
 	return ls, ps
 }()
 
-// countRanks adds the rank label values of a series of family and refuses
+// countRanks adds the rank label values of a series of a family with an
+// engine's prefix (engine; others have none counted) and refuses
 // the exposition when one label has more than MaxRankValues of them.
-func (b *builder) countRanks(family string, lset labels.Labels, line int) error {
-	if !hasAnyPrefix(family, enginePrefixes) {
+func (b *builder) countRanks(engine bool, s *memoSeries, line int) error {
+	if !engine {
+		return nil
+	}
+	if s.derived {
+		for _, l := range s.ranks {
+			if err := b.countRank(l, line); err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	var err error
-	lset.Range(func(l labels.Label) {
+	s.lset.Range(func(l labels.Label) {
 		if err != nil || !rankLabels[l.Name] {
 			return
 		}
-		vs := b.ranks[l.Name]
-		if vs == nil {
-			vs = map[string]struct{}{}
-			b.ranks[l.Name] = vs
-		}
-		vs[l.Value] = struct{}{}
-		if len(vs) > b.lim.MaxRankValues {
-			err = &LimitError{Limit: LimitRankValues, Max: b.lim.MaxRankValues, What: fmt.Sprintf("values of label %q", l.Name), Line: line}
-		}
+		err = b.countRank(l, line)
 	})
 	return err
 }
 
+// countRank adds the value of rank label l.
+func (b *builder) countRank(l labels.Label, line int) error {
+	vs := b.ranks[l.Name]
+	if vs == nil {
+		vs = map[string]struct{}{}
+		b.ranks[l.Name] = vs
+	}
+	if _, ok := vs[l.Value]; ok {
+		return nil
+	}
+	vs[l.Value] = struct{}{}
+	if len(vs) > b.lim.MaxRankValues {
+		return &LimitError{Limit: LimitRankValues, Max: b.lim.MaxRankValues, What: fmt.Sprintf("values of label %q", l.Name), Line: line}
+	}
+	return nil
+}
+
 // leaveOut leaves family out (none when "") and records why.
 func (b *builder) leaveOut(family, why string) {
+	b.ver++
 	if family != "" {
 		if b.left[family] {
 			return // one warning per family
@@ -718,9 +890,15 @@ func (b *builder) closeWarnings() []string {
 // checkHistogram checks one classic histogram series as read by Parse
 // (buckets in exposition order, float counts).
 func checkHistogram(h *dto.Histogram) error {
-	bs := slices.SortedStableFunc(slices.Values(h.GetBucket()), func(a, b *dto.Bucket) int {
+	byBound := func(a, b *dto.Bucket) int {
 		return compareFloat(a.GetUpperBound(), b.GetUpperBound())
-	})
+	}
+	// Exporters write buckets in order: then they are read as they are
+	// (not modified), as the stable sort would leave them.
+	bs := h.GetBucket()
+	if !inOrder(bs) {
+		bs = slices.SortedStableFunc(slices.Values(bs), byBound)
+	}
 	prev := 0.0
 	for _, bk := range bs {
 		c := bk.GetCumulativeCountFloat()
@@ -741,6 +919,18 @@ func checkHistogram(h *dto.Histogram) error {
 		return fmt.Errorf("_count %v differs from the +Inf bucket's %v", h.GetSampleCountFloat(), prev)
 	}
 	return nil
+}
+
+// inOrder reports whether bs's bounds never fall and none is NaN: a stable
+// sort by bound leaves them as they are.
+func inOrder(bs []*dto.Bucket) bool {
+	for i, bk := range bs {
+		u := bk.GetUpperBound()
+		if math.IsNaN(u) || i > 0 && u < bs[i-1].GetUpperBound() {
+			return false
+		}
+	}
+	return true
 }
 
 func compareFloat(a, b float64) int {

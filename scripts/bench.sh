@@ -29,6 +29,7 @@ mkdir -p bin
 benches=(
   "./server         ^BenchmarkUnary$                     3000x"
   "./refresh        ^BenchmarkCycle$                     4x"
+  "./refresh        ^BenchmarkDirectScrape$              1x"
   "./store/replica  ^BenchmarkReplicaSync$               5x"
   "./server         ^BenchmarkStreamHealth$              5x"
   "./server         ^BenchmarkStreamHealthServerMemory$  1x"
