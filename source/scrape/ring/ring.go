@@ -194,12 +194,19 @@ func (r *Ring) Append(s *sample.Sample) {
 		if metas[len(metas)-1].m != m {
 			metas = append(metas[:len(metas):len(metas)], run{from: len(tail.times), m: m})
 		}
-		times := append(tail.times[:len(tail.times):len(tail.times)], at)
+		times := make([]int64, len(tail.times)+1)
+		copy(times, tail.times)
+		times[len(tail.times)] = at
 		r.blocks[len(r.blocks)-1] = encode(tail.layout, cols, times, metas, false)
 	} else {
-		l := layoutOf(s)
-		if tail != nil && tail.layout.fits(s) {
+		var l *layout
+		switch {
+		case tail != nil && tail.layout.fits(s):
 			l = tail.layout
+		case tail != nil:
+			l = layoutOf(s, tail.layout)
+		default:
+			l = layoutOf(s, nil)
 		}
 		row := make([]float64, l.cols)
 		l.row(s, row)

@@ -47,6 +47,7 @@ func recording(t testing.TB, span time.Duration) map[string][]*sample.Sample {
 	rng := rand.New(rand.NewPCG(1, 2))
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	out := map[string][]*sample.Sample{}
+	memo := engine.NewSeriesMemo() // as the scraper parses
 	for i := range int(span / step) {
 		f.Step(step)
 		at := start.Add(time.Duration(i)*step + time.Duration(rng.Int64N(int64(3*time.Millisecond))))
@@ -55,7 +56,7 @@ func recording(t testing.TB, span time.Duration) map[string][]*sample.Sample {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exp, err := engine.Parse(bytes.NewReader(body), engine.Limits{})
+			exp, err := engine.ParseMemo(bytes.NewReader(body), engine.Limits{}, memo)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -65,24 +65,39 @@ var gpuFields = func() []protoreflect.FieldDescriptor {
 	return out
 }()
 
-// Column order: the scalars, each latency's total (sum, count), the GPU's
-// doubles, then each histogram the layout has (sum, count, the cumulative
+// A sample's fixed figures, in slot order: the scalars, each latency's
+// total (sum, count), the GPU's doubles. A block's columns are the slots
+// its layout keeps, then each histogram it has (sum, count, the cumulative
 // counts).
 const (
 	totalsAt = len(scalars)
 	gpuAt    = totalsAt + 2*int(sample.NumHists)
 )
 
-// layout is which histograms a block's samples have, with their bounds:
-// it fixes the block's columns.
+var nFixed = gpuAt + len(gpuFields)
+
+// layout is which fixed figures a block keeps and which histograms its
+// samples have, with their bounds: it fixes the block's columns.
 type layout struct {
+	slots  []int                      // the fixed slots kept, ascending: column i is slots[i]
+	kept   []bool                     // by slot
 	bounds [sample.NumHists][]float64 // nil: the histogram is absent
+	at     [sample.NumHists]int       // first column of each histogram present
 	cols   int
-	at     [sample.NumHists]int // first column of each histogram present
 }
 
-func layoutOf(s *sample.Sample) *layout {
-	l := &layout{cols: gpuAt + len(gpuFields)}
+// layoutOf is the layout of s, keeping also the slots prev keeps (when
+// not nil), so that a figure that comes and goes does not start a block
+// each time it comes back.
+func layoutOf(s *sample.Sample, prev *layout) *layout {
+	l := &layout{kept: make([]bool, nFixed)}
+	for slot, v := range fixed(s) {
+		if !isAbsent(v) || prev != nil && prev.kept[slot] {
+			l.kept[slot] = true
+			l.slots = append(l.slots, slot)
+		}
+	}
+	l.cols = len(l.slots)
 	for h, hist := range s.Hists {
 		if hist != nil {
 			l.bounds[h] = slices.Clip(hist.Bounds)
@@ -93,9 +108,15 @@ func layoutOf(s *sample.Sample) *layout {
 	return l
 }
 
-// fits reports whether s's histograms are those of l, with the same
-// bounds (bit for bit) and as many counts.
+// fits reports whether l keeps every fixed figure s has, and s's
+// histograms are those of l, with the same bounds (bit for bit) and as
+// many counts.
 func (l *layout) fits(s *sample.Sample) bool {
+	for slot, v := range fixed(s) {
+		if !l.kept[slot] && !isAbsent(v) {
+			return false
+		}
+	}
 	for h, hist := range s.Hists {
 		b := l.bounds[h]
 		if (hist == nil) != (b == nil) {
@@ -114,6 +135,32 @@ func (l *layout) fits(s *sample.Sample) bool {
 		}
 	}
 	return true
+}
+
+// fixed is s's fixed figures by slot, absent where s has none.
+func fixed(s *sample.Sample) []float64 {
+	f := make([]float64, nFixed)
+	for i, get := range scalars {
+		f[i] = value(*get(s))
+	}
+	for h, t := range s.Totals {
+		if t == nil {
+			f[totalsAt+2*h], f[totalsAt+2*h+1] = absent, absent
+		} else {
+			f[totalsAt+2*h], f[totalsAt+2*h+1] = t.Sum, t.Count
+		}
+	}
+	var g protoreflect.Message
+	if s.GPU != nil {
+		g = s.GPU.ProtoReflect()
+	}
+	for i, fd := range gpuFields {
+		f[gpuAt+i] = absent
+		if g != nil && g.Has(fd) {
+			f[gpuAt+i] = g.Get(fd).Float()
+		}
+	}
+	return f
 }
 
 // meta is what a sample holds besides its figures and its time.
@@ -167,27 +214,11 @@ func (m *meta) equal(o *meta) bool {
 // reads back as it was recorded.
 func sameStrings(a, b []string) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
 
-// row writes s's figures into row (len l.cols) in column order.
+// row writes s's figures into row (len l.cols) in column order; s fits l.
 func (l *layout) row(s *sample.Sample, row []float64) {
-	for i, get := range scalars {
-		row[i] = value(*get(s))
-	}
-	for h, t := range s.Totals {
-		if t == nil {
-			row[totalsAt+2*h], row[totalsAt+2*h+1] = absent, absent
-		} else {
-			row[totalsAt+2*h], row[totalsAt+2*h+1] = t.Sum, t.Count
-		}
-	}
-	var g protoreflect.Message
-	if s.GPU != nil {
-		g = s.GPU.ProtoReflect()
-	}
-	for i, f := range gpuFields {
-		row[gpuAt+i] = absent
-		if g != nil && g.Has(f) {
-			row[gpuAt+i] = g.Get(f).Float()
-		}
+	f := fixed(s)
+	for c, slot := range l.slots {
+		row[c] = f[slot]
 	}
 	for h, hist := range s.Hists {
 		if hist == nil {
@@ -214,23 +245,30 @@ func (l *layout) sampleOf(at int64, m *meta, row []float64) *sample.Sample {
 		Role: m.role, RoleSource: m.roleSource, Errors: m.errors, Warnings: m.warnings,
 	}
 	s.Effects.LoRARunning, s.Effects.LoRAWaiting, s.Effects.KVOffload = m.loraRunning, m.loraWaiting, m.kvOffload
+	f := make([]float64, nFixed)
+	for i := range f {
+		f[i] = absent
+	}
+	for c, slot := range l.slots {
+		f[slot] = row[c]
+	}
 	// The optional figures share one allocation.
 	n := 0
-	for _, v := range row[:totalsAt] {
+	for _, v := range f[:totalsAt] {
 		if !isAbsent(v) {
 			n++
 		}
 	}
 	vals := make([]float64, 0, n)
 	for i, get := range scalars {
-		if v := row[i]; !isAbsent(v) {
+		if v := f[i]; !isAbsent(v) {
 			vals = append(vals, v)
 			*get(s) = &vals[len(vals)-1]
 		}
 	}
 	for h := range s.Totals {
-		if sum := row[totalsAt+2*h]; !isAbsent(sum) {
-			s.Totals[h] = &sample.Total{Sum: sum, Count: row[totalsAt+2*h+1]}
+		if sum := f[totalsAt+2*h]; !isAbsent(sum) {
+			s.Totals[h] = &sample.Total{Sum: sum, Count: f[totalsAt+2*h+1]}
 		}
 	}
 	if m.gpu {
@@ -238,9 +276,9 @@ func (l *layout) sampleOf(at int64, m *meta, row []float64) *sample.Sample {
 		// Marshalled by metaOf from a message of this type: it reads back.
 		_ = proto.Unmarshal(m.gpuRest, g)
 		r := g.ProtoReflect()
-		for i, f := range gpuFields {
-			if v := row[gpuAt+i]; !isAbsent(v) {
-				r.Set(f, protoreflect.ValueOfFloat64(v))
+		for i, fd := range gpuFields {
+			if v := f[gpuAt+i]; !isAbsent(v) {
+				r.Set(fd, protoreflect.ValueOfFloat64(v))
 			}
 		}
 		s.GPU = g
