@@ -493,8 +493,8 @@ type openedSource struct {
 
 // openSource is a direct scrape of the fleet's nodes with a url, or with
 // --prometheus Prometheus, combined with the direct scrape of any node
-// that has a url. A direct scrape keeps every sample of --window and a
-// minute, one a minute beyond, --retention back, or sloRetention back for
+// that has a url. A direct scrape keeps every sample of --window (5m at
+// least) and two intervals, one a minute beyond, --retention back, or sloRetention back for
 // the SLO windows when alone; with Prometheus these are Prometheus's.
 func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention time.Duration) (openedSource, error) {
 	var scraped []fleet.Node
@@ -508,9 +508,7 @@ func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention t
 		o.fleet[n.ID] = n
 	}
 	opts := scrape.Options{Timeout: c.scrapeTimeout, Retention: c.retention, StaleAfter: c.staleAfter, MaxSeries: c.maxSeries, MaxRankValues: c.maxRanks, Spread: c.spread(),
-		// Every sample of --window and a minute, so that the verdicts'
-		// window reads the samples it ends at, whatever their spacing.
-		FullResolution: max(6*time.Minute, c.window.Duration()+time.Minute)}
+		FullResolution: scrape.FullResolution(c.window, c.interval)}
 	if c.prom.url == "" {
 		opts.LongRetention = sloRetention
 	}

@@ -41,12 +41,11 @@ type Options struct {
 	MaxBodyBytes int64
 	// Retention is how far back samples are kept for windows (default 1h).
 	Retention time.Duration
-	// FullResolution is how far back every sample is kept (default 6m,
-	// the default 5m window and a minute; serve sets it to its --window
-	// and a minute when that is longer). Older samples are thinned to one
-	// per LongStep (package ring): a window longer than this starts at a
-	// sample at most LongStep before the one it would with every sample
-	// kept, and says what it covers (NodeMetrics.covered).
+	// FullResolution is how far back every sample is kept (default 6m;
+	// serve sets it with FullResolution). Older samples are thinned to the
+	// first of each LongStep (package ring): a window longer than this
+	// starts at a sample less than LongStep before the one it would with
+	// every sample kept, and says what it covers (NodeMetrics.covered).
 	FullResolution time.Duration
 	// MaxSamples bounds the samples kept whole per node (default 720).
 	MaxSamples int
@@ -86,6 +85,14 @@ type Options struct {
 	// rank label (vLLM's engine, SGLang's dp_rank, tp_rank, …; default
 	// engine.DefaultMaxRankValues, serve --scrape-max-ranks).
 	MaxRankValues int
+}
+
+// FullResolution is how far back a scraper refreshed every interval for
+// window keeps every sample: the longer of window and 5m (the SLO burn
+// alerts' shortest window, and on-demand 1m and 5m windows) and two
+// intervals, so that such a window reads the sample it starts at.
+func FullResolution(window metrics.Window, interval time.Duration) time.Duration {
+	return max(window.Duration(), 5*time.Minute) + 2*interval
 }
 
 func (o *Options) defaults() {

@@ -1,6 +1,7 @@
 package ring
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -72,9 +73,10 @@ type block struct {
 	times  []int64 // UnixNano of each row
 	metas  []run
 	// data holds the columns' chunks one after the other; column c ends at
-	// ends[c].
+	// ends[c], or at wide[c] when data is longer than ends can say.
 	data   []byte
-	ends   []uint32
+	ends   []uint16
+	wide   []uint32
 	coarse bool // thinned
 }
 
@@ -98,7 +100,8 @@ func (b *block) meta(i int) *meta {
 // encode makes a block of l from cols (cols[c] holds column c's value of
 // every row), times and metas.
 func encode(l *layout, cols [][]float64, times []int64, metas []run, coarse bool) *block {
-	b := &block{layout: l, times: times, metas: metas, coarse: coarse, ends: make([]uint32, len(cols))}
+	b := &block{layout: l, times: times, metas: metas, coarse: coarse}
+	ends := make([]uint32, len(cols))
 	ch := chunkenc.NewXORChunk()
 	buf := ch.Bytes()
 	size := 0
@@ -113,28 +116,47 @@ func encode(l *layout, cols [][]float64, times []int64, metas []run, coarse bool
 		buf = ch.Bytes()
 		b.data = append(b.data, buf...)
 		size += len(buf)
-		b.ends[c] = uint32(len(b.data))
+		ends[c] = uint32(len(b.data))
 	}
 	if cap(b.data) > size {
 		b.data = append([]byte(nil), b.data...)
 	}
+	if size > math.MaxUint16 {
+		b.wide = ends
+		return b
+	}
+	b.ends = make([]uint16, len(ends))
+	for c, e := range ends {
+		b.ends[c] = uint16(e)
+	}
 	return b
+}
+
+// cols is the number of columns of b.
+func (b *block) cols() int { return len(b.ends) + len(b.wide) }
+
+// end is where column c ends in b.data.
+func (b *block) end(c int) uint32 {
+	if b.wide != nil {
+		return b.wide[c]
+	}
+	return uint32(b.ends[c])
 }
 
 // chunk is column c's chunk of b, read through ch.
 func (b *block) chunk(ch *chunkenc.XORChunk, c int) *chunkenc.XORChunk {
 	start := uint32(0)
 	if c > 0 {
-		start = b.ends[c-1]
+		start = b.end(c - 1)
 	}
-	ch.Reset(b.data[start:b.ends[c]])
+	ch.Reset(b.data[start:b.end(c)])
 	return ch
 }
 
 // columns decodes every column of b.
 func (b *block) columns() [][]float64 {
-	cols := make([][]float64, len(b.ends))
-	vals := make([]float64, len(b.ends)*len(b.times))
+	cols := make([][]float64, b.cols())
+	vals := make([]float64, len(cols)*len(b.times))
 	ch := &chunkenc.XORChunk{}
 	var it chunkenc.Iterator
 	for c := range cols {
@@ -151,7 +173,7 @@ func (b *block) columns() [][]float64 {
 
 // row decodes row i of b.
 func (b *block) row(i int) []float64 {
-	row := make([]float64, len(b.ends))
+	row := make([]float64, b.cols())
 	ch := &chunkenc.XORChunk{}
 	var it chunkenc.Iterator
 	for c := range row {
@@ -437,7 +459,7 @@ func (r *Ring) Bytes() int {
 	defer r.mu.Unlock()
 	n := 0
 	for _, b := range r.blocks {
-		n += cap(b.data) + 8*cap(b.times) + 4*cap(b.ends) + 16*cap(b.metas)
+		n += cap(b.data) + 8*cap(b.times) + 2*cap(b.ends) + 4*cap(b.wide) + 16*cap(b.metas)
 	}
 	return n
 }
