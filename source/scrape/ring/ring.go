@@ -451,15 +451,3 @@ func (r *Ring) read(p point) *sample.Sample {
 	}
 	return p.b.sample(p.i)
 }
-
-// Bytes is what the samples kept take, roughly: the encoded columns, the
-// times, the runs' metas and the newest sample's figures.
-func (r *Ring) Bytes() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, b := range r.blocks {
-		n += cap(b.data) + 8*cap(b.times) + 2*cap(b.ends) + 4*cap(b.wide) + 16*cap(b.metas)
-	}
-	return n
-}
