@@ -42,10 +42,10 @@ func (o *Options) defaults() {
 
 // BlockLen is the most rows a block of samples kept whole holds: an append
 // re-encodes at most this many, and a read decodes at most this many.
-const BlockLen = 12
+const BlockLen = 16
 
 // coarseLen is the most rows a block of thinned samples holds.
-const coarseLen = 30
+const coarseLen = 60
 
 // Ring is one node's samples. It is safe for concurrent use.
 type Ring struct {
