@@ -493,9 +493,9 @@ type openedSource struct {
 
 // openSource is a direct scrape of the fleet's nodes with a url, or with
 // --prometheus Prometheus, combined with the direct scrape of any node
-// that has a url. A direct scrape alone keeps samples sloRetention back
-// (one a minute beyond --retention) for the SLO windows; with Prometheus
-// these are Prometheus's.
+// that has a url. A direct scrape keeps every sample of --window (5m at
+// least) and two intervals, one a minute beyond, --retention back, or sloRetention back for
+// the SLO windows when alone; with Prometheus these are Prometheus's.
 func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention time.Duration) (openedSource, error) {
 	var scraped []fleet.Node
 	for _, n := range f.Nodes {
@@ -507,7 +507,8 @@ func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention t
 	for _, n := range f.Nodes {
 		o.fleet[n.ID] = n
 	}
-	opts := scrape.Options{Timeout: c.scrapeTimeout, Retention: c.retention, StaleAfter: c.staleAfter, MaxSeries: c.maxSeries, MaxRankValues: c.maxRanks, Spread: c.spread()}
+	opts := scrape.Options{Timeout: c.scrapeTimeout, Retention: c.retention, StaleAfter: c.staleAfter, MaxSeries: c.maxSeries, MaxRankValues: c.maxRanks, Spread: c.spread(),
+		FullResolution: scrape.FullResolution(c.window, c.interval)}
 	if c.prom.url == "" {
 		opts.LongRetention = sloRetention
 	}

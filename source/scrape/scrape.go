@@ -26,6 +26,7 @@ import (
 	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/sample"
 	"github.com/llmdiag/llmdiag/source"
+	"github.com/llmdiag/llmdiag/source/scrape/ring"
 	"github.com/llmdiag/llmdiag/tracing"
 )
 
@@ -40,16 +41,22 @@ type Options struct {
 	MaxBodyBytes int64
 	// Retention is how far back samples are kept for windows (default 1h).
 	Retention time.Duration
-	// MaxSamples bounds the ring per node (default 720) within Retention.
+	// FullResolution is how far back every sample is kept (default 6m;
+	// serve sets it with FullResolution). Older samples are thinned to the
+	// first of each LongStep (package ring): a window longer than this
+	// starts at a sample less than LongStep before the one it would with
+	// every sample kept, and says what it covers (NodeMetrics.covered).
+	FullResolution time.Duration
+	// MaxSamples bounds the samples kept whole per node (default 720).
 	MaxSamples int
-	// LongRetention, when longer than Retention, keeps older samples up to
-	// this age, one per LongStep (default 1m), for long windows (the SLO
-	// burn alerts read up to 6h: serve sets it to the longest SLO window
-	// when SLOs are configured). A window longer than the samples reach
-	// back is computed over what they cover, and says so
-	// (NodeMetrics.covered).
+	// LongRetention, when longer than Retention, keeps samples up to this
+	// age for long windows (the SLO burn alerts read up to 6h: serve sets
+	// it to the longest SLO window when SLOs are configured). A window
+	// longer than the samples reach back is computed over what they
+	// cover, and says so (NodeMetrics.covered).
 	LongRetention time.Duration
-	// LongStep is the spacing of the samples kept beyond Retention.
+	// LongStep is the least spacing of the samples kept beyond
+	// FullResolution (default 1m).
 	LongStep time.Duration
 	// Concurrency bounds the scrapes reading and parsing a body at once
 	// (default 16), and with it the memory parsing takes. Waiting for a
@@ -80,6 +87,14 @@ type Options struct {
 	MaxRankValues int
 }
 
+// FullResolution is how far back a scraper refreshed every interval for
+// window keeps every sample: the longer of window and 5m (the SLO burn
+// alerts' shortest window, and on-demand 1m and 5m windows) and two
+// intervals, so that such a window reads the sample it starts at.
+func FullResolution(window metrics.Window, interval time.Duration) time.Duration {
+	return max(window.Duration(), 5*time.Minute) + 2*interval
+}
+
 func (o *Options) defaults() {
 	if o.Timeout <= 0 {
 		o.Timeout = 3 * time.Second
@@ -92,6 +107,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxSamples <= 0 {
 		o.MaxSamples = 720
+	}
+	if o.FullResolution <= 0 {
+		o.FullResolution = 6 * time.Minute
 	}
 	if o.LongStep <= 0 {
 		o.LongStep = time.Minute
@@ -130,7 +148,7 @@ type Scraper struct {
 	// targets are sorted by id; SetTargets replaces the slice, never
 	// changes it.
 	targets []fleet.Node
-	rings   map[string][]*sample.Sample
+	rings   map[string]*ring.Ring
 	states  map[string]*state
 }
 
@@ -184,7 +202,7 @@ func New(targets []fleet.Node, client *http.Client, log *slog.Logger, now func()
 		slots:    make(chan struct{}, opts.Concurrency),
 		suspect:  make(chan struct{}, max(1, opts.Concurrency/2)),
 		memo:     engine.NewSeriesMemo(),
-		rings:    make(map[string][]*sample.Sample, len(ts)),
+		rings:    make(map[string]*ring.Ring, len(ts)),
 		states:   states,
 	}
 }
@@ -309,7 +327,8 @@ waiting:
 func (s *Scraper) scraped(node string) bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.rings[node]) > 0
+	r := s.rings[node]
+	return r != nil && r.Newest() != nil
 }
 
 // start begins a scrape of t unless one is still running; it returns the
@@ -353,11 +372,13 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 		wg.Wait()
 		gpu.into(smp)
 		endScrape(span, t, smp)
+		// The ring is appended to outside s.mu: encoding takes a while,
+		// and other nodes' reads need not wait for it.
+		if r := s.ringFor(t.ID, st); r != nil {
+			r.Append(smp)
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.states[t.ID] == st { // not forgotten meanwhile (SetTargets)
-			s.recordLocked(t.ID, smp)
-		}
 		// A scrape that ran out of time hung, whatever it had read; one
 		// that found no slot says nothing of its target.
 		if !st.starved {
@@ -392,11 +413,11 @@ func (s *Scraper) observe(t fleet.Node, dur time.Duration, lifetime bool, window
 	}
 	s.mu.RUnlock()
 	o := source.Observation{Node: t}
-	if len(ring) > 0 {
-		o.Sample = ring[len(ring)-1]
+	if ring != nil && ring.Newest() != nil {
+		o.Sample = ring.Newest()
 		o.Engine = o.Sample.Engine
+		o.Metrics = s.compute(t, ring, time.Time{}, dur, lifetime, window)
 	}
-	o.Metrics = s.compute(t, ring, dur, lifetime, window)
 	if f == nil {
 		return o
 	}
@@ -409,7 +430,7 @@ func (s *Scraper) observe(t fleet.Node, dur time.Duration, lifetime bool, window
 	eng, _ := fleet.ParseEngine(t.Engine)
 	o.Sample = &sample.Sample{At: now, Engine: eng, Errors: []string{running + ": no answer yet"}}
 	o.Engine = eng
-	o.Metrics = s.compute(t, []*sample.Sample{o.Sample}, dur, lifetime, window)
+	o.Metrics = s.computeOf(t, o.Sample, nil, window)
 	return o
 }
 
@@ -484,35 +505,39 @@ func (s *Scraper) Window(_ context.Context, node, window string, offset time.Dur
 			s.mu.RLock()
 			ring := s.rings[t.ID]
 			s.mu.RUnlock()
-			end := len(ring)
+			if ring == nil || ring.Newest() == nil {
+				return nil, fmt.Errorf("%q has not been scraped yet", node)
+			}
+			var until time.Time
 			if offset > 0 {
-				cutoff := s.now().Add(-offset)
-				end = sort.Search(len(ring), func(i int) bool { return ring[i].At.After(cutoff) })
+				until = s.now().Add(-offset)
 			}
-			if end == 0 {
-				if len(ring) == 0 {
-					return nil, fmt.Errorf("%q has not been scraped yet", node)
-				}
-				return nil, fmt.Errorf("no samples of %q from %s ago: the oldest kept is from %s ago (--retention)", node, offset, s.now().Sub(ring[0].At).Round(time.Second))
+			if m := s.compute(t, ring, until, dur, lifetime, window); m != nil {
+				return m, nil
 			}
-			return s.compute(t, ring[:end], dur, lifetime, window), nil
+			return nil, fmt.Errorf("no samples of %q from %s ago: the oldest kept is from %s ago (--retention)", node, offset, s.now().Sub(ring.Oldest()).Round(time.Second))
 		}
 	}
 	return nil, fmt.Errorf("%q: %w", node, source.ErrUnknownNode)
 }
 
-// compute makes the indicators of window from ring, whose last sample ends
-// the window; nil when ring is empty.
-func (s *Scraper) compute(t fleet.Node, ring []*sample.Sample, dur time.Duration, lifetime bool, window string) *llmdiagv1.NodeMetrics {
-	if len(ring) == 0 {
+// compute makes the indicators of window from the samples ring keeps at
+// or before until (all of them when until is zero); nil when it keeps
+// none.
+func (s *Scraper) compute(t fleet.Node, r *ring.Ring, until time.Time, dur time.Duration, lifetime bool, window string) *llmdiagv1.NodeMetrics {
+	if lifetime {
+		dur = 0
+	}
+	newest, base := r.Window(until, dur)
+	if newest == nil {
 		return nil
 	}
-	var newest, base *sample.Sample
-	if lifetime {
-		newest = ring[len(ring)-1]
-	} else {
-		newest, base = metrics.Pick(ring, dur)
-	}
+	return s.computeOf(t, newest, base, window)
+}
+
+// computeOf makes the indicators of the window from base to newest (the
+// lifetime when base is nil).
+func (s *Scraper) computeOf(t fleet.Node, newest, base *sample.Sample, window string) *llmdiagv1.NodeMetrics {
 	if base == nil {
 		window = metrics.Lifetime
 	}
@@ -527,39 +552,25 @@ func (s *Scraper) compute(t fleet.Node, ring []*sample.Sample, dur time.Duration
 	return m
 }
 
-// recordLocked appends smp to the node's ring, trimming by count and age.
-// Samples of a target that is down are kept: they carry Up=false and the
-// error, while the window computation skips them. s.mu must be held.
-//
-// With LongRetention, the samples older than Retention are thinned instead
-// of dropped: the up ones at least LongStep after the one kept before
-// them are kept until LongRetention (at most LongRetention/LongStep more
-// per node: 300 for 6h beyond 1h at 1m, where 1h at a 5s interval is
-// 720).
-func (s *Scraper) recordLocked(node string, smp *sample.Sample) {
-	ring := append(s.rings[node], smp)
-	// recent: the first sample within Retention, and within MaxSamples of
-	// the newest.
-	recent := 0
-	for recent < len(ring)-1 && (len(ring)-recent > s.opts.MaxSamples || smp.At.Sub(ring[recent].At) > s.opts.Retention) {
-		recent++
+// ringFor is the node's ring (package ring: samples kept whole for
+// FullResolution, thinned to one per LongStep beyond, up to Retention or
+// LongRetention, whichever is longer), made on its first sample; nil when
+// the node's state is no longer st (forgotten by SetTargets). Samples of
+// a target that is down are kept: they carry Up=false and the error,
+// while the window computation skips them.
+func (s *Scraper) ringFor(node string, st *state) *ring.Ring {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.states[node] != st {
+		return nil
 	}
-	if recent == 0 {
-		s.rings[node] = ring
-		return
+	r := s.rings[node]
+	if r == nil {
+		r = ring.New(ring.Options{Full: s.opts.FullResolution, MaxFull: s.opts.MaxSamples,
+			Keep: max(s.opts.Retention, s.opts.LongRetention), Step: s.opts.LongStep})
+		s.rings[node] = r
 	}
-	out := ring[:0:0]
-	if s.opts.LongRetention > s.opts.Retention {
-		var last *sample.Sample
-		for _, old := range ring[:recent] {
-			if !old.Up || smp.At.Sub(old.At) > s.opts.LongRetention || (last != nil && old.At.Sub(last.At) < s.opts.LongStep) {
-				continue
-			}
-			out = append(out, old)
-			last = old
-		}
-	}
-	s.rings[node] = append(out, ring[recent:]...)
+	return r
 }
 
 // scrape reads one target within ctx's deadline (start sets it). It never
