@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/diagnose"
 	"github.com/llmdiag/llmdiag/fleet"
+	"github.com/llmdiag/llmdiag/metrics"
 	"github.com/llmdiag/llmdiag/refresh"
 	"github.com/llmdiag/llmdiag/sim"
 	"github.com/llmdiag/llmdiag/source/scrape"
@@ -46,7 +47,11 @@ import (
 //     measured spans);
 //   - live-B/node: the heap in use after a collection, once the rings are
 //     full, over that before the scraper, the loop and the store existed,
-//     per node;
+//     per node; it includes what does not grow with the nodes (the series
+//     memos, the store's event feed), so nodes=100 also reports
+//     live-B/node-marginal: its heap over the median of the nodes=10 runs
+//     before it in the same process (with -count, every nodes=10 run
+//     comes first), per node added, what each node costs;
 //   - fill-cpu-ms/node/refresh: the mean over the 720 cycles that filled
 //     the rings (their collections included).
 //
@@ -57,10 +62,16 @@ import (
 // refresh costs); -count 5 for medians across runs, -bench
 // 'DirectScrape/nodes=10$' for a quick one.
 func BenchmarkDirectScrape(b *testing.B) {
+	var small []float64 // live heap of the nodes=10 runs so far
 	for _, n := range []int{10, 100} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
 			for b.Loop() {
-				benchDirect(b, n)
+				live := benchDirect(b, n)
+				if n == 10 {
+					small = append(small, float64(live))
+				} else if len(small) > 0 {
+					b.ReportMetric((float64(live)-median(small))/float64(n-10), "live-B/node-marginal")
+				}
 			}
 		})
 	}
@@ -76,7 +87,9 @@ const (
 // directEpoch is the clock's time at simulated time 0.
 var directEpoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func benchDirect(b *testing.B, n int) {
+// benchDirect runs the benchmark at n nodes and returns the live heap the
+// nodes hold.
+func benchDirect(b *testing.B, n int) int64 {
 	cfg, err := sim.Scenario("seed", 1)
 	if err != nil {
 		b.Fatal(err)
@@ -131,6 +144,7 @@ func benchDirect(b *testing.B, n int) {
 	// a scrape miss its refresh (checked below).
 	scraper := scrape.New(targets, &http.Client{Transport: tr}, discardLog(), now, scrape.Options{
 		Timeout: time.Minute, StaleAfter: th.StaleAfter, LongRetention: refresh.SLORetention(th),
+		FullResolution: scrape.FullResolution(metrics.DefaultWindow, directInterval),
 	})
 	loop := refresh.New(scraper, st, &nopRecorder{}, discardLog(), now, refresh.Config{
 		Interval: directInterval, Timeout: 2 * time.Minute, Thresholds: th, Fleet: byID, Retention: time.Hour,
@@ -188,6 +202,7 @@ func benchDirect(b *testing.B, n int) {
 	b.ReportMetric(float64(allocs)/directMeasured/float64(n), "allocs/node/refresh")
 	b.ReportMetric(float64(bytes)/directMeasured/float64(n), "B/node/refresh")
 	b.ReportMetric(float64(live)/float64(n), "live-B/node")
+	return live
 }
 
 // checkDirect fails the benchmark unless the refresh at at stored every
