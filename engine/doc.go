@@ -46,10 +46,8 @@
 // learnt and a shared memo, and changes lines every way the parser tells
 // apart). Replicas of a model expose the same series, so one memo serves a
 // fleet: ReadRouting and ParseMemo take one, the fast lane and the scraper
-// each keep one. A GPU exporter's series are its own GPUs', the same from
-// one read to the next: NewTargetMemo is a memo for one endpoint (the
-// scraper keeps one per DCGM exporter) that forgets the lines its last
-// read did not have once it holds more than twice as many. Through a warm memo ReadRouting of the seed's exposition
+// each keep one. A GPU exporter's series are its own GPUs': it is read
+// without one (a memo of each exporter's would cost some 140 KB a node). Through a warm memo ReadRouting of the seed's exposition
 // costs about half, and Parse and Extract about two thirds
 // (BenchmarkRoutingFastMemo, BenchmarkRoutingFullMemo).
 //

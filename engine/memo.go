@@ -34,20 +34,6 @@ import (
 type SeriesMemo struct {
 	mu    sync.Mutex // held to add what a read learnt
 	table atomic.Pointer[memoTable]
-	// target: a memo of one endpoint's expositions (NewTargetMemo).
-	target bool
-}
-
-// NewTargetMemo returns an empty memo for the expositions of one endpoint
-// whose series are its own (a GPU exporter's, labelled with the GPU's
-// UUID), read one at a time. It is a SeriesMemo that forgets: once it
-// holds more than twice the lines of a read (and 64 more), the lines that
-// read did not have are dropped, so that an endpoint whose series come and
-// go costs the lines of its last expositions, not MaxMemoLines.
-func NewTargetMemo() *SeriesMemo {
-	m := NewSeriesMemo()
-	m.target = true
-	return m
 }
 
 // MaxMemoLines bounds the lines a SeriesMemo holds: about 15 MB at most
@@ -157,10 +143,6 @@ type memoRead struct {
 	t      *memoTable
 	series map[string]*memoSeries
 	meta   map[string]memoMeta
-	// usedSeries and usedMeta are the lines the read found in a target
-	// memo (SeriesMemo.target), to keep should it forget the others.
-	usedSeries []*memoSeries
-	usedMeta   []memoMeta
 	// lastLearnt is the series learnt last; last the series read last
 	// through the memo.
 	lastLearnt, last *memoSeries
@@ -249,9 +231,6 @@ func (r *memoRead) done() {
 	if r == nil {
 		return
 	}
-	if r.m.target && len(r.t.series)+len(r.t.meta) > 2*(len(r.usedSeries)+len(r.usedMeta)+len(r.series)+len(r.meta))+64 {
-		r.forget()
-	}
 	if len(r.series)+len(r.meta) == 0 {
 		return
 	}
@@ -293,37 +272,6 @@ func (r *memoRead) done() {
 	m.table.Store(t)
 }
 
-// forget makes a target memo's table the lines this read found in it:
-// done then adds those it learnt.
-func (r *memoRead) forget() {
-	m := r.m
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	t := &memoTable{series: make(map[string]*memoSeries, len(r.usedSeries)), meta: make(map[string]memoMeta, len(r.usedMeta)),
-		keys: make(map[string]int, len(r.usedSeries))}
-	for _, s := range r.usedSeries {
-		if _, ok := t.series[s.id]; ok {
-			continue // read twice
-		}
-		// Numbered afresh, in copies: a read may still hold the table
-		// before, with the numbers it gave.
-		c := *s
-		c.next = nil // the series it points to keep the numbers before
-		idx, ok := t.keys[c.key]
-		if !ok {
-			idx = t.next
-			t.keys[c.key] = idx
-			t.next++
-		}
-		c.idx = idx
-		t.series[c.id] = &c
-	}
-	for _, meta := range r.usedMeta {
-		t.meta[meta.text] = meta
-	}
-	m.table.Store(t)
-}
-
 // fromMemo reads text as the memo knows it; known is false when the memo
 // does not know it (or the builder has none): the parser reads it then.
 func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
@@ -335,9 +283,6 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 		meta, ok := r.t.meta[string(text)]
 		if !ok {
 			return false, nil
-		}
-		if r.m.target {
-			r.usedMeta = append(r.usedMeta, meta)
 		}
 		if meta.typ {
 			b.declare(meta.name, meta.mtype, line)
@@ -361,9 +306,6 @@ func (b *builder) fromMemo(text []byte, line int) (known bool, err error) {
 		return false, nil
 	}
 	r.last = s
-	if r.m.target {
-		r.usedSeries = append(r.usedSeries, s)
-	}
 	if err := b.count(line); err != nil {
 		return true, err
 	}

@@ -343,46 +343,6 @@ vllm:num_requests_waiting{engine="0",model_name="m"} 2
 	}
 }
 
-// TestTargetMemo: a target memo reads an endpoint whose series change from
-// one read to the next as a read without a memo does, and holds no more
-// than about twice the lines of the last read however many it has seen.
-func TestTargetMemo(t *testing.T) {
-	body := func(read int) []byte {
-		var b strings.Builder
-		b.WriteString("# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization.\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n")
-		for gpu := range 8 {
-			// Half the GPUs keep their series; the others' pod label
-			// changes at every read.
-			pod := "p"
-			if gpu%2 == 1 {
-				pod = fmt.Sprintf("p%d", read)
-			}
-			fmt.Fprintf(&b, "DCGM_FI_DEV_GPU_UTIL{UUID=\"GPU-%d\",gpu=\"%d\",pod=%q} %d\n", gpu, gpu, pod, read+gpu)
-		}
-		b.WriteString("# TYPE x histogram\n")
-		fmt.Fprintf(&b, "x_bucket{le=\"1\",r=\"%d\"} 1\nx_bucket{le=\"+Inf\",r=\"%d\"} 2\nx_count{r=\"%d\"} 2\n", read%3, read%3, read%3)
-		if read%5 == 0 {
-			b.WriteString("DCGM_FI_DEV_GPU_UTIL{UUID=\"GPU-0\",gpu=\"0\",pod=\"p\"} 1\n") // given twice
-		}
-		return []byte(b.String())
-	}
-	memo := NewTargetMemo()
-	for read := range 200 {
-		want, wantErr := Parse(bytes.NewReader(body(read)), Limits{})
-		got, err := ParseMemo(bytes.NewReader(body(read)), Limits{}, memo)
-		if d := expositionDiff(got, err, want, wantErr); d != "" {
-			t.Fatalf("read %d: %s", read, d)
-		}
-		tab := memo.table.Load()
-		if n := len(tab.series) + len(tab.meta); n > 2*16+64+16 {
-			t.Fatalf("read %d: the memo holds %d lines", read, n)
-		}
-		if tab.next > 2*(2*16+64+16) {
-			t.Fatalf("read %d: the memo numbers %d keys", read, tab.next)
-		}
-	}
-}
-
 // TestMemoValueDigits: a value of digits alone reads as strconv.ParseFloat
 // reads it, up to the longest the shortcut takes and past it.
 func TestMemoValueDigits(t *testing.T) {

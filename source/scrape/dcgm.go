@@ -28,16 +28,15 @@ func (r gpuRead) into(smp *sample.Sample) {
 }
 
 // scrapeDCGM reads t's DCGM exporter within ctx's deadline, with the
-// limits of an engine's /metrics, through memo (the target's own, see
-// engine.NewTargetMemo), and aggregates its GPUs (engine.ExtractPodGPU). It
-// never fails: problems become warnings.
-func (s *Scraper) scrapeDCGM(ctx context.Context, t fleet.Node, memo *engine.SeriesMemo) gpuRead {
+// limits of an engine's /metrics, and aggregates its GPUs
+// (engine.ExtractPodGPU). It never fails: problems become warnings.
+func (s *Scraper) scrapeDCGM(ctx context.Context, t fleet.Node) gpuRead {
 	where := redact.URL(t.DCGM)
 	fail := func(err error) gpuRead {
 		s.log.Debug("dcgm scrape failed", "node", t.ID, "url", where, "err", err)
 		return gpuRead{warnings: []string{fmt.Sprintf("dcgm %s: %v: no GPU figures", where, err)}}
 	}
-	exp, _, release, err := s.fetch(ctx, t.ID, t.DCGM, t.FollowRedirects, memo)
+	exp, _, release, err := s.fetch(ctx, t.ID, t.DCGM, t.FollowRedirects, nil)
 	var unreadable unreadableError
 	if errors.As(err, &unreadable) {
 		err = fmt.Errorf("parse: %w", err)

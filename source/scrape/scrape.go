@@ -140,8 +140,8 @@ type Scraper struct {
 	slots, suspect chan struct{}
 	// memo is the series the engines' expositions have shown, for the
 	// fleet (engine.SeriesMemo): a scrape parses only the lines it has not
-	// seen before. GPU exporters' are parsed through a memo of each
-	// target's own (state.dcgm): their series are each a GPU's.
+	// seen before. GPU exporters' are parsed without it: their series are
+	// each a GPU's own.
 	memo *engine.SeriesMemo
 
 	mu sync.RWMutex
@@ -163,9 +163,6 @@ type state struct {
 	// one with less than a tenth of its time left (lateSlot): running out
 	// of time then says nothing of the target either.
 	starved bool
-	// dcgm is the memo of the target's DCGM exporter's series
-	// (engine.NewTargetMemo); nil until it is first read.
-	dcgm *engine.SeriesMemo
 }
 
 // flight is one scrape in progress.
@@ -344,10 +341,6 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 	ctx, cancel := context.WithTimeout(base, s.opts.Timeout)
 	f := &flight{started: s.now(), done: make(chan struct{}), cancel: cancel}
 	st.flight = f
-	if st.dcgm == nil && t.DCGM != "" {
-		st.dcgm = engine.NewTargetMemo()
-	}
-	dcgmMemo := st.dcgm
 	s.mu.Unlock()
 	go func() {
 		defer close(f.done)
@@ -361,7 +354,7 @@ func (s *Scraper) start(base context.Context, t fleet.Node) *flight {
 			wg.Go(func() {
 				// A span of its own: fetch notes status and bytes on ctx's.
 				dctx, dspan := tracing.Child(ctx, "scrape.dcgm", trace.WithSpanKind(trace.SpanKindClient))
-				gpu = s.scrapeDCGM(dctx, t, dcgmMemo)
+				gpu = s.scrapeDCGM(dctx, t)
 				if dspan.IsRecording() {
 					dspan.SetAttributes(attribute.String("llmdiag.node", t.ID), attribute.Int("llmdiag.scrape.warnings", len(gpu.warnings)))
 				}
