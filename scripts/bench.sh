@@ -30,6 +30,8 @@ benches=(
   "./server         ^BenchmarkUnary$                     3000x"
   "./refresh        ^BenchmarkCycle$                     4x"
   "./refresh        ^BenchmarkDirectScrape$              1x"
+  "./source/scrape/ring ^BenchmarkRing$                 3000x"
+  "./source/scrape/ring ^BenchmarkRingMemory$           1x"
   "./store/replica  ^BenchmarkReplicaSync$               5x"
   "./server         ^BenchmarkStreamHealth$              5x"
   "./server         ^BenchmarkStreamHealthServerMemory$  1x"
