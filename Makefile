@@ -7,7 +7,7 @@ BIN     := bin/llmdiag
 # the test cache cannot see, so every run runs them.
 TESTFLAGS ?= -race -count=1 -timeout 9m
 
-.PHONY: all build run check test vet lint generate checkgenerate deps docs bench image clean
+.PHONY: all build run check test vet lint generate checkgenerate deps docs bench fuzz image clean
 
 all: build
 
@@ -79,6 +79,15 @@ docs:
 ## table of medians (COUNT=3, ONLY=Unary to narrow it; raw output in bin/bench.txt)
 bench: deps
 	./scripts/bench.sh
+
+## fuzz: every fuzz target (func FuzzX in a _test.go file) for FUZZTIME
+## each (default 30s), one after another, stopping at the first failure and
+## saying how to keep its input as a regression entry (ONLY=Webhook to
+## narrow, PARALLEL=1 for one worker). make check and make test run only
+## the targets' seed corpora.
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
 ## image: the container image llmdiag:VERSION (FROM scratch, user 65532,
 ## this machine's CA bundle) as an OCI archive, built offline with buildah:
