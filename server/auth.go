@@ -23,8 +23,8 @@ import (
 // HTTP status). Each denial is logged once at warn level with the principal
 // ("anonymous" when there is none), the path and the reason; never the
 // credential. An allowed request carries its principal in its context
-// (auth.FromContext). A request that lasts (StreamHealth and the other
-// server-streaming procedures, MCP) is checked again at every reload of the
+// (auth.FromContext). A request that lasts (StreamHealth and any other
+// server-streaming procedure) is checked again at every reload of the
 // tokens file: once its credential is gone its context ends with an
 // Unauthenticated *connect.Error as cause (context.Cause), or
 // PermissionDenied once its role no longer grants the path, which the

@@ -14,11 +14,13 @@ import (
 )
 
 // lasting reports whether a request to procedure can outlive a reload of the
-// credentials: llmdiag's server-streaming procedures (StreamHealth) and MCP
-// (streamable HTTP holds event streams open). Authorize checks the
-// credentials of these again at every reload.
+// credentials: llmdiag's server-streaming procedures (StreamHealth).
+// Authorize checks the credentials of these again at every reload. MCP
+// needs no such check: it is served stateless with plain JSON answers
+// (mcpserver.HTTPHandler), each POST a whole exchange authorized on its own,
+// with no session or event stream to outlive a reload.
 func lasting(procedure string) bool {
-	return procedure == auth.MCPPath || streamingProcedures[procedure]
+	return streamingProcedures[procedure]
 }
 
 // streamingProcedures are the paths of the server-streaming methods of
