@@ -335,6 +335,6 @@ func (f *File) check() {
 		return
 	}
 	f.cur.Store(t)
-	f.gen.Swap(newGeneration()).cancel()
 	f.o.Log.Info("tokens file reloaded", "path", f.path, "tokens", len(t.tokens), "clients", len(t.clients))
+	f.gen.Swap(newGeneration()).cancel()
 }
