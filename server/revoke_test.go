@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
 	"log/slog"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/llmdiag/llmdiag/client"
 	"github.com/llmdiag/llmdiag/diagnose"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/testing/certtest"
 	"github.com/llmdiag/llmdiag/internal/testing/servertest"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/store"
@@ -30,6 +32,7 @@ const maxRevokeDelay = time.Second
 // says, and reload calls File.Check, what serve's File.Run does each tick.
 type revokeFixture struct {
 	url  string
+	opts []client.Option // how clients reach the server (TLS)
 	st   *memory.Store
 	path string
 	file *auth.File
@@ -37,6 +40,13 @@ type revokeFixture struct {
 }
 
 func newRevokeFixture(t *testing.T, tokens string) *revokeFixture {
+	t.Helper()
+	return newRevokeFixtureTLS(t, tokens, nil)
+}
+
+// newRevokeFixtureTLS is newRevokeFixture served over TLS with cfg (nil:
+// plaintext); f.opts must then carry the clients' TLS configuration.
+func newRevokeFixtureTLS(t *testing.T, tokens string, cfg *tls.Config) *revokeFixture {
 	t.Helper()
 	f := &revokeFixture{path: filepath.Join(t.TempDir(), "tokens.yaml")}
 	f.now.Store(time.Now().UnixNano())
@@ -62,6 +72,7 @@ func newRevokeFixture(t *testing.T, tokens string) *revokeFixture {
 		Store:  f.st,
 		Config: server.Config{StaleAfter: time.Hour, MinHeartbeat: time.Second},
 		Wrap:   func(h http.Handler) http.Handler { return server.Authorize(h, a, slog.New(slog.DiscardHandler)) },
+		TLS:    cfg,
 	})
 	f.url = srv.URL
 	return f
@@ -96,9 +107,12 @@ func (f *revokeFixture) reload(t *testing.T, tokens string) time.Time {
 
 // stream opens a StreamHealth stream with token over protocol and reads
 // it up to SYNCED.
-func (f *revokeFixture) stream(t *testing.T, ctx context.Context, protocol client.Protocol, token string) *connect.ServerStreamForClient[llmdiagv1.StreamHealthResponse] {
+func (f *revokeFixture) stream(t *testing.T, ctx context.Context, protocol client.Protocol, token string, opts ...client.Option) *connect.ServerStreamForClient[llmdiagv1.StreamHealthResponse] {
 	t.Helper()
-	c, err := client.New(f.url, client.WithBearerToken(token), client.WithProtocol(protocol))
+	if token != "" {
+		opts = append(opts, client.WithBearerToken(token))
+	}
+	c, err := client.New(f.url, append(opts, client.WithProtocol(protocol))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +126,7 @@ func (f *revokeFixture) stream(t *testing.T, ctx context.Context, protocol clien
 			return s
 		}
 	}
-	t.Fatalf("stream with %s ended before SYNCED: %v", token, s.Err())
+	t.Fatalf("stream ended before SYNCED: %v", s.Err())
 	return nil
 }
 
@@ -216,5 +230,48 @@ func TestReloadKeepsAllowedStreams(t *testing.T) {
 	at := f.reload(t, revokeBReader)
 	if _, err := ended(b, at); connect.CodeOf(err) != connect.CodePermissionDenied {
 		t.Fatalf("stream ended with %v after its third reload, want PermissionDenied", err)
+	}
+}
+
+// TestRevokedCertificateEndsStreams: removing a client certificate's
+// mapping ends its open streams within maxRevokeDelay of the reload with
+// PermissionDenied (it is then a verified principal with no role, as a new
+// call would find), while a token's stream over the same server goes on;
+// the mapping's role downgraded does the same.
+func TestRevokedCertificateEndsStreams(t *testing.T) {
+	serverCA, clientCA := certtest.NewCA(t, "server CA"), certtest.NewCA(t, "client CA")
+	cert := clientCA.Client(t, "router-cert").TLS(t)
+	const mapped = "tokens:\n  - {name: router-b, role: router, token: " + adminToken + "}\nclients:\n  - {subject: \"spiffe://llmdiag.test/router-cert\", role: router}\n"
+	for _, c := range []struct {
+		name, tokens string
+	}{
+		{"mapping removed", revokeOnlyB},
+		{"role downgraded", "tokens:\n  - {name: router-b, role: router, token: " + adminToken + "}\nclients:\n  - {subject: \"spiffe://llmdiag.test/router-cert\", role: reader}\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newRevokeFixtureTLS(t, mapped, &tls.Config{
+				Certificates: []tls.Certificate{serverCA.Server(t).TLS(t)},
+				ClientAuth:   tls.VerifyClientCertIfGiven,
+				ClientCAs:    clientCA.Pool(),
+				NextProtos:   []string{"h2", "http/1.1"},
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), revokeTestWait)
+			defer cancel()
+			trust := &tls.Config{RootCAs: serverCA.Pool()}
+			withCert := trust.Clone()
+			withCert.Certificates = []tls.Certificate{cert}
+			a := f.stream(t, ctx, client.ProtocolGRPC, "", client.WithTLSConfig(withCert))
+			b := f.stream(t, ctx, client.ProtocolGRPC, adminToken, client.WithTLSConfig(trust))
+			at := f.reload(t, c.tokens)
+			delay, err := ended(a, at)
+			if connect.CodeOf(err) != connect.CodePermissionDenied {
+				t.Fatalf("certificate's stream ended with %v, want PermissionDenied", err)
+			}
+			t.Logf("certificate's stream ended %v after the reload", delay)
+			if delay >= maxRevokeDelay {
+				t.Errorf("certificate's stream ended %v after the reload, want < %v", delay, maxRevokeDelay)
+			}
+			f.receivesChange(t, b, 0.5)
+		})
 	}
 }
