@@ -345,3 +345,81 @@ func TestFileConcurrent(t *testing.T) {
 		t.Error("admin token still in force")
 	}
 }
+
+// TestFileReloaded: Reloaded's context ends at a reload, after the new
+// tokens are in force, and not at a look that finds the file unchanged or
+// unusable; Run reloads with no lookup to prompt it.
+func TestFileReloaded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	write := func(yaml string) {
+		t.Helper()
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("tokens:\n  - {name: a, role: reader, token: " + readerTok + "}\n")
+	clk := testkit.NewClock(time.Unix(1e9, 0))
+	f, err := auth.OpenFile(path, auth.FileOptions{Now: clk.Now, CheckEvery: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := f.Reloaded()
+	clk.Add(time.Second)
+	f.Check()
+	if gen.Err() != nil || f.Reloaded() != gen {
+		t.Fatal("Reloaded ended at a look that found the file unchanged")
+	}
+	write("tokens:\n  - {name: a, role: sudo, token: " + readerTok + "}\n")
+	clk.Add(time.Second)
+	f.Check()
+	if gen.Err() != nil {
+		t.Fatal("Reloaded ended at a file that cannot be used")
+	}
+	write("tokens:\n  - {name: b, role: router, token: " + routerTok + "}\n")
+	f.Check()
+	if gen.Err() != nil {
+		t.Fatal("Reloaded ended before CheckEvery passed")
+	}
+	clk.Add(time.Second)
+	inForce := make(chan bool, 1)
+	stop := context.AfterFunc(gen, func() { _, ok := f.Token(routerTok); inForce <- ok })
+	defer stop()
+	f.Check()
+	if gen.Err() == nil {
+		t.Fatal("Reloaded did not end at the reload")
+	}
+	select {
+	case ok := <-inForce:
+		if !ok {
+			t.Fatal("new tokens not in force when Reloaded ended")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("AfterFunc on Reloaded never ran")
+	}
+	next := f.Reloaded()
+	if next == gen || next.Err() != nil {
+		t.Fatal("no fresh Reloaded after the reload")
+	}
+
+	// Run: the file's own ticker, real time.
+	rf, err := auth.OpenFile(path, auth.FileOptions{CheckEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rf.Run(ctx); close(done) }()
+	gen = rf.Reloaded()
+	write("tokens:\n  - {name: c, role: admin, token: " + adminTok + "}\n")
+	select {
+	case <-gen.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not reload the changed file")
+	}
+	cancel()
+	<-done
+}

@@ -10,6 +10,11 @@
 // admin everything on the port, server reflection and /metrics included;
 // grpc.health.v1 is public (Public) so probes need no credentials.
 //
+// A reload of the file is signalled (File.Reloaded, the context of one
+// generation of the file, ended by the next reload), so that what was
+// granted before it, an open stream, can be checked again; File.Run looks
+// at the file every CheckEvery without waiting for a request.
+//
 // The HTTP middleware that applies this to every request is in package
 // server (server/auth.go); it puts the Principal into the request's context
 // (NewContext) for the handlers and middlewares after it (FromContext).

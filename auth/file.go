@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/x509"
@@ -185,13 +186,17 @@ type FileOptions struct {
 // certificate subjects, each with a name and a role. It is re-read when it
 // changes: a lookup more than CheckEvery after the last look stats the file,
 // and reads it again when its size, modification time or identity (a
-// replaced file, a Kubernetes secret's symlink swap) changed. A file that
-// does not parse then keeps the previous tokens in force, and the error is
-// logged once. Safe for concurrent use.
+// replaced file, a Kubernetes secret's symlink swap) changed; Run looks
+// every CheckEvery even when no request comes. A file that does not parse
+// then keeps the previous tokens in force, and the error is logged once.
+// Each reload ends the context Reloaded returned before it, so that what
+// was granted on the old tokens (an open stream) can be checked again. Safe
+// for concurrent use.
 type File struct {
 	path string
 	o    FileOptions
 	cur  atomic.Pointer[table]
+	gen  atomic.Pointer[generation]
 
 	mu        sync.Mutex // held by the one lookup that checks the file
 	lastCheck time.Time
@@ -216,8 +221,55 @@ func OpenFile(path string, o FileOptions) (*File, error) {
 		return nil, err
 	}
 	f.cur.Store(t)
+	f.gen.Store(newGeneration())
 	f.stat, f.lastCheck = st, o.Now()
 	return f, nil
+}
+
+// generation is the time between two reloads: its context ends at the
+// second.
+type generation struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newGeneration() *generation {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &generation{ctx: ctx, cancel: cancel}
+}
+
+// Reloaded returns a context that ends when the file is next reloaded,
+// after the new tokens are in force: a lookup made once it is done sees
+// them. Take it before the lookup whose outcome it should invalidate, so
+// that no reload falls between the two. It carries no values or deadline;
+// it only signals, and costs nothing to wait on with context.AfterFunc.
+func (f *File) Reloaded() context.Context {
+	return f.gen.Load().ctx
+}
+
+// Run looks whether the file changed every CheckEvery until ctx ends, so
+// that a change is in force, and Reloaded signals it, within CheckEvery
+// even when no request comes to look. serve runs it.
+func (f *File) Run(ctx context.Context) {
+	t := time.NewTicker(f.o.CheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.Check()
+		}
+	}
+}
+
+// Check looks whether the file changed, if CheckEvery has passed since the
+// last look, and reloads it if so: what Run does at each tick, and what a
+// lookup does first.
+func (f *File) Check() {
+	f.mu.Lock()
+	f.check()
+	f.mu.Unlock()
 }
 
 // read stats and parses the file.
@@ -284,4 +336,5 @@ func (f *File) check() {
 	}
 	f.cur.Store(t)
 	f.o.Log.Info("tokens file reloaded", "path", f.path, "tokens", len(t.tokens), "clients", len(t.clients))
+	f.gen.Swap(newGeneration()).cancel()
 }

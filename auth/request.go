@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -27,6 +28,16 @@ type Authenticator struct {
 	// Tokens is nil): "" gives it no role, so it is refused every
 	// procedure that is not public.
 	UnmappedClientRole string
+}
+
+// Reloaded returns a context that ends when the principals Authenticate
+// finds may have changed (File.Reloaded), or nil when they cannot change
+// (no tokens file).
+func (a *Authenticator) Reloaded() context.Context {
+	if a.Tokens == nil {
+		return nil
+	}
+	return a.Tokens.Reloaded()
 }
 
 // Authenticate returns the request's principal. A bearer token, when the

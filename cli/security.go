@@ -37,7 +37,8 @@ func (s *securityConfig) register(fs *flag.FlagSet) {
 // --auth-tokens or --tls-client-ca is given, and returns it unchanged
 // otherwise (open, as on loopback by default). It refuses a non-loopback
 // listen address without TLS and authentication unless --insecure, and
-// starts --metrics-listen, which stops with ctx. authorize is meant to be the
+// starts --metrics-listen and the tokens file's reloads (auth.File.Run),
+// which stop with ctx. authorize is meant to be the
 // outermost handler, so that those after it (limits) see the principal.
 func (s securityConfig) setup(ctx context.Context, log *slog.Logger, listen string, tls serveTLSConfig, reg prometheus.Gatherer, grace time.Duration) (surfaces server.Surfaces, authorize func(http.Handler) http.Handler, err error) {
 	clientCA := tls.clientCA != ""
@@ -51,6 +52,9 @@ func (s securityConfig) setup(ctx context.Context, log *slog.Logger, listen stri
 		if a.Tokens, err = auth.OpenFile(s.tokens, auth.FileOptions{Log: log}); err != nil {
 			return surfaces, nil, usageError{fmt.Errorf("--auth-tokens: %w", err)}
 		}
+		// Reloaded without waiting for a request, so that a revoked
+		// token's open streams end within a second.
+		go a.Tokens.Run(ctx)
 	} else {
 		// --tls-client-ca alone: the CA is the whole policy.
 		a.UnmappedClientRole = auth.RoleAdmin

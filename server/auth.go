@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -22,7 +23,12 @@ import (
 // HTTP status). Each denial is logged once at warn level with the principal
 // ("anonymous" when there is none), the path and the reason; never the
 // credential. An allowed request carries its principal in its context
-// (auth.FromContext).
+// (auth.FromContext). A request that lasts (StreamHealth and any other
+// server-streaming procedure) is checked again at every reload of the
+// tokens file: once its credential is gone its context ends with an
+// Unauthenticated *connect.Error as cause (context.Cause), or
+// PermissionDenied once its role no longer grants the path, which the
+// stream returns; the streams of other principals go on.
 func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.Handler {
 	ew := connect.NewErrorWriter()
 	deny := func(w http.ResponseWriter, r *http.Request, code connect.Code, who string, err error) {
@@ -42,6 +48,10 @@ func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.
 			next.ServeHTTP(w, r)
 			return
 		}
+		var reloaded context.Context
+		if lasting(proc) {
+			reloaded = a.Reloaded() // before Authenticate: see revokeOnReload
+		}
 		p, err := a.Authenticate(r)
 		if err != nil {
 			deny(w, r, connect.CodeUnauthenticated, "anonymous", err)
@@ -55,7 +65,13 @@ func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.
 			deny(w, r, connect.CodePermissionDenied, p.Name, fmt.Errorf("%s (role %s) may not call %.*s", p.Name, role, maxLoggedPath, proc))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(auth.NewContext(r.Context(), p)))
+		ctx := auth.NewContext(r.Context(), p)
+		if reloaded != nil {
+			var done func()
+			ctx, done = revokeOnReload(ctx, reloaded, r, a, p, log)
+			defer done()
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -405,9 +405,14 @@ func (s *Service) streamHub() *fanout.Hub {
 }
 
 // streamErr maps the end of a stream to a connect error: shutdown and client
-// cancellation end it cleanly.
+// cancellation end it cleanly; a context ended with a *connect.Error as
+// cause (a revoked credential, see Authorize) ends it with that error.
 func streamErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
+		var ce *connect.Error
+		if errors.As(context.Cause(ctx), &ce) {
+			return ce
+		}
 		return nil
 	}
 	return storeErr(err)
