@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // Defaults of ServeOptions.
@@ -35,6 +37,10 @@ type ServeOptions struct {
 	// MaxConcurrentStreams is the HTTP/2 streams one connection may have
 	// open at once.
 	MaxConcurrentStreams int
+	// Refusals, when set, is the server's error log: TLS handshake errors
+	// counted as refusals (reason handshake) and every line bounded (see
+	// refusal.Log.ErrorLog). Nil: the log Serve is given, unbounded.
+	Refusals *refusal.Log
 }
 
 // http2Config is Serve's HTTP/2 configuration.
@@ -63,10 +69,30 @@ func (o ServeOptions) withDefaults() ServeOptions {
 // (max <= 0: ln itself). Wrap the TCP listener, below any TLS: net/http
 // sees TLS only on the *tls.Conn a TLS listener accepts.
 func CapConnections(ln net.Listener, max int) net.Listener {
-	if max <= 0 {
+	return LimitConnections(ln, ConnLimits{Max: max})
+}
+
+// ConnLimits bound the connections a listener keeps open.
+type ConnLimits struct {
+	// Max is the connections open at once (<= 0: no cap).
+	Max int
+	// Flag names the setting of Max in the refusal's log line (default
+	// --max-connections).
+	Flag string
+	// Refusals counts and logs each connection refused (reason
+	// connections); nil: neither.
+	Refusals *refusal.Log
+}
+
+// LimitConnections is CapConnections with the refusals counted.
+func LimitConnections(ln net.Listener, o ConnLimits) net.Listener {
+	if o.Max <= 0 {
 		return ln
 	}
-	return &capListener{Listener: ln, max: int64(max)}
+	if o.Flag == "" {
+		o.Flag = "--max-connections"
+	}
+	return &capListener{Listener: ln, max: int64(o.Max), flag: o.Flag, refusals: o.Refusals}
 }
 
 // capListener closes the connections it accepts beyond max open at once:
@@ -74,9 +100,11 @@ func CapConnections(ln net.Listener, max int) net.Listener {
 // loop is never blocked, so connections that end free room at once.
 type capListener struct {
 	net.Listener
-	max     int64
-	open    atomic.Int64
-	refused atomic.Int64
+	max      int64
+	flag     string
+	refusals *refusal.Log
+	open     atomic.Int64
+	refused  atomic.Int64
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -88,6 +116,7 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
 			l.refused.Add(1)
+			l.refusals.Refuse(refusal.Connections, "connection refused", "remote", c.RemoteAddr().String(), "limit", l.flag, "max", l.max)
 			_ = c.Close()
 			continue
 		}
