@@ -397,7 +397,9 @@ func (s *serving) listener(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	s.ln = server.LimitConnections(ln, server.ConnLimits{Max: s.cfg.lim.maxConns, Refusals: s.refusals})
+	conns := s.cfg.lim.connLimits()
+	conns.Refusals = s.refusals
+	s.ln = server.LimitConnections(ln, conns)
 	return nil
 }
 

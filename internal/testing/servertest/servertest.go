@@ -59,6 +59,9 @@ type Options struct {
 	// Wrap, when set, wraps the whole handler: a test's view of what
 	// reaches net/http.
 	Wrap func(http.Handler) http.Handler
+	// Conns, when set with Limits, are the connection caps (default: at
+	// most server.DefaultMaxConnections).
+	Conns *server.ConnLimits
 	// Refusals, when set, counts and logs refusals as serve does: the
 	// limits' (when Limits has none), the connection cap's, compressed
 	// requests', and the server's error log (TLS handshakes).
@@ -145,7 +148,14 @@ func Run(o Options) (*Server, error) {
 		lim := server.NewLimiter(limits)
 		opts := append(slices.Clip(o.HandlerOptions), connect.WithInterceptors(lim.Interceptor()))
 		handler = lim.Wrap(server.NewHandler(h, server.NewHealth(ready), surfaces, opts...))
-		ln = server.LimitConnections(ln, server.ConnLimits{Max: server.DefaultMaxConnections, Refusals: o.Refusals})
+		conns := server.ConnLimits{Max: server.DefaultMaxConnections}
+		if o.Conns != nil {
+			conns = *o.Conns
+		}
+		if conns.Refusals == nil {
+			conns.Refusals = o.Refusals
+		}
+		ln = server.LimitConnections(ln, conns)
 	}
 	if o.Wrap != nil {
 		handler = o.Wrap(handler)
