@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 
+	"github.com/llmdiag/llmdiag/internal/refusal"
 	"github.com/llmdiag/llmdiag/server"
 )
 
@@ -35,7 +36,7 @@ func (f *healthListenConfig) register(fs *flag.FlagSet) {
 
 // start serves health on the flag's address until ctx is done; without
 // the flag it does nothing.
-func (f healthListenConfig) start(ctx context.Context, log *slog.Logger, health grpchealth.Checker, grace time.Duration) error {
+func (f healthListenConfig) start(ctx context.Context, log *slog.Logger, health grpchealth.Checker, grace time.Duration, refusals *refusal.Log) error {
 	if f.addr == "" {
 		return nil
 	}
@@ -43,12 +44,12 @@ func (f healthListenConfig) start(ctx context.Context, log *slog.Logger, health 
 	if err != nil {
 		return fmt.Errorf("--health-listen: %w", err)
 	}
-	ln = server.CapConnections(ln, healthListenMaxConns)
+	ln = server.LimitConnections(ln, server.ConnLimits{Max: healthListenMaxConns, Flag: "--health-listen's cap", Refusals: refusals})
 	mux := http.NewServeMux()
 	mux.Handle(grpchealth.NewHandler(health, connect.WithReadMaxBytes(server.MaxRequestBytes)))
 	log.Info("serving grpc.health.v1", "addr", "http://"+ln.Addr().String())
 	go func() {
-		if err := server.Serve(ctx, ln, mux, log, grace); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := server.Serve(ctx, ln, mux, log, grace, server.ServeOptions{Refusals: refusals}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("--health-listen stopped", "err", err)
 		}
 	}()

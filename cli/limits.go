@@ -11,7 +11,7 @@ import (
 // limitConfig is serve's configuration that bounds what callers can hold
 // and ask (server.Limits, server.ServeOptions, server.CapConnections).
 type limitConfig struct {
-	maxStreams, maxStreamsPer, rateBurst, maxConns, h2Streams int
+	maxStreams, maxStreamsPer, rateBurst, maxConns, maxConnsPerIP, h2Streams int
 	rateLimit                                                 float64
 	readTimeout                                               time.Duration
 }
@@ -24,12 +24,13 @@ func (l *limitConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.rateBurst, "rate-burst", server.DefaultRateBurst, "unary calls one principal may make in a burst (the token bucket's size); with --rate-limit")
 	fs.DurationVar(&l.readTimeout, "request-read-timeout", server.DefaultRequestReadTimeout, "time a request has to arrive in full, headers to end of body (a stream's request too; then the stream stays open); 0: none")
 	fs.IntVar(&l.maxConns, "max-connections", server.DefaultMaxConnections, "connections open at once; beyond, a new connection is closed as soon as it is accepted (0: no cap)")
+	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnectionsPerHost, "connections one remote IP may hold open at once, TLS handshakes in progress included; beyond, its new connection is closed as soon as it is accepted, and other addresses still get in (0: no cap)")
 	fs.IntVar(&l.h2Streams, "http2-max-streams", server.DefaultMaxConcurrentStreams, "HTTP/2 streams (calls) one connection may have open at once")
 }
 
 func (l limitConfig) check() error {
-	if l.maxStreams < 0 || l.maxStreamsPer < 0 || l.rateLimit < 0 || l.rateBurst < 1 || l.maxConns < 0 || l.h2Streams < 1 || l.readTimeout < 0 {
-		return errors.New("--max-streams, --max-streams-per-principal, --rate-limit, --max-connections and --request-read-timeout must not be negative; --rate-burst and --http2-max-streams must be at least 1")
+	if l.maxStreams < 0 || l.maxStreamsPer < 0 || l.rateLimit < 0 || l.rateBurst < 1 || l.maxConns < 0 || l.maxConnsPerIP < 0 || l.h2Streams < 1 || l.readTimeout < 0 {
+		return errors.New("--max-streams, --max-streams-per-principal, --rate-limit, --max-connections, --max-conns-per-ip and --request-read-timeout must not be negative; --rate-burst and --http2-max-streams must be at least 1")
 	}
 	return nil
 }
@@ -58,6 +59,11 @@ func (l limitConfig) limits() server.Limits {
 		lim.RequestReadTimeout = -1
 	}
 	return lim
+}
+
+// connLimits are the connection caps the flags ask for.
+func (l limitConfig) connLimits() server.ConnLimits {
+	return server.ConnLimits{Max: l.maxConns, MaxPerHost: l.maxConnsPerIP}
 }
 
 func (l limitConfig) serveOptions() server.ServeOptions {

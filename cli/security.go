@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/llmdiag/llmdiag/auth"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 	"github.com/llmdiag/llmdiag/server"
 )
 
@@ -40,7 +41,7 @@ func (s *securityConfig) register(fs *flag.FlagSet) {
 // starts --metrics-listen and the tokens file's reloads (auth.File.Run),
 // which stop with ctx. authorize is meant to be the
 // outermost handler, so that those after it (limits) see the principal.
-func (s securityConfig) setup(ctx context.Context, log *slog.Logger, listen string, tls serveTLSConfig, reg prometheus.Gatherer, grace time.Duration) (surfaces server.Surfaces, authorize func(http.Handler) http.Handler, err error) {
+func (s securityConfig) setup(ctx context.Context, log *slog.Logger, listen string, tls serveTLSConfig, reg prometheus.Gatherer, grace time.Duration, refusals *refusal.Log) (surfaces server.Surfaces, authorize func(http.Handler) http.Handler, err error) {
 	clientCA := tls.clientCA != ""
 	authn := s.tokens != "" || clientCA
 	warn, err := server.CheckExposure(listen, tls.cert != "", authn, s.insecure)
@@ -62,7 +63,7 @@ func (s securityConfig) setup(ctx context.Context, log *slog.Logger, listen stri
 	if warn != "" {
 		log.Warn(warn)
 	}
-	surfaces = server.Surfaces{Reflection: s.reflection, Metrics: reg}
+	surfaces = server.Surfaces{Reflection: s.reflection, Metrics: reg, Refusals: refusals}
 	if s.metricsListen != "" {
 		surfaces.Metrics = nil
 		ln, err := net.Listen("tcp", s.metricsListen)
@@ -82,5 +83,5 @@ func (s securityConfig) setup(ctx context.Context, log *slog.Logger, listen stri
 		return surfaces, func(h http.Handler) http.Handler { return h }, nil
 	}
 	log.Info("authentication on", "tokens_file", s.tokens, "client_certificates", clientCA, "reflection", s.reflection)
-	return surfaces, func(h http.Handler) http.Handler { return server.Authorize(h, a, log) }, nil
+	return surfaces, func(h http.Handler) http.Handler { return server.Authorize(h, a, refusals) }, nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/llmdiag/llmdiag/fleet"
 	"github.com/llmdiag/llmdiag/fleetsd"
 	"github.com/llmdiag/llmdiag/internal/redact"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 	"github.com/llmdiag/llmdiag/lease"
 	"github.com/llmdiag/llmdiag/mcpserver"
 	"github.com/llmdiag/llmdiag/readygate"
@@ -140,6 +141,7 @@ type serving struct {
 	tr        *tracing.Tracing
 	reg       *prometheus.Registry
 	tm        *telemetry.Metrics
+	refusals  *refusal.Log
 	st        openedStore
 	src       openedSource
 	disco     *fleetsd.Discovery // --discovery (cli/discovery.go), else nil
@@ -197,11 +199,14 @@ func (s *serving) tracing(ctx context.Context) error {
 }
 
 // telemetry is the service's own metrics, with the Go runtime's and the
-// process's.
+// process's, and the refusals' counter and bounded log.
 func (s *serving) telemetry(context.Context) (err error) {
 	s.reg = prometheus.NewRegistry()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.tm, err = telemetry.New(s.reg, time.Now)
+	if s.tm, err = telemetry.New(s.reg, time.Now); err != nil {
+		return err
+	}
+	s.refusals, err = refusal.New(refusal.Options{Log: s.log, Registerer: s.reg})
 	return err
 }
 
@@ -275,14 +280,16 @@ func (s *serving) service(ctx context.Context) error {
 // security is authentication and authorization, the port's optional
 // surfaces and --metrics-listen.
 func (s *serving) security(ctx context.Context) (err error) {
-	s.surfaces, s.authorize, err = s.cfg.sec.setup(ctx, s.log, s.cfg.listen, s.cfg.tls, s.reg, s.cfg.grace)
+	s.surfaces, s.authorize, err = s.cfg.sec.setup(ctx, s.log, s.cfg.listen, s.cfg.tls, s.reg, s.cfg.grace, s.refusals)
 	return err
 }
 
 // limits bound what each caller may hold and ask; they sit inside
 // authorization, and count by the principal it names.
 func (s *serving) limits(context.Context) error {
-	s.lim = server.NewLimiter(s.cfg.lim.limits())
+	lim := s.cfg.lim.limits()
+	lim.Refusals = s.refusals
+	s.lim = server.NewLimiter(lim)
 	s.reads = s.lim.LimitReads(s.svc)
 	return nil
 }
@@ -370,7 +377,7 @@ func (s *serving) alerts(ctx context.Context) error {
 // --health-listen, alone on an address of its own.
 func (s *serving) health(ctx context.Context) error {
 	s.checks = server.NewHealth(s.ready, s.deps...)
-	return s.cfg.health.start(ctx, s.log, s.checks, s.cfg.grace)
+	return s.cfg.health.start(ctx, s.log, s.checks, s.cfg.grace, s.refusals)
 }
 
 // listener is the port and its handler: the procedures and surfaces behind
@@ -390,7 +397,9 @@ func (s *serving) listener(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	s.ln = server.CapConnections(ln, s.cfg.lim.maxConns)
+	conns := s.cfg.lim.connLimits()
+	conns.Refusals = s.refusals
+	s.ln = server.LimitConnections(ln, conns)
 	return nil
 }
 
@@ -428,7 +437,9 @@ func (s *serving) serve(ctx context.Context) error {
 		}
 	}()
 	gateDone := s.runGate(ctx)
-	err := serveMaybeTLS(ctx, s.ln, s.h, s.log, c.grace, s.tlsConfig, c.lim.serveOptions())
+	opts := c.lim.serveOptions()
+	opts.Refusals = s.refusals
+	err := serveMaybeTLS(ctx, s.ln, s.h, s.log, c.grace, s.tlsConfig, opts)
 	<-gateDone // the gate has failed open and released its Lease
 	stopIngest()
 	<-ingestDone // a leader releases the lease before the client closes

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/llmdiag/llmdiag/auth"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // Authorize returns next behind authentication and authorization: every
@@ -20,23 +20,25 @@ import (
 // unknown credential answers Unauthenticated; a role that does not grant the
 // path PermissionDenied, each in the caller's protocol (Connect, gRPC,
 // gRPC-Web; other requests get the Connect JSON error with the matching
-// HTTP status). Each denial is logged once at warn level with the principal
-// ("anonymous" when there is none), the path and the reason; never the
-// credential. An allowed request carries its principal in its context
-// (auth.FromContext). A request that lasts (StreamHealth and any other
-// server-streaming procedure) is checked again at every reload of the
-// tokens file: once its credential is gone its context ends with an
+// HTTP status). Each denial is a refusal (reason auth or permission, see
+// refusal.Log: counted, and logged at warn level within the log's bound)
+// with the principal ("anonymous" when there is none), the path and the
+// reason; never the credential. An allowed request carries its principal in
+// its context (auth.FromContext). A request that lasts (StreamHealth and
+// any other server-streaming procedure) is checked again at every reload of
+// the tokens file: once its credential is gone its context ends with an
 // Unauthenticated *connect.Error as cause (context.Cause), or
 // PermissionDenied once its role no longer grants the path, which the
 // stream returns; the streams of other principals go on.
-func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.Handler {
+func Authorize(next http.Handler, a *auth.Authenticator, refusals *refusal.Log) http.Handler {
 	ew := connect.NewErrorWriter()
 	deny := func(w http.ResponseWriter, r *http.Request, code connect.Code, who string, err error) {
-		proc := r.URL.Path
-		if len(proc) > maxLoggedPath { // the caller chose it
-			proc = proc[:maxLoggedPath] + "…"
+		proc := loggedPath(r.URL.Path)
+		reason := refusal.Auth
+		if code == connect.CodePermissionDenied {
+			reason = refusal.Permission
 		}
-		log.Warn("request denied", "principal", who, "procedure", proc, "code", code.String(), "reason", err.Error(), "remote", r.RemoteAddr)
+		refusals.Refuse(reason, "request denied", "principal", who, "procedure", proc, "code", code.String(), "reason", err.Error(), "remote", r.RemoteAddr)
 		if code == connect.CodeUnauthenticated {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="llmdiag"`)
 		}
@@ -68,7 +70,7 @@ func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.
 		ctx := auth.NewContext(r.Context(), p)
 		if reloaded != nil {
 			var done func()
-			ctx, done = revokeOnReload(ctx, reloaded, r, a, p, log)
+			ctx, done = revokeOnReload(ctx, reloaded, r, a, p, refusals)
 			defer done()
 		}
 		next.ServeHTTP(w, r.WithContext(ctx))
@@ -77,6 +79,15 @@ func Authorize(next http.Handler, a *auth.Authenticator, log *slog.Logger) http.
 
 // maxLoggedPath bounds the request path a denial quotes.
 const maxLoggedPath = 256
+
+// loggedPath is path as a log line quotes it: the caller chose it, so at
+// most maxLoggedPath bytes of it.
+func loggedPath(path string) string {
+	if len(path) > maxLoggedPath {
+		return path[:maxLoggedPath] + "…"
+	}
+	return path
+}
 
 // CheckExposure decides whether serve may listen on addr: on a loopback
 // address anything goes; elsewhere both TLS and authentication are needed,

@@ -26,6 +26,7 @@ import (
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/internal/testing/certtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 	"github.com/llmdiag/llmdiag/server"
 )
 
@@ -137,7 +138,12 @@ clients:
 		f.requests.Add(1)
 		h.ServeHTTP(w, r)
 	})
-	srv := httptest.NewUnstartedServer(server.Authorize(counted, &auth.Authenticator{Tokens: file}, logger))
+	// Each denial's line is checked: a bound no call here reaches.
+	refusals, err := refusal.New(refusal.Options{Log: logger, PerSecond: 1e6, Burst: 1e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(server.Authorize(counted, &auth.Authenticator{Tokens: file}, refusals))
 	srv.EnableHTTP2 = true
 	srv.TLS = &tls.Config{
 		Certificates: []tls.Certificate{f.serverCA.Server(t).TLS(t)},
@@ -431,7 +437,7 @@ func TestAuthTokensReloaded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(server.Authorize(server.NewHandler(stubService{}, server.NewHealth(nil), server.Surfaces{}), &auth.Authenticator{Tokens: file}, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(server.Authorize(server.NewHandler(stubService{}, server.NewHealth(nil), server.Surfaces{}), &auth.Authenticator{Tokens: file}, nil))
 	t.Cleanup(srv.Close)
 	code := func(tok string) connect.Code {
 		hc := &http.Client{Transport: testkit.Bearer{Token: tok}}

@@ -7,16 +7,19 @@ import (
 	"io"
 
 	"connectrpc.com/connect"
+
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // boundedGzip is the gzip decompression requests are read with: it stops
 // with ResourceExhausted once more than limit bytes came out. connect-go
 // reads one byte past its read limit to see a message is too large, then
 // inflates the rest only to say by how much (a 1 MiB body of zeros inflated
-// to 1 GiB); this decompressor refuses at limit+1 bytes instead.
-func boundedGzip(limit int64) connect.HandlerOption {
+// to 1 GiB); this decompressor refuses at limit+1 bytes instead, a refusal
+// of reason size on refusals (nil: not counted).
+func boundedGzip(limit int64, refusals *refusal.Log) connect.HandlerOption {
 	return connect.WithCompression("gzip",
-		func() connect.Decompressor { return &limitedGzip{limit: limit} },
+		func() connect.Decompressor { return &limitedGzip{limit: limit, refusals: refusals} },
 		func() connect.Compressor { return gzip.NewWriter(io.Discard) },
 	)
 }
@@ -33,6 +36,10 @@ type limitedGzip struct {
 	n     int64
 	// out counts the bytes it ever inflated (tests read it).
 	out *int64
+	// refusals counts a message inflated past limit, once (refused says
+	// it was).
+	refusals *refusal.Log
+	refused  bool
 }
 
 func (g *limitedGzip) Read(p []byte) (int, error) {
@@ -40,7 +47,12 @@ func (g *limitedGzip) Read(p []byte) (int, error) {
 		return 0, io.ErrUnexpectedEOF
 	}
 	if g.n > g.limit {
-		return 0, fmt.Errorf("%w: more than %d bytes", errInflated, g.limit)
+		err := fmt.Errorf("%w: more than %d bytes", errInflated, g.limit)
+		if !g.refused {
+			g.refused = true
+			g.refusals.Refuse(refusal.Size, "request refused", "reason", err.Error())
+		}
+		return 0, err
 	}
 	if room := g.limit + 1 - g.n; int64(len(p)) > room {
 		p = p[:room]
@@ -55,6 +67,7 @@ func (g *limitedGzip) Read(p []byte) (int, error) {
 
 func (g *limitedGzip) Reset(r io.Reader) error {
 	g.n = 0
+	g.refused = false
 	if g.zr == nil {
 		zr, err := gzip.NewReader(r)
 		if err != nil {

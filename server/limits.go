@@ -16,6 +16,8 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"golang.org/x/time/rate"
+
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // Defaults of Limits (and of serve's flags).
@@ -55,6 +57,9 @@ type Limits struct {
 	Principal func(*http.Request) string
 	// Now is the rate limit's clock (default time.Now).
 	Now func() time.Time
+	// Refusals counts and logs what the limits refuse (reasons rate,
+	// streams, size); nil: neither.
+	Refusals *refusal.Log
 }
 
 // Limiter enforces Limits: Wrap puts it in front of a handler (read
@@ -131,7 +136,7 @@ func (l *Limiter) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), principalKey{}, l.cfg.Principal(r)))
 		if r.Body != nil && r.Body != http.NoBody {
-			body := &boundedBody{rc: r.Body, framed: framed(r.Header.Get("Content-Type")), limit: MaxRequestBytes, timeout: l.cfg.RequestReadTimeout}
+			body := &boundedBody{rc: r.Body, framed: framed(r.Header.Get("Content-Type")), limit: MaxRequestBytes, timeout: l.cfg.RequestReadTimeout, refusals: l.cfg.Refusals, r: r}
 			if l.cfg.RequestReadTimeout > 0 && !strings.HasPrefix(r.URL.Path, "/grpc.reflection.") {
 				ctl := http.NewResponseController(w)
 				if ctl.SetReadDeadline(time.Now().Add(l.cfg.RequestReadTimeout)) == nil {
@@ -163,6 +168,10 @@ type boundedBody struct {
 	limit   int64
 	timeout time.Duration
 	lift    func()
+	// refusals counts a body refused for its size, r is its request (what
+	// the log line names).
+	refusals *refusal.Log
+	r        *http.Request
 
 	read int64
 	// header collects a frame's 5-byte header (hlen bytes of it so far);
@@ -232,10 +241,14 @@ func (b *boundedBody) frames(p []byte) error {
 	return nil
 }
 
-// fail ends the body with err. The read deadline stays: net/http drains
-// what is left of an HTTP/1 body after the handler, and no longer than it.
+// fail ends the body with err, a refusal of reason size when err is
+// ResourceExhausted. The read deadline stays: net/http drains what is left
+// of an HTTP/1 body after the handler, and no longer than it.
 func (b *boundedBody) fail(err error) {
 	b.err = err
+	if connect.CodeOf(err) == connect.CodeResourceExhausted {
+		b.refusals.Refuse(refusal.Size, "request refused", "procedure", loggedPath(b.r.URL.Path), "reason", err.Error(), "remote", b.r.RemoteAddr)
+	}
 }
 
 // done lifts the read deadline: the request has arrived in full, and a
@@ -292,6 +305,15 @@ func (i limitInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc
 // cap it would pass. Each stream it counts is closed once, with closeStream
 // (a release closure and its sync.Once cost every stream 90 bytes).
 func (l *Limiter) openStream(principal string) error {
+	err := l.countStream(principal)
+	if err != nil {
+		l.cfg.Refusals.Refuse(refusal.Streams, "stream refused", "principal", principal, "reason", err.Error())
+	}
+	return err
+}
+
+// countStream is openStream under the lock.
+func (l *Limiter) countStream(principal string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if max := l.cfg.MaxStreams; max > 0 && l.streams >= max {
@@ -323,7 +345,9 @@ func (l *Limiter) allow(principal string) error {
 	if l.rates.get(principal).AllowN(l.cfg.Now(), 1) {
 		return nil
 	}
-	return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("rate limit of principal %q: %g calls a second, bursts of %d (--rate-limit, --rate-burst)", principal, l.cfg.RateLimit, l.cfg.RateBurst))
+	err := connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("rate limit of principal %q: %g calls a second, bursts of %d (--rate-limit, --rate-burst)", principal, l.cfg.RateLimit, l.cfg.RateBurst))
+	l.cfg.Refusals.Refuse(refusal.Rate, "call refused", "principal", principal, "reason", err.Error())
+	return err
 }
 
 // rateLimiters holds one rate.Limiter per principal, the max most recently

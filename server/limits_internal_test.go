@@ -6,7 +6,13 @@ import (
 	"container/list"
 	"errors"
 	"io"
+	"log/slog"
+	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // TestBoundedGzipInflatesNoFurtherThanTheLimit reads a gzip bomb the way
@@ -69,4 +75,53 @@ func TestRateLimitersStayBounded(t *testing.T) {
 	if _, ok := r.byKey["b"]; ok {
 		t.Fatal("the least recently used limiter is still there")
 	}
+}
+
+// TestStreamRefusalCounted: a stream beyond a cap is a refusal of reason
+// streams, counted once and logged naming the flag.
+func TestStreamRefusalCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var logs bytes.Buffer
+	refusals, err := refusal.New(refusal.Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLimiter(Limits{MaxStreams: 1, Refusals: refusals})
+	if err := l.openStream("a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.openStream("b"); err == nil {
+		t.Fatal("second stream beyond --max-streams 1: opened")
+	}
+	l.closeStream("a")
+	if err := l.openStream("b"); err != nil {
+		t.Fatalf("after a stream closed: %v", err)
+	}
+	if n := refusedCount(t, reg, refusal.Streams); n != 1 {
+		t.Errorf("streams refused %g, want 1", n)
+	}
+	if s := logs.String(); !strings.Contains(s, "stream refused") || !strings.Contains(s, "--max-streams") || !strings.Contains(s, "refused=streams") {
+		t.Errorf("log %q: want the refusal naming --max-streams", s)
+	}
+}
+
+// refusedCount is llmdiag_refused_total{reason} in reg.
+func refusedCount(t *testing.T, reg *prometheus.Registry, reason refusal.Reason) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != refusal.MetricName {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == string(reason) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{reason=%q}", refusal.MetricName, reason)
+	return 0
 }

@@ -1,16 +1,23 @@
 package server
 
 import (
+	"math"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // Defaults of ServeOptions.
 const (
 	DefaultMaxConnections = 1000
+	// DefaultMaxConnectionsPerHost is the connections one remote address
+	// may hold open at once: a tenth of DefaultMaxConnections, so no one
+	// address can lock the others out.
+	DefaultMaxConnectionsPerHost = 100
 	// DefaultMaxConcurrentStreams is the HTTP/2 streams one connection may
 	// have open: DefaultMaxStreamsPerPrincipal, so one connection can hold
 	// a principal's streams and their unary calls still wait their turn.
@@ -35,6 +42,10 @@ type ServeOptions struct {
 	// MaxConcurrentStreams is the HTTP/2 streams one connection may have
 	// open at once.
 	MaxConcurrentStreams int
+	// Refusals, when set, is the server's error log: TLS handshake errors
+	// counted as refusals (reason handshake) and every line bounded (see
+	// refusal.Log.ErrorLog). Nil: the log Serve is given, unbounded.
+	Refusals *refusal.Log
 }
 
 // http2Config is Serve's HTTP/2 configuration.
@@ -63,20 +74,62 @@ func (o ServeOptions) withDefaults() ServeOptions {
 // (max <= 0: ln itself). Wrap the TCP listener, below any TLS: net/http
 // sees TLS only on the *tls.Conn a TLS listener accepts.
 func CapConnections(ln net.Listener, max int) net.Listener {
-	if max <= 0 {
-		return ln
-	}
-	return &capListener{Listener: ln, max: int64(max)}
+	return LimitConnections(ln, ConnLimits{Max: max})
 }
 
-// capListener closes the connections it accepts beyond max open at once:
-// the caller sees its connection closed at once, and the server's accept
-// loop is never blocked, so connections that end free room at once.
+// ConnLimits bound the connections a listener keeps open.
+type ConnLimits struct {
+	// Max is the connections open at once (<= 0: no cap).
+	Max int
+	// Flag names the setting of Max in the refusal's log line (default
+	// --max-connections).
+	Flag string
+	// MaxPerHost is the connections one remote address (its IP) may hold
+	// open at once, TLS handshakes in progress included (<= 0: no cap).
+	MaxPerHost int
+	// FlagPerHost names the setting of MaxPerHost (default
+	// --max-conns-per-ip).
+	FlagPerHost string
+	// Refusals counts and logs each connection refused (reason
+	// connections); nil: neither.
+	Refusals *refusal.Log
+}
+
+// LimitConnections is CapConnections with the refusals counted.
+func LimitConnections(ln net.Listener, o ConnLimits) net.Listener {
+	if o.Max <= 0 && o.MaxPerHost <= 0 {
+		return ln
+	}
+	if o.Flag == "" {
+		o.Flag = "--max-connections"
+	}
+	if o.FlagPerHost == "" {
+		o.FlagPerHost = "--max-conns-per-ip"
+	}
+	l := &capListener{Listener: ln, max: int64(o.Max), flag: o.Flag, refusals: o.Refusals,
+		maxPerHost: o.MaxPerHost, flagPerHost: o.FlagPerHost, byHost: map[string]int{}}
+	if l.max <= 0 {
+		l.max = math.MaxInt64
+	}
+	return l
+}
+
+// capListener closes the connections it accepts beyond max open at once,
+// or beyond maxPerHost open from one remote IP: the caller sees its
+// connection closed at once, and the server's accept loop is never
+// blocked, so connections that end free room at once.
 type capListener struct {
 	net.Listener
-	max     int64
-	open    atomic.Int64
-	refused atomic.Int64
+	max      int64
+	flag     string
+	refusals *refusal.Log
+	open     atomic.Int64
+	refused  atomic.Int64
+
+	maxPerHost  int
+	flagPerHost string
+	mu          sync.Mutex
+	byHost      map[string]int // open connections by remote IP, with maxPerHost
 }
 
 func (l *capListener) Accept() (net.Conn, error) {
@@ -88,22 +141,72 @@ func (l *capListener) Accept() (net.Conn, error) {
 		if l.open.Add(1) > l.max {
 			l.open.Add(-1)
 			l.refused.Add(1)
+			l.refusals.Refuse(refusal.Connections, "connection refused", "remote", c.RemoteAddr().String(), "limit", l.flag, "max", l.max)
 			_ = c.Close()
 			continue
 		}
-		return &cappedConn{Conn: c, l: l}, nil
+		host := ""
+		if l.maxPerHost > 0 {
+			host = remoteIP(c)
+			if !l.takeHost(host) {
+				l.open.Add(-1)
+				l.refused.Add(1)
+				l.refusals.Refuse(refusal.Connections, "connection refused", "remote", c.RemoteAddr().String(), "limit", l.flagPerHost, "max", l.maxPerHost)
+				_ = c.Close()
+				continue
+			}
+		}
+		return &cappedConn{Conn: c, l: l, host: host}, nil
 	}
 }
 
-// cappedConn gives its slot back once closed.
+// takeHost counts a connection from host, or reports that host holds
+// maxPerHost already.
+func (l *capListener) takeHost(host string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byHost[host] >= l.maxPerHost {
+		return false
+	}
+	l.byHost[host]++
+	return true
+}
+
+// releaseHost uncounts a connection takeHost counted.
+func (l *capListener) releaseHost(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byHost[host]--; l.byHost[host] <= 0 {
+		delete(l.byHost, host)
+	}
+}
+
+// remoteIP is the IP a connection comes from (its whole address when it
+// has no port).
+func remoteIP(c net.Conn) string {
+	addr := c.RemoteAddr().String()
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return host
+}
+
+// cappedConn gives its slots back once closed.
 type cappedConn struct {
 	net.Conn
 	l    *capListener
+	host string // counted per host when the listener caps them
 	once sync.Once
 }
 
 func (c *cappedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		if c.l.maxPerHost > 0 {
+			c.l.releaseHost(c.host)
+		}
+	})
 	return err
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"sync"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/llmdiag/llmdiag/auth"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // lasting reports whether a request to procedure can outlive a reload of the
@@ -48,11 +48,11 @@ var streamingProcedures = func() map[string]bool {
 // checks the request's credential again, and registers again if it still
 // holds.
 type revocation struct {
-	a      *auth.Authenticator
-	r      *http.Request // the request as it came: its credential
-	p      auth.Principal
-	cancel context.CancelCauseFunc
-	log    *slog.Logger
+	a        *auth.Authenticator
+	r        *http.Request // the request as it came: its credential
+	p        auth.Principal
+	cancel   context.CancelCauseFunc
+	refusals *refusal.Log
 
 	mu    sync.Mutex
 	stop  func() bool // unregisters the pending check
@@ -63,9 +63,9 @@ type revocation struct {
 // (context.Cause) once a reload (reloaded, taken before r was authenticated)
 // revokes r's credential or the grant of its path, and done, which the
 // caller must call when the request ends.
-func revokeOnReload(ctx context.Context, reloaded context.Context, r *http.Request, a *auth.Authenticator, p auth.Principal, log *slog.Logger) (_ context.Context, done func()) {
+func revokeOnReload(ctx context.Context, reloaded context.Context, r *http.Request, a *auth.Authenticator, p auth.Principal, refusals *refusal.Log) (_ context.Context, done func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	v := &revocation{a: a, r: r, p: p, cancel: cancel, log: log}
+	v := &revocation{a: a, r: r, p: p, cancel: cancel, refusals: refusals}
 	v.arm(reloaded)
 	return ctx, v.close
 }
@@ -104,11 +104,12 @@ func (v *revocation) end(code connect.Code, err error) {
 	if ended {
 		return
 	}
-	proc := v.r.URL.Path
-	if len(proc) > maxLoggedPath {
-		proc = proc[:maxLoggedPath] + "…"
+	reason := refusal.Auth
+	if code == connect.CodePermissionDenied {
+		reason = refusal.Permission
 	}
-	v.log.Warn("open request ended: credentials revoked", "principal", v.p.Name, "procedure", proc, "code", code.String(), "reason", err.Error(), "remote", v.r.RemoteAddr)
+	v.refusals.Refuse(reason, "open request ended: credentials revoked", "principal", v.p.Name, "procedure", loggedPath(v.r.URL.Path),
+		"code", code.String(), "reason", err.Error(), "remote", v.r.RemoteAddr)
 	v.cancel(connect.NewError(code, err))
 }
 

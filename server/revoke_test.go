@@ -3,7 +3,6 @@ package server_test
 import (
 	"context"
 	"crypto/tls"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -71,7 +70,7 @@ func newRevokeFixtureTLS(t *testing.T, tokens string, cfg *tls.Config) *revokeFi
 	srv := servertest.Start(t, servertest.Options{
 		Store:  f.st,
 		Config: server.Config{StaleAfter: time.Hour, MinHeartbeat: time.Second},
-		Wrap:   func(h http.Handler) http.Handler { return server.Authorize(h, a, slog.New(slog.DiscardHandler)) },
+		Wrap:   func(h http.Handler) http.Handler { return server.Authorize(h, a, nil) },
 		TLS:    cfg,
 	})
 	f.url = srv.URL

@@ -18,6 +18,7 @@ import (
 
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 )
 
 // MaxRequestBytes bounds one request message.
@@ -44,6 +45,9 @@ type Surfaces struct {
 	// GetMaxAge is the max-age of the Cache-Control a successful GET of a
 	// read carries (cache.go); serve sets --interval. Under a second: no-cache.
 	GetMaxAge time.Duration
+	// Refusals counts compressed requests refused for what they inflate
+	// to (reason size); nil: not counted.
+	Refusals *refusal.Log
 }
 
 // Route is an HTTP surface of the port: a net/http ServeMux pattern and its
@@ -64,7 +68,7 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	//
 	// Compressed requests are inflated no further than that megabyte
 	// (boundedGzip, compress.go).
-	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), boundedGzip(MaxRequestBytes)}, opts...)
+	opts = append([]connect.HandlerOption{connect.WithReadMaxBytes(MaxRequestBytes), connect.WithCompressMinBytes(CompressMinBytes), boundedGzip(MaxRequestBytes, s.Refusals)}, opts...)
 	mux := http.NewServeMux()
 	// Unary answers reach the HTTP/2 server in one write (coalesce.go).
 	co := newCoalescer()
@@ -177,6 +181,11 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if o.Refusals != nil {
+		// TLS handshake errors counted, and the caller cannot set the
+		// pace of the log.
+		srv.ErrorLog = o.Refusals.ErrorLog()
 	}
 	errc := make(chan error, 1)
 	go func() {

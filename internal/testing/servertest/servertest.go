@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 	"github.com/llmdiag/llmdiag/server"
 	"github.com/llmdiag/llmdiag/source"
 	"github.com/llmdiag/llmdiag/store"
@@ -58,6 +59,13 @@ type Options struct {
 	// Wrap, when set, wraps the whole handler: a test's view of what
 	// reaches net/http.
 	Wrap func(http.Handler) http.Handler
+	// Conns, when set with Limits, are the connection caps (default: at
+	// most server.DefaultMaxConnections).
+	Conns *server.ConnLimits
+	// Refusals, when set, counts and logs refusals as serve does: the
+	// limits' (when Limits has none), the connection cap's, compressed
+	// requests', and the server's error log (TLS handshakes).
+	Refusals *refusal.Log
 }
 
 // Server is a running service.
@@ -130,22 +138,34 @@ func Run(o Options) (*Server, error) {
 	}
 	ready := make(chan struct{})
 	close(ready)
-	handler := server.Handler(h, server.NewHealth(ready), o.Registry, o.HandlerOptions...)
+	surfaces := server.Surfaces{Reflection: true, Metrics: o.Registry, Refusals: o.Refusals}
+	handler := server.NewHandler(h, server.NewHealth(ready), surfaces, o.HandlerOptions...)
 	if o.Limits != nil {
-		lim := server.NewLimiter(*o.Limits)
+		limits := *o.Limits
+		if limits.Refusals == nil {
+			limits.Refusals = o.Refusals
+		}
+		lim := server.NewLimiter(limits)
 		opts := append(slices.Clip(o.HandlerOptions), connect.WithInterceptors(lim.Interceptor()))
-		handler = lim.Wrap(server.Handler(h, server.NewHealth(ready), o.Registry, opts...))
-		ln = server.CapConnections(ln, server.DefaultMaxConnections)
+		handler = lim.Wrap(server.NewHandler(h, server.NewHealth(ready), surfaces, opts...))
+		conns := server.ConnLimits{Max: server.DefaultMaxConnections}
+		if o.Conns != nil {
+			conns = *o.Conns
+		}
+		if conns.Refusals == nil {
+			conns.Refusals = o.Refusals
+		}
+		ln = server.LimitConnections(ln, conns)
 	}
 	if o.Wrap != nil {
 		handler = o.Wrap(handler)
 	}
 	go func() {
 		if o.TLS != nil {
-			s.done <- server.ServeTLS(ctx, ln, handler, o.Log, o.Grace, o.TLS)
+			s.done <- server.ServeTLS(ctx, ln, handler, o.Log, o.Grace, o.TLS, server.ServeOptions{Refusals: o.Refusals})
 			return
 		}
-		s.done <- server.Serve(ctx, ln, handler, o.Log, o.Grace)
+		s.done <- server.Serve(ctx, ln, handler, o.Log, o.Grace, server.ServeOptions{Refusals: o.Refusals})
 	}()
 	return s, nil
 }
