@@ -12,8 +12,8 @@ import (
 // and ask (server.Limits, server.ServeOptions, server.CapConnections).
 type limitConfig struct {
 	maxStreams, maxStreamsPer, rateBurst, maxConns, maxConnsPerIP, h2Streams int
-	rateLimit                                                 float64
-	readTimeout                                               time.Duration
+	rateLimit                                                                float64
+	readTimeout                                                              time.Duration
 }
 
 // register defines the limit flags on fs, filling l.

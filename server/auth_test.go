@@ -24,9 +24,9 @@ import (
 	"github.com/llmdiag/llmdiag/auth"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
+	"github.com/llmdiag/llmdiag/internal/refusal"
 	"github.com/llmdiag/llmdiag/internal/testing/certtest"
 	"github.com/llmdiag/llmdiag/internal/testing/testkit"
-	"github.com/llmdiag/llmdiag/internal/refusal"
 	"github.com/llmdiag/llmdiag/server"
 )
 
