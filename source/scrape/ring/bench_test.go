@@ -20,22 +20,9 @@ import (
 //   - append: ns/op is one Append at a full ring;
 //   - window=5m, window=1h: ns/op is one Window, the base read back.
 func BenchmarkRing(b *testing.B) {
-	rec := recording(b, 65*time.Minute)
-	ids := make([]string, 0, len(rec))
-	for id := range rec {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	fill := func() []*ring.Ring {
-		rs := make([]*ring.Ring, len(ids))
-		for i, id := range ids {
-			rs[i] = ring.New(ring.Options{})
-			for _, s := range rec[id][:len(rec[id])-1] {
-				rs[i].Append(s)
-			}
-		}
-		return rs
-	}
+	rec, ids := benchRecording(b)
+	// Every sample but the last: append appends it again and again.
+	fill := func() []*ring.Ring { return fillRings(rec, ids, 1) }
 	b.Run("append", func(b *testing.B) {
 		rs := fill()
 		for i := 0; b.Loop(); i++ {
@@ -66,22 +53,8 @@ func BenchmarkRing(b *testing.B) {
 // live-B/sample-after the ring's per sample kept. Run it with
 // -benchtime 1x.
 func BenchmarkRingMemory(b *testing.B) {
-	rec := recording(b, 65*time.Minute)
-	ids := make([]string, 0, len(rec))
-	for id := range rec {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	fill := func() []*ring.Ring {
-		rs := make([]*ring.Ring, len(ids))
-		for i, id := range ids {
-			rs[i] = ring.New(ring.Options{})
-			for _, s := range rec[id] {
-				rs[i].Append(s)
-			}
-		}
-		return rs
-	}
+	rec, ids := benchRecording(b)
+	fill := func() []*ring.Ring { return fillRings(rec, ids, 0) }
 	{
 		for b.Loop() {
 			before := live()
@@ -111,6 +84,31 @@ func BenchmarkRingMemory(b *testing.B) {
 			runtime.KeepAlive(all)
 		}
 	}
+}
+
+// benchRecording is the benchmarks' recording (65 minutes of the seed
+// fleet) and its node ids, sorted.
+func benchRecording(b *testing.B) (map[string][]*sample.Sample, []string) {
+	rec := recording(b, 65*time.Minute)
+	ids := make([]string, 0, len(rec))
+	for id := range rec {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return rec, ids
+}
+
+// fillRings keeps each node's recording in a ring of its own, but for its
+// last spare samples.
+func fillRings(rec map[string][]*sample.Sample, ids []string, spare int) []*ring.Ring {
+	rs := make([]*ring.Ring, len(ids))
+	for i, id := range ids {
+		rs[i] = ring.New(ring.Options{})
+		for _, s := range rec[id][:len(rec[id])-spare] {
+			rs[i].Append(s)
+		}
+	}
+	return rs
 }
 
 // live is the heap in use after two collections: the first leaves what
