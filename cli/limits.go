@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"flag"
+	"strconv"
 	"time"
 
 	"github.com/llmdiag/llmdiag/server"
@@ -24,7 +25,7 @@ func (l *limitConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.rateBurst, "rate-burst", server.DefaultRateBurst, "unary calls one principal may make in a burst (the token bucket's size); with --rate-limit")
 	fs.DurationVar(&l.readTimeout, "request-read-timeout", server.DefaultRequestReadTimeout, "time a request has to arrive in full, headers to end of body (a stream's request too; then the stream stays open); 0: none")
 	fs.IntVar(&l.maxConns, "max-connections", server.DefaultMaxConnections, "connections open at once; beyond, a new connection is closed as soon as it is accepted (0: no cap)")
-	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", server.DefaultMaxConnectionsPerHost, "connections one remote IP may hold open at once, TLS handshakes in progress included; beyond, its new connection is closed as soon as it is accepted, and other addresses still get in (0: no cap)")
+	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", 0, "connections one remote IP may hold open at once, TLS handshakes in progress included; beyond, its new connection is closed as soon as it is accepted, and other addresses still get in (0: no cap; "+strconv.Itoa(server.SuggestedMaxConnectionsPerHost)+" keeps one address to a tenth of --max-connections)")
 	fs.IntVar(&l.h2Streams, "http2-max-streams", server.DefaultMaxConcurrentStreams, "HTTP/2 streams (calls) one connection may have open at once")
 }
 

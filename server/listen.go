@@ -14,10 +14,13 @@ import (
 // Defaults of ServeOptions.
 const (
 	DefaultMaxConnections = 1000
-	// DefaultMaxConnectionsPerHost is the connections one remote address
-	// may hold open at once: a tenth of DefaultMaxConnections, so no one
-	// address can lock the others out.
-	DefaultMaxConnectionsPerHost = 100
+	// SuggestedMaxConnectionsPerHost is a cap on the connections one
+	// remote address holds open (serve --max-conns-per-ip, off by
+	// default) for clients that each keep a few: a tenth of
+	// DefaultMaxConnections, so no one address can lock the others out.
+	// Clients that open a connection per call and leave it idle (one
+	// process of the CLI per call, replicas polling on one host) reach it.
+	SuggestedMaxConnectionsPerHost = 100
 	// DefaultMaxConcurrentStreams is the HTTP/2 streams one connection may
 	// have open: DefaultMaxStreamsPerPrincipal, so one connection can hold
 	// a principal's streams and their unary calls still wait their turn.

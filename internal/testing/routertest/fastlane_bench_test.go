@@ -114,9 +114,7 @@ func fastToView(b *testing.B, interval time.Duration, steps expofarm.Steps) {
 	wg.Go(func() {
 		env := cli.Env{Getenv: func(string) string { return "" }, Stdout: &testkit.SyncBuffer{}, Stderr: &serveErr}
 		if err := cli.Run(ctx, []string{"serve", "--fleet", fleetPath, "--listen", addr, "--log-level", "warn",
-			"--fast-interval", "250ms", "--interval", interval.String(), "--thresholds", thresholdsPath, "--max-streams-per-principal", "0",
-			// 100 routers on one address here.
-			"--max-conns-per-ip", "0"}, env); err != nil && ctx.Err() == nil {
+			"--fast-interval", "250ms", "--interval", interval.String(), "--thresholds", thresholdsPath, "--max-streams-per-principal", "0"}, env); err != nil && ctx.Err() == nil {
 			b.Errorf("serve: %v\n%s", err, serveErr.String())
 		}
 	})
