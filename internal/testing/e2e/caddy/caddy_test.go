@@ -166,8 +166,9 @@ func TestCaddyFailOpenFallback(t *testing.T) {
 		{failOpen: false, checkCode: http.StatusBadGateway},
 	} {
 		t.Run(fmt.Sprintf("fail-open=%v", tc.failOpen), func(t *testing.T) {
-			hop := port(t, testkit.FreeAddr(t))
-			v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: port(t, testkit.FreeAddr(t)), Token: routerToken,
+			free := freePorts(t)
+			hop := free()
+			v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: free(), Token: routerToken,
 				LLMDiag: testkit.FreeAddr(t), Interval: "1s", FailOpen: tc.failOpen,
 				Nodes: []cfgNode{{ID: "glm-4.6-0", Addr: testkit.FreeAddr(t), Hop: hop}}}
 			startCaddy(t, bin, "caddy", v)
@@ -351,6 +352,24 @@ func routable(base, node string) (int, string) {
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
+// freePorts returns a source of free loopback ports, each one it has not
+// given before: one Caddyfile's sites must not share a port, and a port
+// merely opened and closed can be handed out again.
+func freePorts(t *testing.T) func() int {
+	given := map[int]bool{}
+	return func() int {
+		t.Helper()
+		for range 100 {
+			if p := port(t, testkit.FreeAddr(t)); !given[p] {
+				given[p] = true
+				return p
+			}
+		}
+		t.Fatalf("no free port but the %d given", len(given))
+		return 0
+	}
+}
+
 func port(t *testing.T, addr string) int {
 	t.Helper()
 	_, p, err := net.SplitHostPort(addr)
@@ -388,7 +407,8 @@ func TestCaddyHealthChecks(t *testing.T) {
 
 	caddys := map[bool]*caddyProc{}
 	for _, failOpen := range []bool{false, true} {
-		v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: port(t, testkit.FreeAddr(t)), Token: routerToken,
+		free := freePorts(t)
+		v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: free(), Token: routerToken,
 			LLMDiag: listen, Interval: "1s", FailOpen: failOpen}
 		for _, n := range f.Nodes {
 			if n.Model != "glm-4.6" {
@@ -396,7 +416,7 @@ func TestCaddyHealthChecks(t *testing.T) {
 			}
 			host := strings.TrimPrefix(strings.TrimPrefix(n.URL, "http://"), "https://")
 			host, _, _ = strings.Cut(host, "/")
-			v.Nodes = append(v.Nodes, cfgNode{ID: n.ID, Addr: host, Hop: port(t, testkit.FreeAddr(t))})
+			v.Nodes = append(v.Nodes, cfgNode{ID: n.ID, Addr: host, Hop: free()})
 		}
 		if len(v.Nodes) != 2 {
 			t.Fatalf("the overloaded fleet's glm-4.6 nodes: %+v, want glm-4.6-0 and glm-4.6-1", v.Nodes)
