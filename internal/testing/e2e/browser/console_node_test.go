@@ -39,6 +39,28 @@ func diagnosed(t *testing.T, c llmdiagv1connect.DiagnosisServiceClient, node str
 	}, &last)
 }
 
+// observed waits until node's window holds TTFT, E2E and inter-token
+// observations, which the node page charts: a window of the service's
+// first seconds may hold no finished request yet (the DeepSeek node
+// finishes few a second), and it only gains observations until it spans
+// the whole window.
+func observed(t *testing.T, c llmdiagv1connect.DiagnosisServiceClient, node string) {
+	t.Helper()
+	var last string
+	clitest.WaitFor(t, node+"'s window with latency observations", 60*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		res, err := c.GetNodeMetrics(ctx, connect.NewRequest(&llmdiagv1.GetNodeMetricsRequest{Node: node}))
+		if err != nil {
+			last = err.Error()
+			return false
+		}
+		m := res.Msg.GetMetrics()
+		last = fmt.Sprintf("ttft %v, e2e %v, inter-token %v observations", m.GetTtft().GetCount(), m.GetE2E().GetCount(), m.GetInterToken().GetCount())
+		return m.GetTtft().GetCount() > 0 && m.GetE2E().GetCount() > 0 && m.GetInterToken().GetCount() > 0
+	}, &last)
+}
+
 // until polls a JavaScript predicate in the page until it holds, within d.
 func until(t *testing.T, ctx context.Context, d time.Duration, what, predicate string) {
 	t.Helper()
@@ -99,6 +121,7 @@ func TestConsoleNodeAndCompare(t *testing.T) {
 	shortBase, _ := consoleServe(t, fleetPath, nodes, "", "--window", "30s")
 	base, c := consoleServe(t, fleetPath, nodes, "")
 	diagnosed(t, c, deepseek, llmdiagv1.Cause_CAUSE_DECODE_BOUND)
+	observed(t, c, deepseek)
 
 	t.Run("deepseek", func(t *testing.T) {
 		ctx := browsertest.New(t)
