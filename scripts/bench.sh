@@ -42,6 +42,7 @@ benches=(
   "./store/memory   ^BenchmarkStoreRefreshCycle$         1s"
   "./engine         ^BenchmarkParseVLLM$                 1s"
   "./client         ^Benchmark(Routable|Pick)$           1s"
+  "./internal/testing/e2e/kubediscovery ^BenchmarkDiscoveryFollowsChurn$ 5x"
   "./internal/testing/closedloop ^BenchmarkClosedLoop$  1x  3"
 )
 for b in "${benches[@]}"; do

@@ -84,7 +84,7 @@ func (p *pod) pool() string {
 // world is a control plane, simulated engines and the pods in front of
 // them.
 type world struct {
-	t        *testing.T
+	t        testing.TB
 	c        *kubetest.Cluster
 	pools    dynamic.NamespaceableResourceInterface
 	backends map[string][]*url.URL // by engine
@@ -97,7 +97,7 @@ type world struct {
 // newWorld starts the control plane (with the InferencePool CRD, a Node,
 // namespaces inference and batch) and four simulated engines: two vLLM
 // serving qwen3-8b and two SGLang serving llama-3.1-8b.
-func newWorld(t *testing.T) *world {
+func newWorld(t testing.TB) *world {
 	c := kubetest.Start(t, kubetest.Options{})
 	c.InstallInferencePool(t)
 	c.CreateNode(t, kubeNode, "127.0.0.1")
@@ -284,7 +284,7 @@ func (w *world) want() map[string]*pod {
 // writeDiscovery writes the discovery file: job pools (role
 // inferencepool) and job pods (role pod), both every namespace, the
 // default rules, the admin kubeconfig.
-func writeDiscovery(t *testing.T, kubeconfig string) string {
+func writeDiscovery(t testing.TB, kubeconfig string) string {
 	path := filepath.Join(t.TempDir(), "discovery.yaml")
 	data := fmt.Sprintf(`scrape_configs:
   - job_name: pools
