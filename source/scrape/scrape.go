@@ -406,8 +406,10 @@ func (s *Scraper) observe(t fleet.Node, dur time.Duration, lifetime bool, window
 	}
 	s.mu.RUnlock()
 	o := source.Observation{Node: t}
-	if ring != nil && ring.Newest() != nil {
+	if ring != nil {
 		o.Sample = ring.Newest()
+	}
+	if o.Sample != nil {
 		o.Engine = o.Sample.Engine
 		o.Metrics = s.compute(t, ring, time.Time{}, dur, lifetime, window)
 	}

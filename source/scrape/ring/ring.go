@@ -201,14 +201,16 @@ func (r *Ring) Append(s *sample.Sample) {
 	}
 	r.last = m
 	at := s.At.UnixNano()
+	f := fixed(s)
 	var tail *block
 	if n := len(r.blocks); n > 0 && !r.blocks[n-1].coarse {
 		tail = r.blocks[n-1]
 	}
-	if tail != nil && len(tail.times) < BlockLen && tail.layout.fits(s) {
+	fits := tail != nil && tail.layout.fits(f, s)
+	if fits && len(tail.times) < BlockLen {
 		cols := tail.columns()
 		row := make([]float64, tail.layout.cols)
-		tail.layout.row(s, row)
+		tail.layout.row(f, s, row)
 		for c := range cols {
 			cols[c] = append(cols[c], row[c])
 		}
@@ -223,15 +225,15 @@ func (r *Ring) Append(s *sample.Sample) {
 	} else {
 		var l *layout
 		switch {
-		case tail != nil && tail.layout.fits(s):
+		case fits:
 			l = tail.layout
 		case tail != nil:
-			l = layoutOf(s, tail.layout)
+			l = layoutOf(f, s, tail.layout)
 		default:
-			l = layoutOf(s, nil)
+			l = layoutOf(f, s, nil)
 		}
 		row := make([]float64, l.cols)
-		l.row(s, row)
+		l.row(f, s, row)
 		cols := make([][]float64, l.cols)
 		for c := range cols {
 			cols[c] = row[c : c+1 : c+1]

@@ -86,12 +86,12 @@ type layout struct {
 	cols   int
 }
 
-// layoutOf is the layout of s, keeping also the slots prev keeps (when
-// not nil), so that a figure that comes and goes does not start a block
-// each time it comes back.
-func layoutOf(s *sample.Sample, prev *layout) *layout {
+// layoutOf is the layout of s (whose fixed figures are f), keeping also
+// the slots prev keeps (when not nil), so that a figure that comes and
+// goes does not start a block each time it comes back.
+func layoutOf(f []float64, s *sample.Sample, prev *layout) *layout {
 	l := &layout{kept: make([]bool, nFixed)}
-	for slot, v := range fixed(s) {
+	for slot, v := range f {
 		if !isAbsent(v) || prev != nil && prev.kept[slot] {
 			l.kept[slot] = true
 			l.slots = append(l.slots, slot)
@@ -108,11 +108,11 @@ func layoutOf(s *sample.Sample, prev *layout) *layout {
 	return l
 }
 
-// fits reports whether l keeps every fixed figure s has, and s's
+// fits reports whether l keeps every fixed figure s has (f), and s's
 // histograms are those of l, with the same bounds (bit for bit) and as
 // many counts.
-func (l *layout) fits(s *sample.Sample) bool {
-	for slot, v := range fixed(s) {
+func (l *layout) fits(f []float64, s *sample.Sample) bool {
+	for slot, v := range f {
 		if !l.kept[slot] && !isAbsent(v) {
 			return false
 		}
@@ -214,9 +214,9 @@ func (m *meta) equal(o *meta) bool {
 // reads back as it was recorded.
 func sameStrings(a, b []string) bool { return (a == nil) == (b == nil) && slices.Equal(a, b) }
 
-// row writes s's figures into row (len l.cols) in column order; s fits l.
-func (l *layout) row(s *sample.Sample, row []float64) {
-	f := fixed(s)
+// row writes s's figures (its fixed ones f) into row (len l.cols) in
+// column order; s fits l.
+func (l *layout) row(f []float64, s *sample.Sample, row []float64) {
 	for c, slot := range l.slots {
 		row[c] = f[slot]
 	}
