@@ -78,10 +78,9 @@ func (p PendingLimits) on() bool { return p.MaxPerHost > 0 || p.Timeout > 0 }
 type pendingTracker struct {
 	lim PendingLimits
 
-	mu      sync.Mutex
-	conns   map[net.Conn]*pendingConn
-	byHost  map[string]int // pending connections by remote IP; no entry at 0
-	maxHeld map[string]int // for tests: the most byHost held per host
+	mu     sync.Mutex
+	conns  map[net.Conn]*pendingConn
+	byHost map[string]int // pending connections by remote IP; no entry at 0
 }
 
 // pendingConn is one pending connection.
@@ -129,9 +128,6 @@ func (t *pendingTracker) accept(c net.Conn) {
 	p := &pendingConn{host: host}
 	t.conns[c] = p
 	t.byHost[host]++
-	if t.maxHeld != nil && t.byHost[host] > t.maxHeld[host] {
-		t.maxHeld[host] = t.byHost[host]
-	}
 	if t.lim.Timeout > 0 {
 		// Under the lock: the timer cannot find c before p.timer is set.
 		p.timer = t.lim.AfterFunc(t.lim.Timeout, func() { t.expire(c, p) })
