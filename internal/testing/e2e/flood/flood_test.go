@@ -48,8 +48,8 @@ const (
 	// callTimeout is generous: only a refusal is a failure, not a slow
 	// answer on a busy machine.
 	callTimeout = 10 * time.Second
-	rpcEvery    = 500 * time.Millisecond
-	healthEvery = time.Second
+	rpcEvery    = time.Second
+	healthEvery = 2 * time.Second
 	// Every reconnectEvery-th call of a client opens a new connection.
 	reconnectEvery = 10
 )
