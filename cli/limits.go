@@ -13,8 +13,9 @@ import (
 // and ask (server.Limits, server.ServeOptions, server.CapConnections).
 type limitConfig struct {
 	maxStreams, maxStreamsPer, rateBurst, maxConns, maxConnsPerIP, h2Streams int
+	maxPendingPerIP                                                          int
 	rateLimit                                                                float64
-	readTimeout                                                              time.Duration
+	readTimeout, handshakeTimeout                                            time.Duration
 }
 
 // register defines the limit flags on fs, filling l.
@@ -26,12 +27,14 @@ func (l *limitConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&l.readTimeout, "request-read-timeout", server.DefaultRequestReadTimeout, "time a request has to arrive in full, headers to end of body (a stream's request too; then the stream stays open); 0: none")
 	fs.IntVar(&l.maxConns, "max-connections", server.DefaultMaxConnections, "connections open at once; beyond, a new connection is closed as soon as it is accepted (0: no cap)")
 	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", 0, "connections one remote IP may hold open at once, TLS handshakes in progress included; beyond, its new connection is closed as soon as it is accepted, and other addresses still get in (0: no cap; "+strconv.Itoa(server.SuggestedMaxConnectionsPerHost)+" keeps one address to a tenth of --max-connections)")
+	fs.IntVar(&l.maxPendingPerIP, "max-pending-conns-per-ip", server.DefaultMaxPendingPerHost, "connections one remote IP may hold that have sent no request yet (TLS handshake in progress or done, no request headers, no HTTP/2 stream); beyond, its new connection is closed as soon as it is accepted. A connection that has sent a request no longer counts, so idle keep-alive clients are never held to it; only one that opens this many at once before sending on any reaches it (a proxy fronting many users may: raise it there). 0: no cap")
+	fs.DurationVar(&l.handshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "time a connection has from accept to its first request (TLS handshake and the request's headers, or its first HTTP/2 stream); then it is closed. gRPC and Connect clients and browsers send their first call as they connect and are not affected; a connection opened ahead of its use (a pre-warmed pool, a browser's speculative preconnect) that stays unused this long is closed and the client opens another. 0: none (net/http's 10s for the TLS handshake and for a request's headers still hold)")
 	fs.IntVar(&l.h2Streams, "http2-max-streams", server.DefaultMaxConcurrentStreams, "HTTP/2 streams (calls) one connection may have open at once")
 }
 
 func (l limitConfig) check() error {
-	if l.maxStreams < 0 || l.maxStreamsPer < 0 || l.rateLimit < 0 || l.rateBurst < 1 || l.maxConns < 0 || l.maxConnsPerIP < 0 || l.h2Streams < 1 || l.readTimeout < 0 {
-		return errors.New("--max-streams, --max-streams-per-principal, --rate-limit, --max-connections, --max-conns-per-ip and --request-read-timeout must not be negative; --rate-burst and --http2-max-streams must be at least 1")
+	if l.maxStreams < 0 || l.maxStreamsPer < 0 || l.rateLimit < 0 || l.rateBurst < 1 || l.maxConns < 0 || l.maxConnsPerIP < 0 || l.h2Streams < 1 || l.readTimeout < 0 || l.maxPendingPerIP < 0 || l.handshakeTimeout < 0 {
+		return errors.New("--max-streams, --max-streams-per-principal, --rate-limit, --max-connections, --max-conns-per-ip, --max-pending-conns-per-ip, --request-read-timeout and --handshake-timeout must not be negative; --rate-burst and --http2-max-streams must be at least 1")
 	}
 	return nil
 }
@@ -68,5 +71,5 @@ func (l limitConfig) connLimits() server.ConnLimits {
 }
 
 func (l limitConfig) serveOptions() server.ServeOptions {
-	return server.ServeOptions{MaxConcurrentStreams: l.h2Streams}
+	return server.ServeOptions{MaxConcurrentStreams: l.h2Streams, Pending: server.PendingLimits{MaxPerHost: l.maxPendingPerIP, Timeout: l.handshakeTimeout}}
 }

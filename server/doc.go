@@ -23,5 +23,8 @@
 //     but health (package auth holds the principals and the policy);
 //   - limits.go, listen.go, compress.go: stream caps, rate limits, the
 //     request read deadline, the connection cap, bounded decompression;
+//   - pending.go: connections that have sent no request yet, capped per
+//     remote address and closed at a deadline (ServeOptions.Pending), so
+//     one address holding idle connections cannot take the port's;
 //   - tls.go: TLS with certificates reloaded from files (package tlsreload).
 package server

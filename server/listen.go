@@ -49,6 +49,11 @@ type ServeOptions struct {
 	// counted as refusals (reason handshake) and every line bounded (see
 	// refusal.Log.ErrorLog). Nil: the log Serve is given, unbounded.
 	Refusals *refusal.Log
+	// Pending bounds the connections that have sent no request yet, per
+	// remote address and in time (zero: off; serve's flags default to
+	// DefaultMaxPendingPerHost and DefaultHandshakeTimeout). Its
+	// Refusals default to the field above.
+	Pending PendingLimits
 }
 
 // http2Config is Serve's HTTP/2 configuration.

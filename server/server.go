@@ -187,6 +187,16 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 		// pace of the log.
 		srv.ErrorLog = o.Refusals.ErrorLog()
 	}
+	if o.Pending.on() {
+		if o.Pending.Refusals == nil {
+			o.Pending.Refusals = o.Refusals
+		}
+		srv.ConnState = newPendingTracker(o.Pending).connState
+		if tlsConfig == nil {
+			// Cleartext HTTP/2 is told from HTTP/1 by its first bytes.
+			ln = sniffListener{ln}
+		}
+	}
 	errc := make(chan error, 1)
 	go func() {
 		if tlsConfig != nil {

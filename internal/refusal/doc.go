@@ -10,8 +10,9 @@
 // sample, the counter the whole.
 //
 // Log.ErrorLog is the same for net/http's own error log: its "http: TLS
-// handshake error" lines are refusals of reason handshake, and any other
-// line is logged at warn level under the same bound (not counted).
+// handshake error" lines are refusals of reason handshake (except a
+// handshake the server broke off by closing the connection itself: what
+// closed it counted it), and any other line is logged at warn level under the same bound (not counted).
 //
 // A nil *Log is valid and does nothing: packages that refuse take one
 // optionally.

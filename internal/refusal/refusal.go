@@ -30,7 +30,8 @@ const (
 	Size Reason = "size"
 	// Connections is a connection closed at accept by a connection cap.
 	Connections Reason = "connections"
-	// Handshake is a TLS handshake that failed or timed out.
+	// Handshake is a TLS handshake that failed or timed out, or a
+	// connection closed for sending no request in time.
 	Handshake Reason = "handshake"
 	// Streams is a stream beyond a stream cap.
 	Streams Reason = "streams"
@@ -148,12 +149,18 @@ func (l *Log) emit(key, msg string, attrs []any) {
 // handshakePrefix starts net/http's line for a failed TLS handshake.
 var handshakePrefix = []byte("http: TLS handshake error")
 
+// closedByServer ends net/http's line for a TLS handshake the server
+// itself broke off by closing the connection (net.ErrClosed's text): a
+// connection cap or deadline that counted it already, or a shutdown.
+var closedByServer = []byte("use of closed network connection")
+
 // errorLogKey is the bound of net/http's other error lines.
 const errorLogKey = "http"
 
 // ErrorLog returns a logger for http.Server.ErrorLog: a TLS handshake
-// error is a refusal of reason Handshake, any other line is logged at warn
-// level under a bound of its own. A nil Log returns nil (net/http's
+// error is a refusal of reason Handshake (unless the server closed the
+// connection itself: whatever closed it counts it), any other line is
+// logged at warn level under a bound of its own. A nil Log returns nil (net/http's
 // default).
 func (l *Log) ErrorLog() *log.Logger {
 	if l == nil {
@@ -167,6 +174,9 @@ type errorWriter struct{ l *Log }
 func (w errorWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
 	if bytes.HasPrefix(p, handshakePrefix) {
+		if bytes.Contains(p, closedByServer) {
+			return len(p), nil
+		}
 		w.l.Refuse(Handshake, "TLS handshake failed", "err", line)
 		return len(p), nil
 	}

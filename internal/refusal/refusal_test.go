@@ -198,6 +198,10 @@ func TestErrorLog(t *testing.T) {
 	for range 20 {
 		el.Printf("http: TLS handshake error from 127.0.0.1:5555: EOF")
 	}
+	for range 7 {
+		// The server closed it (a connection deadline, which counted it).
+		el.Printf("http: TLS handshake error from 127.0.0.1:5557: read tcp 127.0.0.1:443->127.0.0.1:5557: use of closed network connection")
+	}
 	for range 20 {
 		el.Printf("http2: server: error reading preface from client 127.0.0.1:5556: bogus greeting")
 	}

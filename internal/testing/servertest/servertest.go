@@ -66,6 +66,10 @@ type Options struct {
 	// limits' (when Limits has none), the connection cap's, compressed
 	// requests', and the server's error log (TLS handshakes).
 	Refusals *refusal.Log
+	// Pending bounds the connections that have sent no request yet
+	// (server.ServeOptions.Pending; default off). Its refusals default
+	// to Refusals.
+	Pending server.PendingLimits
 }
 
 // Server is a running service.
@@ -160,12 +164,13 @@ func Run(o Options) (*Server, error) {
 	if o.Wrap != nil {
 		handler = o.Wrap(handler)
 	}
+	so := server.ServeOptions{Refusals: o.Refusals, Pending: o.Pending}
 	go func() {
 		if o.TLS != nil {
-			s.done <- server.ServeTLS(ctx, ln, handler, o.Log, o.Grace, o.TLS, server.ServeOptions{Refusals: o.Refusals})
+			s.done <- server.ServeTLS(ctx, ln, handler, o.Log, o.Grace, o.TLS, so)
 			return
 		}
-		s.done <- server.Serve(ctx, ln, handler, o.Log, o.Grace, server.ServeOptions{Refusals: o.Refusals})
+		s.done <- server.Serve(ctx, ln, handler, o.Log, o.Grace, so)
 	}()
 	return s, nil
 }
