@@ -43,6 +43,7 @@ benches=(
   "./engine         ^BenchmarkParseVLLM$                 1s"
   "./client         ^Benchmark(Routable|Pick)$           1s"
   "./internal/testing/e2e/kubediscovery ^BenchmarkDiscoveryFollowsChurn$ 5x"
+  "./internal/testing/e2e/flood ^BenchmarkFloodP99Ratio$ 1x"
   "./internal/testing/closedloop ^BenchmarkClosedLoop$  1x  3"
 )
 for b in "${benches[@]}"; do
