@@ -28,7 +28,7 @@ func (l *limitConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&l.maxConns, "max-connections", server.DefaultMaxConnections, "connections open at once; beyond, a new connection is closed as soon as it is accepted (0: no cap)")
 	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", 0, "connections one remote IP may hold open at once, TLS handshakes in progress included; beyond, its new connection is closed as soon as it is accepted, and other addresses still get in (0: no cap; "+strconv.Itoa(server.SuggestedMaxConnectionsPerHost)+" keeps one address to a tenth of --max-connections)")
 	fs.IntVar(&l.maxPendingPerIP, "max-pending-conns-per-ip", server.DefaultMaxPendingPerHost, "connections one remote IP may hold that have sent no request yet (TLS handshake in progress or done, no request headers, no HTTP/2 stream); beyond, its new connection is closed as soon as it is accepted. A connection that has sent a request no longer counts, so idle keep-alive clients are never held to it; only one that opens this many at once before sending on any reaches it (a proxy fronting many users may: raise it there). 0: no cap")
-	fs.DurationVar(&l.handshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "time a connection has from accept to its first request (TLS handshake and the request's headers, or its first HTTP/2 stream); then it is closed. gRPC and Connect clients and browsers send their first call as they connect and are not affected; a connection opened ahead of its use (a pre-warmed pool, a browser's speculative preconnect) that stays unused this long is closed and the client opens another. 0: none (net/http's 10s for the TLS handshake and for a request's headers still hold)")
+	fs.DurationVar(&l.handshakeTimeout, "handshake-timeout", server.DefaultHandshakeTimeout, "time a connection has from accept to its first request (TLS handshake and the request's headers, or its first HTTP/2 stream) while its remote IP holds more than "+strconv.Itoa(server.DefaultTimeoutAbove)+" such connections; then it is closed. A client opening a few connections at once keeps net/http's own deadlines (10s for the TLS handshake and for a request's headers), however slow its network; a flood from one address is cut at this. 0: none")
 	fs.IntVar(&l.h2Streams, "http2-max-streams", server.DefaultMaxConcurrentStreams, "HTTP/2 streams (calls) one connection may have open at once")
 }
 
@@ -71,5 +71,5 @@ func (l limitConfig) connLimits() server.ConnLimits {
 }
 
 func (l limitConfig) serveOptions() server.ServeOptions {
-	return server.ServeOptions{MaxConcurrentStreams: l.h2Streams, Pending: server.PendingLimits{MaxPerHost: l.maxPendingPerIP, Timeout: l.handshakeTimeout}}
+	return server.ServeOptions{MaxConcurrentStreams: l.h2Streams, Pending: server.PendingLimits{MaxPerHost: l.maxPendingPerIP, Timeout: l.handshakeTimeout, TimeoutAbove: server.DefaultTimeoutAbove}}
 }

@@ -21,8 +21,17 @@ const (
 	DefaultMaxPendingPerHost = 32
 	// DefaultHandshakeTimeout is how long a connection may take from
 	// accept to its first request (TLS handshake and the request's
-	// headers, or the first HTTP/2 stream).
+	// headers, or the first HTTP/2 stream) while its address holds more
+	// than DefaultTimeoutAbove pending.
 	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultTimeoutAbove is the pending connections an address may hold
+	// before the deadline applies to them: a client that is not flooding
+	// (one or a few connections opening at once, a browser's six) keeps
+	// net/http's own deadlines, so a slow network or a loaded client host
+	// does not cost it its call; an address holding more is served the
+	// short one, as Envoy's overload manager shortens timeouts under
+	// pressure.
+	DefaultTimeoutAbove = 8
 )
 
 // PendingLimits bound the connections that have not yet sent a request: a
@@ -36,9 +45,14 @@ type PendingLimits struct {
 	// reason connections). <= 0: no cap.
 	MaxPerHost int
 	// Timeout closes a connection still pending this long after it was
-	// accepted (refusal reason handshake). <= 0: no deadline beyond
-	// net/http's own.
+	// accepted, if its address then holds more than TimeoutAbove pending
+	// (refusal reason handshake). <= 0: no deadline beyond net/http's
+	// own.
 	Timeout time.Duration
+	// TimeoutAbove is the pending connections an address may hold that
+	// Timeout leaves to net/http's deadlines (serve: DefaultTimeoutAbove;
+	// 0: Timeout closes every connection pending that long).
+	TimeoutAbove int
 	// FlagPerHost and FlagTimeout name the settings in refusals' log
 	// lines (default --max-pending-conns-per-ip, --handshake-timeout).
 	FlagPerHost, FlagTimeout string
@@ -164,10 +178,12 @@ func (t *pendingTracker) release(c net.Conn) {
 }
 
 // expire closes c if it is still pending (as p: the timer of a connection
-// no longer tracked does nothing).
+// no longer tracked does nothing) and its address holds more than
+// TimeoutAbove pending; otherwise c stays pending, under net/http's own
+// deadlines.
 func (t *pendingTracker) expire(c net.Conn, p *pendingConn) {
 	t.mu.Lock()
-	if t.conns[c] != p {
+	if t.conns[c] != p || t.byHost[p.host] <= t.lim.TimeoutAbove {
 		t.mu.Unlock()
 		return
 	}

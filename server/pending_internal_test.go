@@ -42,12 +42,18 @@ type trackerFixture struct {
 
 func newTrackerFixture(t *testing.T, maxPerHost int, timeout time.Duration) trackerFixture {
 	t.Helper()
+	return newTrackerFixtureAbove(t, maxPerHost, timeout, 0)
+}
+
+// newTrackerFixtureAbove is newTrackerFixture with PendingLimits.TimeoutAbove.
+func newTrackerFixtureAbove(t *testing.T, maxPerHost int, timeout time.Duration, above int) trackerFixture {
+	t.Helper()
 	f := trackerFixture{clk: testkit.NewClock(time.Unix(0, 0)), reg: prometheus.NewRegistry(), logs: &testkit.SyncBuffer{}}
 	rl, err := refusal.New(refusal.Options{Log: slog.New(slog.NewTextHandler(f.logs, nil)), Registerer: f.reg, Burst: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.t = newPendingTracker(PendingLimits{MaxPerHost: maxPerHost, Timeout: timeout, Refusals: rl,
+	f.t = newPendingTracker(PendingLimits{MaxPerHost: maxPerHost, Timeout: timeout, TimeoutAbove: above, Refusals: rl,
 		AfterFunc: func(d time.Duration, fn func()) Stopper { return f.clk.AfterFunc(d, fn) }})
 	return f
 }
@@ -161,6 +167,63 @@ func TestPendingTracker(t *testing.T) {
 			f.clk.Add(time.Minute)
 			if n := refusedCount(t, f.reg, refusal.Handshake); n != 3 {
 				t.Errorf("handshake refusals %g after the close, want 3", n)
+			}
+		})
+	}
+}
+
+// TestPendingDeadlineUnderPressure: the deadline closes an address's
+// pending connections only while it holds more than TimeoutAbove; what it
+// leaves stays pending (counted against the cap) for net/http's deadlines.
+func TestPendingDeadlineUnderPressure(t *testing.T) {
+	const a, b = "127.0.0.1", "127.0.0.2"
+	tests := []struct {
+		name        string
+		fromA       int
+		wantClosedA int // at the deadline, the oldest first
+	}{
+		{"one", 1, 0},
+		{"at the threshold", 3, 0},
+		{"one above", 4, 1},
+		{"a flood", 10, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newTrackerFixtureAbove(t, 10, 5*time.Second, 3)
+			var conns []*fakeConn
+			for i := range tt.fromA {
+				conns = append(conns, f.conn(a, 1000+i, false))
+			}
+			other := f.conn(b, 2000, false)
+			f.clk.Add(5 * time.Second)
+			closed := 0
+			for i, c := range conns {
+				if c.closed.Load() {
+					closed++
+					if i >= tt.wantClosedA {
+						t.Errorf("connection %d closed, want the %d oldest", i, tt.wantClosedA)
+					}
+				}
+			}
+			if closed != tt.wantClosedA {
+				t.Errorf("%d of a's %d closed at the deadline, want %d", closed, tt.fromA, tt.wantClosedA)
+			}
+			if other.closed.Load() {
+				t.Error("b's only connection closed at the deadline")
+			}
+			if n, _ := f.t.pending(a); n != tt.fromA-tt.wantClosedA {
+				t.Errorf("a pending %d, want %d", n, tt.fromA-tt.wantClosedA)
+			}
+			if n := refusedCount(t, f.reg, refusal.Handshake); n != float64(tt.wantClosedA) {
+				t.Errorf("handshake refusals %g, want %d", n, tt.wantClosedA)
+			}
+			// What the deadline left is still pending: a's first request
+			// ends it as ever.
+			if tt.fromA > 0 && !conns[tt.fromA-1].closed.Load() {
+				f.t.connState(f.wrap(conns[tt.fromA-1], false), http.StateActive)
+				if n, _ := f.t.pending(a); n != tt.fromA-tt.wantClosedA-1 {
+					t.Errorf("after a request a pending %d, want %d", n, tt.fromA-tt.wantClosedA-1)
+				}
 			}
 		})
 	}
