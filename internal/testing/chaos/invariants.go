@@ -1,0 +1,300 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Call is one legitimate call as its client saw it.
+type Call struct {
+	Client  int
+	Replica string // the replica called, by name
+	Proc    string // what was called: ListNodes, DiagnoseNode, routable
+	Start   time.Time
+	Latency time.Duration
+	// Err is empty when the call succeeded, else what failed (a code).
+	Err string
+}
+
+// Window is a documented failure window: a failed call that started in
+// [From, To] on Replica ("" for any) is counted as in the window, not as
+// a broken promise.
+type Window struct {
+	Name     string
+	Replica  string
+	From, To time.Time
+}
+
+func (w Window) covers(c Call) bool {
+	return (w.Replica == "" || w.Replica == c.Replica) && !c.Start.Before(w.From) && !c.Start.After(w.To)
+}
+
+// CallStats counts legitimate calls: made, failed within a documented
+// window, and failed outside every window (each of those breaks a promise).
+type CallStats struct {
+	Made           int
+	FailedInWindow int
+	// Outside are the failures no window covers, first first.
+	Outside []Call
+}
+
+// ClassifyCalls counts calls against the documented windows.
+func ClassifyCalls(calls []Call, windows []Window) CallStats {
+	var s CallStats
+	for _, c := range calls {
+		s.Made++
+		if c.Err == "" {
+			continue
+		}
+		if slices.ContainsFunc(windows, func(w Window) bool { return w.covers(c) }) {
+			s.FailedInWindow++
+			continue
+		}
+		s.Outside = append(s.Outside, c)
+	}
+	sort.SliceStable(s.Outside, func(i, j int) bool { return s.Outside[i].Start.Before(s.Outside[j].Start) })
+	return s
+}
+
+// Quantile is the q-quantile (0 < q ≤ 1) of the successful calls'
+// latencies whose start keep accepts, by the nearest-rank method; 0 and
+// false when there is none.
+func Quantile(calls []Call, q float64, keep func(Call) bool) (time.Duration, bool) {
+	var ls []time.Duration
+	for _, c := range calls {
+		if c.Err == "" && (keep == nil || keep(c)) {
+			ls = append(ls, c.Latency)
+		}
+	}
+	if len(ls) == 0 {
+		return 0, false
+	}
+	slices.Sort(ls)
+	rank := int(q*float64(len(ls)) + 0.999999999)
+	rank = min(max(rank, 1), len(ls))
+	return ls[rank-1], true
+}
+
+// Seen is one node's verdict time as one read by one client from one
+// replica returned it.
+type Seen struct {
+	Client  int
+	Replica string
+	Node    string
+	// At is when the read returned.
+	At time.Time
+	// AsOf is the verdict's data time (observed_at, last_seen).
+	AsOf time.Time
+}
+
+// Regression is a read whose verdict was older than one the same client
+// had already seen for the node.
+type Regression struct {
+	Seen
+	// Before is the newer AsOf seen earlier, from BeforeReplica.
+	Before        time.Time
+	BeforeReplica string
+}
+
+func (r Regression) String() string {
+	return fmt.Sprintf("client %d node %s: %s answered as of %s after %s answered %s (%v back)",
+		r.Client, r.Node, r.Replica, r.AsOf.Format(time.RFC3339Nano), r.BeforeReplica,
+		r.Before.Format(time.RFC3339Nano), r.Before.Sub(r.AsOf))
+}
+
+// TimeOrder is what ClassifySeen found.
+type TimeOrder struct {
+	Reads int
+	// SameReplica: one replica answered an older verdict than it had
+	// answered before to the same client. Never allowed.
+	SameReplica []Regression
+	// Lagging: another replica answered an older verdict, by at most the
+	// documented lag between replicas. Counted, allowed.
+	Lagging int
+	// MaxLag is the largest step back among Lagging.
+	MaxLag time.Duration
+	// BeyondLag: another replica answered a verdict older than the newest
+	// the client had seen by more than the documented lag. Never allowed.
+	BeyondLag []Regression
+}
+
+// ClassifySeen checks that no client saw a node's verdict go back in time:
+// never on one replica, and across replicas by at most lag (each replica
+// answers from its own copy of the shared store, at most its sync period
+// behind). seen must be in the order each client saw them (per client).
+func ClassifySeen(seen []Seen, lag time.Duration) TimeOrder {
+	type key struct {
+		client        int
+		node, replica string
+	}
+	type newest struct {
+		at      time.Time
+		replica string
+	}
+	var out TimeOrder
+	perReplica := map[key]time.Time{}
+	perClient := map[key]newest{} // replica ""
+	for _, s := range seen {
+		if s.AsOf.IsZero() {
+			continue
+		}
+		out.Reads++
+		kr := key{s.Client, s.Node, s.Replica}
+		if prev, ok := perReplica[kr]; ok && s.AsOf.Before(prev) {
+			out.SameReplica = append(out.SameReplica, Regression{Seen: s, Before: prev, BeforeReplica: s.Replica})
+		}
+		if prev, ok := perReplica[kr]; !ok || s.AsOf.After(prev) {
+			perReplica[kr] = s.AsOf
+		}
+		kc := key{s.Client, s.Node, ""}
+		n, ok := perClient[kc]
+		switch {
+		case !ok || s.AsOf.After(n.at):
+			perClient[kc] = newest{s.AsOf, s.Replica}
+		case s.AsOf.Before(n.at) && n.replica != s.Replica:
+			back := n.at.Sub(s.AsOf)
+			if back > lag {
+				out.BeyondLag = append(out.BeyondLag, Regression{Seen: s, Before: n.at, BeforeReplica: n.replica})
+			} else {
+				out.Lagging++
+				out.MaxLag = max(out.MaxLag, back)
+			}
+		}
+	}
+	return out
+}
+
+// Staleness is one node's data age as an answer gave it.
+type Staleness struct {
+	Node string
+	At   time.Time
+	Age  time.Duration
+}
+
+// MaxStaleness is the largest age among samples that excuse does not
+// excuse (a node hung or taken down on purpose), with the node it was.
+func MaxStaleness(samples []Staleness, excuse func(node string, at time.Time) bool) (Staleness, int) {
+	var worst Staleness
+	n := 0
+	for _, s := range samples {
+		if excuse != nil && excuse(s.Node, s.At) {
+			continue
+		}
+		n++
+		if s.Age > worst.Age {
+			worst = s
+		}
+	}
+	return worst, n
+}
+
+// Flip is a change injected into the fleet: Node was down from Down to Up.
+type Flip struct {
+	Node     string
+	Down, Up time.Time
+}
+
+// StreamEvent is one health state a stream delivered.
+type StreamEvent struct {
+	At   time.Time
+	Node string
+	Down bool // the state says the node is down
+}
+
+// Missed is an injected change a stream did not deliver.
+type Missed struct {
+	Stream int
+	Flip   Flip
+	What   string // "down" or "up again"
+}
+
+// MissedChanges checks every stream against the injected flips: for each
+// flip that ended at least settle before end, each stream must have
+// delivered the node down at some point in [flip.Down, flip.Up+settle],
+// and the node up again after that, in [down seen, end]. settle bounds how
+// long the service may take to see a change and send it (refresh interval,
+// sync and failover included).
+func MissedChanges(streams map[int][]StreamEvent, flips []Flip, settle time.Duration, end time.Time) []Missed {
+	var out []Missed
+	ids := make([]int, 0, len(streams))
+	for id := range streams {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		evs := streams[id]
+		for _, f := range flips {
+			if f.Up.Add(settle).After(end) {
+				continue
+			}
+			var downAt time.Time
+			for _, e := range evs {
+				if e.Node == f.Node && e.Down && !e.At.Before(f.Down) && !e.At.After(f.Up.Add(settle)) {
+					downAt = e.At
+					break
+				}
+			}
+			if downAt.IsZero() {
+				out = append(out, Missed{Stream: id, Flip: f, What: "down"})
+				continue
+			}
+			up := false
+			for _, e := range evs {
+				if e.Node == f.Node && !e.Down && e.At.After(downAt) && !e.At.After(end) {
+					up = true
+					break
+				}
+			}
+			if !up {
+				out = append(out, Missed{Stream: id, Flip: f, What: "up again"})
+			}
+		}
+	}
+	return out
+}
+
+// Usage is one replica's resource figures at one moment.
+type Usage struct {
+	Goroutines float64
+	HeapBytes  float64
+	RSSBytes   float64
+}
+
+// Growth is a figure that ended above its bound.
+type Growth struct {
+	Replica, Figure string
+	Start, End      float64
+}
+
+// Grown returns the figures that ended more than frac above their start
+// (frac 0.10: 10%), per replica.
+func Grown(start, end map[string]Usage, frac float64) []Growth {
+	var out []Growth
+	names := make([]string, 0, len(start))
+	for n := range start {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		s, e := start[n], end[n]
+		if _, ok := end[n]; !ok {
+			out = append(out, Growth{Replica: n, Figure: "no reading at the end", Start: s.Goroutines})
+			continue
+		}
+		for _, f := range []struct {
+			name       string
+			start, end float64
+		}{
+			{"goroutines", s.Goroutines, e.Goroutines},
+			{"heap", s.HeapBytes, e.HeapBytes},
+			{"rss", s.RSSBytes, e.RSSBytes},
+		} {
+			if f.end > f.start*(1+frac) {
+				out = append(out, Growth{Replica: n, Figure: f.name, Start: f.start, End: f.end})
+			}
+		}
+	}
+	return out
+}
