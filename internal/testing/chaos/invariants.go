@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -125,44 +126,78 @@ type TimeOrder struct {
 // answers from its own copy of the shared store, at most its sync period
 // behind). seen must be in the order each client saw them (per client).
 func ClassifySeen(seen []Seen, lag time.Duration) TimeOrder {
-	type key struct {
-		client        int
-		node, replica string
-	}
-	type newest struct {
-		at      time.Time
-		replica string
-	}
-	var out TimeOrder
-	perReplica := map[key]time.Time{}
-	perClient := map[key]newest{} // replica ""
+	c := NewTimeOrderCheck(lag)
 	for _, s := range seen {
-		if s.AsOf.IsZero() {
-			continue
-		}
-		out.Reads++
-		kr := key{s.Client, s.Node, s.Replica}
-		if prev, ok := perReplica[kr]; ok && s.AsOf.Before(prev) {
-			out.SameReplica = append(out.SameReplica, Regression{Seen: s, Before: prev, BeforeReplica: s.Replica})
-		}
-		if prev, ok := perReplica[kr]; !ok || s.AsOf.After(prev) {
-			perReplica[kr] = s.AsOf
-		}
-		kc := key{s.Client, s.Node, ""}
-		n, ok := perClient[kc]
-		switch {
-		case !ok || s.AsOf.After(n.at):
-			perClient[kc] = newest{s.AsOf, s.Replica}
-		case s.AsOf.Before(n.at) && n.replica != s.Replica:
-			back := n.at.Sub(s.AsOf)
-			if back > lag {
-				out.BeyondLag = append(out.BeyondLag, Regression{Seen: s, Before: n.at, BeforeReplica: n.replica})
-			} else {
-				out.Lagging++
-				out.MaxLag = max(out.MaxLag, back)
-			}
+		c.Add(s)
+	}
+	return c.Result()
+}
+
+// TimeOrderCheck is ClassifySeen one read at a time, for a run too long to
+// keep every read. Safe for concurrent use; each client's reads must be
+// added in the order that client made them.
+type TimeOrderCheck struct {
+	lag        time.Duration
+	mu         sync.Mutex
+	perReplica map[seenKey]time.Time
+	perClient  map[seenKey]newestSeen // replica ""
+	out        TimeOrder
+}
+
+type seenKey struct {
+	client        int
+	node, replica string
+}
+
+type newestSeen struct {
+	at      time.Time
+	replica string
+}
+
+// NewTimeOrderCheck returns a check allowing lag between replicas.
+func NewTimeOrderCheck(lag time.Duration) *TimeOrderCheck {
+	return &TimeOrderCheck{lag: lag, perReplica: map[seenKey]time.Time{}, perClient: map[seenKey]newestSeen{}}
+}
+
+// Add checks one read against the client's earlier ones.
+func (c *TimeOrderCheck) Add(s Seen) {
+	if s.AsOf.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out.Reads++
+	kr := seenKey{s.Client, s.Node, s.Replica}
+	prev, ok := c.perReplica[kr]
+	if ok && s.AsOf.Before(prev) {
+		c.out.SameReplica = append(c.out.SameReplica, Regression{Seen: s, Before: prev, BeforeReplica: s.Replica})
+	}
+	if !ok || s.AsOf.After(prev) {
+		c.perReplica[kr] = s.AsOf
+	}
+	kc := seenKey{s.Client, s.Node, ""}
+	n, ok := c.perClient[kc]
+	switch {
+	case !ok || s.AsOf.After(n.at):
+		c.perClient[kc] = newestSeen{s.AsOf, s.Replica}
+	case s.AsOf.Before(n.at) && n.replica != s.Replica:
+		back := n.at.Sub(s.AsOf)
+		if back > c.lag {
+			c.out.BeyondLag = append(c.out.BeyondLag, Regression{Seen: s, Before: n.at, BeforeReplica: n.replica})
+		} else {
+			c.out.Lagging++
+			c.out.MaxLag = max(c.out.MaxLag, back)
 		}
 	}
+}
+
+// Result is what the reads added so far show.
+func (c *TimeOrderCheck) Result() TimeOrder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.out
+	out.SameReplica = slices.Clone(out.SameReplica)
+	out.BeyondLag = slices.Clone(out.BeyondLag)
 	return out
 }
 
