@@ -33,7 +33,11 @@
 // every sync. Stats says how the syncs went.
 //
 // Writes (the ingest leader's Put and Publish) go to the copy first, then to
-// the shared store. A write the shared store refuses because of its fencing
+// the shared store. A record observed before the one the copy holds is
+// refused (store.ErrOutOfOrder) and written nowhere, as the shared store
+// would refuse it: two leaders overlap for a moment when a lease changes
+// hands, and the copy of the one stepping down may already hold its
+// successor's newer record, which its own older one must not replace. A write the shared store refuses because of its fencing
 // (store.ErrFenced: a newer leader exists) is returned, so the old leader
 // stops. A write that fails because the shared store is unreachable is not
 // an error to the writer: the record reaches the shared store with the next

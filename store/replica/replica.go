@@ -391,14 +391,17 @@ func (s *Store) skipping() bool {
 	return s.skip
 }
 
-// Put writes the copy, then the shared store. Only a fencing or ordering
+// Put writes the copy, then the shared store. A record observed before the
+// one the copy holds (a newer leader's, brought by a sync while this
+// replica still refreshed) is refused with store.ErrOutOfOrder and written
+// nowhere, so the copy never goes back in time. Only a fencing or ordering
 // refusal is an error: when the shared store is unreachable the next
 // refresh writes the record again (once Sync finds it answering, Put does
 // not wait on it meanwhile).
 func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
 	s.writes.RLock()
 	defer s.writes.RUnlock()
-	if err := s.local.Put(ctx, rec, p); err != nil {
+	if err := s.local.PutInOrder(ctx, rec, p); err != nil {
 		return err
 	}
 	if s.skipping() {
@@ -421,7 +424,7 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
 	s.writes.RLock()
 	defer s.writes.RUnlock()
-	if err := s.local.PutRecord(ctx, rec); err != nil {
+	if err := s.local.PutRecordInOrder(ctx, rec); err != nil {
 		return err
 	}
 	rw, ok := s.shared.(store.RecordWriter)
