@@ -32,6 +32,12 @@
 // (BenchmarkReplicaSync). Shared stores without a log are read whole on
 // every sync. Stats says how the syncs went.
 //
+// A shared store that lost its data (the log does not follow on) lists
+// nothing until the ingest leader's next refresh writes the fleet again;
+// the copy keeps the nodes it held, though unlisted, for LossGrace (default
+// DefaultLossGrace), so that reads never find the fleet empty or a node
+// unknown because Redis restarted.
+//
 // Writes (the ingest leader's Put and Publish) go to the copy first, then to
 // the shared store. A record observed before the one the copy holds is
 // refused (store.ErrOutOfOrder) and written nowhere, as the shared store

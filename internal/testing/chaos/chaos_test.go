@@ -23,8 +23,8 @@ const (
 	baseline   = 30 * time.Second // quiet, before any injection
 	eachPhase  = 20 * time.Second // one injection
 	together   = 40 * time.Second // every injection at once
-	flipEvery  = 12 * time.Second // a flip node goes down this often
-	flipDown   = 7 * time.Second  // and stays down this long
+	flipEvery  = 15 * time.Second // a flip node goes down this often
+	flipDown   = 10 * time.Second // and stays down this long
 	flipSettle = 12 * time.Second // a stream has this long after a flip to deliver it
 	settleFor  = 2 * time.Minute  // at most, for resources to settle at the end
 	floodConns = 1100             // per replica: past --max-connections (1000) without the per-address cap
@@ -58,7 +58,7 @@ type excuse struct {
 }
 
 func (r *run) note(format string, args ...any) {
-	s := fmt.Sprintf(format, args...)
+	s := time.Now().Format("15:04:05.000 ") + fmt.Sprintf(format, args...)
 	r.t.Log(s)
 	r.mu.Lock()
 	r.notes = append(r.notes, s)
@@ -67,7 +67,7 @@ func (r *run) note(format string, args ...any) {
 
 func (r *run) phase(name string, f func()) {
 	from := time.Now()
-	r.t.Logf("phase %s", name)
+	r.t.Logf("%s phase %s", from.Format("15:04:05.000"), name)
 	f()
 	r.mu.Lock()
 	r.phases = append(r.phases, phase{name, from, time.Now()})
@@ -92,12 +92,12 @@ func TestChaos(t *testing.T) {
 	began := time.Now()
 	w := newWorld(t)
 	t.Logf("world up in %v: %d nodes, %d replicas", time.Since(began).Round(time.Second), len(w.nodes), len(w.replicas))
-	r := &run{t: t, w: w, rec: &recorder{order: NewTimeOrderCheck(replicaLag)}}
+	r := &run{t: t, w: w, rec: &recorder{order: NewTimeOrderCheck(replicaLag), flipped: map[string]bool{}}}
 
 	// Flip nodes: directly scraped, never hung; their downs are the changes
 	// every stream must deliver.
 	flipNodes := []string{"n-150", "n-151", "n-152", "n-153"}
-	flipSet := map[string]bool{}
+	flipSet := r.rec.flipped
 	for _, n := range flipNodes {
 		flipSet[n] = true
 	}
@@ -132,15 +132,13 @@ func TestChaos(t *testing.T) {
 		hold(ctx, from, baseline-5*time.Second)
 		samples := map[string][]Usage{}
 		for range 5 {
-			for _, rp := range w.replicas {
-				if u, err := usage(rp); err == nil {
-					samples[rp.name] = append(samples[rp.name], u)
-				}
+			for role, u := range roleUsage(w) {
+				samples[role] = append(samples[role], u)
 			}
 			hold(ctx, time.Now(), time.Second)
 		}
-		for _, rp := range w.replicas {
-			start[rp.name] = MedianUsage(samples[rp.name])
+		for role, us := range samples {
+			start[role] = MedianUsage(us)
 		}
 	})
 
@@ -174,17 +172,13 @@ func TestChaos(t *testing.T) {
 		last := map[string][]Usage{}
 		settled := func() bool {
 			end = map[string]Usage{}
-			for _, rp := range w.replicas {
-				u, err := usage(rp)
-				if err != nil {
-					continue
+			for role, u := range roleUsage(w) {
+				last[role] = append(last[role], u)
+				if n := len(last[role]); n > 5 {
+					last[role] = last[role][n-5:]
 				}
-				last[rp.name] = append(last[rp.name], u)
-				if n := len(last[rp.name]); n > 5 {
-					last[rp.name] = last[rp.name][n-5:]
-				}
-				if len(last[rp.name]) == 5 {
-					end[rp.name] = MedianUsage(last[rp.name])
+				if len(last[role]) == 5 {
+					end[role] = MedianUsage(last[role])
 				}
 			}
 			return len(end) == len(w.replicas) && len(Grown(start, end, 0.10)) == 0
@@ -223,6 +217,31 @@ func TestChaos(t *testing.T) {
 	for _, f := range tb.Failures() {
 		t.Errorf("%s: %s (bound %s)", f.Figure, f.Value, f.Bound)
 	}
+}
+
+// roleUsage reads every replica's resources, keyed by its role: the
+// leader refreshes (its scrapes, its queries) and a follower does not, so
+// the leader at the end is compared with the leader at the start, which
+// after a failover is another process. Replicas whose figures cannot be
+// read, or a moment with no single leader, give no key.
+func roleUsage(w *world) map[string]Usage {
+	leader := w.leader()
+	out := map[string]Usage{}
+	if leader == nil {
+		return out
+	}
+	k := 0
+	for _, rp := range w.replicas {
+		role := "leader"
+		if rp != leader {
+			k++
+			role = fmt.Sprintf("follower %d", k)
+		}
+		if u, err := usage(rp); err == nil {
+			out[role] = u
+		}
+	}
+	return out
 }
 
 // flipLoop takes the flip nodes down and up in turn until ctx ends.
@@ -385,14 +404,14 @@ func (r *run) flood(ctx context.Context, d time.Duration) {
 func (r *run) slowReader(ctx context.Context, d time.Duration) {
 	sctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	if err := r.w.slowReader(sctx, r.w.replicas[0].addr); err != nil {
-		r.note("slow reader: %v", err)
+	if n := r.w.slowReader(sctx, r.w.replicas[0].addr); n > 1 {
+		r.note("slow reader on %s: %d streams opened (the first broke before its first message)", r.w.replicas[0].name, n)
 	}
 }
 
 // table judges the run.
 func (r *run) table(start, end map[string]Usage, watchers []*watcher, notResumed []string, streamsEnd time.Time) *Table {
-	calls, stale := r.rec.snapshot()
+	calls, stale, flipReads := r.rec.snapshot()
 	var tb Table
 	cs := ClassifyCalls(calls, r.windows)
 	tb.Report("legitimate calls made", fmt.Sprint(cs.Made))
@@ -409,6 +428,9 @@ func (r *run) table(start, end map[string]Usage, watchers []*watcher, notResumed
 	for _, e := range ex {
 		r.t.Logf("failed outside the windows: %s", e)
 	}
+	for _, g := range groupFailures(cs.Outside) {
+		r.t.Logf("failed outside the windows, grouped: %s", g)
+	}
 
 	var base time.Duration
 	for _, p := range r.phases {
@@ -422,14 +444,18 @@ func (r *run) table(start, end map[string]Usage, watchers []*watcher, notResumed
 		if p.name == "baseline" {
 			base = p99
 		}
-		worst, _ := MaxStaleness(stale, func(node string, at time.Time) bool {
-			return at.Before(p.from) || !at.Before(p.to) || r.isExcused(node, at)
-		})
+		worst := func(prom bool) string {
+			s, _ := MaxStaleness(stale, func(node string, at time.Time) bool {
+				return at.Before(p.from) || !at.Before(p.to) || r.isExcused(node, at) || r.w.viaPrometheus[node] != prom
+			})
+			return fmt.Sprintf("%v (%s)", s.Age.Round(100*time.Millisecond), s.Node)
+		}
 		ratio := ""
 		if base > 0 {
-			ratio = fmt.Sprintf(" (%.1f× baseline)", float64(p99)/float64(base))
+			ratio = fmt.Sprintf(" (%.1f×)", float64(p99)/float64(base))
 		}
-		tb.Report("p99 latency / longest staleness: "+p.name, fmt.Sprintf("%v%s / %v (%s)", p99.Round(100*time.Microsecond), ratio, worst.Age.Round(time.Millisecond), worst.Node))
+		tb.Report("p99 latency / longest staleness of a scraped node / of a Prometheus-only node: "+p.name,
+			fmt.Sprintf("%v%s / %s / %s", p99.Round(100*time.Microsecond), ratio, worst(false), worst(true)))
 	}
 	worst, _ := MaxStaleness(stale, nil)
 	tb.Report("longest staleness of any node, faults included", fmt.Sprintf("%v (%s)", worst.Age.Round(time.Millisecond), worst.Node))
@@ -460,8 +486,15 @@ func (r *run) table(start, end map[string]Usage, watchers []*watcher, notResumed
 		streams[wt.id] = wt.snapshot()
 		reconnects += wt.view.Status().Reconnects
 	}
-	missed := MissedChanges(streams, r.flips, flipSettle, streamsEnd)
-	tb.Report("streams / injected changes / reconnects", fmt.Sprintf("%d / %d / %d", len(watchers), len(r.flips), reconnects))
+	published := func(f Flip) bool { return Published(flipReads, f, flipSettle) }
+	seen := 0
+	for _, f := range r.flips {
+		if published(f) {
+			seen++
+		}
+	}
+	missed := MissedChanges(streams, r.flips, published, flipSettle, streamsEnd)
+	tb.Report("streams / injected changes (of which unary reads saw) / stream reconnects", fmt.Sprintf("%d / %d (%d) / %d", len(watchers), len(r.flips), seen, reconnects))
 	tb.Check("stream changes missed", fmt.Sprint(len(missed)), "0", len(missed) == 0)
 	for i, m := range missed {
 		if i == 5 {
@@ -482,18 +515,50 @@ func (r *run) table(start, end map[string]Usage, watchers []*watcher, notResumed
 	slices.Sort(names)
 	for _, n := range names {
 		s, e := start[n], end[n]
-		tb.Report("resources of "+n+", start → end (goroutines, heap, RSS)", fmt.Sprintf("%.0f → %.0f, %.1f → %.1f MiB, %.1f → %.1f MiB",
+		tb.Report("resources of the "+n+", start → end (goroutines, Go heap, RSS)", fmt.Sprintf("%.0f → %.0f, %.1f → %.1f MiB, %.1f → %.1f MiB",
 			s.Goroutines, e.Goroutines, s.HeapBytes/(1<<20), e.HeapBytes/(1<<20), s.RSSBytes/(1<<20), e.RSSBytes/(1<<20)))
 	}
 	var gs []string
 	for _, g := range grown {
 		gs = append(gs, fmt.Sprintf("%s %s %.0f → %.0f", g.Replica, g.Figure, g.Start, g.End))
 	}
-	tb.Check("resources grown more than 10% after settling", fmt.Sprint(len(grown)), "0", len(grown) == 0)
+	tb.Check("goroutines or RSS more than 10% above the start after settling", fmt.Sprint(len(grown)), "0", len(grown) == 0)
 	for _, g := range gs {
 		r.t.Log("grown: " + g)
 	}
 	return &tb
+}
+
+// groupFailures summarises failures by replica, procedure and error:
+// how many, first and last.
+func groupFailures(calls []Call) []string {
+	type group struct {
+		n           int
+		first, last time.Time
+	}
+	groups := map[string]*group{}
+	var keys []string
+	for _, c := range calls {
+		e := c.Err
+		if len(e) > 100 {
+			e = e[:100]
+		}
+		k := c.Replica + " " + c.Proc + ": " + e
+		g := groups[k]
+		if g == nil {
+			g = &group{first: c.Start}
+			groups[k] = g
+			keys = append(keys, k)
+		}
+		g.n++
+		g.last = c.Start
+	}
+	var out []string
+	for _, k := range keys {
+		g := groups[k]
+		out = append(out, fmt.Sprintf("%d× %s (%s – %s)", g.n, k, g.first.Format("15:04:05.000"), g.last.Format("15:04:05.000")))
+	}
+	return out
 }
 
 func (r *run) isExcused(node string, at time.Time) bool {

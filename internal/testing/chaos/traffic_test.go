@@ -30,6 +30,19 @@ type recorder struct {
 	calls []Call
 	order *TimeOrderCheck
 	stale []Staleness
+	// flipped are the nodes the run takes down and up; flipReads what the
+	// unary reads saw of them.
+	flipped   map[string]bool
+	flipReads []StreamEvent
+}
+
+func (r *recorder) flipRead(node string, down bool) {
+	if !r.flipped[node] {
+		return
+	}
+	r.mu.Lock()
+	r.flipReads = append(r.flipReads, StreamEvent{At: time.Now(), Node: node, Down: down})
+	r.mu.Unlock()
 }
 
 func (r *recorder) call(c Call) {
@@ -38,10 +51,10 @@ func (r *recorder) call(c Call) {
 	r.mu.Unlock()
 }
 
-func (r *recorder) snapshot() ([]Call, []Staleness) {
+func (r *recorder) snapshot() ([]Call, []Staleness, []StreamEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Call(nil), r.calls...), append([]Staleness(nil), r.stale...)
+	return append([]Call(nil), r.calls...), append([]Staleness(nil), r.stale...), append([]StreamEvent(nil), r.flipReads...)
 }
 
 // clientAddr is legitimate client i's own loopback source address:
@@ -98,6 +111,7 @@ func (w *world) runClient(ctx context.Context, i int, rec *recorder) {
 					err = fmt.Errorf("%d nodes listed, want %d", n, len(w.nodes))
 				}
 				for _, n := range resp.Msg.GetNodes() {
+					rec.flipRead(n.GetId(), n.GetStatus() == llmdiagv1.Status_STATUS_DOWN)
 					if n.GetLastSeen() != nil {
 						seen = append(seen, Seen{Node: "last_seen " + n.GetId(), AsOf: n.GetLastSeen().AsTime()})
 					}
@@ -108,6 +122,9 @@ func (w *world) runClient(ctx context.Context, i int, rec *recorder) {
 			var resp *connect.Response[llmdiagv1.DiagnoseNodeResponse]
 			resp, err = cs[ri].DiagnoseNode(cctx, connect.NewRequest(&llmdiagv1.DiagnoseNodeRequest{Node: node,
 				ReadMask: &fieldmaskpb.FieldMask{Paths: []string{"observed_at", "status"}}}))
+			if err == nil {
+				rec.flipRead(node, resp.Msg.GetDiagnosis().GetStatus() == llmdiagv1.Status_STATUS_DOWN)
+			}
 			if err == nil && resp.Msg.GetDiagnosis().GetObservedAt() != nil {
 				seen = append(seen, Seen{Node: "observed_at " + node, AsOf: resp.Msg.GetDiagnosis().GetObservedAt().AsTime()})
 			}
@@ -294,21 +311,33 @@ func (f *flood) stop() {
 }
 
 // slowReader opens a StreamHealth stream on addr, reads its first message
-// and then nothing until ctx ends.
-func (w *world) slowReader(ctx context.Context, addr string) error {
+// and then nothing until ctx ends; a stream that breaks before its first
+// message (its replica killed) is opened again, at most every second.
+// It returns how many streams it opened.
+func (w *world) slowReader(ctx context.Context, addr string) int {
 	hc := &http.Client{Transport: transportFrom("127.0.3.1")}
 	c, err := client.New("http://"+addr, client.WithBearerToken(w.tokens[clientCount-1]), client.WithHTTPClient(hc))
 	if err != nil {
-		return err
+		panic(err) // the address is ours
 	}
-	s, err := c.StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{}))
-	if err != nil {
-		return err
+	opened := 0
+	retry := time.NewTicker(time.Second)
+	defer retry.Stop()
+	for ctx.Err() == nil {
+		opened++
+		s, err := c.StreamHealth(ctx, connect.NewRequest(&llmdiagv1.StreamHealthRequest{}))
+		if err == nil && s.Receive() {
+			<-ctx.Done()
+			s.Close()
+			break
+		}
+		if err == nil {
+			s.Close()
+		}
+		select {
+		case <-ctx.Done():
+		case <-retry.C:
+		}
 	}
-	defer s.Close()
-	if !s.Receive() {
-		return fmt.Errorf("slow reader: no first message: %w", s.Err())
-	}
-	<-ctx.Done()
-	return nil
+	return opened
 }

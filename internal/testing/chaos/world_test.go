@@ -146,8 +146,10 @@ type world struct {
 	adminToken string
 	spareToken string
 	nodes      []string // every node id the replicas serve
-	tokensMu   sync.Mutex
-	extraTok   []tokenEntry // tokens beyond the clients', rewritten by rotation
+	// viaPrometheus are the nodes read from Prometheus only.
+	viaPrometheus map[string]bool
+	tokensMu      sync.Mutex
+	extraTok      []tokenEntry // tokens beyond the clients', rewritten by rotation
 }
 
 type tokenEntry struct{ name, role, token string }
@@ -203,7 +205,7 @@ func buildLLMDiag(t *testing.T) string {
 // newWorld starts the fleet, Prometheus, Redis and the replicas, and
 // returns once every replica serves a verdict on every node.
 func newWorld(t *testing.T) *world {
-	w := &world{t: t}
+	w := &world{t: t, viaPrometheus: map[string]bool{}}
 	// Programs first: a missing one fails before anything is built.
 	w.redis = redistest.Start(t)
 	w.bin = buildLLMDiag(t)
@@ -248,6 +250,7 @@ func newWorld(t *testing.T) *world {
 		p := startProxy(t, n.ID, strings.TrimSuffix(n.URL, "/metrics"))
 		w.proxies = append(w.proxies, p)
 		if i < viaPrometheus {
+			w.viaPrometheus[n.ID] = true
 			targets = append(targets, p.addr)
 			labels[p.addr] = map[string]string{"node": n.ID}
 			continue
