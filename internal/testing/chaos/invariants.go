@@ -304,8 +304,12 @@ func Published(reads []StreamEvent, f Flip, settle time.Duration) bool {
 // Usage is one replica's resource figures at one moment.
 type Usage struct {
 	Goroutines float64
-	HeapBytes  float64
-	RSSBytes   float64
+	// HeapGoalBytes is the Go heap size at which the next collection
+	// starts (go_memstats_next_gc_bytes): the heap live after the last
+	// collection times (1 + GOGC/100), so it follows what the process keeps
+	// and not the garbage made since.
+	HeapGoalBytes float64
+	RSSBytes      float64
 }
 
 // Growth is a figure that ended above its bound.
@@ -315,9 +319,11 @@ type Growth struct {
 }
 
 // Grown returns the figures that ended more than frac above their start
-// (frac 0.10: 10%), per replica: goroutines and resident memory. The Go
-// heap is reported, not held to the bound: between two collections it
-// swings by more than 10% with no leak at all.
+// (frac 0.10: 10%), per replica: goroutines and the heap goal, which
+// grow with what the process keeps. Resident memory is reported, not held
+// to the bound: the Go runtime returns freed pages to the system over
+// minutes, so a burst of work that left nothing behind still shows in it
+// long after.
 func Grown(start, end map[string]Usage, frac float64) []Growth {
 	var out []Growth
 	names := make([]string, 0, len(start))
@@ -336,7 +342,7 @@ func Grown(start, end map[string]Usage, frac float64) []Growth {
 			start, end float64
 		}{
 			{"goroutines", s.Goroutines, e.Goroutines},
-			{"rss", s.RSSBytes, e.RSSBytes},
+			{"heap goal", s.HeapGoalBytes, e.HeapGoalBytes},
 		} {
 			if f.end > f.start*(1+frac) {
 				out = append(out, Growth{Replica: n, Figure: f.name, Start: f.start, End: f.end})

@@ -177,7 +177,7 @@ func TestPublished(t *testing.T) {
 }
 
 func TestGrown(t *testing.T) {
-	start := map[string]Usage{"a": {Goroutines: 100, HeapBytes: 1000, RSSBytes: 5000}, "b": {Goroutines: 100, HeapBytes: 1000, RSSBytes: 5000}}
+	start := map[string]Usage{"a": {Goroutines: 100, HeapGoalBytes: 1000, RSSBytes: 5000}, "b": {Goroutines: 100, HeapGoalBytes: 1000, RSSBytes: 5000}}
 	for _, tc := range []struct {
 		name string
 		end  map[string]Usage
@@ -186,8 +186,9 @@ func TestGrown(t *testing.T) {
 		{"same", start, nil},
 		{"exactly 10% is within", map[string]Usage{"a": {110, 1100, 5500}, "b": {90, 900, 4000}}, nil},
 		{"goroutines leak", map[string]Usage{"a": {111, 1000, 5000}, "b": {100, 1000, 5000}}, []string{"a/goroutines"}},
-		{"rss grows", map[string]Usage{"a": {100, 1000, 5000}, "b": {100, 1000, 6000}}, []string{"b/rss"}},
-		{"the heap alone is not held", map[string]Usage{"a": {100, 2000, 5000}, "b": {100, 1000, 5000}}, nil},
+		{"the heap goal grows", map[string]Usage{"a": {100, 1000, 5000}, "b": {100, 1101, 5000}}, []string{"b/heap goal"}},
+		{"goroutines and heap goal grow", map[string]Usage{"a": {200, 2000, 5000}, "b": {100, 1000, 5000}}, []string{"a/goroutines", "a/heap goal"}},
+		{"resident memory is not held", map[string]Usage{"a": {100, 1000, 9000}, "b": {100, 1000, 5000}}, nil},
 		{"a replica with no reading at the end fails", map[string]Usage{"a": {100, 1000, 5000}}, []string{"b/no reading at the end"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

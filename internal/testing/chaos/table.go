@@ -76,8 +76,8 @@ func MedianUsage(samples []Usage) Usage {
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	return Usage{
-		Goroutines: med(func(u Usage) float64 { return u.Goroutines }),
-		HeapBytes:  med(func(u Usage) float64 { return u.HeapBytes }),
-		RSSBytes:   med(func(u Usage) float64 { return u.RSSBytes }),
+		Goroutines:    med(func(u Usage) float64 { return u.Goroutines }),
+		HeapGoalBytes: med(func(u Usage) float64 { return u.HeapGoalBytes }),
+		RSSBytes:      med(func(u Usage) float64 { return u.RSSBytes }),
 	}
 }

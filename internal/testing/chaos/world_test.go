@@ -418,13 +418,13 @@ func (w *world) leader() *replica {
 	return found[0]
 }
 
-// usage reads r's goroutines, heap in use and resident memory.
+// usage reads r's goroutines, heap goal and resident memory.
 func usage(r *replica) (Usage, error) {
-	m, err := scrapeMetrics(r, "go_goroutines", "go_memstats_heap_inuse_bytes", "process_resident_memory_bytes")
+	m, err := scrapeMetrics(r, "go_goroutines", "go_memstats_next_gc_bytes", "process_resident_memory_bytes")
 	if err != nil {
 		return Usage{}, err
 	}
-	return Usage{Goroutines: m["go_goroutines"], HeapBytes: m["go_memstats_heap_inuse_bytes"], RSSBytes: m["process_resident_memory_bytes"]}, nil
+	return Usage{Goroutines: m["go_goroutines"], HeapGoalBytes: m["go_memstats_next_gc_bytes"], RSSBytes: m["process_resident_memory_bytes"]}, nil
 }
 
 // bearerGet is a GET with a bearer token, for the token checks.
