@@ -21,7 +21,7 @@ var full = flag.Bool("chaos.full", false, "run the whole chaos run (a few minute
 
 // Run lengths.
 const (
-	baseline   = 30 * time.Second // quiet, before any injection
+	baseline   = 40 * time.Second // quiet, before any injection
 	eachPhase  = 20 * time.Second // one injection
 	together   = 40 * time.Second // every injection at once
 	flipEvery  = 15 * time.Second // a flip node goes down this often
@@ -51,6 +51,9 @@ type run struct {
 	failover []time.Duration
 	notes    []string
 	excused  []excuse // nodes stale on purpose
+	// baseRefresh is the leader's mean refresh time up to the end of the
+	// baseline.
+	baseRefresh time.Duration
 }
 
 type excuse struct {
@@ -140,6 +143,11 @@ func TestChaos(t *testing.T) {
 		}
 		for role, us := range samples {
 			start[role] = MedianUsage(us)
+		}
+		if l := w.leader(); l != nil {
+			if m, err := scrapeMetrics(l, "llmdiag_refresh_duration_seconds_sum", "llmdiag_refresh_duration_seconds_count"); err == nil && m["llmdiag_refresh_duration_seconds_count"] > 0 {
+				r.baseRefresh = time.Duration(m["llmdiag_refresh_duration_seconds_sum"] / m["llmdiag_refresh_duration_seconds_count"] * float64(time.Second))
+			}
 		}
 	})
 
@@ -458,6 +466,7 @@ func (r *run) table(start, end map[string]Usage, watchers []*watcher, notResumed
 		tb.Report("p99 latency / longest staleness of a scraped node / of a Prometheus-only node: "+p.name,
 			fmt.Sprintf("%v%s / %s / %s", p99.Round(100*time.Microsecond), ratio, worst(false), worst(true)))
 	}
+	tb.Report("the leader's mean refresh time until the end of the baseline", fmt.Sprintf("%v (--interval %v)", r.baseRefresh.Round(time.Millisecond), interval))
 	worst, _ := MaxStaleness(stale, nil)
 	tb.Report("longest staleness of any node, faults included", fmt.Sprintf("%v (%s)", worst.Age.Round(time.Millisecond), worst.Node))
 

@@ -42,6 +42,12 @@ const (
 	leaseTTL      = 3 * time.Second
 	redisSync     = time.Second
 	promScrape    = time.Second
+	// historyLen (refreshes kept per node) and window (the default
+	// window, which a direct scrape keeps every sample of) are small, so
+	// that every replica's state is at its bound before the baseline ends:
+	// what grows after that is not state filling up.
+	historyLen = 10
+	window     = time.Minute
 	// connsPerIP is each replica's --max-conns-per-ip: a flood from one
 	// address holds at most this many of its connections.
 	connsPerIP = 100
@@ -293,6 +299,9 @@ func newWorld(t *testing.T) *world {
 			"--lease-ttl", leaseTTL.String(), "--redis-sync", redisSync.String(),
 			"--listen", r.addr, "--metrics-listen", r.metricsAddr,
 			"--interval", interval.String(), "--scrape-timeout", "1s",
+			// State full by the end of the baseline, so that the resources
+			// compared at the end are not the history still filling up.
+			"--history", strconv.Itoa(historyLen), "--window", window.String(),
 			"--auth-tokens", w.tokensPath, "--max-conns-per-ip", strconv.Itoa(connsPerIP),
 			"--log-level", "warn",
 		}
