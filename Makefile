@@ -89,7 +89,7 @@ FUZZTIME ?= 30s
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
 
-## chaos: the chaos run (about 7 minutes on two cores): 205 simulated nodes,
+## chaos: the chaos run (about five minutes on two cores): 205 simulated nodes,
 ## a real Prometheus, three `llmdiag serve` replicas of the built binary on
 ## one Redis, 50 clients with tokens, a connection flood and a slow stream
 ## reader; the lease holder killed, Redis restarted, Prometheus paused, 10%
