@@ -436,7 +436,8 @@ func usage(r *replica) (Usage, error) {
 	return Usage{Goroutines: m["go_goroutines"], HeapGoalBytes: m["go_memstats_next_gc_bytes"], RSSBytes: m["process_resident_memory_bytes"]}, nil
 }
 
-// bearerGet is a GET with a bearer token, for the token checks.
+// bearerList is a one-node ListNodes with token: its HTTP status, 0 when
+// the call did not reach the replica.
 func bearerList(addr, token string) int {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/llmdiag.v1.DiagnosisService/ListNodes", bytes.NewReader([]byte(`{"readMask":"id","pageSize":1}`)))
 	req.Header.Set("Content-Type", "application/json")
