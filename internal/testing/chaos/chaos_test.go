@@ -31,6 +31,10 @@ const (
 	floodConns = 1100             // per replica: past --max-connections (1000) without the per-address cap
 	watchersOn = 2                // Watch streams per replica
 	hangShare  = 10               // percent of the 200 targets hung
+	// usageSamples: resources are read this many times a second apart at
+	// the end of the baseline and at the end, and each figure's lowest
+	// compared (FloorUsage).
+	usageSamples = 10
 )
 
 // phase is a named stretch of the run.
@@ -133,16 +137,16 @@ func TestChaos(t *testing.T) {
 	start := map[string]Usage{}
 	r.phase("baseline", func() {
 		from := time.Now()
-		hold(ctx, from, baseline-5*time.Second)
+		hold(ctx, from, baseline-usageSamples*time.Second)
 		samples := map[string][]Usage{}
-		for range 5 {
+		for range usageSamples {
 			for role, u := range roleUsage(w) {
 				samples[role] = append(samples[role], u)
 			}
 			hold(ctx, time.Now(), time.Second)
 		}
 		for role, us := range samples {
-			start[role] = MedianUsage(us)
+			start[role] = FloorUsage(us)
 		}
 		if l := w.leader(); l != nil {
 			if m, err := scrapeMetrics(l, "llmdiag_refresh_duration_seconds_sum", "llmdiag_refresh_duration_seconds_count"); err == nil && m["llmdiag_refresh_duration_seconds_count"] > 0 {
@@ -183,11 +187,11 @@ func TestChaos(t *testing.T) {
 			end = map[string]Usage{}
 			for role, u := range roleUsage(w) {
 				last[role] = append(last[role], u)
-				if n := len(last[role]); n > 5 {
-					last[role] = last[role][n-5:]
+				if n := len(last[role]); n > usageSamples {
+					last[role] = last[role][n-usageSamples:]
 				}
-				if len(last[role]) == 5 {
-					end[role] = MedianUsage(last[role])
+				if len(last[role]) == usageSamples {
+					end[role] = FloorUsage(last[role])
 				}
 			}
 			return len(end) == len(w.replicas) && len(Grown(start, end, 0.10)) == 0

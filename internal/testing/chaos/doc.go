@@ -11,7 +11,9 @@
 // change that a unary read saw, and each replica's goroutines and Go heap
 // (its goal, which follows the heap live after a collection) end within
 // 10% of where they started, role for role (the lease holder against the
-// lease holder), once the run has settled for up to two minutes. The run prints a Markdown table of
+// lease holder), once the run has settled for up to two minutes; each
+// figure is the lowest of ten readings a second apart, the floor a leak
+// raises. The run prints a Markdown table of
 // its figures (calls made and failed, p99 latency against the quiet
 // baseline of the same run, the longest staleness, failover time, lag
 // between replicas, resources) and fails on any figure that broke its bound.

@@ -217,7 +217,10 @@ func TestTable(t *testing.T) {
 	if f := tb.Failures(); len(f) != 1 || f[0].Value != "2" {
 		t.Errorf("failures %v, want the one row", f)
 	}
-	if m := MedianUsage([]Usage{{1, 10, 100}, {3, 30, 300}, {2, 20, 200}, {4, 40, 400}}); m != (Usage{2.5, 25, 250}) {
-		t.Errorf("median %v", m)
+	if m := FloorUsage([]Usage{{3, 10, 300}, {1, 30, 400}, {2, 20, 100}}); m != (Usage{1, 10, 100}) {
+		t.Errorf("floor %v, want each figure's lowest", m)
+	}
+	if m := FloorUsage(nil); m != (Usage{}) {
+		t.Errorf("floor of nothing %v", m)
 	}
 }

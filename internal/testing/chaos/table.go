@@ -2,7 +2,6 @@ package chaos
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -59,25 +58,21 @@ func (t *Table) Markdown() string {
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-// MedianUsage is the per-figure median of samples.
-func MedianUsage(samples []Usage) Usage {
-	med := func(get func(Usage) float64) float64 {
-		if len(samples) == 0 {
-			return 0
-		}
-		v := make([]float64, len(samples))
-		for i, s := range samples {
-			v[i] = get(s)
-		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+// FloorUsage is the per-figure minimum of samples taken a second apart:
+// the floor a leak raises. A single reading of the heap goal depends on
+// what was live at the last collection (a large answer being encoded, a
+// sync in flight), which moves it by tens of percent from one collection
+// to the next; the lowest over several collections does not move unless
+// what the process keeps does.
+func FloorUsage(samples []Usage) Usage {
+	if len(samples) == 0 {
+		return Usage{}
 	}
-	return Usage{
-		Goroutines:    med(func(u Usage) float64 { return u.Goroutines }),
-		HeapGoalBytes: med(func(u Usage) float64 { return u.HeapGoalBytes }),
-		RSSBytes:      med(func(u Usage) float64 { return u.RSSBytes }),
+	out := samples[0]
+	for _, s := range samples[1:] {
+		out.Goroutines = min(out.Goroutines, s.Goroutines)
+		out.HeapGoalBytes = min(out.HeapGoalBytes, s.HeapGoalBytes)
+		out.RSSBytes = min(out.RSSBytes, s.RSSBytes)
 	}
+	return out
 }
