@@ -319,22 +319,24 @@ type Growth struct {
 }
 
 // Grown returns the figures that ended more than frac above their start
-// (frac 0.10: 10%), per replica: goroutines and the heap goal, which
-// grow with what the process keeps. Resident memory is reported, not held
-// to the bound: the Go runtime returns freed pages to the system over
-// minutes, so a burst of work that left nothing behind still shows in it
-// long after.
+// (frac 0.10: 10%), per key of end (a replica, or a role): goroutines and
+// the heap goal, which grow with what the process keeps. A key of end
+// with no start is returned too: there is nothing to hold it to. Resident
+// memory is reported, not held to the bound: the Go runtime returns freed
+// pages to the system over minutes, so a burst of work that left nothing
+// behind still shows in it long after.
 func Grown(start, end map[string]Usage, frac float64) []Growth {
 	var out []Growth
-	names := make([]string, 0, len(start))
-	for n := range start {
+	names := make([]string, 0, len(end))
+	for n := range end {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		s, e := start[n], end[n]
-		if _, ok := end[n]; !ok {
-			out = append(out, Growth{Replica: n, Figure: "no reading at the end", Start: s.Goroutines})
+		s, ok := start[n]
+		e := end[n]
+		if !ok {
+			out = append(out, Growth{Replica: n, Figure: "no reading at the start", End: e.Goroutines})
 			continue
 		}
 		for _, f := range []struct {

@@ -189,7 +189,8 @@ func TestGrown(t *testing.T) {
 		{"the heap goal grows", map[string]Usage{"a": {100, 1000, 5000}, "b": {100, 1101, 5000}}, []string{"b/heap goal"}},
 		{"goroutines and heap goal grow", map[string]Usage{"a": {200, 2000, 5000}, "b": {100, 1000, 5000}}, []string{"a/goroutines", "a/heap goal"}},
 		{"resident memory is not held", map[string]Usage{"a": {100, 1000, 9000}, "b": {100, 1000, 5000}}, nil},
-		{"a replica with no reading at the end fails", map[string]Usage{"a": {100, 1000, 5000}}, []string{"b/no reading at the end"}},
+		{"a key with no reading at the start fails", map[string]Usage{"a": {100, 1000, 5000}, "c": {1, 1, 1}}, []string{"c/no reading at the start"}},
+		{"a key of the start with none at the end is not judged", map[string]Usage{"a": {100, 1000, 5000}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
@@ -217,10 +218,13 @@ func TestTable(t *testing.T) {
 	if f := tb.Failures(); len(f) != 1 || f[0].Value != "2" {
 		t.Errorf("failures %v, want the one row", f)
 	}
-	if m := FloorUsage([]Usage{{3, 10, 300}, {1, 30, 400}, {2, 20, 100}}); m != (Usage{1, 10, 100}) {
-		t.Errorf("floor %v, want each figure's lowest", m)
+	if m := Settled([]Usage{{3, 10, 300}, {1, 30, 400}, {2, 20, 100}}); m != (Usage{2, 10, 100}) {
+		t.Errorf("settled %v, want the median goroutines and the lowest heap goal and RSS", m)
 	}
-	if m := FloorUsage(nil); m != (Usage{}) {
-		t.Errorf("floor of nothing %v", m)
+	if m := Settled([]Usage{{298, 10, 300}, {166, 30, 400}, {300, 20, 100}, {298, 20, 100}}); m.Goroutines != 298 {
+		t.Errorf("settled goroutines %v, want the median 298", m.Goroutines)
+	}
+	if m := Settled(nil); m != (Usage{}) {
+		t.Errorf("settled of nothing %v", m)
 	}
 }

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -58,21 +59,30 @@ func (t *Table) Markdown() string {
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-// FloorUsage is the per-figure minimum of samples taken a second apart:
-// the floor a leak raises. A single reading of the heap goal depends on
-// what was live at the last collection (a large answer being encoded, a
-// sync in flight), which moves it by tens of percent from one collection
-// to the next; the lowest over several collections does not move unless
-// what the process keeps does.
-func FloorUsage(samples []Usage) Usage {
+// Settled sums up samples taken a second apart: the median number of
+// goroutines (a leader's count moves with the connections and scrapes in
+// flight at the moment read, and its lowest is a passing lull), and the
+// lowest heap goal and resident memory, the floor a leak raises: one
+// reading of the heap goal depends on what was live at the last
+// collection (a large answer being encoded, a sync in flight), which moves
+// it by tens of percent from one collection to the next; the lowest over
+// several collections does not move unless what the process keeps does.
+func Settled(samples []Usage) Usage {
 	if len(samples) == 0 {
 		return Usage{}
 	}
+	g := make([]float64, len(samples))
 	out := samples[0]
-	for _, s := range samples[1:] {
-		out.Goroutines = min(out.Goroutines, s.Goroutines)
+	for i, s := range samples {
+		g[i] = s.Goroutines
 		out.HeapGoalBytes = min(out.HeapGoalBytes, s.HeapGoalBytes)
 		out.RSSBytes = min(out.RSSBytes, s.RSSBytes)
+	}
+	slices.Sort(g)
+	if len(g)%2 == 1 {
+		out.Goroutines = g[len(g)/2]
+	} else {
+		out.Goroutines = (g[len(g)/2-1] + g[len(g)/2]) / 2
 	}
 	return out
 }
