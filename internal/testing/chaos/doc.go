@@ -10,10 +10,13 @@
 // every health stream resumes after it breaks and delivers every injected
 // change that a unary read saw, and each replica's goroutines and Go heap
 // (its goal, which follows the heap live after a collection) end within
-// 10% of where they started, role for role (the lease holder against the
-// lease holder), once the run has settled for up to two minutes; each
-// figure is the lowest of ten readings a second apart, the floor a leak
-// raises. The run prints a Markdown table of
+// 10% of where they started once the run has settled for up to two
+// minutes, role for role: the lease holder against the lease holder at
+// the start, a follower against a follower, and a follower that has held
+// the lease (it keeps what it scraped, bounded by --window and
+// --retention) against the lease holder. Each figure is taken over ten
+// readings a second apart: the median goroutines, the lowest heap goal
+// (the floor a leak raises). The run prints a Markdown table of
 // its figures (calls made and failed, p99 latency against the quiet
 // baseline of the same run, the longest staleness, failover time, lag
 // between replicas, resources) and fails on any figure that broke its bound.
