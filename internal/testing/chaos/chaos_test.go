@@ -560,6 +560,10 @@ func (r *run) table(start, end map[string]Usage, watchers []*watcher, notResumed
 	slices.Sort(names)
 	for _, n := range names {
 		s, e := start[n], end[n]
+		if _, ok := end[n]; !ok {
+			tb.Report("resources of the "+n+", start → end (goroutines, heap goal, RSS)", "no such replica at the end")
+			continue
+		}
 		tb.Report("resources of the "+n+", start → end (goroutines, heap goal, RSS)", fmt.Sprintf("%.0f → %.0f, %.1f → %.1f MiB, %.1f → %.1f MiB",
 			s.Goroutines, e.Goroutines, s.HeapGoalBytes/(1<<20), e.HeapGoalBytes/(1<<20), s.RSSBytes/(1<<20), e.RSSBytes/(1<<20)))
 	}
