@@ -7,7 +7,7 @@ BIN     := bin/llmdiag
 # the test cache cannot see, so every run runs them.
 TESTFLAGS ?= -race -count=1 -timeout 9m
 
-.PHONY: all build run check test vet lint generate checkgenerate deps docs bench fuzz image clean
+.PHONY: all build run check test vet lint generate checkgenerate deps docs bench fuzz image chaos clean
 
 all: build
 
@@ -88,6 +88,18 @@ bench: deps
 FUZZTIME ?= 30s
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh
+
+## chaos: the chaos run (about five minutes on two cores): 205 simulated nodes,
+## a real Prometheus, three `llmdiag serve` replicas of the built binary on
+## one Redis, 50 clients with tokens, a connection flood and a slow stream
+## reader; the lease holder killed, Redis restarted, Prometheus paused, 10%
+## of the targets hung, the tokens file changed, one after another and then
+## together. Prints a table of figures (bin/chaos.md) and fails on a broken
+## promise (README.md, Reliability). Needs prometheus and redis-server
+## (make deps installs them). make test runs only its checkers' tests.
+chaos:
+	@mkdir -p bin
+	CHAOS_TABLE=$(CURDIR)/bin/chaos.md $(GO) test -count=1 -timeout 20m -run '^TestChaos$$' -v ./internal/testing/chaos -chaos.full
 
 ## image: the container image llmdiag:VERSION (FROM scratch, user 65532,
 ## this machine's CA bundle) as an OCI archive, built offline with buildah:

@@ -115,18 +115,33 @@ type node struct {
 
 // Put implements store.Store.
 func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
-	return s.put(ctx, rec, &p)
+	return s.put(ctx, rec, &p, false)
 }
 
 // PutRecord implements store.RecordWriter: Put without a history point,
 // for a node Put wrote (ErrNotFound otherwise).
 func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
-	return s.put(ctx, rec, nil)
+	return s.put(ctx, rec, nil, false)
+}
+
+// PutInOrder is Put refusing, with store.ErrOutOfOrder and no change, a
+// record observed before the one held: as a shared store refuses it, for a
+// copy that another writer's records reach too (a replica's, which a sync
+// may have brought a newer leader's record). The check and the write are
+// one step.
+func (s *Store) PutInOrder(ctx context.Context, rec *store.Record, p diagnose.Point) error {
+	return s.put(ctx, rec, &p, true)
+}
+
+// PutRecordInOrder is PutRecord refusing an older record as PutInOrder does.
+func (s *Store) PutRecordInOrder(ctx context.Context, rec *store.Record) error {
+	return s.put(ctx, rec, nil, true)
 }
 
 // put replaces rec's node's record and, with p, appends p to its history;
-// without p the node must have been written before.
-func (s *Store) put(ctx context.Context, rec *store.Record, p *diagnose.Point) error {
+// without p the node must have been written before. With inOrder it
+// refuses a record observed before the one held.
+func (s *Store) put(ctx context.Context, rec *store.Record, p *diagnose.Point, inOrder bool) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -144,6 +159,8 @@ func (s *Store) put(ctx context.Context, rec *store.Record, p *diagnose.Point) e
 		return fmt.Errorf("%q: %w", id, store.ErrNotFound)
 	case n == nil:
 		n = &node{}
+	case inOrder && n.observed.After(rec.Metrics.GetObservedAt().AsTime()):
+		return fmt.Errorf("%q observed at %v, %v held: %w", id, rec.Metrics.GetObservedAt().AsTime(), n.observed, store.ErrOutOfOrder)
 	}
 	if p != nil {
 		if err := n.hist.Append(*p, s.opts.HistoryLen); err != nil {

@@ -32,8 +32,18 @@
 // (BenchmarkReplicaSync). Shared stores without a log are read whole on
 // every sync. Stats says how the syncs went.
 //
+// A shared store that lost its data (the log does not follow on) lists
+// nothing until the ingest leader's next refresh writes the fleet again;
+// the copy keeps the nodes it held, though unlisted, for LossGrace (default
+// DefaultLossGrace), so that reads never find the fleet empty or a node
+// unknown because Redis restarted.
+//
 // Writes (the ingest leader's Put and Publish) go to the copy first, then to
-// the shared store. A write the shared store refuses because of its fencing
+// the shared store. A record observed before the one the copy holds is
+// refused (store.ErrOutOfOrder) and written nowhere, as the shared store
+// would refuse it: two leaders overlap for a moment when a lease changes
+// hands, and the copy of the one stepping down may already hold its
+// successor's newer record, which its own older one must not replace. A write the shared store refuses because of its fencing
 // (store.ErrFenced: a newer leader exists) is returned, so the old leader
 // stops. A write that fails because the shared store is unreachable is not
 // an error to the writer: the record reaches the shared store with the next

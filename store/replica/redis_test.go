@@ -153,22 +153,27 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 		now bool
 		// want is the copy once repaired (node: observed second).
 		want map[string]int
+		// read is how many nodes the repairing sync reads, when not all
+		// of want.
+		read int
 	}{
 		{"a write logged below the last position", func(t *testing.T, o *overRedis) {
 			old := o.rdb.ZScore(ctx, redisstore.DefaultPrefix+"{changes}:log", "b").Val()
 			o.put(t, "b", 2)
 			o.rdb.ZAdd(ctx, redisstore.DefaultPrefix+"{changes}:log", redis.Z{Score: old, Member: "b"})
-		}, false, map[string]int{"a": 1, "b": 2}},
+		}, false, map[string]int{"a": 1, "b": 2}, 0},
 		{"a write not logged (an older writer)", func(t *testing.T, o *overRedis) {
 			old := o.rdb.ZScore(ctx, redisstore.DefaultPrefix+"{changes}:log", "b").Val()
 			o.put(t, "b", 2)
 			o.rdb.ZAdd(ctx, redisstore.DefaultPrefix+"{changes}:log", redis.Z{Score: old, Member: "b"})
 			o.rdb.HIncrBy(ctx, redisstore.DefaultPrefix+"{changes}:seq", "n", -1)
-		}, true, map[string]int{"a": 1, "b": 2}},
+		}, true, map[string]int{"a": 1, "b": 2}, 0},
+		// a stays through LossGrace though unlisted: the leader writes
+		// it again (TestRedisLosingItsDataLosesNoNode).
 		{"redis lost its data", func(t *testing.T, o *overRedis) {
 			o.rdb.FlushAll(ctx)
 			o.put(t, "b", 2)
-		}, true, map[string]int{"b": 2}},
+		}, true, map[string]int{"a": 1, "b": 2}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newOverRedis(t, "", replica.Options{}, nil)
@@ -178,7 +183,11 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 			o.wclock.Add(time.Second) // the index's time moves with each write
 			tc.drift(t, o)
 			if tc.now {
-				o.sync(t, true, len(tc.want))
+				read := len(tc.want)
+				if tc.read > 0 {
+					read = tc.read
+				}
+				o.sync(t, true, read)
 				o.copyIs(t, tc.want)
 				return
 			}
@@ -380,5 +389,55 @@ func TestFastWritesReachReplicas(t *testing.T) {
 	}
 	if err := o.w.PutRecord(ctx, record("b", at(3), llmdiagv1.Status_STATUS_OK)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("PutRecord of a node never Put: err = %v, want ErrNotFound", err)
+	}
+}
+
+// TestRedisLosingItsDataLosesNoNode: Redis restarted without persistence
+// lists nothing until the leader writes again; meanwhile the copy keeps
+// every node it held (reads never find the fleet empty), takes the ones
+// the leader writes again, and drops one still unlisted only once
+// LossGrace has passed.
+func TestRedisLosingItsDataLosesNoNode(t *testing.T) {
+	srv := redistest.Start(t)
+	o := newOverRedis(t, srv.URL(), replica.Options{LossGrace: 10 * time.Second}, nil)
+	ctx := context.Background()
+	o.put(t, "a", 1)
+	o.put(t, "b", 1)
+	o.sync(t, true, 2)
+	listed := func() string {
+		recs, err := o.r.List(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range recs {
+			ids = append(ids, r.Node.GetId())
+		}
+		return strings.Join(ids, ",")
+	}
+	if _, err := srv.Do("FLUSHALL"); err != nil {
+		t.Fatal(err)
+	}
+	o.sync(t, true, 0)
+	if got := listed(); got != "a,b" {
+		t.Fatalf("after Redis lost its data the copy lists %q, want a,b", got)
+	}
+	o.put(t, "a", 2) // the leader's next refresh; b is gone from the fleet
+	o.rclock.Add(5 * time.Second)
+	if err := o.r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); got != "a,b" {
+		t.Fatalf("within the grace the copy lists %q, want a,b", got)
+	}
+	if rec, err := o.r.Get(ctx, "a"); err != nil || !rec.Metrics.GetObservedAt().AsTime().Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("a after the leader wrote it again: %v %v, want observed at t0+2s", rec, err)
+	}
+	o.rclock.Add(6 * time.Second)
+	if err := o.r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed(); got != "a" {
+		t.Fatalf("after the grace the copy lists %q, want a alone", got)
 	}
 }

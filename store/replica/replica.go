@@ -45,6 +45,10 @@ type Changer interface {
 // can read only what changed (Options.FullEvery).
 const DefaultFullEvery = 5 * time.Minute
 
+// DefaultLossGrace is how long the copy keeps the nodes a shared store
+// that lost its data no longer lists (Options.LossGrace).
+const DefaultLossGrace = time.Minute
+
 // Options tune a Store.
 type Options struct {
 	// SyncEvery is how often Run brings the copy up to date (default 1s).
@@ -58,6 +62,14 @@ type Options struct {
 	// unreachable (default 65536); past it the oldest are dropped, and
 	// Degraded says so.
 	PendingMax int
+	// LossGrace is how long, once the shared store is found to have lost
+	// its data (its write log no longer follows on from the last sync: a
+	// Redis restarted without persistence, a flush), the copy keeps the
+	// nodes it held that the shared store does not list again yet: the
+	// store lost them, not the fleet, and the ingest leader writes them
+	// again at its next refresh. Default DefaultLossGrace; a node the
+	// leader removes within it lingers in this copy until it ends.
+	LossGrace time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 	// Log receives sync failures and recoveries (default: discarded).
@@ -118,6 +130,10 @@ type Store struct {
 	fullAt time.Time
 	refull bool
 	stats  SyncStats
+	// lostIDs are the nodes the copy held when the shared store was found
+	// to have lost its data; kept until lostUntil though not listed.
+	lostIDs   map[string]bool
+	lostUntil time.Time
 }
 
 // New returns a Store over shared, keeping its copy in local.
@@ -133,6 +149,9 @@ func New(shared store.Store, local *memory.Store, opts Options) *Store {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.LossGrace <= 0 {
+		opts.LossGrace = DefaultLossGrace
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -197,6 +216,10 @@ func (s *Store) Sync(ctx context.Context) error {
 		}
 		return s.failed(err)
 	}
+	retain, err := s.retain(ctx, read, began)
+	if err != nil {
+		return err
+	}
 	for i, rec := range read.recs {
 		// Take keeps this replica's record when it is newer: written since
 		// the read, or while the shared store did not answer; the shared
@@ -205,7 +228,7 @@ func (s *Store) Sync(ctx context.Context) error {
 			return fmt.Errorf("copy %s: %w", rec.Node.GetId(), err)
 		}
 	}
-	if err := s.local.RetainUnwritten(ctx, read.keep, since); err != nil {
+	if err := s.local.RetainUnwritten(ctx, retain, since); err != nil {
 		return err
 	}
 	s.mu.Lock()
@@ -227,6 +250,43 @@ func (s *Store) Sync(ctx context.Context) error {
 	return nil
 }
 
+// retain is the nodes the copy keeps after read: those the shared store
+// lists, and, for LossGrace after the shared store was found to have lost
+// its data, those the copy held then.
+func (s *Store) retain(ctx context.Context, read readout, now time.Time) (map[string]bool, error) {
+	if read.lost {
+		held, err := s.local.List(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ids := make(map[string]bool, len(held))
+		for _, rec := range held {
+			ids[rec.Node.GetId()] = true
+		}
+		s.mu.Lock()
+		s.lostIDs, s.lostUntil = ids, now.Add(s.opts.LossGrace)
+		s.mu.Unlock()
+		s.opts.Log.Warn("the shared store lost its data: this copy keeps its nodes until the leader writes them again", "nodes", len(ids), "for", s.opts.LossGrace)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lostIDs == nil {
+		return read.keep, nil
+	}
+	if !now.Before(s.lostUntil) {
+		s.lostIDs = nil
+		return read.keep, nil
+	}
+	keep := make(map[string]bool, len(read.keep)+len(s.lostIDs))
+	for id := range read.keep {
+		keep[id] = true
+	}
+	for id := range s.lostIDs {
+		keep[id] = true
+	}
+	return keep, nil
+}
+
 // readout is what one Sync read of the shared store: records and their
 // histories to take, the nodes the copy keeps, the write log position
 // (Changer; "" otherwise) and whether it read everything.
@@ -236,6 +296,9 @@ type readout struct {
 	keep  map[string]bool
 	pos   string
 	full  bool
+	// lost: the write log did not follow on from the last sync, so the
+	// shared store lost its data.
+	lost bool
 }
 
 // read reads what Sync takes: from a Changer, unless full, the nodes
@@ -250,7 +313,7 @@ func (s *Store) read(ctx context.Context, full bool, pos string, listed map[stri
 		}
 		s.opts.Log.Info("reading the whole shared store: its write log does not follow on from the last sync", "err", err)
 	}
-	r := readout{full: true}
+	r := readout{full: true, lost: ok && !full}
 	if ok {
 		// The position first: what the dump reads is at least as new.
 		var err error
@@ -391,14 +454,17 @@ func (s *Store) skipping() bool {
 	return s.skip
 }
 
-// Put writes the copy, then the shared store. Only a fencing or ordering
+// Put writes the copy, then the shared store. A record observed before the
+// one the copy holds (a newer leader's, brought by a sync while this
+// replica still refreshed) is refused with store.ErrOutOfOrder and written
+// nowhere, so the copy never goes back in time. Only a fencing or ordering
 // refusal is an error: when the shared store is unreachable the next
 // refresh writes the record again (once Sync finds it answering, Put does
 // not wait on it meanwhile).
 func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) error {
 	s.writes.RLock()
 	defer s.writes.RUnlock()
-	if err := s.local.Put(ctx, rec, p); err != nil {
+	if err := s.local.PutInOrder(ctx, rec, p); err != nil {
 		return err
 	}
 	if s.skipping() {
@@ -421,7 +487,7 @@ func (s *Store) Put(ctx context.Context, rec *store.Record, p diagnose.Point) er
 func (s *Store) PutRecord(ctx context.Context, rec *store.Record) error {
 	s.writes.RLock()
 	defer s.writes.RUnlock()
-	if err := s.local.PutRecord(ctx, rec); err != nil {
+	if err := s.local.PutRecordInOrder(ctx, rec); err != nil {
 		return err
 	}
 	rw, ok := s.shared.(store.RecordWriter)

@@ -456,3 +456,45 @@ func TestSweepRemovesFromBothAndWaitsOutAnOutage(t *testing.T) {
 		}
 	}
 }
+
+// TestPutNeverTakesTheCopyBackInTime: while a lease changes hands two
+// leaders refresh for a moment; a sync brings the newer leader's record
+// into the copy of the one stepping down, whose own older record must then
+// be refused (as the shared store refuses it), not put in the copy, where
+// readers would see the node's verdict go back in time.
+func TestPutNeverTakesTheCopyBackInTime(t *testing.T) {
+	ctx := context.Background()
+	shared, r, _ := setup(t)
+	newer, older := t0.Add(2*time.Second), t0.Add(time.Second)
+	// The other leader's write reaches the shared store, then this copy.
+	if err := shared.Put(ctx, record("a", newer, llmdiagv1.Status_STATUS_OK), diagnose.Point{At: newer, Up: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		write func() error
+	}{
+		{"Put", func() error {
+			return r.Put(ctx, record("a", older, llmdiagv1.Status_STATUS_CRIT), diagnose.Point{At: older, Up: true})
+		}},
+		{"PutRecord", func() error { return r.PutRecord(ctx, record("a", older, llmdiagv1.Status_STATUS_CRIT)) }},
+	} {
+		if err := tc.write(); !errors.Is(err, store.ErrOutOfOrder) {
+			t.Errorf("%s of an older record: %v, want ErrOutOfOrder", tc.name, err)
+		}
+		rec, err := r.Get(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.Metrics.GetObservedAt().AsTime(); !got.Equal(newer) {
+			t.Errorf("after %s of an older record the copy reads observed at %v, want the newer %v", tc.name, got, newer)
+		}
+	}
+	// A record as new as the one held, or newer, is written.
+	if err := r.Put(ctx, record("a", newer, llmdiagv1.Status_STATUS_WARN), diagnose.Point{At: newer, Up: true}); err != nil {
+		t.Errorf("Put observed at the time held: %v", err)
+	}
+}

@@ -290,6 +290,15 @@ func (p *Prometheus) Restart(t testing.TB) {
 // Running reports whether the process is running.
 func (p *Prometheus) Running() bool { return p.srv.Running() }
 
+// Pid is the process id of the running Prometheus, 0 while stopped: for a
+// test that signals it (SIGSTOP and SIGCONT to pause it).
+func (p *Prometheus) Pid() int {
+	if proc := p.srv.Proc(); proc != nil {
+		return proc.Pid()
+	}
+	return 0
+}
+
 // URL is the base URL of the HTTP API, http://127.0.0.1:port.
 func (p *Prometheus) URL() string { return "http://" + p.addr }
 

@@ -1,0 +1,6 @@
+//go:build race
+
+package chaos
+
+// raceEnabled: the tests run with the race detector.
+const raceEnabled = true
