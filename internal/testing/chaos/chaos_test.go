@@ -28,7 +28,7 @@ const (
 	flipDown   = 10 * time.Second // and stays down this long
 	flipSettle = 12 * time.Second // a stream has this long after a flip to deliver it
 	settleFor  = 2 * time.Minute  // at most, for resources to settle at the end
-	floodConns = 1100             // per replica: past --max-connections (1000) without the per-address cap
+	floodConns = 1100             // per replica: past --max-connections (1000), were it not for --max-pending-conns-per-ip
 	watchersOn = 2                // Watch streams per replica
 	hangShare  = 10               // percent of the 200 targets hung
 	// usageSamples: resources are read this many times a second apart at

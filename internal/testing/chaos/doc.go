@@ -48,8 +48,9 @@
 // loopback source address (127.0.0.2 on), calling ListNodes, DiagnoseNode
 // and GET /routable/{node} round-robin over the replicas, and health
 // streams (client.Watch) on every replica. A flooding client opens idle
-// TCP connections from 127.0.0.1; the replicas run with --max-conns-per-ip
-// so that it holds only its own share.
+// TCP connections from 127.0.0.1, which never send a byte; the replicas
+// run on their default connection limits, which hold it to
+// --max-pending-conns-per-ip of them at once.
 //
 // The injections are: SIGKILL of the ingest lease holder (restarted once
 // another replica holds the lease), Redis restarted (empty), Prometheus

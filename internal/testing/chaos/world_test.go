@@ -48,9 +48,6 @@ const (
 	// what grows after that is not state filling up.
 	historyLen = 10
 	window     = time.Minute
-	// connsPerIP is each replica's --max-conns-per-ip: a flood from one
-	// address holds at most this many of its connections.
-	connsPerIP = 100
 )
 
 // replicaLag is how far behind another replica's answer may be: its copy
@@ -302,7 +299,7 @@ func newWorld(t *testing.T) *world {
 			// State full by the end of the baseline, so that the resources
 			// compared at the end are not the history still filling up.
 			"--history", strconv.Itoa(historyLen), "--window", window.String(),
-			"--auth-tokens", w.tokensPath, "--max-conns-per-ip", strconv.Itoa(connsPerIP),
+			"--auth-tokens", w.tokensPath,
 			"--log-level", "warn",
 		}
 		r.start(t)
