@@ -94,14 +94,23 @@ type pendingTracker struct {
 
 	mu     sync.Mutex
 	conns  map[net.Conn]*pendingConn
-	byHost map[string]int // pending connections by remote IP; no entry at 0
+	byHost map[string]int          // pending connections by remote IP; no entry at 0
+	remote map[string]*pendingConn // pending connections by remote address
+	// closed is the connections the deadline closed, by remote address,
+	// until net/http reports them closed: the handshake error it may log
+	// for one meanwhile is counted already.
+	closed map[string]bool
 }
 
 // pendingConn is one pending connection.
 type pendingConn struct {
 	host    string
-	preface bool // an HTTP/2 connection's preface was read
+	remote  string // the remote address
+	preface bool   // an HTTP/2 connection's preface was read
 	timer   Stopper
+	// failed: net/http logged its handshake failing (and counted it), so
+	// the deadline closes it without counting it again.
+	failed bool
 }
 
 func newPendingTracker(lim PendingLimits) *pendingTracker {
@@ -114,7 +123,7 @@ func newPendingTracker(lim PendingLimits) *pendingTracker {
 	if lim.AfterFunc == nil {
 		lim.AfterFunc = func(d time.Duration, f func()) Stopper { return time.AfterFunc(d, f) }
 	}
-	return &pendingTracker{lim: lim, conns: map[net.Conn]*pendingConn{}, byHost: map[string]int{}}
+	return &pendingTracker{lim: lim, conns: map[net.Conn]*pendingConn{}, byHost: map[string]int{}, remote: map[string]*pendingConn{}, closed: map[string]bool{}}
 }
 
 // connState is the http.Server.ConnState hook.
@@ -139,8 +148,9 @@ func (t *pendingTracker) accept(c net.Conn) {
 		t.lim.Refusals.Refuse(refusal.Connections, "connection refused", "remote", c.RemoteAddr().String(), "limit", t.lim.FlagPerHost, "max", t.lim.MaxPerHost)
 		return
 	}
-	p := &pendingConn{host: host}
+	p := &pendingConn{host: host, remote: c.RemoteAddr().String()}
 	t.conns[c] = p
+	t.remote[p.remote] = p
 	t.byHost[host]++
 	if t.lim.Timeout > 0 {
 		// Under the lock: the timer cannot find c before p.timer is set.
@@ -174,7 +184,26 @@ func (t *pendingTracker) release(c net.Conn) {
 	if p := t.conns[c]; p != nil {
 		t.untrackLocked(c, p)
 	}
+	delete(t.closed, c.RemoteAddr().String())
 	t.mu.Unlock()
+}
+
+// handshakeFailed is told, by net/http's error log, of the TLS handshake
+// of the connection from remote failing: it reports whether the deadline
+// closed and counted that connection already, and otherwise keeps the
+// deadline from counting it again (the error log counts it). Each refused
+// connection counts once, whichever of the client's close and the
+// deadline came first.
+func (t *pendingTracker) handshakeFailed(remote string) (counted bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed[remote] {
+		return true
+	}
+	if p := t.remote[remote]; p != nil {
+		p.failed = true
+	}
+	return false
 }
 
 // expire closes c if it is still pending (as p: the timer of a connection
@@ -188,6 +217,12 @@ func (t *pendingTracker) expire(c net.Conn, p *pendingConn) {
 		return
 	}
 	t.untrackLocked(c, p)
+	if p.failed {
+		t.mu.Unlock()
+		closeRaw(c)
+		return
+	}
+	t.closed[p.remote] = true
 	t.mu.Unlock()
 	closeRaw(c)
 	t.lim.Refusals.Refuse(refusal.Handshake, "connection closed before its first request", "remote", c.RemoteAddr().String(), "limit", t.lim.FlagTimeout, "timeout", t.lim.Timeout)
@@ -195,6 +230,7 @@ func (t *pendingTracker) expire(c net.Conn, p *pendingConn) {
 
 func (t *pendingTracker) untrackLocked(c net.Conn, p *pendingConn) {
 	delete(t.conns, c)
+	delete(t.remote, p.remote)
 	if p.timer != nil {
 		p.timer.Stop()
 	}

@@ -229,6 +229,41 @@ func TestPendingDeadlineUnderPressure(t *testing.T) {
 	}
 }
 
+// TestPendingCountedOnce: a connection the deadline closes is counted
+// once, whether net/http's handshake error for it (the client gave up at
+// the same moment) comes after the deadline or before it.
+func TestPendingCountedOnce(t *testing.T) {
+	const a = "127.0.0.1"
+	for _, errorFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deadline first", true: "handshake error first"}[errorFirst], func(t *testing.T) {
+			f := newTrackerFixture(t, 10, 5*time.Second)
+			c := f.conn(a, 1001, false)
+			remote := c.RemoteAddr().String()
+			counts := 0.0 // what net/http's error log counts
+			if errorFirst && !f.t.handshakeFailed(remote) {
+				counts++
+			}
+			f.clk.Add(5 * time.Second)
+			if !c.closed.Load() {
+				t.Fatal("not closed at the deadline")
+			}
+			if !errorFirst && !f.t.handshakeFailed(remote) {
+				counts++
+			}
+			counts += refusedCount(t, f.reg, refusal.Handshake)
+			if counts != 1 {
+				t.Errorf("counted %g times, want once", counts)
+			}
+			// Reported closed: the address may come again, and a new
+			// connection's failure is its own.
+			f.t.connState(f.wrap(c, false), http.StateClosed)
+			if f.t.handshakeFailed(remote) || len(f.t.closed) != 0 || len(f.t.remote) != 0 {
+				t.Errorf("after the close: closed %v, remote %v; want both empty", f.t.closed, f.t.remote)
+			}
+		})
+	}
+}
+
 // TestPendingTrackerOff: a zero cap or timeout is off.
 func TestPendingTrackerOff(t *testing.T) {
 	tests := []struct {

@@ -182,20 +182,22 @@ func serve(ctx context.Context, ln net.Listener, h http.Handler, log *slog.Logge
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	if o.Refusals != nil {
-		// TLS handshake errors counted, and the caller cannot set the
-		// pace of the log.
-		srv.ErrorLog = o.Refusals.ErrorLog()
-	}
+	var counted func(remote string) bool
 	if o.Pending.on() {
 		if o.Pending.Refusals == nil {
 			o.Pending.Refusals = o.Refusals
 		}
-		srv.ConnState = newPendingTracker(o.Pending).connState
+		pt := newPendingTracker(o.Pending)
+		srv.ConnState, counted = pt.connState, pt.handshakeFailed
 		if tlsConfig == nil {
 			// Cleartext HTTP/2 is told from HTTP/1 by its first bytes.
 			ln = sniffListener{ln}
 		}
+	}
+	if o.Refusals != nil {
+		// TLS handshake errors counted (once: not those the deadline
+		// closed), and the caller cannot set the pace of the log.
+		srv.ErrorLog = o.Refusals.ErrorLog(counted)
 	}
 	errc := make(chan error, 1)
 	go func() {

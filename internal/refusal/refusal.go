@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,25 +158,44 @@ var closedByServer = []byte("use of closed network connection")
 // errorLogKey is the bound of net/http's other error lines.
 const errorLogKey = "http"
 
+// handshakeFrom precedes the remote address in net/http's line for a
+// failed TLS handshake ("http: TLS handshake error from ADDR: ERR").
+const handshakeFrom = "http: TLS handshake error from "
+
 // ErrorLog returns a logger for http.Server.ErrorLog: a TLS handshake
 // error is a refusal of reason Handshake (unless the server closed the
-// connection itself: whatever closed it counts it), any other line is
-// logged at warn level under a bound of its own. A nil Log returns nil (net/http's
+// connection itself, or counted reports, given the remote address, that
+// what closed it counted it already), any other line is logged at warn
+// level under a bound of its own. A nil Log returns nil (net/http's
 // default).
-func (l *Log) ErrorLog() *log.Logger {
+func (l *Log) ErrorLog(counted ...func(remote string) bool) *log.Logger {
 	if l == nil {
 		return nil
 	}
-	return log.New(errorWriter{l}, "", 0)
+	w := errorWriter{l: l}
+	if len(counted) > 0 {
+		w.counted = counted[0]
+	}
+	return log.New(w, "", 0)
 }
 
-type errorWriter struct{ l *Log }
+type errorWriter struct {
+	l       *Log
+	counted func(remote string) bool
+}
 
 func (w errorWriter) Write(p []byte) (int, error) {
 	line := string(bytes.TrimSpace(p))
 	if bytes.HasPrefix(p, handshakePrefix) {
 		if bytes.Contains(p, closedByServer) {
 			return len(p), nil
+		}
+		if w.counted != nil {
+			if rest, ok := strings.CutPrefix(line, handshakeFrom); ok {
+				if remote, _, ok := strings.Cut(rest, ": "); ok && w.counted(remote) {
+					return len(p), nil
+				}
+			}
 		}
 		w.l.Refuse(Handshake, "TLS handshake failed", "err", line)
 		return len(p), nil

@@ -1,6 +1,7 @@
 package refusal_test
 
 import (
+	"slices"
 	"bytes"
 	"encoding/json"
 	"log/slog"
@@ -189,6 +190,26 @@ func TestFloodIsBounded(t *testing.T) {
 	}
 	if c := f.count(t, refusal.Auth); c != perSecond*seconds {
 		t.Errorf("counted %g, want %d", c, perSecond*seconds)
+	}
+}
+
+// TestErrorLogCountedElsewhere: a handshake error of a connection that
+// what closed it counted already (as the given func says, by the remote
+// address in the line) is not counted again; others are.
+func TestErrorLogCountedElsewhere(t *testing.T) {
+	f := newFixture(t, refusal.Options{})
+	var asked []string
+	el := f.log.ErrorLog(func(remote string) bool {
+		asked = append(asked, remote)
+		return remote == "127.0.0.1:5555"
+	})
+	el.Printf("http: TLS handshake error from 127.0.0.1:5555: EOF")
+	el.Printf("http: TLS handshake error from [::1]:5556: EOF")
+	if c := f.count(t, refusal.Handshake); c != 1 {
+		t.Errorf("handshake refusals %g, want 1 (the one not counted elsewhere)", c)
+	}
+	if want := []string{"127.0.0.1:5555", "[::1]:5556"}; !slices.Equal(asked, want) {
+		t.Errorf("asked about %q, want %q", asked, want)
 	}
 }
 
