@@ -226,6 +226,9 @@ func (s *serving) store(ctx context.Context) (err error) {
 // source opens where refreshes read.
 func (s *serving) source(context.Context) (err error) {
 	s.src, err = s.cfg.openSource(s.fleet, s.log, refresh.SLORetention(s.th))
+	if s.src.close != nil {
+		s.closers = append(s.closers, s.src.close)
+	}
 	return err
 }
 
@@ -500,6 +503,8 @@ type openedSource struct {
 	// scraper is the direct scrape, whose targets --discovery changes;
 	// nil when nothing is scraped directly.
 	scraper *scrape.Scraper
+	// close stops what the source runs in the background; nil when none.
+	close func()
 }
 
 // openSource is a direct scrape of the fleet's nodes with a url, or with
@@ -550,15 +555,29 @@ func (c *serveConfig) openSource(f *fleet.File, log *slog.Logger, sloRetention t
 	switch {
 	case c.discoveryPath != "":
 		// Discovered nodes with a url, as fleet nodes with one.
-		o.src, o.scraper = combine.Combined{History: ps, Gauges: scraper}, scraper
+		o.combine(ps, scraper, c.interval)
 		o.from += " with gauges scraped from the nodes --discovery finds"
 	case len(scraped) > 0:
 		// Fleet nodes with a url: gauges fresh from their endpoints,
 		// everything else from Prometheus.
-		o.src, o.scraper = combine.Combined{History: ps, Gauges: scraper}, scraper
+		o.combine(ps, scraper, c.interval)
 		o.from += fmt.Sprintf(" with gauges scraped from %d nodes", len(scraped))
 	}
 	return o, nil
+}
+
+// combine makes o's source Prometheus's history joined with scraper's
+// gauges. A refresh waits for Prometheus at most half an interval after
+// the scrapes answered: a healthy Prometheus answers its few queries well
+// within that, and a refresh then still fits in its interval beside
+// scrapes that take less than the other half, so a slow or hung
+// Prometheus delays the scraped nodes by half an interval at most rather
+// than holding them back until its deadline. Its rates and percentiles
+// meanwhile are its last answer's, with a warning.
+func (o *openedSource) combine(ps source.Source, scraper *scrape.Scraper, interval time.Duration) {
+	wait := max(interval/2, time.Nanosecond) // 0 would wait without bound
+	cs := combine.New(ps, scraper, combine.Options{Wait: wait, Now: time.Now})
+	o.src, o.scraper, o.close = cs, scraper, cs.Close
 }
 
 // leadRefresh runs loop whenever this replica holds the ingest lease, until

@@ -56,7 +56,7 @@ func TestRefreshJoins(t *testing.T) {
 		obs("only-scrape", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(3)}),
 		down,
 	}}
-	got, err := combine.Combined{History: prom, Gauges: scrape}.Refresh(context.Background(), "5m")
+	got, err := combine.New(prom, scrape, combine.Options{}).Refresh(context.Background(), "5m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestRefreshJoins(t *testing.T) {
 func TestPrometheusDownKeepsScrapedNodes(t *testing.T) {
 	boom := errors.New("prometheus down")
 	scrape := fake{obs: []source.Observation{obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)})}}
-	c := combine.Combined{History: fake{err: boom}, Gauges: scrape}
+	c := combine.New(fake{err: boom}, scrape, combine.Options{})
 	got, err := c.Refresh(context.Background(), "5m")
 	if err != nil || len(got) != 1 || !strings.Contains(strings.Join(got[0].Metrics.GetWarnings(), ""), "prometheus down") {
 		t.Fatalf("got %v, %v", got, err)
@@ -92,7 +92,7 @@ func TestPrometheusDownKeepsScrapedNodes(t *testing.T) {
 	if err != nil || !strings.Contains(strings.Join(m.GetWarnings(), ""), "prometheus down") {
 		t.Fatalf("window fallback: %v, %v", m, err)
 	}
-	if _, err := (combine.Combined{History: fake{err: boom}, Gauges: fake{err: boom}}).Refresh(context.Background(), "5m"); err == nil {
+	if _, err := combine.New(fake{err: boom}, fake{err: boom}, combine.Options{}).Refresh(context.Background(), "5m"); err == nil {
 		t.Fatal("both down must fail the refresh")
 	}
 }
@@ -102,7 +102,7 @@ func TestPrometheusDownKeepsScrapedNodes(t *testing.T) {
 func TestWindowOverBudgetIsRefused(t *testing.T) {
 	over := fmt.Errorf("reading the 1h window: %w", source.ErrOverBudget)
 	scrape := fake{obs: []source.Observation{obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)})}}
-	m, err := combine.Combined{History: fake{err: over}, Gauges: scrape}.Window(context.Background(), "a", "1h", 0)
+	m, err := combine.New(fake{err: over}, scrape, combine.Options{}).Window(context.Background(), "a", "1h", 0)
 	if !errors.Is(err, source.ErrOverBudget) || m != nil {
 		t.Fatalf("got %v, %v; want ErrOverBudget", m, err)
 	}
@@ -114,7 +114,7 @@ func TestScrapeDownKeepsPrometheusNodes(t *testing.T) {
 		obs("a", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(1)}),
 		{Node: fleet.Node{ID: "not-yet"}}, // known to Prometheus, nothing read yet
 	}}
-	got, err := combine.Combined{History: prom, Gauges: fake{err: boom}}.Refresh(context.Background(), "5m")
+	got, err := combine.New(prom, fake{err: boom}, combine.Options{}).Refresh(context.Background(), "5m")
 	if err != nil || len(got) != 2 {
 		t.Fatalf("got %v, %v; want both Prometheus nodes", got, err)
 	}
@@ -130,7 +130,7 @@ func TestScrapeDownKeepsPrometheusNodes(t *testing.T) {
 
 	// A node Prometheus has nothing for yet takes the scrape's reading.
 	scrape := fake{obs: []source.Observation{obs("not-yet", t0, &llmdiagv1.NodeMetrics{Queue: sample.F(4)})}}
-	got, err = combine.Combined{History: prom, Gauges: scrape}.Refresh(context.Background(), "5m")
+	got, err = combine.New(prom, scrape, combine.Options{}).Refresh(context.Background(), "5m")
 	if err != nil || len(got) != 2 || got[1].Metrics.GetQueue() != 4 {
 		t.Fatalf("got %v, %v; want not-yet from the scrape", got, err)
 	}

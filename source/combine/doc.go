@@ -8,4 +8,14 @@
 // Prometheus's gauges, and when either side fails as a whole the other's
 // nodes still refresh, with the failure in their warnings. Only both
 // failing fails the refresh.
+//
+// A slow Prometheus does not hold the fresh gauges back: a refresh waits
+// for it at most Options.Wait once the scrapes have answered, then joins
+// the gauges to Prometheus's last answer, each node it covers warned that
+// the history source is slow, since when, and how old its rates and
+// percentiles are (with no last answer, as if Prometheus had failed). At
+// most one Prometheus refresh is ever in flight: a refresh that finds one
+// joins it rather than starting another, and one left unanswered goes on in
+// the background, bounded by its refresh's deadline and cancelled by Close,
+// to serve the next refresh.
 package combine
