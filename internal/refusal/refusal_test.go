@@ -1,10 +1,10 @@
 package refusal_test
 
 import (
-	"slices"
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"

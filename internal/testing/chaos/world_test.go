@@ -3,7 +3,6 @@ package chaos
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -187,31 +186,13 @@ func (w *world) writeTokens() {
 	}
 }
 
-// buildLLMDiag builds the llmdiag binary, with the race detector when the
-// test has it.
-func buildLLMDiag(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "llmdiag")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/llmdiag/llmdiag/cmd/llmdiag")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // newWorld starts the fleet, Prometheus, Redis and the replicas, and
 // returns once every replica serves a verdict on every node.
 func newWorld(t *testing.T) *world {
 	w := &world{t: t, viaPrometheus: map[string]bool{}}
 	// Programs first: a missing one fails before anything is built.
 	w.redis = redistest.Start(t)
-	w.bin = buildLLMDiag(t)
+	w.bin = testkit.BuildLLMDiag(t, raceEnabled)
 	dir := t.TempDir()
 
 	var seedFile string

@@ -1,12 +1,14 @@
 package testkit
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Program is a real program a test runs (a server such as prometheus, or
@@ -92,4 +94,23 @@ func (p Program) hint() string {
 func executable(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0
+}
+
+// BuildLLMDiag builds the llmdiag binary into a temporary directory, with
+// the race detector when race (the calling test's build has it: its
+// packages are then already compiled so).
+func BuildLLMDiag(t testing.TB, race bool) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "llmdiag")
+	args := []string{"build", "-o", bin}
+	if race {
+		args = append(args, "-race")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/llmdiag/llmdiag/cmd/llmdiag")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

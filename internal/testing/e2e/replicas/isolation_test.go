@@ -47,7 +47,7 @@ func TestServeIsolatesBrokenTargets(t *testing.T) {
 		interval      = 4 * time.Second
 		scrapeTimeout = 2 * time.Second
 	)
-	bin := buildLLMDiag(t)
+	bin := testkit.BuildLLMDiag(t, raceEnabled)
 	dir := t.TempDir()
 
 	simFleet := filepath.Join(dir, "sim.yaml")
@@ -230,25 +230,6 @@ func TestServeIsolatesBrokenTargets(t *testing.T) {
 		}
 		return true
 	})
-}
-
-// buildLLMDiag builds the llmdiag binary into a temporary directory, with
-// the race detector when the test has it (its packages are then already
-// compiled).
-func buildLLMDiag(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "llmdiag")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", append(args, "github.com/llmdiag/llmdiag/cmd/llmdiag")...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // startBinary starts bin with args, its output in the returned buffer, and
