@@ -132,18 +132,40 @@ func golden(t testing.TB, path string, got []byte, update bool) {
 }
 
 // FreeAddr is a loopback host:port free a moment ago (a listener opened and
-// closed), for a server the test starts to listen on. Another listener may
-// be given it meanwhile, which the server's own listen then reports; an
-// address that must refuse connections is ClosedAddr's.
+// closed), for a server the test starts to listen on, and never given
+// before in this process: the kernel may hand a port just closed to the
+// next listener that asks for any, so two addresses drawn one after the
+// other for one test (a proxy's frontend and a backend) could otherwise be
+// the same. Another process may still be given it meanwhile, which the
+// server's own listen then reports; an address that must refuse
+// connections is ClosedAddr's.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		given.Lock()
+		seen := given.addrs[addr]
+		given.addrs[addr] = true
+		given.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatalf("FreeAddr: 100 ports in a row were given before")
+	return ""
 }
+
+// given is every address FreeAddr has returned in this process (ports are
+// the process's to share, not one test's).
+var given = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // ClosedAddr is a loopback host:port nothing listens on until the test
 // ends: connecting to it is refused. The port is held by a socket bound to

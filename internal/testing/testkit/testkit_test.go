@@ -132,3 +132,16 @@ func TestClosedAddrIsRefusedAndKept(t *testing.T) {
 		t.Fatalf("listen on %s: succeeded, want the port held", addr)
 	}
 }
+
+// TestFreeAddrNeverTwice: FreeAddr never gives one address twice in a
+// process.
+func TestFreeAddrNeverTwice(t *testing.T) {
+	seen := map[string]bool{}
+	for range 300 {
+		a := FreeAddr(t)
+		if seen[a] {
+			t.Fatalf("%s given twice", a)
+		}
+		seen[a] = true
+	}
+}
