@@ -166,9 +166,8 @@ func TestCaddyFailOpenFallback(t *testing.T) {
 		{failOpen: false, checkCode: http.StatusBadGateway},
 	} {
 		t.Run(fmt.Sprintf("fail-open=%v", tc.failOpen), func(t *testing.T) {
-			free := freePorts(t)
-			hop := free()
-			v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: free(), Token: routerToken,
+			hop := freePort(t)
+			v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: freePort(t), Token: routerToken,
 				LLMDiag: testkit.FreeAddr(t), Interval: "1s", FailOpen: tc.failOpen,
 				Nodes: []cfgNode{{ID: "glm-4.6-0", Addr: testkit.FreeAddr(t), Hop: hop}}}
 			startCaddy(t, bin, "caddy", v)
@@ -352,23 +351,9 @@ func routable(base, node string) (int, string) {
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
-// freePorts returns a source of free loopback ports, each one it has not
-// given before: one Caddyfile's sites must not share a port, and a port
-// merely opened and closed can be handed out again.
-func freePorts(t *testing.T) func() int {
-	given := map[int]bool{}
-	return func() int {
-		t.Helper()
-		for range 100 {
-			if p := port(t, testkit.FreeAddr(t)); !given[p] {
-				given[p] = true
-				return p
-			}
-		}
-		t.Fatalf("no free port but the %d given", len(given))
-		return 0
-	}
-}
+// freePort is a free loopback port (testkit.FreeAddr's, never one given
+// before in this process: one Caddyfile's sites must not share a port).
+func freePort(t *testing.T) int { return port(t, testkit.FreeAddr(t)) }
 
 func port(t *testing.T, addr string) int {
 	t.Helper()
@@ -407,8 +392,7 @@ func TestCaddyHealthChecks(t *testing.T) {
 
 	caddys := map[bool]*caddyProc{}
 	for _, failOpen := range []bool{false, true} {
-		free := freePorts(t)
-		v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: free(), Token: routerToken,
+		v := cfgValues{Admin: testkit.FreeAddr(t), Bind: "127.0.0.1", Port: freePort(t), Token: routerToken,
 			LLMDiag: listen, Interval: "1s", FailOpen: failOpen}
 		for _, n := range f.Nodes {
 			if n.Model != "glm-4.6" {
@@ -416,7 +400,7 @@ func TestCaddyHealthChecks(t *testing.T) {
 			}
 			host := strings.TrimPrefix(strings.TrimPrefix(n.URL, "http://"), "https://")
 			host, _, _ = strings.Cut(host, "/")
-			v.Nodes = append(v.Nodes, cfgNode{ID: n.ID, Addr: host, Hop: free()})
+			v.Nodes = append(v.Nodes, cfgNode{ID: n.ID, Addr: host, Hop: freePort(t)})
 		}
 		if len(v.Nodes) != 2 {
 			t.Fatalf("the overloaded fleet's glm-4.6 nodes: %+v, want glm-4.6-0 and glm-4.6-1", v.Nodes)
