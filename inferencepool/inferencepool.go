@@ -330,6 +330,12 @@ func (d *Discoverer) run(ctx context.Context, up chan<- []*targetgroup.Group, se
 		case <-ctx.Done():
 			return false
 		case <-changed:
+			if away {
+				// The informers' own retry got through before the
+				// health check did: their lists are fresh already.
+				away, seen = false, d.reach.counts()
+				d.log.Info("inferencepool: the Kubernetes API server answers again; its watches listed anew")
+			}
 		case <-health.C:
 			c := d.reach.counts()
 			switch {
