@@ -50,16 +50,21 @@ lint:
 		$(GO) tool buf breaking --against '$(BREAKING_AGAINST)' && echo "proto/ is wire-compatible with $(BREAKING_AGAINST)"; \
 	else echo "no main branch to check buf breaking against (set BREAKING_AGAINST)"; fi
 
-## generate: regenerate gen/ from proto/ with the tools pinned in go.mod
+## generate: regenerate gen/ and openapi/llmdiag.v1.yaml from proto/ with
+## the tools pinned in go.mod
 generate:
 	$(GO) tool buf generate
+	$(GO) run ./internal/cmd/openapi gen/openapi/openapi.yaml openapi/llmdiag.v1.yaml
+	rm -r gen/openapi
 
-## checkgenerate: fail if gen/ differs from what proto/ generates
+## checkgenerate: fail if gen/ or openapi/ differs from what proto/ generates
 checkgenerate:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(GO) tool buf generate -o "$$tmp" && \
-	if diff -r gen "$$tmp/gen"; then echo "gen/ is up to date"; \
-	else echo "gen/ drifted from proto/: run make generate and commit" >&2; exit 1; fi
+	$(GO) run ./internal/cmd/openapi "$$tmp/gen/openapi/openapi.yaml" "$$tmp/llmdiag.v1.yaml" && \
+	rm -r "$$tmp/gen/openapi" && \
+	if diff -r gen "$$tmp/gen" && diff openapi/llmdiag.v1.yaml "$$tmp/llmdiag.v1.yaml"; then echo "gen/ and openapi/ are up to date"; \
+	else echo "gen/ or openapi/ drifted from proto/: run make generate and commit" >&2; exit 1; fi
 
 ## manifests: regenerate deploy/base/prometheusrule.yaml and the Helm chart's
 ## copy (deploy/helm/llmdiag/files/rules.yaml) from `llmdiag rules` with the

@@ -192,6 +192,7 @@ func TestFileReload(t *testing.T) {
 func TestAllowed(t *testing.T) {
 	const (
 		list    = llmdiagv1connect.DiagnosisServiceListNodesProcedure
+		node    = llmdiagv1connect.DiagnosisServiceGetNodeProcedure
 		metrics = llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure
 		cmp     = llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure
 		diag    = llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure
@@ -204,10 +205,10 @@ func TestAllowed(t *testing.T) {
 		am      = auth.AlertmanagerPath
 		route   = "/routable/glm-4.6-0"
 	)
-	all := []string{list, metrics, cmp, diag, hist, stream, reflect, prom, future, mcp, am, route, "/routable/a/b", "/routable", "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
+	all := []string{list, node, metrics, cmp, diag, hist, stream, reflect, prom, future, mcp, am, route, "/routable/a/b", "/routable", "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
 	want := map[string][]string{
-		auth.RoleReader:       {list, metrics, cmp, diag, hist, mcp},
-		auth.RoleRouter:       {list, metrics, cmp, diag, hist, stream, mcp, route, "/routable/a/b"},
+		auth.RoleReader:       {list, node, metrics, cmp, diag, hist, mcp},
+		auth.RoleRouter:       {list, node, metrics, cmp, diag, hist, stream, mcp, route, "/routable/a/b"},
 		auth.RoleAlertmanager: {am},
 		auth.RoleAdmin:        all,
 		"":                    nil,
@@ -230,6 +231,7 @@ func TestAllowed(t *testing.T) {
 		auth.SlackCommandPath: true, "/slack/command/": false, "/runbooks/overloaded": true, "/runbooks": false,
 		auth.MCPPath: false, auth.AlertmanagerPath: false,
 		route: false, "/": true, "/console/app.js": true, "/console": false, "/index.html": false,
+		auth.OpenAPIPath: true, "/openapi.yaml/": false, "/v1/nodes": false,
 	} {
 		if got := auth.Public(p); got != want {
 			t.Errorf("Public(%q) = %v, want %v", p, got, want)

@@ -32,6 +32,9 @@ const (
 	// with the token the person enters.
 	ConsolePath   = "/"
 	ConsolePrefix = "/console/"
+	// OpenAPIPath serves the OpenAPI document of the REST surface: the
+	// same file for everyone, holding no fleet data, so public.
+	OpenAPIPath = "/openapi.yaml"
 	// RoutablePrefix, with a node id after it, answers the node's
 	// routability as an HTTP status for proxies' health checkers: the
 	// router role's (admin's too), as StreamHealth is.
@@ -42,6 +45,7 @@ const (
 func reader(procedure string) bool {
 	switch procedure {
 	case llmdiagv1connect.DiagnosisServiceListNodesProcedure,
+		llmdiagv1connect.DiagnosisServiceGetNodeProcedure,
 		llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure,
 		llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure,
 		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure,
@@ -54,14 +58,14 @@ func reader(procedure string) bool {
 
 // Public reports whether the request path procedure answers without
 // credentials: grpc.health.v1, Slack's command (verified by its signature),
-// the runbooks and the web console's page and assets. Paths are compared
+// the runbooks, the web console's page and assets and the OpenAPI document. Paths are compared
 // exactly, as the server's mux routes them.
 func Public(procedure string) bool {
 	// Health probes come from load balancers and orchestrators that hold
 	// no credentials.
 	return procedure == healthPrefix+"Check" || procedure == healthPrefix+"Watch" ||
 		procedure == SlackCommandPath || strings.HasPrefix(procedure, RunbooksPrefix) ||
-		procedure == ConsolePath || strings.HasPrefix(procedure, ConsolePrefix)
+		procedure == ConsolePath || strings.HasPrefix(procedure, ConsolePrefix) || procedure == OpenAPIPath
 }
 
 // Allowed reports whether role may call procedure, a request path such as

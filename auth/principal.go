@@ -4,8 +4,8 @@ import "context"
 
 // Roles a principal may have.
 const (
-	// RoleReader may call ListNodes, GetNodeMetrics, ComparePercentiles,
-	// DiagnoseNode and GetNodeHistory.
+	// RoleReader may call ListNodes, GetNode, GetNodeMetrics,
+	// ComparePercentiles, DiagnoseNode and GetNodeHistory.
 	RoleReader = "reader"
 	// RoleRouter may call what a reader may, StreamHealth, and
 	// RoutablePrefix (the routability check for health checkers).

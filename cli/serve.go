@@ -395,7 +395,12 @@ func (s *serving) listener(context.Context) error {
 		return err
 	}
 	interceptors = append(interceptors, s.tm.Interceptor(), s.lim.Interceptor())
-	s.h = s.authorize(s.lim.Wrap(server.NewHandler(s.svc, s.checks, s.surfaces, connect.WithInterceptors(interceptors...))))
+	// REST paths are transcoded into Connect calls of the handler behind
+	// authorization, which then treat them as any other call.
+	s.h, err = server.REST(s.authorize(s.lim.Wrap(server.NewHandler(s.svc, s.checks, s.surfaces, connect.WithInterceptors(interceptors...)))))
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.cfg.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)

@@ -234,6 +234,7 @@ func TestAuthMatrix(t *testing.T) {
 		service bool // answered by the service, which reports its principal
 	}{
 		{"ListNodes", unary[llmdiagv1.ListNodesRequest, llmdiagv1.ListNodesResponse](llmdiagv1connect.DiagnosisServiceListNodesProcedure), []string{"reader", "router", "admin"}, true},
+		{"GetNode", unary[llmdiagv1.GetNodeRequest, llmdiagv1.GetNodeResponse](llmdiagv1connect.DiagnosisServiceGetNodeProcedure), []string{"reader", "router", "admin"}, true},
 		{"GetNodeMetrics", unary[llmdiagv1.GetNodeMetricsRequest, llmdiagv1.GetNodeMetricsResponse](llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure), []string{"reader", "router", "admin"}, true},
 		{"ComparePercentiles", unary[llmdiagv1.ComparePercentilesRequest, llmdiagv1.ComparePercentilesResponse](llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure), []string{"reader", "router", "admin"}, true},
 		{"DiagnoseNode", unary[llmdiagv1.DiagnoseNodeRequest, llmdiagv1.DiagnoseNodeResponse](llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure), []string{"reader", "router", "admin"}, true},

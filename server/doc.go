@@ -9,7 +9,7 @@
 //
 //   - server.go: the one-port handler, health, Serve;
 //   - service.go: the Service, its configuration and shared error helpers;
-//   - nodes.go and pages.go: ListNodes; node.go: GetNodeMetrics and
+//   - nodes.go and pages.go: ListNodes and GetNode; node.go: GetNodeMetrics and
 //     DiagnoseNode; compare.go: ComparePercentiles; stream.go: StreamHealth;
 //     history.go: GetNodeHistory;
 //   - cache.go: Cache-Control on the reads' plain GET answers;

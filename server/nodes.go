@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"connectrpc.com/connect"
 
+	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/readmask"
 )
 
-// ListNodes: the fleet, filtered and in pages (pages.go).
+// ListNodes: the fleet, filtered and in pages (pages.go); GetNode: one
+// node of it.
 
 // ListNodes implements DiagnosisServiceHandler: one page of the nodes
 // that pass the filters, sorted by id (see pages.go for paging).
@@ -68,4 +71,31 @@ func (s *Service) ListNodes(ctx context.Context, req *connect.Request[llmdiagv1.
 	}
 	out.Degraded = s.degraded()
 	return connect.NewResponse(out), nil
+}
+
+// GetNode implements DiagnosisServiceHandler: the node as ListNodes lists
+// it (stale data reads UNKNOWN), trimmed to the read mask.
+func (s *Service) GetNode(ctx context.Context, req *connect.Request[llmdiagv1.GetNodeRequest]) (*connect.Response[llmdiagv1.GetNodeResponse], error) {
+	msg := req.Msg
+	node := msg.GetNode()
+	if node == "" {
+		return nil, invalid("node", errors.New("required"))
+	}
+	if !fleet.ValidID(node) {
+		return nil, invalid("node", fmt.Errorf("%q is not a valid node id", node))
+	}
+	mask, err := s.masks.get("nodes", msg.GetReadMask().GetPaths(), func() (readmask.Mask, error) {
+		return nodeMask(msg.GetReadMask())
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.get(ctx, node)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	s.markStale(rec, s.now())
+	n := rec.Node
+	mask.Prune(n)
+	return connect.NewResponse(&llmdiagv1.GetNodeResponse{Node: n, Degraded: s.degraded()}), nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/llmdiag/llmdiag/auth"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
 	"github.com/llmdiag/llmdiag/gen/llmdiag/v1/llmdiagv1connect"
 	"github.com/llmdiag/llmdiag/internal/refusal"
@@ -99,6 +100,7 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 		// carries the RPC latency exemplars (telemetry).
 		mux.Handle("/metrics", promhttp.HandlerFor(s.Metrics, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	}
+	mux.Handle("GET "+auth.OpenAPIPath, openAPIHandler())
 	for _, r := range s.Routes {
 		mux.Handle(r.Pattern, r.Handler)
 	}

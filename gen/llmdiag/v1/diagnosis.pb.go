@@ -6,11 +6,14 @@
 
 // Package llmdiag.v1 is the public contract of llmdiag: a diagnosis service for
 // fleets of LLM inference servers (vLLM, SGLang, TensorRT-LLM, Triton, TGI,
-// Dynamo). It is served over Connect, gRPC and gRPC-Web from one port.
+// Dynamo). It is served over Connect, gRPC and gRPC-Web from one port, and
+// its reads also as REST resources at the URLs of their google.api.http
+// options (openapi/llmdiag.v1.yaml describes them).
 
 package llmdiagv1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -2676,6 +2679,116 @@ func (x *Degraded) GetCopyAge() *durationpb.Duration {
 	return nil
 }
 
+// GetNodeRequest names one node.
+type GetNodeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The fields of the Node to fill in and send (paths as in
+	// ListNodesRequest.read_mask); absent or empty means every field.
+	ReadMask      *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=read_mask,json=readMask,proto3" json:"read_mask,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeRequest) Reset() {
+	*x = GetNodeRequest{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeRequest) ProtoMessage() {}
+
+func (x *GetNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeRequest.ProtoReflect.Descriptor instead.
+func (*GetNodeRequest) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *GetNodeRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GetNodeRequest) GetReadMask() *fieldmaskpb.FieldMask {
+	if x != nil {
+		return x.ReadMask
+	}
+	return nil
+}
+
+// GetNodeResponse carries the node.
+type GetNodeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  *Node                  `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Set when the answer comes from this replica's copy.
+	Degraded      *Degraded `protobuf:"bytes,2,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetNodeResponse) Reset() {
+	*x = GetNodeResponse{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetNodeResponse) ProtoMessage() {}
+
+func (x *GetNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetNodeResponse.ProtoReflect.Descriptor instead.
+func (*GetNodeResponse) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetNodeResponse) GetNode() *Node {
+	if x != nil {
+		return x.Node
+	}
+	return nil
+}
+
+func (x *GetNodeResponse) GetDegraded() *Degraded {
+	if x != nil {
+		return x.Degraded
+	}
+	return nil
+}
+
 // GetNodeMetricsRequest names one node and a window.
 type GetNodeMetricsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2699,7 +2812,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2711,7 +2824,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[14]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2724,7 +2837,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{14}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -2767,7 +2880,7 @@ type GetNodeMetricsResponse struct {
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2779,7 +2892,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[15]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2792,7 +2905,7 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{15}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
@@ -2834,7 +2947,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +2959,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +2972,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -2936,7 +3049,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3061,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3074,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -3021,7 +3134,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3033,7 +3146,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3046,7 +3159,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -3135,7 +3248,7 @@ type ComparePercentilesResponse struct {
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3147,7 +3260,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3160,7 +3273,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -3254,7 +3367,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3266,7 +3379,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3279,7 +3392,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -3331,7 +3444,7 @@ type DiagnoseNodeResponse struct {
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3343,7 +3456,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3356,7 +3469,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -3402,7 +3515,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3527,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3540,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -3498,7 +3611,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3623,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3636,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{23}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -3611,7 +3724,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3736,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3749,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{24}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -3681,7 +3794,7 @@ type GetNodeHistoryRequest struct {
 
 func (x *GetNodeHistoryRequest) Reset() {
 	*x = GetNodeHistoryRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3693,7 +3806,7 @@ func (x *GetNodeHistoryRequest) String() string {
 func (*GetNodeHistoryRequest) ProtoMessage() {}
 
 func (x *GetNodeHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3706,7 +3819,7 @@ func (x *GetNodeHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{25}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetNodeHistoryRequest) GetNode() string {
@@ -3754,7 +3867,7 @@ type HistoryPoint struct {
 
 func (x *HistoryPoint) Reset() {
 	*x = HistoryPoint{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3879,7 @@ func (x *HistoryPoint) String() string {
 func (*HistoryPoint) ProtoMessage() {}
 
 func (x *HistoryPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3892,7 @@ func (x *HistoryPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryPoint.ProtoReflect.Descriptor instead.
 func (*HistoryPoint) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{26}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *HistoryPoint) GetAt() *timestamppb.Timestamp {
@@ -3858,7 +3971,7 @@ type GetNodeHistoryResponse struct {
 
 func (x *GetNodeHistoryResponse) Reset() {
 	*x = GetNodeHistoryResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3870,7 +3983,7 @@ func (x *GetNodeHistoryResponse) String() string {
 func (*GetNodeHistoryResponse) ProtoMessage() {}
 
 func (x *GetNodeHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3883,7 +3996,7 @@ func (x *GetNodeHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{27}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetNodeHistoryResponse) GetPoints() []*HistoryPoint {
@@ -3905,7 +4018,7 @@ var File_llmdiag_v1_diagnosis_proto protoreflect.FileDescriptor
 const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\n" +
 	"\x1allmdiag/v1/diagnosis.proto\x12\n" +
-	"llmdiag.v1\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x02\n" +
+	"llmdiag.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x02\n" +
 	"\aProfile\x12#\n" +
 	"\rdata_parallel\x18\x01 \x01(\rR\fdataParallel\x12'\n" +
 	"\x0ftensor_parallel\x18\x02 \x01(\rR\x0etensorParallel\x12'\n" +
@@ -4150,7 +4263,13 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x0fnext_page_token\x18\x03 \x01(\tR\rnextPageToken\"X\n" +
 	"\bDegraded\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x124\n" +
-	"\bcopy_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\acopyAge\"\xaf\x01\n" +
+	"\bcopy_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\acopyAge\"]\n" +
+	"\x0eGetNodeRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x127\n" +
+	"\tread_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"i\n" +
+	"\x0fGetNodeResponse\x12$\n" +
+	"\x04node\x18\x01 \x01(\v2\x10.llmdiag.v1.NodeR\x04node\x120\n" +
+	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xaf\x01\n" +
 	"\x15GetNodeMetricsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x121\n" +
@@ -4363,14 +4482,15 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12EVENT_KIND_INITIAL\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_SYNCED\x10\x02\x12\x15\n" +
 	"\x11EVENT_KIND_CHANGE\x10\x03\x12\x18\n" +
-	"\x14EVENT_KIND_HEARTBEAT\x10\x042\xb9\x04\n" +
-	"\x10DiagnosisService\x12M\n" +
-	"\tListNodes\x12\x1c.llmdiag.v1.ListNodesRequest\x1a\x1d.llmdiag.v1.ListNodesResponse\"\x03\x90\x02\x01\x12\\\n" +
-	"\x0eGetNodeMetrics\x12!.llmdiag.v1.GetNodeMetricsRequest\x1a\".llmdiag.v1.GetNodeMetricsResponse\"\x03\x90\x02\x01\x12h\n" +
-	"\x12ComparePercentiles\x12%.llmdiag.v1.ComparePercentilesRequest\x1a&.llmdiag.v1.ComparePercentilesResponse\"\x03\x90\x02\x01\x12V\n" +
-	"\fDiagnoseNode\x12\x1f.llmdiag.v1.DiagnoseNodeRequest\x1a .llmdiag.v1.DiagnoseNodeResponse\"\x03\x90\x02\x01\x12X\n" +
-	"\fStreamHealth\x12\x1f.llmdiag.v1.StreamHealthRequest\x1a .llmdiag.v1.StreamHealthResponse\"\x03\x90\x02\x010\x01\x12\\\n" +
-	"\x0eGetNodeHistory\x12!.llmdiag.v1.GetNodeHistoryRequest\x1a\".llmdiag.v1.GetNodeHistoryResponse\"\x03\x90\x02\x01B5Z3github.com/llmdiag/llmdiag/gen/llmdiag/v1;llmdiagv1b\x06proto3"
+	"\x14EVENT_KIND_HEARTBEAT\x10\x042\xad\x06\n" +
+	"\x10DiagnosisService\x12^\n" +
+	"\tListNodes\x12\x1c.llmdiag.v1.ListNodesRequest\x1a\x1d.llmdiag.v1.ListNodesResponse\"\x14\x82\xd3\xe4\x93\x02\v\x12\t/v1/nodes\x90\x02\x01\x12_\n" +
+	"\aGetNode\x12\x1a.llmdiag.v1.GetNodeRequest\x1a\x1b.llmdiag.v1.GetNodeResponse\"\x1b\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/nodes/{node}\x90\x02\x01\x12|\n" +
+	"\x0eGetNodeMetrics\x12!.llmdiag.v1.GetNodeMetricsRequest\x1a\".llmdiag.v1.GetNodeMetricsResponse\"#\x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/nodes/{node}/metrics\x90\x02\x01\x12\x87\x01\n" +
+	"\x12ComparePercentiles\x12%.llmdiag.v1.ComparePercentilesRequest\x1a&.llmdiag.v1.ComparePercentilesResponse\"\"\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/percentiles:compare\x90\x02\x01\x12x\n" +
+	"\fDiagnoseNode\x12\x1f.llmdiag.v1.DiagnoseNodeRequest\x1a .llmdiag.v1.DiagnoseNodeResponse\"%\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/nodes/{node}/diagnosis\x90\x02\x01\x12X\n" +
+	"\fStreamHealth\x12\x1f.llmdiag.v1.StreamHealthRequest\x1a .llmdiag.v1.StreamHealthResponse\"\x03\x90\x02\x010\x01\x12|\n" +
+	"\x0eGetNodeHistory\x12!.llmdiag.v1.GetNodeHistoryRequest\x1a\".llmdiag.v1.GetNodeHistoryResponse\"#\x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/nodes/{node}/history\x90\x02\x01B5Z3github.com/llmdiag/llmdiag/gen/llmdiag/v1;llmdiagv1b\x06proto3"
 
 var (
 	file_llmdiag_v1_diagnosis_proto_rawDescOnce sync.Once
@@ -4385,7 +4505,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Role)(0),                          // 1: llmdiag.v1.Role
@@ -4411,125 +4531,132 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*ListNodesRequest)(nil),           // 21: llmdiag.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),          // 22: llmdiag.v1.ListNodesResponse
 	(*Degraded)(nil),                   // 23: llmdiag.v1.Degraded
-	(*GetNodeMetricsRequest)(nil),      // 24: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 25: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 26: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 27: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 28: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 29: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 30: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 31: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 32: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 33: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 34: llmdiag.v1.StreamHealthResponse
-	(*GetNodeHistoryRequest)(nil),      // 35: llmdiag.v1.GetNodeHistoryRequest
-	(*HistoryPoint)(nil),               // 36: llmdiag.v1.HistoryPoint
-	(*GetNodeHistoryResponse)(nil),     // 37: llmdiag.v1.GetNodeHistoryResponse
-	nil,                                // 38: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 39: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 40: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 41: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 42: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),      // 43: google.protobuf.FieldMask
+	(*GetNodeRequest)(nil),             // 24: llmdiag.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),            // 25: llmdiag.v1.GetNodeResponse
+	(*GetNodeMetricsRequest)(nil),      // 26: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 27: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 28: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 29: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 30: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 31: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 32: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 33: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 34: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 35: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 36: llmdiag.v1.StreamHealthResponse
+	(*GetNodeHistoryRequest)(nil),      // 37: llmdiag.v1.GetNodeHistoryRequest
+	(*HistoryPoint)(nil),               // 38: llmdiag.v1.HistoryPoint
+	(*GetNodeHistoryResponse)(nil),     // 39: llmdiag.v1.GetNodeHistoryResponse
+	nil,                                // 40: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 41: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 42: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),      // 45: google.protobuf.FieldMask
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	10, // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	41, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	43, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	2,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	3,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	42, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	38, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	44, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	40, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	1,  // 7: llmdiag.v1.Node.role:type_name -> llmdiag.v1.Role
 	12, // 8: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 9: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	41, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	42, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	42, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	42, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	43, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	44, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	44, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	44, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
 	13, // 14: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	13, // 15: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	13, // 17: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	13, // 18: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	41, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	43, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
 	15, // 20: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
 	1,  // 21: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
 	16, // 22: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
-	41, // 23: llmdiag.v1.GPUXid.occurred_at:type_name -> google.protobuf.Timestamp
+	43, // 23: llmdiag.v1.GPUXid.occurred_at:type_name -> google.protobuf.Timestamp
 	4,  // 24: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
 	2,  // 25: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
 	18, // 26: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	42, // 27: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	44, // 27: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
 	19, // 28: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
 	0,  // 29: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
 	2,  // 30: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
 	3,  // 31: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
 	17, // 32: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	41, // 33: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	42, // 34: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	43, // 33: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	44, // 34: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
 	7,  // 35: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
 	1,  // 36: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
 	0,  // 37: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
 	2,  // 38: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	43, // 39: llmdiag.v1.ListNodesRequest.read_mask:type_name -> google.protobuf.FieldMask
+	45, // 39: llmdiag.v1.ListNodesRequest.read_mask:type_name -> google.protobuf.FieldMask
 	11, // 40: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
 	23, // 41: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 42: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	42, // 43: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	43, // 44: llmdiag.v1.GetNodeMetricsRequest.read_mask:type_name -> google.protobuf.FieldMask
-	14, // 45: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	23, // 46: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	5,  // 47: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	6,  // 48: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	42, // 49: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	42, // 50: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	12, // 51: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	27, // 52: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	42, // 53: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	5,  // 54: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	28, // 55: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	41, // 56: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	42, // 57: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	23, // 58: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 59: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	42, // 60: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	7,  // 61: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	8,  // 62: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	43, // 63: llmdiag.v1.DiagnoseNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
-	20, // 64: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	23, // 65: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	42, // 66: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	39, // 67: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	2,  // 68: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	3,  // 69: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	42, // 70: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	41, // 71: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	40, // 72: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	9,  // 73: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	33, // 74: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	41, // 75: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	41, // 76: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
-	2,  // 77: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
-	36, // 78: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
-	23, // 79: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
-	21, // 80: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	24, // 81: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	26, // 82: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	30, // 83: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	32, // 84: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	35, // 85: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
-	22, // 86: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	25, // 87: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	29, // 88: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	31, // 89: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	34, // 90: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	37, // 91: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
-	86, // [86:92] is the sub-list for method output_type
-	80, // [80:86] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	44, // 42: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	45, // 43: llmdiag.v1.GetNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
+	11, // 44: llmdiag.v1.GetNodeResponse.node:type_name -> llmdiag.v1.Node
+	23, // 45: llmdiag.v1.GetNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	44, // 46: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	45, // 47: llmdiag.v1.GetNodeMetricsRequest.read_mask:type_name -> google.protobuf.FieldMask
+	14, // 48: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	23, // 49: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 50: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 51: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	44, // 52: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	44, // 53: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 54: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	29, // 55: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	44, // 56: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 57: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	30, // 58: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	43, // 59: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	44, // 60: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	23, // 61: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	44, // 62: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	44, // 63: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 64: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 65: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	45, // 66: llmdiag.v1.DiagnoseNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
+	20, // 67: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	23, // 68: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	44, // 69: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	41, // 70: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 71: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 72: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	44, // 73: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	43, // 74: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	42, // 75: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 76: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	35, // 77: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	43, // 78: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	43, // 79: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
+	2,  // 80: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
+	38, // 81: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
+	23, // 82: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
+	21, // 83: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	24, // 84: llmdiag.v1.DiagnosisService.GetNode:input_type -> llmdiag.v1.GetNodeRequest
+	26, // 85: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	28, // 86: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	32, // 87: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	34, // 88: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	37, // 89: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
+	22, // 90: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	25, // 91: llmdiag.v1.DiagnosisService.GetNode:output_type -> llmdiag.v1.GetNodeResponse
+	27, // 92: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	31, // 93: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	33, // 94: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	36, // 95: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	39, // 96: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
+	90, // [90:97] is the sub-list for method output_type
+	83, // [83:90] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -4542,14 +4669,14 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	file_llmdiag_v1_diagnosis_proto_msgTypes[5].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[6].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[9].OneofWrappers = []any{}
-	file_llmdiag_v1_diagnosis_proto_msgTypes[26].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -6,7 +6,9 @@
 
 // Package llmdiag.v1 is the public contract of llmdiag: a diagnosis service for
 // fleets of LLM inference servers (vLLM, SGLang, TensorRT-LLM, Triton, TGI,
-// Dynamo). It is served over Connect, gRPC and gRPC-Web from one port.
+// Dynamo). It is served over Connect, gRPC and gRPC-Web from one port, and
+// its reads also as REST resources at the URLs of their google.api.http
+// options (openapi/llmdiag.v1.yaml describes them).
 
 package llmdiagv1
 
@@ -24,6 +26,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	DiagnosisService_ListNodes_FullMethodName          = "/llmdiag.v1.DiagnosisService/ListNodes"
+	DiagnosisService_GetNode_FullMethodName            = "/llmdiag.v1.DiagnosisService/GetNode"
 	DiagnosisService_GetNodeMetrics_FullMethodName     = "/llmdiag.v1.DiagnosisService/GetNodeMetrics"
 	DiagnosisService_ComparePercentiles_FullMethodName = "/llmdiag.v1.DiagnosisService/ComparePercentiles"
 	DiagnosisService_DiagnoseNode_FullMethodName       = "/llmdiag.v1.DiagnosisService/DiagnoseNode"
@@ -41,6 +44,8 @@ type DiagnosisServiceClient interface {
 	// ListNodes returns the fleet: every known node with its model, engine,
 	// profile, last-seen time and current health.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// GetNode returns one node as ListNodes lists it.
+	GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(ctx context.Context, in *GetNodeMetricsRequest, opts ...grpc.CallOption) (*GetNodeMetricsResponse, error)
@@ -72,6 +77,16 @@ func (c *diagnosisServiceClient) ListNodes(ctx context.Context, in *ListNodesReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListNodesResponse)
 	err := c.cc.Invoke(ctx, DiagnosisService_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *diagnosisServiceClient) GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetNodeResponse)
+	err := c.cc.Invoke(ctx, DiagnosisService_GetNode_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +162,8 @@ type DiagnosisServiceServer interface {
 	// ListNodes returns the fleet: every known node with its model, engine,
 	// profile, last-seen time and current health.
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// GetNode returns one node as ListNodes lists it.
+	GetNode(context.Context, *GetNodeRequest) (*GetNodeResponse, error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(context.Context, *GetNodeMetricsRequest) (*GetNodeMetricsResponse, error)
@@ -176,6 +193,9 @@ type UnimplementedDiagnosisServiceServer struct{}
 
 func (UnimplementedDiagnosisServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedDiagnosisServiceServer) GetNode(context.Context, *GetNodeRequest) (*GetNodeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetNode not implemented")
 }
 func (UnimplementedDiagnosisServiceServer) GetNodeMetrics(context.Context, *GetNodeMetricsRequest) (*GetNodeMetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNodeMetrics not implemented")
@@ -227,6 +247,24 @@ func _DiagnosisService_ListNodes_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DiagnosisServiceServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DiagnosisService_GetNode_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetNodeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiagnosisServiceServer).GetNode(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiagnosisService_GetNode_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiagnosisServiceServer).GetNode(ctx, req.(*GetNodeRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -324,6 +362,10 @@ var DiagnosisService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _DiagnosisService_ListNodes_Handler,
+		},
+		{
+			MethodName: "GetNode",
+			Handler:    _DiagnosisService_GetNode_Handler,
 		},
 		{
 			MethodName: "GetNodeMetrics",

@@ -4,7 +4,9 @@
 
 // Package llmdiag.v1 is the public contract of llmdiag: a diagnosis service for
 // fleets of LLM inference servers (vLLM, SGLang, TensorRT-LLM, Triton, TGI,
-// Dynamo). It is served over Connect, gRPC and gRPC-Web from one port.
+// Dynamo). It is served over Connect, gRPC and gRPC-Web from one port, and
+// its reads also as REST resources at the URLs of their google.api.http
+// options (openapi/llmdiag.v1.yaml describes them).
 package llmdiagv1connect
 
 import (
@@ -39,6 +41,9 @@ const (
 	// DiagnosisServiceListNodesProcedure is the fully-qualified name of the DiagnosisService's
 	// ListNodes RPC.
 	DiagnosisServiceListNodesProcedure = "/llmdiag.v1.DiagnosisService/ListNodes"
+	// DiagnosisServiceGetNodeProcedure is the fully-qualified name of the DiagnosisService's GetNode
+	// RPC.
+	DiagnosisServiceGetNodeProcedure = "/llmdiag.v1.DiagnosisService/GetNode"
 	// DiagnosisServiceGetNodeMetricsProcedure is the fully-qualified name of the DiagnosisService's
 	// GetNodeMetrics RPC.
 	DiagnosisServiceGetNodeMetricsProcedure = "/llmdiag.v1.DiagnosisService/GetNodeMetrics"
@@ -61,6 +66,8 @@ type DiagnosisServiceClient interface {
 	// ListNodes returns the fleet: every known node with its model, engine,
 	// profile, last-seen time and current health.
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// GetNode returns one node as ListNodes lists it.
+	GetNode(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(context.Context, *connect.Request[v1.GetNodeMetricsRequest]) (*connect.Response[v1.GetNodeMetricsResponse], error)
@@ -95,6 +102,13 @@ func NewDiagnosisServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			httpClient,
 			baseURL+DiagnosisServiceListNodesProcedure,
 			connect.WithSchema(diagnosisServiceMethods.ByName("ListNodes")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getNode: connect.NewClient[v1.GetNodeRequest, v1.GetNodeResponse](
+			httpClient,
+			baseURL+DiagnosisServiceGetNodeProcedure,
+			connect.WithSchema(diagnosisServiceMethods.ByName("GetNode")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
@@ -139,6 +153,7 @@ func NewDiagnosisServiceClient(httpClient connect.HTTPClient, baseURL string, op
 // diagnosisServiceClient implements DiagnosisServiceClient.
 type diagnosisServiceClient struct {
 	listNodes          *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
+	getNode            *connect.Client[v1.GetNodeRequest, v1.GetNodeResponse]
 	getNodeMetrics     *connect.Client[v1.GetNodeMetricsRequest, v1.GetNodeMetricsResponse]
 	comparePercentiles *connect.Client[v1.ComparePercentilesRequest, v1.ComparePercentilesResponse]
 	diagnoseNode       *connect.Client[v1.DiagnoseNodeRequest, v1.DiagnoseNodeResponse]
@@ -149,6 +164,11 @@ type diagnosisServiceClient struct {
 // ListNodes calls llmdiag.v1.DiagnosisService.ListNodes.
 func (c *diagnosisServiceClient) ListNodes(ctx context.Context, req *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
 	return c.listNodes.CallUnary(ctx, req)
+}
+
+// GetNode calls llmdiag.v1.DiagnosisService.GetNode.
+func (c *diagnosisServiceClient) GetNode(ctx context.Context, req *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
+	return c.getNode.CallUnary(ctx, req)
 }
 
 // GetNodeMetrics calls llmdiag.v1.DiagnosisService.GetNodeMetrics.
@@ -181,6 +201,8 @@ type DiagnosisServiceHandler interface {
 	// ListNodes returns the fleet: every known node with its model, engine,
 	// profile, last-seen time and current health.
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
+	// GetNode returns one node as ListNodes lists it.
+	GetNode(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(context.Context, *connect.Request[v1.GetNodeMetricsRequest]) (*connect.Response[v1.GetNodeMetricsResponse], error)
@@ -211,6 +233,13 @@ func NewDiagnosisServiceHandler(svc DiagnosisServiceHandler, opts ...connect.Han
 		DiagnosisServiceListNodesProcedure,
 		svc.ListNodes,
 		connect.WithSchema(diagnosisServiceMethods.ByName("ListNodes")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	diagnosisServiceGetNodeHandler := connect.NewUnaryHandler(
+		DiagnosisServiceGetNodeProcedure,
+		svc.GetNode,
+		connect.WithSchema(diagnosisServiceMethods.ByName("GetNode")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
@@ -253,6 +282,8 @@ func NewDiagnosisServiceHandler(svc DiagnosisServiceHandler, opts ...connect.Han
 		switch r.URL.Path {
 		case DiagnosisServiceListNodesProcedure:
 			diagnosisServiceListNodesHandler.ServeHTTP(w, r)
+		case DiagnosisServiceGetNodeProcedure:
+			diagnosisServiceGetNodeHandler.ServeHTTP(w, r)
 		case DiagnosisServiceGetNodeMetricsProcedure:
 			diagnosisServiceGetNodeMetricsHandler.ServeHTTP(w, r)
 		case DiagnosisServiceComparePercentilesProcedure:
@@ -274,6 +305,10 @@ type UnimplementedDiagnosisServiceHandler struct{}
 
 func (UnimplementedDiagnosisServiceHandler) ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("llmdiag.v1.DiagnosisService.ListNodes is not implemented"))
+}
+
+func (UnimplementedDiagnosisServiceHandler) GetNode(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("llmdiag.v1.DiagnosisService.GetNode is not implemented"))
 }
 
 func (UnimplementedDiagnosisServiceHandler) GetNodeMetrics(context.Context, *connect.Request[v1.GetNodeMetricsRequest]) (*connect.Response[v1.GetNodeMetricsResponse], error) {
