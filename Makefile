@@ -47,7 +47,7 @@ BREAKING_AGAINST ?= .git\#branch=main
 lint:
 	$(GO) tool buf lint
 	@if git rev-parse -q --verify main >/dev/null 2>&1 || [ "$(origin BREAKING_AGAINST)" != file ]; then \
-		$(GO) tool buf breaking --against '$(BREAKING_AGAINST)' && echo "proto/ is wire-compatible with $(BREAKING_AGAINST)"; \
+		$(GO) tool buf breaking proto --against '$(BREAKING_AGAINST),subdir=proto' && echo "proto/ is wire-compatible with $(BREAKING_AGAINST)"; \
 	else echo "no main branch to check buf breaking against (set BREAKING_AGAINST)"; fi
 
 ## generate: regenerate gen/ and openapi/llmdiag.v1.yaml from proto/ with
