@@ -198,6 +198,7 @@ func TestAllowed(t *testing.T) {
 		diag    = llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure
 		hist    = llmdiagv1connect.DiagnosisServiceGetNodeHistoryProcedure
 		stream  = llmdiagv1connect.DiagnosisServiceStreamHealthProcedure
+		rt      = llmdiagv1connect.DiagnosisServiceGetRoutabilityProcedure
 		reflect = "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"
 		prom    = "/metrics"
 		future  = "/debug/pprof/"
@@ -205,10 +206,10 @@ func TestAllowed(t *testing.T) {
 		am      = auth.AlertmanagerPath
 		route   = "/routable/glm-4.6-0"
 	)
-	all := []string{list, node, metrics, cmp, diag, hist, stream, reflect, prom, future, mcp, am, route, "/routable/a/b", "/routable", "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
+	all := []string{list, node, metrics, cmp, diag, hist, stream, rt, reflect, prom, future, mcp, am, route, "/routable/a/b", "/routable", "/mcp/", "/alertmanager/x", "/llmdiag.v1.DiagnosisService/ListNodes/", "/llmdiag.v1.DiagnosisService/"}
 	want := map[string][]string{
 		auth.RoleReader:       {list, node, metrics, cmp, diag, hist, mcp},
-		auth.RoleRouter:       {list, node, metrics, cmp, diag, hist, stream, mcp, route, "/routable/a/b"},
+		auth.RoleRouter:       {list, node, metrics, cmp, diag, hist, stream, rt, mcp, route, "/routable/a/b"},
 		auth.RoleAlertmanager: {am},
 		auth.RoleAdmin:        all,
 		"":                    nil,

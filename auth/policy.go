@@ -80,7 +80,7 @@ func Allowed(role, procedure string) bool {
 		return true
 	case RoleRouter:
 		return reader(procedure) || procedure == llmdiagv1connect.DiagnosisServiceStreamHealthProcedure ||
-			strings.HasPrefix(procedure, RoutablePrefix)
+			procedure == llmdiagv1connect.DiagnosisServiceGetRoutabilityProcedure || strings.HasPrefix(procedure, RoutablePrefix)
 	case RoleReader:
 		return reader(procedure)
 	case RoleAlertmanager:

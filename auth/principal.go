@@ -7,8 +7,9 @@ const (
 	// RoleReader may call ListNodes, GetNode, GetNodeMetrics,
 	// ComparePercentiles, DiagnoseNode and GetNodeHistory.
 	RoleReader = "reader"
-	// RoleRouter may call what a reader may, StreamHealth, and
-	// RoutablePrefix (the routability check for health checkers).
+	// RoleRouter may call what a reader may, StreamHealth,
+	// GetRoutability, and RoutablePrefix (the routability check for
+	// health checkers).
 	RoleRouter = "router"
 	// RoleAdmin may call everything, server reflection and /metrics
 	// included.

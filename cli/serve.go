@@ -267,17 +267,25 @@ func (s *serving) refreshLoop(context.Context) error {
 // holds verdicts.
 func (s *serving) service(ctx context.Context) error {
 	c := s.cfg
-	s.svc = server.NewService(s.st.st, s.src.src, s.log, time.Now, server.Config{
-		DefaultWindow: c.window, StaleAfter: c.staleAfter, Thresholds: s.th,
-		OffsetStep: c.offsetStep, RequestQueryBudget: c.requestQueries,
-		SLOReads: s.loop, // the SLO windows its verdicts read
-	}, ctx.Done())
 	s.ready = s.loop.Ready()
 	if rdb := s.st.rdb; rdb != nil {
 		s.ready = sharedReady(ctx, s.st.st, s.loop.Ready(), c.interval)
 		s.deps = append(s.deps, server.Dependency{Name: "redis", Check: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }})
 	}
+	s.svc = server.NewService(s.st.st, s.src.src, s.log, time.Now, server.Config{
+		DefaultWindow: c.window, StaleAfter: c.staleAfter, Thresholds: s.th,
+		OffsetStep: c.offsetStep, RequestQueryBudget: c.requestQueries,
+		SLOReads: s.loop, // the SLO windows its verdicts read
+		Routable: s.routableFallback(),
+	}, ctx.Done())
 	return nil
+}
+
+// routableFallback is the fallback of the routability answers (GetRoutability,
+// GET /routable/{node}): --routable-fail-open, and no unknown node before
+// the service holds verdicts.
+func (s *serving) routableFallback() server.RoutableFallback {
+	return server.RoutableFallback{FailOpen: s.cfg.routableFailOpen, Ready: s.ready}
 }
 
 // security is authentication and authorization, the port's optional
@@ -331,7 +339,7 @@ func (s *serving) console(context.Context) error {
 // the caller's rate limit (each proxy checks every node every few seconds),
 // with --routable-fail-open deciding what stale data answers.
 func (s *serving) routable(context.Context) error {
-	h, err := s.svc.RoutableHandler(server.RoutableOptions{FailOpen: s.cfg.routableFailOpen, Ready: s.ready, Registerer: s.reg})
+	h, err := s.svc.RoutableHandler(server.RoutableOptions{RoutableFallback: s.routableFallback(), Registerer: s.reg})
 	if err != nil {
 		return err
 	}

@@ -62,6 +62,14 @@ func (stubService) ListNodes(ctx context.Context, _ *connect.Request[llmdiagv1.L
 	return stubAnswer[llmdiagv1.ListNodesResponse](ctx)
 }
 
+func (stubService) GetNode(ctx context.Context, _ *connect.Request[llmdiagv1.GetNodeRequest]) (*connect.Response[llmdiagv1.GetNodeResponse], error) {
+	return stubAnswer[llmdiagv1.GetNodeResponse](ctx)
+}
+
+func (stubService) GetRoutability(ctx context.Context, _ *connect.Request[llmdiagv1.GetRoutabilityRequest]) (*connect.Response[llmdiagv1.GetRoutabilityResponse], error) {
+	return stubAnswer[llmdiagv1.GetRoutabilityResponse](ctx)
+}
+
 func (stubService) GetNodeMetrics(ctx context.Context, _ *connect.Request[llmdiagv1.GetNodeMetricsRequest]) (*connect.Response[llmdiagv1.GetNodeMetricsResponse], error) {
 	return stubAnswer[llmdiagv1.GetNodeMetricsResponse](ctx)
 }
@@ -240,6 +248,7 @@ func TestAuthMatrix(t *testing.T) {
 		{"DiagnoseNode", unary[llmdiagv1.DiagnoseNodeRequest, llmdiagv1.DiagnoseNodeResponse](llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure), []string{"reader", "router", "admin"}, true},
 		{"GetNodeHistory", unary[llmdiagv1.GetNodeHistoryRequest, llmdiagv1.GetNodeHistoryResponse](llmdiagv1connect.DiagnosisServiceGetNodeHistoryProcedure), []string{"reader", "router", "admin"}, true},
 		{"StreamHealth", streamHealth, []string{"router", "admin"}, true},
+		{"GetRoutability", unary[llmdiagv1.GetRoutabilityRequest, llmdiagv1.GetRoutabilityResponse](llmdiagv1connect.DiagnosisServiceGetRoutabilityProcedure), []string{"router", "admin"}, true},
 		{"Reflection", reflectionList, []string{"admin"}, false},
 		{"Health", unary[healthpb.HealthCheckRequest, healthpb.HealthCheckResponse]("/grpc.health.v1.Health/Check"), []string{"*"}, false},
 	}

@@ -26,6 +26,10 @@ import (
 //   - error: "no-store": a node not found now may be there at the next
 //     refresh, and a refusal (rate limit, unavailable store) is of the
 //     moment.
+//   - GetRoutability, success or not: "no-store", as GET /routable/{node}:
+//     a router asks for the answer of the moment.
+//
+// The REST paths (rest.go) reach these handlers as GETs too.
 //
 // POST answers (and gRPC, gRPC-Web) carry no Cache-Control: POSTs are not
 // cached.
@@ -55,7 +59,11 @@ func cacheControl(maxAge time.Duration) string {
 
 // cacheGets returns next with GET answers marked as the comment above says.
 func cacheGets(maxAge time.Duration, next http.Handler) http.Handler {
-	ok := cacheControl(maxAge)
+	return cacheGetsAs(cacheControl(maxAge), next)
+}
+
+// cacheGetsAs is cacheGets with ok the Cache-Control of a success.
+func cacheGetsAs(ok string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet {
 			next.ServeHTTP(w, r)

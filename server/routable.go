@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmdiag/llmdiag/fleet"
@@ -30,10 +32,11 @@ const RoutablePattern = "GET /routable/{node...}"
 // fail-open switch gave it.
 const StaleHeader = "X-Llmdiag-Stale"
 
-// RoutableOptions configures RoutableHandler.
-type RoutableOptions struct {
-	// FailOpen answers 200 ("routable (stale)") when the node's data is
-	// stale or unknown, or the store cannot say; false answers 503. serve's
+// RoutableFallback says how routability is answered when the data cannot
+// say (GET /routable/{node} and GetRoutability alike).
+type RoutableFallback struct {
+	// FailOpen answers routable when the node's data is stale or unknown,
+	// or the store cannot say; false answers not routable. serve's
 	// --routable-fail-open, true by default: an outage of llmdiag's inputs
 	// then costs routing quality, never traffic, as the Go client's
 	// FailOpen.
@@ -42,6 +45,11 @@ type RoutableOptions struct {
 	// first refresh): before, a node the store does not know is unknown
 	// data rather than an unknown node.
 	Ready <-chan struct{}
+}
+
+// RoutableOptions configures RoutableHandler.
+type RoutableOptions struct {
+	RoutableFallback
 	// Registerer, when not nil, gets llmdiag_routable_answers_total{code}.
 	Registerer prometheus.Registerer
 }
@@ -94,21 +102,14 @@ func (s *Service) RoutableHandler(o RoutableOptions) (http.Handler, error) {
 	return h, nil
 }
 
-func (h *routableHandler) ready() bool {
-	if h.o.Ready == nil {
-		return true
-	}
-	select {
-	case <-h.o.Ready:
-		return true
-	default:
-		return false
-	}
-}
-
 func (h *routableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	node := r.PathValue("node")
-	if !fleet.ValidID(node) {
+	a, err := h.s.routability(r.Context(), node, h.o.RoutableFallback)
+	switch {
+	case connect.CodeOf(err) == connect.CodeNotFound:
+		h.write(w, r, http.StatusNotFound, false, fmt.Sprintf("unknown node %q", node), routableAnswer{Node: node, Error: "unknown node"})
+		return
+	case err != nil:
 		if len(node) > maxLoggedPath {
 			node = node[:maxLoggedPath] + "…"
 		}
@@ -116,58 +117,96 @@ func (h *routableHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			routableAnswer{Node: node, Error: "invalid node id"})
 		return
 	}
-	rec, err := h.s.get(r.Context(), node)
+	out := routableAnswer{Node: node, Routable: a.GetRoutable(), LoadScore: a.LoadScore, Stale: a.GetStale()}
+	if a.GetStatus() != llmdiagv1.Status_STATUS_UNSPECIFIED {
+		out.Status, out.Cause = a.GetStatus().String(), a.GetRootCause().String()
+	} else {
+		out.Error = a.GetStaleReason() // no verdict to read
+	}
+	if a.ObservedAt != nil {
+		t := a.GetObservedAt().AsTime()
+		out.ObservedAt = &t
+	}
+	code, text := http.StatusOK, ""
 	switch {
-	case errors.Is(err, store.ErrNotFound) && h.ready():
-		h.write(w, r, http.StatusNotFound, false, fmt.Sprintf("unknown node %q", node), routableAnswer{Node: node, Error: "unknown node"})
-		return
+	case a.GetStale() && a.GetRoutable():
+		text = "routable (stale)"
+	case a.GetStale() && out.Status != "":
+		code, text = http.StatusServiceUnavailable, "not routable (stale): "+out.Status+" "+out.Cause
+	case a.GetStale():
+		code, text = http.StatusServiceUnavailable, "not routable (stale)"
+	case a.GetRoutable():
+		text = "routable " + strconv.FormatFloat(a.GetLoadScore(), 'f', 2, 64)
+	default:
+		code, text = http.StatusServiceUnavailable, "not routable: "+out.Status+" "+out.Cause
+	}
+	h.write(w, r, code, a.GetStale(), text, out)
+}
+
+// GetRoutability implements DiagnosisServiceHandler: the node's
+// routability as GET /routable/{node} answers it, with Config.Routable's
+// fallback.
+func (s *Service) GetRoutability(ctx context.Context, req *connect.Request[llmdiagv1.GetRoutabilityRequest]) (*connect.Response[llmdiagv1.GetRoutabilityResponse], error) {
+	a, err := s.routability(ctx, req.Msg.GetNode(), s.cfg.Routable)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(a), nil
+}
+
+// routability is node's routability now, from the store's latest record
+// of it (a lookup, no diagnosis): an invalid id is InvalidArgument, a node
+// the store does not know once fb.Ready is closed NotFound; data that
+// cannot say (stale, UNKNOWN, no verdict yet, a store that cannot be read)
+// is an answer marked stale, routable per fb.FailOpen.
+func (s *Service) routability(ctx context.Context, node string, fb RoutableFallback) (*llmdiagv1.GetRoutabilityResponse, error) {
+	if !fleet.ValidID(node) {
+		return nil, invalid("node", fmt.Errorf("%q is not a valid node id", node))
+	}
+	a := &llmdiagv1.GetRoutabilityResponse{Node: node}
+	unknown := func(reason string) (*llmdiagv1.GetRoutabilityResponse, error) {
+		a.Stale, a.StaleReason, a.Routable = true, reason, fb.FailOpen
+		return a, nil
+	}
+	rec, err := s.get(ctx, node)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && ready(fb.Ready):
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown node %q", node))
 	case errors.Is(err, store.ErrNotFound):
-		h.unknown(w, r, routableAnswer{Node: node, Error: "no verdicts yet: the first refresh has not completed"})
-		return
+		return unknown("no verdicts yet: the first refresh has not completed")
 	case err != nil:
-		h.s.log.Warn("routable: store lookup failed", "node", node, "err", err)
-		h.unknown(w, r, routableAnswer{Node: node, Error: "store unavailable"})
-		return
+		s.log.Warn("routable: store lookup failed", "node", node, "err", err)
+		return unknown("store unavailable")
 	}
 	n := rec.Node
-	observed := rec.Metrics.GetObservedAt().AsTime()
-	decision, stale := store.Decide(rec, h.s.now(), h.s.cfg.StaleAfter)
-	a := routableAnswer{Node: node, Routable: decision == store.Routable, Status: n.GetStatus().String(), Cause: n.GetRootCause().String()}
-	if rec.Metrics.GetObservedAt() != nil {
-		a.ObservedAt = &observed
-	}
-	score := n.GetLoadScore()
-	if !math.IsNaN(score) && !math.IsInf(score, 0) {
+	a.Status, a.RootCause, a.ObservedAt = n.GetStatus(), n.GetRootCause(), rec.Metrics.GetObservedAt()
+	if score := n.GetLoadScore(); !math.IsNaN(score) && !math.IsInf(score, 0) {
 		a.LoadScore = &score
 	}
+	decision, stale := store.Decide(rec, s.now(), s.cfg.StaleAfter)
 	if decision == store.Unknown {
 		if stale {
 			// As ListNodes and StreamHealth say of stale data.
-			a.Status, a.Cause = llmdiagv1.Status_STATUS_UNKNOWN.String(), llmdiagv1.Cause_CAUSE_NO_DATA.String()
+			a.Status, a.RootCause = llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA
+			return unknown(fmt.Sprintf("data older than %v", s.cfg.StaleAfter))
 		}
-		h.unknown(w, r, a)
-		return
+		return unknown("the verdict is UNKNOWN")
 	}
-	if a.Routable {
-		h.write(w, r, http.StatusOK, false, "routable "+strconv.FormatFloat(score, 'f', 2, 64), a)
-		return
-	}
-	h.write(w, r, http.StatusServiceUnavailable, false, "not routable: "+a.Status+" "+a.Cause, a)
+	a.Routable = decision == store.Routable
+	return a, nil
 }
 
-// unknown answers per the fail-open switch when the data cannot say.
-func (h *routableHandler) unknown(w http.ResponseWriter, r *http.Request, a routableAnswer) {
-	a.Stale = true
-	a.Routable = h.o.FailOpen
-	if h.o.FailOpen {
-		h.write(w, r, http.StatusOK, true, "routable (stale)", a)
-		return
+// ready reports whether ch, when not nil, is closed.
+func ready(ch <-chan struct{}) bool {
+	if ch == nil {
+		return true
 	}
-	text := "not routable (stale)"
-	if a.Status != "" {
-		text = "not routable (stale): " + a.Status + " " + a.Cause
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
-	h.write(w, r, http.StatusServiceUnavailable, true, text, a)
 }
 
 // write sends the answer: text, or a as JSON when the caller accepts JSON;

@@ -63,9 +63,9 @@ func TestRoutableHandler(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	svc := routableFixture(t, now)
 	reg := prometheus.NewRegistry()
-	open := routableMux(t, svc, server.RoutableOptions{FailOpen: true, Registerer: reg})
-	closed := routableMux(t, svc, server.RoutableOptions{FailOpen: false})
-	notReady := routableMux(t, svc, server.RoutableOptions{FailOpen: true, Ready: make(chan struct{})})
+	open := routableMux(t, svc, server.RoutableOptions{RoutableFallback: server.RoutableFallback{FailOpen: true}, Registerer: reg})
+	closed := routableMux(t, svc, server.RoutableOptions{})
+	notReady := routableMux(t, svc, server.RoutableOptions{RoutableFallback: server.RoutableFallback{FailOpen: true, Ready: make(chan struct{})}})
 	for _, c := range []struct {
 		name, method, path, accept string
 		h                          http.Handler

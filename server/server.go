@@ -82,7 +82,10 @@ func NewHandler(svc llmdiagv1connect.DiagnosisServiceHandler, health grpchealth.
 	reads := readProcedures(sd)
 	for _, p := range unaryProcedures(sd) {
 		var ph http.Handler = co.wrap(h)
-		if reads[p] {
+		switch {
+		case p == llmdiagv1connect.DiagnosisServiceGetRoutabilityProcedure:
+			ph = cacheGetsAs("no-store", ph)
+		case reads[p]:
 			ph = cacheGets(s.GetMaxAge, ph)
 		}
 		mux.Handle(p, ph)

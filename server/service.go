@@ -49,6 +49,9 @@ type Config struct {
 	// data ending now reuse them (slo.go). Without it they are read from
 	// the source when SLOs are configured.
 	SLOReads SLOReads
+	// Routable is GetRoutability's fallback when the data cannot say
+	// (serve gives RoutableHandler the same).
+	Routable RoutableFallback
 }
 
 // DefaultRequestQueryBudget is Config.RequestQueryBudget's default: room

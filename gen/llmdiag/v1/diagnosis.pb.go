@@ -2789,6 +2789,163 @@ func (x *GetNodeResponse) GetDegraded() *Degraded {
 	return nil
 }
 
+// GetRoutabilityRequest names one node.
+type GetRoutabilityRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoutabilityRequest) Reset() {
+	*x = GetRoutabilityRequest{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoutabilityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoutabilityRequest) ProtoMessage() {}
+
+func (x *GetRoutabilityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoutabilityRequest.ProtoReflect.Descriptor instead.
+func (*GetRoutabilityRequest) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GetRoutabilityRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+// GetRoutabilityResponse is one node's routability now.
+type GetRoutabilityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Whether a router may send it traffic; when stale is set, what
+	// --routable-fail-open says.
+	Routable bool `protobuf:"varint,2,opt,name=routable,proto3" json:"routable,omitempty"`
+	// Its load score (Node.load_score); absent when not known.
+	LoadScore *float64 `protobuf:"fixed64,3,opt,name=load_score,json=loadScore,proto3,oneof" json:"load_score,omitempty"`
+	// Its status and root cause; UNKNOWN and NO_DATA when its data is stale,
+	// unspecified when there is no verdict to read.
+	Status    Status `protobuf:"varint,4,opt,name=status,proto3,enum=llmdiag.v1.Status" json:"status,omitempty"`
+	RootCause Cause  `protobuf:"varint,5,opt,name=root_cause,json=rootCause,proto3,enum=llmdiag.v1.Cause" json:"root_cause,omitempty"`
+	// When the data the verdict is based on was read.
+	ObservedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=observed_at,json=observedAt,proto3" json:"observed_at,omitempty"`
+	// Set when the data could not say (stale or UNKNOWN data, no verdict yet,
+	// or a store that could not be read): routable is then the fail-open
+	// switch's answer.
+	Stale bool `protobuf:"varint,7,opt,name=stale,proto3" json:"stale,omitempty"`
+	// Why the data could not say, when stale is set.
+	StaleReason   string `protobuf:"bytes,8,opt,name=stale_reason,json=staleReason,proto3" json:"stale_reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoutabilityResponse) Reset() {
+	*x = GetRoutabilityResponse{}
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoutabilityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoutabilityResponse) ProtoMessage() {}
+
+func (x *GetRoutabilityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoutabilityResponse.ProtoReflect.Descriptor instead.
+func (*GetRoutabilityResponse) Descriptor() ([]byte, []int) {
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *GetRoutabilityResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GetRoutabilityResponse) GetRoutable() bool {
+	if x != nil {
+		return x.Routable
+	}
+	return false
+}
+
+func (x *GetRoutabilityResponse) GetLoadScore() float64 {
+	if x != nil && x.LoadScore != nil {
+		return *x.LoadScore
+	}
+	return 0
+}
+
+func (x *GetRoutabilityResponse) GetStatus() Status {
+	if x != nil {
+		return x.Status
+	}
+	return Status_STATUS_UNSPECIFIED
+}
+
+func (x *GetRoutabilityResponse) GetRootCause() Cause {
+	if x != nil {
+		return x.RootCause
+	}
+	return Cause_CAUSE_UNSPECIFIED
+}
+
+func (x *GetRoutabilityResponse) GetObservedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ObservedAt
+	}
+	return nil
+}
+
+func (x *GetRoutabilityResponse) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+func (x *GetRoutabilityResponse) GetStaleReason() string {
+	if x != nil {
+		return x.StaleReason
+	}
+	return ""
+}
+
 // GetNodeMetricsRequest names one node and a window.
 type GetNodeMetricsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2812,7 +2969,7 @@ type GetNodeMetricsRequest struct {
 
 func (x *GetNodeMetricsRequest) Reset() {
 	*x = GetNodeMetricsRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2824,7 +2981,7 @@ func (x *GetNodeMetricsRequest) String() string {
 func (*GetNodeMetricsRequest) ProtoMessage() {}
 
 func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[16]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2837,7 +2994,7 @@ func (x *GetNodeMetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{16}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetNodeMetricsRequest) GetNode() string {
@@ -2880,7 +3037,7 @@ type GetNodeMetricsResponse struct {
 
 func (x *GetNodeMetricsResponse) Reset() {
 	*x = GetNodeMetricsResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2892,7 +3049,7 @@ func (x *GetNodeMetricsResponse) String() string {
 func (*GetNodeMetricsResponse) ProtoMessage() {}
 
 func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[17]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2905,7 +3062,7 @@ func (x *GetNodeMetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeMetricsResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeMetricsResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{17}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetNodeMetricsResponse) GetMetrics() *NodeMetrics {
@@ -2947,7 +3104,7 @@ type ComparePercentilesRequest struct {
 
 func (x *ComparePercentilesRequest) Reset() {
 	*x = ComparePercentilesRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3116,7 @@ func (x *ComparePercentilesRequest) String() string {
 func (*ComparePercentilesRequest) ProtoMessage() {}
 
 func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[18]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3129,7 @@ func (x *ComparePercentilesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesRequest.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{18}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ComparePercentilesRequest) GetMetric() LatencyMetric {
@@ -3049,7 +3206,7 @@ type CompareValue struct {
 
 func (x *CompareValue) Reset() {
 	*x = CompareValue{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3218,7 @@ func (x *CompareValue) String() string {
 func (*CompareValue) ProtoMessage() {}
 
 func (x *CompareValue) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[19]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3231,7 @@ func (x *CompareValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareValue.ProtoReflect.Descriptor instead.
 func (*CompareValue) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{19}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CompareValue) GetPercentile() *Percentile {
@@ -3134,7 +3291,7 @@ type CompareRow struct {
 
 func (x *CompareRow) Reset() {
 	*x = CompareRow{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3146,7 +3303,7 @@ func (x *CompareRow) String() string {
 func (*CompareRow) ProtoMessage() {}
 
 func (x *CompareRow) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[20]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3159,7 +3316,7 @@ func (x *CompareRow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompareRow.ProtoReflect.Descriptor instead.
 func (*CompareRow) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{20}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CompareRow) GetSubject() string {
@@ -3248,7 +3405,7 @@ type ComparePercentilesResponse struct {
 
 func (x *ComparePercentilesResponse) Reset() {
 	*x = ComparePercentilesResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3260,7 +3417,7 @@ func (x *ComparePercentilesResponse) String() string {
 func (*ComparePercentilesResponse) ProtoMessage() {}
 
 func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[21]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3273,7 +3430,7 @@ func (x *ComparePercentilesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComparePercentilesResponse.ProtoReflect.Descriptor instead.
 func (*ComparePercentilesResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{21}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ComparePercentilesResponse) GetMetric() LatencyMetric {
@@ -3367,7 +3524,7 @@ type DiagnoseNodeRequest struct {
 
 func (x *DiagnoseNodeRequest) Reset() {
 	*x = DiagnoseNodeRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3536,7 @@ func (x *DiagnoseNodeRequest) String() string {
 func (*DiagnoseNodeRequest) ProtoMessage() {}
 
 func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[22]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3549,7 @@ func (x *DiagnoseNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeRequest.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{22}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DiagnoseNodeRequest) GetNode() string {
@@ -3444,7 +3601,7 @@ type DiagnoseNodeResponse struct {
 
 func (x *DiagnoseNodeResponse) Reset() {
 	*x = DiagnoseNodeResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3456,7 +3613,7 @@ func (x *DiagnoseNodeResponse) String() string {
 func (*DiagnoseNodeResponse) ProtoMessage() {}
 
 func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[23]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3469,7 +3626,7 @@ func (x *DiagnoseNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiagnoseNodeResponse.ProtoReflect.Descriptor instead.
 func (*DiagnoseNodeResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{23}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DiagnoseNodeResponse) GetDiagnosis() *Diagnosis {
@@ -3515,7 +3672,7 @@ type StreamHealthRequest struct {
 
 func (x *StreamHealthRequest) Reset() {
 	*x = StreamHealthRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3684,7 @@ func (x *StreamHealthRequest) String() string {
 func (*StreamHealthRequest) ProtoMessage() {}
 
 func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[24]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3697,7 @@ func (x *StreamHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthRequest.ProtoReflect.Descriptor instead.
 func (*StreamHealthRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{24}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StreamHealthRequest) GetNodes() []string {
@@ -3611,7 +3768,7 @@ type NodeHealth struct {
 
 func (x *NodeHealth) Reset() {
 	*x = NodeHealth{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3780,7 @@ func (x *NodeHealth) String() string {
 func (*NodeHealth) ProtoMessage() {}
 
 func (x *NodeHealth) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[25]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3793,7 @@ func (x *NodeHealth) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeHealth.ProtoReflect.Descriptor instead.
 func (*NodeHealth) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{25}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeHealth) GetNode() string {
@@ -3724,7 +3881,7 @@ type StreamHealthResponse struct {
 
 func (x *StreamHealthResponse) Reset() {
 	*x = StreamHealthResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3893,7 @@ func (x *StreamHealthResponse) String() string {
 func (*StreamHealthResponse) ProtoMessage() {}
 
 func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[26]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +3906,7 @@ func (x *StreamHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamHealthResponse.ProtoReflect.Descriptor instead.
 func (*StreamHealthResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{26}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StreamHealthResponse) GetKind() EventKind {
@@ -3794,7 +3951,7 @@ type GetNodeHistoryRequest struct {
 
 func (x *GetNodeHistoryRequest) Reset() {
 	*x = GetNodeHistoryRequest{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3806,7 +3963,7 @@ func (x *GetNodeHistoryRequest) String() string {
 func (*GetNodeHistoryRequest) ProtoMessage() {}
 
 func (x *GetNodeHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[27]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3819,7 +3976,7 @@ func (x *GetNodeHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{27}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetNodeHistoryRequest) GetNode() string {
@@ -3867,7 +4024,7 @@ type HistoryPoint struct {
 
 func (x *HistoryPoint) Reset() {
 	*x = HistoryPoint{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[28]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3879,7 +4036,7 @@ func (x *HistoryPoint) String() string {
 func (*HistoryPoint) ProtoMessage() {}
 
 func (x *HistoryPoint) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[28]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3892,7 +4049,7 @@ func (x *HistoryPoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryPoint.ProtoReflect.Descriptor instead.
 func (*HistoryPoint) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{28}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *HistoryPoint) GetAt() *timestamppb.Timestamp {
@@ -3971,7 +4128,7 @@ type GetNodeHistoryResponse struct {
 
 func (x *GetNodeHistoryResponse) Reset() {
 	*x = GetNodeHistoryResponse{}
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[29]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4140,7 @@ func (x *GetNodeHistoryResponse) String() string {
 func (*GetNodeHistoryResponse) ProtoMessage() {}
 
 func (x *GetNodeHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[29]
+	mi := &file_llmdiag_v1_diagnosis_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4153,7 @@ func (x *GetNodeHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{29}
+	return file_llmdiag_v1_diagnosis_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetNodeHistoryResponse) GetPoints() []*HistoryPoint {
@@ -4269,7 +4426,22 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\tread_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskR\breadMask\"i\n" +
 	"\x0fGetNodeResponse\x12$\n" +
 	"\x04node\x18\x01 \x01(\v2\x10.llmdiag.v1.NodeR\x04node\x120\n" +
-	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"\xaf\x01\n" +
+	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"+\n" +
+	"\x15GetRoutabilityRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xcf\x02\n" +
+	"\x16GetRoutabilityResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
+	"\broutable\x18\x02 \x01(\bR\broutable\x12\"\n" +
+	"\n" +
+	"load_score\x18\x03 \x01(\x01H\x00R\tloadScore\x88\x01\x01\x12*\n" +
+	"\x06status\x18\x04 \x01(\x0e2\x12.llmdiag.v1.StatusR\x06status\x120\n" +
+	"\n" +
+	"root_cause\x18\x05 \x01(\x0e2\x11.llmdiag.v1.CauseR\trootCause\x12;\n" +
+	"\vobserved_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"observedAt\x12\x14\n" +
+	"\x05stale\x18\a \x01(\bR\x05stale\x12!\n" +
+	"\fstale_reason\x18\b \x01(\tR\vstaleReasonB\r\n" +
+	"\v_load_score\"\xaf\x01\n" +
 	"\x15GetNodeMetricsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06window\x18\x02 \x01(\tR\x06window\x121\n" +
@@ -4482,10 +4654,11 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x12EVENT_KIND_INITIAL\x10\x01\x12\x15\n" +
 	"\x11EVENT_KIND_SYNCED\x10\x02\x12\x15\n" +
 	"\x11EVENT_KIND_CHANGE\x10\x03\x12\x18\n" +
-	"\x14EVENT_KIND_HEARTBEAT\x10\x042\xad\x06\n" +
+	"\x14EVENT_KIND_HEARTBEAT\x10\x042\xac\a\n" +
 	"\x10DiagnosisService\x12^\n" +
 	"\tListNodes\x12\x1c.llmdiag.v1.ListNodesRequest\x1a\x1d.llmdiag.v1.ListNodesResponse\"\x14\x82\xd3\xe4\x93\x02\v\x12\t/v1/nodes\x90\x02\x01\x12_\n" +
-	"\aGetNode\x12\x1a.llmdiag.v1.GetNodeRequest\x1a\x1b.llmdiag.v1.GetNodeResponse\"\x1b\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/nodes/{node}\x90\x02\x01\x12|\n" +
+	"\aGetNode\x12\x1a.llmdiag.v1.GetNodeRequest\x1a\x1b.llmdiag.v1.GetNodeResponse\"\x1b\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/nodes/{node}\x90\x02\x01\x12}\n" +
+	"\x0eGetRoutability\x12!.llmdiag.v1.GetRoutabilityRequest\x1a\".llmdiag.v1.GetRoutabilityResponse\"$\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1/nodes/{node}/routable\x90\x02\x01\x12|\n" +
 	"\x0eGetNodeMetrics\x12!.llmdiag.v1.GetNodeMetricsRequest\x1a\".llmdiag.v1.GetNodeMetricsResponse\"#\x82\xd3\xe4\x93\x02\x1a\x12\x18/v1/nodes/{node}/metrics\x90\x02\x01\x12\x87\x01\n" +
 	"\x12ComparePercentiles\x12%.llmdiag.v1.ComparePercentilesRequest\x1a&.llmdiag.v1.ComparePercentilesResponse\"\"\x82\xd3\xe4\x93\x02\x19\x12\x17/v1/percentiles:compare\x90\x02\x01\x12x\n" +
 	"\fDiagnoseNode\x12\x1f.llmdiag.v1.DiagnoseNodeRequest\x1a .llmdiag.v1.DiagnoseNodeResponse\"%\x82\xd3\xe4\x93\x02\x1c\x12\x1a/v1/nodes/{node}/diagnosis\x90\x02\x01\x12X\n" +
@@ -4505,7 +4678,7 @@ func file_llmdiag_v1_diagnosis_proto_rawDescGZIP() []byte {
 }
 
 var file_llmdiag_v1_diagnosis_proto_enumTypes = make([]protoimpl.EnumInfo, 10)
-var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_llmdiag_v1_diagnosis_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(Engine)(0),                        // 0: llmdiag.v1.Engine
 	(Role)(0),                          // 1: llmdiag.v1.Role
@@ -4533,130 +4706,137 @@ var file_llmdiag_v1_diagnosis_proto_goTypes = []any{
 	(*Degraded)(nil),                   // 23: llmdiag.v1.Degraded
 	(*GetNodeRequest)(nil),             // 24: llmdiag.v1.GetNodeRequest
 	(*GetNodeResponse)(nil),            // 25: llmdiag.v1.GetNodeResponse
-	(*GetNodeMetricsRequest)(nil),      // 26: llmdiag.v1.GetNodeMetricsRequest
-	(*GetNodeMetricsResponse)(nil),     // 27: llmdiag.v1.GetNodeMetricsResponse
-	(*ComparePercentilesRequest)(nil),  // 28: llmdiag.v1.ComparePercentilesRequest
-	(*CompareValue)(nil),               // 29: llmdiag.v1.CompareValue
-	(*CompareRow)(nil),                 // 30: llmdiag.v1.CompareRow
-	(*ComparePercentilesResponse)(nil), // 31: llmdiag.v1.ComparePercentilesResponse
-	(*DiagnoseNodeRequest)(nil),        // 32: llmdiag.v1.DiagnoseNodeRequest
-	(*DiagnoseNodeResponse)(nil),       // 33: llmdiag.v1.DiagnoseNodeResponse
-	(*StreamHealthRequest)(nil),        // 34: llmdiag.v1.StreamHealthRequest
-	(*NodeHealth)(nil),                 // 35: llmdiag.v1.NodeHealth
-	(*StreamHealthResponse)(nil),       // 36: llmdiag.v1.StreamHealthResponse
-	(*GetNodeHistoryRequest)(nil),      // 37: llmdiag.v1.GetNodeHistoryRequest
-	(*HistoryPoint)(nil),               // 38: llmdiag.v1.HistoryPoint
-	(*GetNodeHistoryResponse)(nil),     // 39: llmdiag.v1.GetNodeHistoryResponse
-	nil,                                // 40: llmdiag.v1.Node.LabelsEntry
-	nil,                                // 41: llmdiag.v1.StreamHealthRequest.LabelsEntry
-	nil,                                // 42: llmdiag.v1.NodeHealth.LabelsEntry
-	(*timestamppb.Timestamp)(nil),      // 43: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),        // 44: google.protobuf.Duration
-	(*fieldmaskpb.FieldMask)(nil),      // 45: google.protobuf.FieldMask
+	(*GetRoutabilityRequest)(nil),      // 26: llmdiag.v1.GetRoutabilityRequest
+	(*GetRoutabilityResponse)(nil),     // 27: llmdiag.v1.GetRoutabilityResponse
+	(*GetNodeMetricsRequest)(nil),      // 28: llmdiag.v1.GetNodeMetricsRequest
+	(*GetNodeMetricsResponse)(nil),     // 29: llmdiag.v1.GetNodeMetricsResponse
+	(*ComparePercentilesRequest)(nil),  // 30: llmdiag.v1.ComparePercentilesRequest
+	(*CompareValue)(nil),               // 31: llmdiag.v1.CompareValue
+	(*CompareRow)(nil),                 // 32: llmdiag.v1.CompareRow
+	(*ComparePercentilesResponse)(nil), // 33: llmdiag.v1.ComparePercentilesResponse
+	(*DiagnoseNodeRequest)(nil),        // 34: llmdiag.v1.DiagnoseNodeRequest
+	(*DiagnoseNodeResponse)(nil),       // 35: llmdiag.v1.DiagnoseNodeResponse
+	(*StreamHealthRequest)(nil),        // 36: llmdiag.v1.StreamHealthRequest
+	(*NodeHealth)(nil),                 // 37: llmdiag.v1.NodeHealth
+	(*StreamHealthResponse)(nil),       // 38: llmdiag.v1.StreamHealthResponse
+	(*GetNodeHistoryRequest)(nil),      // 39: llmdiag.v1.GetNodeHistoryRequest
+	(*HistoryPoint)(nil),               // 40: llmdiag.v1.HistoryPoint
+	(*GetNodeHistoryResponse)(nil),     // 41: llmdiag.v1.GetNodeHistoryResponse
+	nil,                                // 42: llmdiag.v1.Node.LabelsEntry
+	nil,                                // 43: llmdiag.v1.StreamHealthRequest.LabelsEntry
+	nil,                                // 44: llmdiag.v1.NodeHealth.LabelsEntry
+	(*timestamppb.Timestamp)(nil),      // 45: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),        // 46: google.protobuf.Duration
+	(*fieldmaskpb.FieldMask)(nil),      // 47: google.protobuf.FieldMask
 }
 var file_llmdiag_v1_diagnosis_proto_depIdxs = []int32{
 	0,  // 0: llmdiag.v1.Node.engine:type_name -> llmdiag.v1.Engine
 	10, // 1: llmdiag.v1.Node.profile:type_name -> llmdiag.v1.Profile
-	43, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
+	45, // 2: llmdiag.v1.Node.last_seen:type_name -> google.protobuf.Timestamp
 	2,  // 3: llmdiag.v1.Node.status:type_name -> llmdiag.v1.Status
 	3,  // 4: llmdiag.v1.Node.root_cause:type_name -> llmdiag.v1.Cause
-	44, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
-	40, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
+	46, // 5: llmdiag.v1.Node.staleness:type_name -> google.protobuf.Duration
+	42, // 6: llmdiag.v1.Node.labels:type_name -> llmdiag.v1.Node.LabelsEntry
 	1,  // 7: llmdiag.v1.Node.role:type_name -> llmdiag.v1.Role
 	12, // 8: llmdiag.v1.Distribution.percentiles:type_name -> llmdiag.v1.Percentile
 	0,  // 9: llmdiag.v1.NodeMetrics.engine:type_name -> llmdiag.v1.Engine
-	43, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
-	44, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
-	44, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
-	44, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
+	45, // 10: llmdiag.v1.NodeMetrics.observed_at:type_name -> google.protobuf.Timestamp
+	46, // 11: llmdiag.v1.NodeMetrics.staleness:type_name -> google.protobuf.Duration
+	46, // 12: llmdiag.v1.NodeMetrics.covered:type_name -> google.protobuf.Duration
+	46, // 13: llmdiag.v1.NodeMetrics.offset:type_name -> google.protobuf.Duration
 	13, // 14: llmdiag.v1.NodeMetrics.ttft:type_name -> llmdiag.v1.Distribution
 	13, // 15: llmdiag.v1.NodeMetrics.e2e:type_name -> llmdiag.v1.Distribution
 	13, // 16: llmdiag.v1.NodeMetrics.inter_token:type_name -> llmdiag.v1.Distribution
 	13, // 17: llmdiag.v1.NodeMetrics.time_per_output_token:type_name -> llmdiag.v1.Distribution
 	13, // 18: llmdiag.v1.NodeMetrics.queue_time:type_name -> llmdiag.v1.Distribution
-	43, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
+	45, // 19: llmdiag.v1.NodeMetrics.progress_since:type_name -> google.protobuf.Timestamp
 	15, // 20: llmdiag.v1.NodeMetrics.gpu:type_name -> llmdiag.v1.GPUMetrics
 	1,  // 21: llmdiag.v1.NodeMetrics.role:type_name -> llmdiag.v1.Role
 	16, // 22: llmdiag.v1.GPUMetrics.xid_errors:type_name -> llmdiag.v1.GPUXid
-	43, // 23: llmdiag.v1.GPUXid.occurred_at:type_name -> google.protobuf.Timestamp
+	45, // 23: llmdiag.v1.GPUXid.occurred_at:type_name -> google.protobuf.Timestamp
 	4,  // 24: llmdiag.v1.Finding.indicator:type_name -> llmdiag.v1.Indicator
 	2,  // 25: llmdiag.v1.Finding.status:type_name -> llmdiag.v1.Status
 	18, // 26: llmdiag.v1.Finding.slo:type_name -> llmdiag.v1.SLOBurn
-	44, // 27: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
+	46, // 27: llmdiag.v1.SLOBurn.period:type_name -> google.protobuf.Duration
 	19, // 28: llmdiag.v1.SLOBurn.windows:type_name -> llmdiag.v1.SLOWindow
 	0,  // 29: llmdiag.v1.Diagnosis.engine:type_name -> llmdiag.v1.Engine
 	2,  // 30: llmdiag.v1.Diagnosis.status:type_name -> llmdiag.v1.Status
 	3,  // 31: llmdiag.v1.Diagnosis.root_cause:type_name -> llmdiag.v1.Cause
 	17, // 32: llmdiag.v1.Diagnosis.findings:type_name -> llmdiag.v1.Finding
-	43, // 33: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
-	44, // 34: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
+	45, // 33: llmdiag.v1.Diagnosis.observed_at:type_name -> google.protobuf.Timestamp
+	46, // 34: llmdiag.v1.Diagnosis.staleness:type_name -> google.protobuf.Duration
 	7,  // 35: llmdiag.v1.Diagnosis.language:type_name -> llmdiag.v1.Language
 	1,  // 36: llmdiag.v1.Diagnosis.role:type_name -> llmdiag.v1.Role
 	0,  // 37: llmdiag.v1.ListNodesRequest.engine:type_name -> llmdiag.v1.Engine
 	2,  // 38: llmdiag.v1.ListNodesRequest.status:type_name -> llmdiag.v1.Status
-	45, // 39: llmdiag.v1.ListNodesRequest.read_mask:type_name -> google.protobuf.FieldMask
+	47, // 39: llmdiag.v1.ListNodesRequest.read_mask:type_name -> google.protobuf.FieldMask
 	11, // 40: llmdiag.v1.ListNodesResponse.nodes:type_name -> llmdiag.v1.Node
 	23, // 41: llmdiag.v1.ListNodesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	44, // 42: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
-	45, // 43: llmdiag.v1.GetNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
+	46, // 42: llmdiag.v1.Degraded.copy_age:type_name -> google.protobuf.Duration
+	47, // 43: llmdiag.v1.GetNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
 	11, // 44: llmdiag.v1.GetNodeResponse.node:type_name -> llmdiag.v1.Node
 	23, // 45: llmdiag.v1.GetNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	44, // 46: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
-	45, // 47: llmdiag.v1.GetNodeMetricsRequest.read_mask:type_name -> google.protobuf.FieldMask
-	14, // 48: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
-	23, // 49: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
-	5,  // 50: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
-	6,  // 51: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
-	44, // 52: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
-	44, // 53: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
-	12, // 54: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
-	29, // 55: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
-	44, // 56: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
-	5,  // 57: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
-	30, // 58: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
-	43, // 59: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
-	44, // 60: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
-	23, // 61: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
-	44, // 62: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
-	44, // 63: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
-	7,  // 64: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
-	8,  // 65: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
-	45, // 66: llmdiag.v1.DiagnoseNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
-	20, // 67: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
-	23, // 68: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
-	44, // 69: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
-	41, // 70: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
-	2,  // 71: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
-	3,  // 72: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
-	44, // 73: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
-	43, // 74: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
-	42, // 75: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
-	9,  // 76: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
-	35, // 77: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
-	43, // 78: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
-	43, // 79: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
-	2,  // 80: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
-	38, // 81: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
-	23, // 82: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
-	21, // 83: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
-	24, // 84: llmdiag.v1.DiagnosisService.GetNode:input_type -> llmdiag.v1.GetNodeRequest
-	26, // 85: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
-	28, // 86: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
-	32, // 87: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
-	34, // 88: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
-	37, // 89: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
-	22, // 90: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
-	25, // 91: llmdiag.v1.DiagnosisService.GetNode:output_type -> llmdiag.v1.GetNodeResponse
-	27, // 92: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
-	31, // 93: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
-	33, // 94: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
-	36, // 95: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
-	39, // 96: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
-	90, // [90:97] is the sub-list for method output_type
-	83, // [83:90] is the sub-list for method input_type
-	83, // [83:83] is the sub-list for extension type_name
-	83, // [83:83] is the sub-list for extension extendee
-	0,  // [0:83] is the sub-list for field type_name
+	2,  // 46: llmdiag.v1.GetRoutabilityResponse.status:type_name -> llmdiag.v1.Status
+	3,  // 47: llmdiag.v1.GetRoutabilityResponse.root_cause:type_name -> llmdiag.v1.Cause
+	45, // 48: llmdiag.v1.GetRoutabilityResponse.observed_at:type_name -> google.protobuf.Timestamp
+	46, // 49: llmdiag.v1.GetNodeMetricsRequest.offset:type_name -> google.protobuf.Duration
+	47, // 50: llmdiag.v1.GetNodeMetricsRequest.read_mask:type_name -> google.protobuf.FieldMask
+	14, // 51: llmdiag.v1.GetNodeMetricsResponse.metrics:type_name -> llmdiag.v1.NodeMetrics
+	23, // 52: llmdiag.v1.GetNodeMetricsResponse.degraded:type_name -> llmdiag.v1.Degraded
+	5,  // 53: llmdiag.v1.ComparePercentilesRequest.metric:type_name -> llmdiag.v1.LatencyMetric
+	6,  // 54: llmdiag.v1.ComparePercentilesRequest.group_by:type_name -> llmdiag.v1.GroupBy
+	46, // 55: llmdiag.v1.ComparePercentilesRequest.offset:type_name -> google.protobuf.Duration
+	46, // 56: llmdiag.v1.ComparePercentilesRequest.baseline_offset:type_name -> google.protobuf.Duration
+	12, // 57: llmdiag.v1.CompareValue.percentile:type_name -> llmdiag.v1.Percentile
+	31, // 58: llmdiag.v1.CompareRow.values:type_name -> llmdiag.v1.CompareValue
+	46, // 59: llmdiag.v1.CompareRow.offset:type_name -> google.protobuf.Duration
+	5,  // 60: llmdiag.v1.ComparePercentilesResponse.metric:type_name -> llmdiag.v1.LatencyMetric
+	32, // 61: llmdiag.v1.ComparePercentilesResponse.rows:type_name -> llmdiag.v1.CompareRow
+	45, // 62: llmdiag.v1.ComparePercentilesResponse.observed_at:type_name -> google.protobuf.Timestamp
+	46, // 63: llmdiag.v1.ComparePercentilesResponse.staleness:type_name -> google.protobuf.Duration
+	23, // 64: llmdiag.v1.ComparePercentilesResponse.degraded:type_name -> llmdiag.v1.Degraded
+	46, // 65: llmdiag.v1.ComparePercentilesResponse.offset:type_name -> google.protobuf.Duration
+	46, // 66: llmdiag.v1.ComparePercentilesResponse.baseline_offset:type_name -> google.protobuf.Duration
+	7,  // 67: llmdiag.v1.DiagnoseNodeRequest.language:type_name -> llmdiag.v1.Language
+	8,  // 68: llmdiag.v1.DiagnoseNodeRequest.format:type_name -> llmdiag.v1.ReportFormat
+	47, // 69: llmdiag.v1.DiagnoseNodeRequest.read_mask:type_name -> google.protobuf.FieldMask
+	20, // 70: llmdiag.v1.DiagnoseNodeResponse.diagnosis:type_name -> llmdiag.v1.Diagnosis
+	23, // 71: llmdiag.v1.DiagnoseNodeResponse.degraded:type_name -> llmdiag.v1.Degraded
+	46, // 72: llmdiag.v1.StreamHealthRequest.heartbeat_interval:type_name -> google.protobuf.Duration
+	43, // 73: llmdiag.v1.StreamHealthRequest.labels:type_name -> llmdiag.v1.StreamHealthRequest.LabelsEntry
+	2,  // 74: llmdiag.v1.NodeHealth.status:type_name -> llmdiag.v1.Status
+	3,  // 75: llmdiag.v1.NodeHealth.root_cause:type_name -> llmdiag.v1.Cause
+	46, // 76: llmdiag.v1.NodeHealth.staleness:type_name -> google.protobuf.Duration
+	45, // 77: llmdiag.v1.NodeHealth.observed_at:type_name -> google.protobuf.Timestamp
+	44, // 78: llmdiag.v1.NodeHealth.labels:type_name -> llmdiag.v1.NodeHealth.LabelsEntry
+	9,  // 79: llmdiag.v1.StreamHealthResponse.kind:type_name -> llmdiag.v1.EventKind
+	37, // 80: llmdiag.v1.StreamHealthResponse.health:type_name -> llmdiag.v1.NodeHealth
+	45, // 81: llmdiag.v1.StreamHealthResponse.sent_at:type_name -> google.protobuf.Timestamp
+	45, // 82: llmdiag.v1.HistoryPoint.at:type_name -> google.protobuf.Timestamp
+	2,  // 83: llmdiag.v1.HistoryPoint.status:type_name -> llmdiag.v1.Status
+	40, // 84: llmdiag.v1.GetNodeHistoryResponse.points:type_name -> llmdiag.v1.HistoryPoint
+	23, // 85: llmdiag.v1.GetNodeHistoryResponse.degraded:type_name -> llmdiag.v1.Degraded
+	21, // 86: llmdiag.v1.DiagnosisService.ListNodes:input_type -> llmdiag.v1.ListNodesRequest
+	24, // 87: llmdiag.v1.DiagnosisService.GetNode:input_type -> llmdiag.v1.GetNodeRequest
+	26, // 88: llmdiag.v1.DiagnosisService.GetRoutability:input_type -> llmdiag.v1.GetRoutabilityRequest
+	28, // 89: llmdiag.v1.DiagnosisService.GetNodeMetrics:input_type -> llmdiag.v1.GetNodeMetricsRequest
+	30, // 90: llmdiag.v1.DiagnosisService.ComparePercentiles:input_type -> llmdiag.v1.ComparePercentilesRequest
+	34, // 91: llmdiag.v1.DiagnosisService.DiagnoseNode:input_type -> llmdiag.v1.DiagnoseNodeRequest
+	36, // 92: llmdiag.v1.DiagnosisService.StreamHealth:input_type -> llmdiag.v1.StreamHealthRequest
+	39, // 93: llmdiag.v1.DiagnosisService.GetNodeHistory:input_type -> llmdiag.v1.GetNodeHistoryRequest
+	22, // 94: llmdiag.v1.DiagnosisService.ListNodes:output_type -> llmdiag.v1.ListNodesResponse
+	25, // 95: llmdiag.v1.DiagnosisService.GetNode:output_type -> llmdiag.v1.GetNodeResponse
+	27, // 96: llmdiag.v1.DiagnosisService.GetRoutability:output_type -> llmdiag.v1.GetRoutabilityResponse
+	29, // 97: llmdiag.v1.DiagnosisService.GetNodeMetrics:output_type -> llmdiag.v1.GetNodeMetricsResponse
+	33, // 98: llmdiag.v1.DiagnosisService.ComparePercentiles:output_type -> llmdiag.v1.ComparePercentilesResponse
+	35, // 99: llmdiag.v1.DiagnosisService.DiagnoseNode:output_type -> llmdiag.v1.DiagnoseNodeResponse
+	38, // 100: llmdiag.v1.DiagnosisService.StreamHealth:output_type -> llmdiag.v1.StreamHealthResponse
+	41, // 101: llmdiag.v1.DiagnosisService.GetNodeHistory:output_type -> llmdiag.v1.GetNodeHistoryResponse
+	94, // [94:102] is the sub-list for method output_type
+	86, // [86:94] is the sub-list for method input_type
+	86, // [86:86] is the sub-list for extension type_name
+	86, // [86:86] is the sub-list for extension extendee
+	0,  // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_llmdiag_v1_diagnosis_proto_init() }
@@ -4669,14 +4849,15 @@ func file_llmdiag_v1_diagnosis_proto_init() {
 	file_llmdiag_v1_diagnosis_proto_msgTypes[5].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[6].OneofWrappers = []any{}
 	file_llmdiag_v1_diagnosis_proto_msgTypes[9].OneofWrappers = []any{}
-	file_llmdiag_v1_diagnosis_proto_msgTypes[28].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[17].OneofWrappers = []any{}
+	file_llmdiag_v1_diagnosis_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_llmdiag_v1_diagnosis_proto_rawDesc), len(file_llmdiag_v1_diagnosis_proto_rawDesc)),
 			NumEnums:      10,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	DiagnosisService_ListNodes_FullMethodName          = "/llmdiag.v1.DiagnosisService/ListNodes"
 	DiagnosisService_GetNode_FullMethodName            = "/llmdiag.v1.DiagnosisService/GetNode"
+	DiagnosisService_GetRoutability_FullMethodName     = "/llmdiag.v1.DiagnosisService/GetRoutability"
 	DiagnosisService_GetNodeMetrics_FullMethodName     = "/llmdiag.v1.DiagnosisService/GetNodeMetrics"
 	DiagnosisService_ComparePercentiles_FullMethodName = "/llmdiag.v1.DiagnosisService/ComparePercentiles"
 	DiagnosisService_DiagnoseNode_FullMethodName       = "/llmdiag.v1.DiagnosisService/DiagnoseNode"
@@ -46,6 +47,12 @@ type DiagnosisServiceClient interface {
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 	// GetNode returns one node as ListNodes lists it.
 	GetNode(ctx context.Context, in *GetNodeRequest, opts ...grpc.CallOption) (*GetNodeResponse, error)
+	// GetRoutability answers whether a router may send the node traffic
+	// now, from its latest verdict (a lookup, no diagnosis), with the rule
+	// GET /routable/{node} follows for data that cannot say (stale, UNKNOWN,
+	// or a store that cannot be read): routable then follows serve's
+	// --routable-fail-open, and stale is set. Granted to the router role.
+	GetRoutability(ctx context.Context, in *GetRoutabilityRequest, opts ...grpc.CallOption) (*GetRoutabilityResponse, error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(ctx context.Context, in *GetNodeMetricsRequest, opts ...grpc.CallOption) (*GetNodeMetricsResponse, error)
@@ -87,6 +94,16 @@ func (c *diagnosisServiceClient) GetNode(ctx context.Context, in *GetNodeRequest
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetNodeResponse)
 	err := c.cc.Invoke(ctx, DiagnosisService_GetNode_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *diagnosisServiceClient) GetRoutability(ctx context.Context, in *GetRoutabilityRequest, opts ...grpc.CallOption) (*GetRoutabilityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRoutabilityResponse)
+	err := c.cc.Invoke(ctx, DiagnosisService_GetRoutability_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +181,12 @@ type DiagnosisServiceServer interface {
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	// GetNode returns one node as ListNodes lists it.
 	GetNode(context.Context, *GetNodeRequest) (*GetNodeResponse, error)
+	// GetRoutability answers whether a router may send the node traffic
+	// now, from its latest verdict (a lookup, no diagnosis), with the rule
+	// GET /routable/{node} follows for data that cannot say (stale, UNKNOWN,
+	// or a store that cannot be read): routable then follows serve's
+	// --routable-fail-open, and stale is set. Granted to the router role.
+	GetRoutability(context.Context, *GetRoutabilityRequest) (*GetRoutabilityResponse, error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(context.Context, *GetNodeMetricsRequest) (*GetNodeMetricsResponse, error)
@@ -196,6 +219,9 @@ func (UnimplementedDiagnosisServiceServer) ListNodes(context.Context, *ListNodes
 }
 func (UnimplementedDiagnosisServiceServer) GetNode(context.Context, *GetNodeRequest) (*GetNodeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNode not implemented")
+}
+func (UnimplementedDiagnosisServiceServer) GetRoutability(context.Context, *GetRoutabilityRequest) (*GetRoutabilityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRoutability not implemented")
 }
 func (UnimplementedDiagnosisServiceServer) GetNodeMetrics(context.Context, *GetNodeMetricsRequest) (*GetNodeMetricsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetNodeMetrics not implemented")
@@ -265,6 +291,24 @@ func _DiagnosisService_GetNode_Handler(srv interface{}, ctx context.Context, dec
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(DiagnosisServiceServer).GetNode(ctx, req.(*GetNodeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _DiagnosisService_GetRoutability_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRoutabilityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(DiagnosisServiceServer).GetRoutability(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: DiagnosisService_GetRoutability_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(DiagnosisServiceServer).GetRoutability(ctx, req.(*GetRoutabilityRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -366,6 +410,10 @@ var DiagnosisService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetNode",
 			Handler:    _DiagnosisService_GetNode_Handler,
+		},
+		{
+			MethodName: "GetRoutability",
+			Handler:    _DiagnosisService_GetRoutability_Handler,
 		},
 		{
 			MethodName: "GetNodeMetrics",

@@ -164,6 +164,12 @@ func Run(o Options) (*Server, error) {
 	if o.Wrap != nil {
 		handler = o.Wrap(handler)
 	}
+	// The REST paths in front, as serve puts them.
+	if handler, err = server.REST(handler); err != nil {
+		_ = ln.Close()
+		cancel()
+		return nil, err
+	}
 	so := server.ServeOptions{Refusals: o.Refusals, Pending: o.Pending}
 	go func() {
 		if o.TLS != nil {

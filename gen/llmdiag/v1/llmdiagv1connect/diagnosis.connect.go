@@ -44,6 +44,9 @@ const (
 	// DiagnosisServiceGetNodeProcedure is the fully-qualified name of the DiagnosisService's GetNode
 	// RPC.
 	DiagnosisServiceGetNodeProcedure = "/llmdiag.v1.DiagnosisService/GetNode"
+	// DiagnosisServiceGetRoutabilityProcedure is the fully-qualified name of the DiagnosisService's
+	// GetRoutability RPC.
+	DiagnosisServiceGetRoutabilityProcedure = "/llmdiag.v1.DiagnosisService/GetRoutability"
 	// DiagnosisServiceGetNodeMetricsProcedure is the fully-qualified name of the DiagnosisService's
 	// GetNodeMetrics RPC.
 	DiagnosisServiceGetNodeMetricsProcedure = "/llmdiag.v1.DiagnosisService/GetNodeMetrics"
@@ -68,6 +71,12 @@ type DiagnosisServiceClient interface {
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
 	// GetNode returns one node as ListNodes lists it.
 	GetNode(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
+	// GetRoutability answers whether a router may send the node traffic
+	// now, from its latest verdict (a lookup, no diagnosis), with the rule
+	// GET /routable/{node} follows for data that cannot say (stale, UNKNOWN,
+	// or a store that cannot be read): routable then follows serve's
+	// --routable-fail-open, and stale is set. Granted to the router role.
+	GetRoutability(context.Context, *connect.Request[v1.GetRoutabilityRequest]) (*connect.Response[v1.GetRoutabilityResponse], error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(context.Context, *connect.Request[v1.GetNodeMetricsRequest]) (*connect.Response[v1.GetNodeMetricsResponse], error)
@@ -109,6 +118,13 @@ func NewDiagnosisServiceClient(httpClient connect.HTTPClient, baseURL string, op
 			httpClient,
 			baseURL+DiagnosisServiceGetNodeProcedure,
 			connect.WithSchema(diagnosisServiceMethods.ByName("GetNode")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		getRoutability: connect.NewClient[v1.GetRoutabilityRequest, v1.GetRoutabilityResponse](
+			httpClient,
+			baseURL+DiagnosisServiceGetRoutabilityProcedure,
+			connect.WithSchema(diagnosisServiceMethods.ByName("GetRoutability")),
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
@@ -154,6 +170,7 @@ func NewDiagnosisServiceClient(httpClient connect.HTTPClient, baseURL string, op
 type diagnosisServiceClient struct {
 	listNodes          *connect.Client[v1.ListNodesRequest, v1.ListNodesResponse]
 	getNode            *connect.Client[v1.GetNodeRequest, v1.GetNodeResponse]
+	getRoutability     *connect.Client[v1.GetRoutabilityRequest, v1.GetRoutabilityResponse]
 	getNodeMetrics     *connect.Client[v1.GetNodeMetricsRequest, v1.GetNodeMetricsResponse]
 	comparePercentiles *connect.Client[v1.ComparePercentilesRequest, v1.ComparePercentilesResponse]
 	diagnoseNode       *connect.Client[v1.DiagnoseNodeRequest, v1.DiagnoseNodeResponse]
@@ -169,6 +186,11 @@ func (c *diagnosisServiceClient) ListNodes(ctx context.Context, req *connect.Req
 // GetNode calls llmdiag.v1.DiagnosisService.GetNode.
 func (c *diagnosisServiceClient) GetNode(ctx context.Context, req *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
 	return c.getNode.CallUnary(ctx, req)
+}
+
+// GetRoutability calls llmdiag.v1.DiagnosisService.GetRoutability.
+func (c *diagnosisServiceClient) GetRoutability(ctx context.Context, req *connect.Request[v1.GetRoutabilityRequest]) (*connect.Response[v1.GetRoutabilityResponse], error) {
+	return c.getRoutability.CallUnary(ctx, req)
 }
 
 // GetNodeMetrics calls llmdiag.v1.DiagnosisService.GetNodeMetrics.
@@ -203,6 +225,12 @@ type DiagnosisServiceHandler interface {
 	ListNodes(context.Context, *connect.Request[v1.ListNodesRequest]) (*connect.Response[v1.ListNodesResponse], error)
 	// GetNode returns one node as ListNodes lists it.
 	GetNode(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error)
+	// GetRoutability answers whether a router may send the node traffic
+	// now, from its latest verdict (a lookup, no diagnosis), with the rule
+	// GET /routable/{node} follows for data that cannot say (stale, UNKNOWN,
+	// or a store that cannot be read): routable then follows serve's
+	// --routable-fail-open, and stale is set. Granted to the router role.
+	GetRoutability(context.Context, *connect.Request[v1.GetRoutabilityRequest]) (*connect.Response[v1.GetRoutabilityResponse], error)
 	// GetNodeMetrics returns every indicator of one node over one window; each
 	// percentile carries the bucket bounds it lies in.
 	GetNodeMetrics(context.Context, *connect.Request[v1.GetNodeMetricsRequest]) (*connect.Response[v1.GetNodeMetricsResponse], error)
@@ -240,6 +268,13 @@ func NewDiagnosisServiceHandler(svc DiagnosisServiceHandler, opts ...connect.Han
 		DiagnosisServiceGetNodeProcedure,
 		svc.GetNode,
 		connect.WithSchema(diagnosisServiceMethods.ByName("GetNode")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	diagnosisServiceGetRoutabilityHandler := connect.NewUnaryHandler(
+		DiagnosisServiceGetRoutabilityProcedure,
+		svc.GetRoutability,
+		connect.WithSchema(diagnosisServiceMethods.ByName("GetRoutability")),
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
@@ -284,6 +319,8 @@ func NewDiagnosisServiceHandler(svc DiagnosisServiceHandler, opts ...connect.Han
 			diagnosisServiceListNodesHandler.ServeHTTP(w, r)
 		case DiagnosisServiceGetNodeProcedure:
 			diagnosisServiceGetNodeHandler.ServeHTTP(w, r)
+		case DiagnosisServiceGetRoutabilityProcedure:
+			diagnosisServiceGetRoutabilityHandler.ServeHTTP(w, r)
 		case DiagnosisServiceGetNodeMetricsProcedure:
 			diagnosisServiceGetNodeMetricsHandler.ServeHTTP(w, r)
 		case DiagnosisServiceComparePercentilesProcedure:
@@ -309,6 +346,10 @@ func (UnimplementedDiagnosisServiceHandler) ListNodes(context.Context, *connect.
 
 func (UnimplementedDiagnosisServiceHandler) GetNode(context.Context, *connect.Request[v1.GetNodeRequest]) (*connect.Response[v1.GetNodeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("llmdiag.v1.DiagnosisService.GetNode is not implemented"))
+}
+
+func (UnimplementedDiagnosisServiceHandler) GetRoutability(context.Context, *connect.Request[v1.GetRoutabilityRequest]) (*connect.Response[v1.GetRoutabilityResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("llmdiag.v1.DiagnosisService.GetRoutability is not implemented"))
 }
 
 func (UnimplementedDiagnosisServiceHandler) GetNodeMetrics(context.Context, *connect.Request[v1.GetNodeMetricsRequest]) (*connect.Response[v1.GetNodeMetricsResponse], error) {
