@@ -28,6 +28,7 @@ mkdir -p bin
 # package, benchmark pattern, -benchtime[, count]
 benches=(
   "./server         ^BenchmarkUnary$                     3000x"
+  "./server         ^BenchmarkUnaryREST$                 3000x"
   "./refresh        ^BenchmarkCycle$                     4x"
   "./refresh        ^BenchmarkDirectScrape$              1x"
   "./source/scrape/ring ^BenchmarkRing$                 3000x"

@@ -22,7 +22,8 @@ type restCall struct{ reached atomic.Bool }
 // refusal (a line of text or a small JSON status).
 const maxRefusalBytes = 4 << 10
 
-// restWriter passes the answer of a call on untouched. An answer the
+// restWriter passes the answer of a call on (an error answer marked
+// no-store, as the reads mark theirs, cache.go). An answer the
 // transcoder wrote itself, without a call, is kept and rewritten by
 // finish as a google.rpc.Status JSON body: vanguard writes some as text,
 // some with a Content-Type of "application/", and a query parameter that
@@ -41,6 +42,9 @@ func (w *restWriter) WriteHeader(code int) {
 	}
 	if w.call.reached.Load() {
 		w.status = code
+		if h := w.ResponseWriter.Header(); code >= 400 && h.Get("Cache-Control") == "" {
+			h.Set("Cache-Control", "no-store") // a refusal before the reads' own headers (auth, limits)
+		}
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}

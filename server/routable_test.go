@@ -24,8 +24,9 @@ import (
 
 // routableFixture is a service over a memory store holding one node of
 // each kind GET /routable/{node} tells apart, observed at now (stale-node
-// 45 s before, past the 30 s --stale-after).
-func routableFixture(t *testing.T, now time.Time) *server.Service {
+// 45 s before, past the 30 s --stale-after); GetRoutability falls back on
+// fb.
+func routableFixture(t *testing.T, now time.Time, fb server.RoutableFallback) *server.Service {
 	t.Helper()
 	st := memory.New(memory.Options{}, "routable")
 	put := func(id string, status llmdiagv1.Status, cause llmdiagv1.Cause, routable bool, score float64, age time.Duration) {
@@ -45,7 +46,7 @@ func routableFixture(t *testing.T, now time.Time) *server.Service {
 	put("stale-0", ok, llmdiagv1.Cause_CAUSE_HEALTHY, true, 0.2, 45*time.Second)
 	put("nodata-0", llmdiagv1.Status_STATUS_UNKNOWN, llmdiagv1.Cause_CAUSE_NO_DATA, false, 0, 2*time.Second)
 	put("pool/a:0", ok, llmdiagv1.Cause_CAUSE_HEALTHY, true, 0.05, 2*time.Second)
-	return server.NewService(st, nil, slog.New(slog.DiscardHandler), func() time.Time { return now }, server.Config{StaleAfter: 30 * time.Second}, nil)
+	return server.NewService(st, nil, slog.New(slog.DiscardHandler), func() time.Time { return now }, server.Config{StaleAfter: 30 * time.Second, Routable: fb}, nil)
 }
 
 func routableMux(t *testing.T, svc *server.Service, o server.RoutableOptions) http.Handler {
@@ -61,7 +62,7 @@ func routableMux(t *testing.T, svc *server.Service, o server.RoutableOptions) ht
 
 func TestRoutableHandler(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	svc := routableFixture(t, now)
+	svc := routableFixture(t, now, server.RoutableFallback{})
 	reg := prometheus.NewRegistry()
 	open := routableMux(t, svc, server.RoutableOptions{RoutableFallback: server.RoutableFallback{FailOpen: true}, Registerer: reg})
 	closed := routableMux(t, svc, server.RoutableOptions{})

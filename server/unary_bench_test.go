@@ -153,6 +153,12 @@ func reportUnary(b *testing.B, url string, nodes []string, conc int, call func(c
 // Interceptors ics go before telemetry's (the tracing one, as serve puts it).
 func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (string, []string) {
 	b.Helper()
+	return unaryServiceREST(b, st, true, ics...)
+}
+
+// unaryServiceREST is unaryService, with the REST paths in front or not.
+func unaryServiceREST(b *testing.B, st store.Store, rest bool, ics ...connect.Interceptor) (string, []string) {
+	b.Helper()
 	cfg := simtest.Scenario(b, "seed", 1)
 	cfg.Warmup = 5 * time.Minute
 	clock := testkit.NewClock(time.Now())
@@ -188,6 +194,7 @@ func unaryService(b *testing.B, st store.Store, ics ...connect.Interceptor) (str
 		Config:         server.Config{DefaultWindow: metrics.DefaultWindow, StaleAfter: th.StaleAfter, Thresholds: th},
 		HandlerOptions: []connect.HandlerOption{connect.WithInterceptors(append(ics, tm.Interceptor())...)},
 		Limits:         &server.Limits{RateLimit: 1e9},
+		NoREST:         !rest,
 	})
 	var nodes []string
 	for _, n := range f.FleetFile().Nodes {

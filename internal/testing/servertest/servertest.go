@@ -59,6 +59,9 @@ type Options struct {
 	// Wrap, when set, wraps the whole handler: a test's view of what
 	// reaches net/http.
 	Wrap func(http.Handler) http.Handler
+	// NoREST serves the handler without the REST paths in front (serve
+	// always has them): to measure what they cost the other callers.
+	NoREST bool
 	// Conns, when set with Limits, are the connection caps (default: at
 	// most server.DefaultMaxConnections).
 	Conns *server.ConnLimits
@@ -164,11 +167,12 @@ func Run(o Options) (*Server, error) {
 	if o.Wrap != nil {
 		handler = o.Wrap(handler)
 	}
-	// The REST paths in front, as serve puts them.
-	if handler, err = server.REST(handler); err != nil {
-		_ = ln.Close()
-		cancel()
-		return nil, err
+	if !o.NoREST { // the REST paths in front, as serve puts them
+		if handler, err = server.REST(handler); err != nil {
+			_ = ln.Close()
+			cancel()
+			return nil, err
+		}
 	}
 	so := server.ServeOptions{Refusals: o.Refusals, Pending: o.Pending}
 	go func() {
