@@ -111,7 +111,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.requestQueries, "max-request-queries", server.DefaultRequestQueryBudget, "queries to --prometheus one request may cause; a request that needs more is refused (resource exhausted)")
 	fs.BoolVar(&c.mcp, "mcp", true, "serve the MCP server (tools and runbooks for AI agents) over streamable HTTP at /mcp, behind the same authentication; --mcp=false turns it off")
 	fs.BoolVar(&c.console, "console", true, "serve the web console (the fleet, each node, comparisons; embedded, works offline) at / and its files under /console/; its data comes from the procedures with the token the person enters; --console=false turns it off")
-	fs.BoolVar(&c.routableFailOpen, "routable-fail-open", true, "GET /routable/{node} (the router role's HTTP check for proxies' health checkers) answers 200 \"routable (stale)\" with X-Llmdiag-Stale: true when the node's data is older than --stale-after or unknown; --routable-fail-open=false answers 503 instead (docs/integrations.md, HTTP health checks)")
+	fs.BoolVar(&c.routableFailOpen, "routable-fail-open", true, "GET /routable/{node} (the router role's HTTP check for proxies' health checkers) answers 200 \"routable (stale)\" with X-Llmdiag-Stale: true when the node's data is older than --stale-after or unknown, and GetRoutability (GET /v1/nodes/{node}/routable) routable with stale set; --routable-fail-open=false answers 503, and not routable, instead (docs/integrations.md, HTTP health checks)")
 	c.lim.register(fs)
 	c.prom.register(fs)
 	c.tls.register(fs)

@@ -31,6 +31,8 @@ Try, in another terminal:
   grpcurl -plaintext $listen list            # gRPC with reflection
   curl -s -H 'Content-Type: application/json' -d '{"node":"deepseek-v4-0"}' \\
        http://$listen/llmdiag.v1.DiagnosisService/DiagnoseNode   # Connect JSON
+  curl -s 'http://$listen/v1/nodes/deepseek-v4-0/diagnosis?language=LANGUAGE_ZH'   # REST
+  curl -s http://$listen/openapi.yaml        # the REST paths, as OpenAPI
   $bin bench                                 # answers' latency against the health check's
 
 MSG
