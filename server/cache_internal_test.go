@@ -56,6 +56,8 @@ func TestReadProcedures(t *testing.T) {
 	got := readProcedures(llmdiagv1.File_llmdiag_v1_diagnosis_proto.Services().ByName("DiagnosisService"))
 	for _, p := range []string{
 		llmdiagv1connect.DiagnosisServiceListNodesProcedure,
+		llmdiagv1connect.DiagnosisServiceGetNodeProcedure,
+		llmdiagv1connect.DiagnosisServiceGetRoutabilityProcedure,
 		llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure,
 		llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure,
 		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure,
@@ -65,7 +67,7 @@ func TestReadProcedures(t *testing.T) {
 			t.Errorf("%s is not a read served over GET", p)
 		}
 	}
-	if len(got) != 5 || got[llmdiagv1connect.DiagnosisServiceStreamHealthProcedure] {
-		t.Errorf("reads %v: want the five unary reads, not StreamHealth", got)
+	if len(got) != 7 || got[llmdiagv1connect.DiagnosisServiceStreamHealthProcedure] {
+		t.Errorf("reads %v: want the seven unary reads, not StreamHealth", got)
 	}
 }

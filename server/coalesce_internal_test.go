@@ -111,6 +111,8 @@ func TestUnaryProcedures(t *testing.T) {
 	got := unaryProcedures(llmdiagv1.File_llmdiag_v1_diagnosis_proto.Services().ByName("DiagnosisService"))
 	want := []string{
 		llmdiagv1connect.DiagnosisServiceListNodesProcedure,
+		llmdiagv1connect.DiagnosisServiceGetNodeProcedure,
+		llmdiagv1connect.DiagnosisServiceGetRoutabilityProcedure,
 		llmdiagv1connect.DiagnosisServiceGetNodeMetricsProcedure,
 		llmdiagv1connect.DiagnosisServiceComparePercentilesProcedure,
 		llmdiagv1connect.DiagnosisServiceDiagnoseNodeProcedure,

@@ -51,8 +51,10 @@ func REST(next http.Handler) (http.Handler, error) {
 		vanguard.WithTargetProtocols(vanguard.ProtocolConnect),
 		vanguard.WithTargetCodecs(vanguard.CodecProto),
 		vanguard.WithMaxMessageBufferBytes(maxRESTAnswerBytes))
-	// JSON as connect-go writes it (unset fields absent, as the proto's
-	// comments promise), not vanguard's default, which writes them all.
+	// JSON as connect-go writes it: a field at its default (false, 0,
+	// the _UNSPECIFIED enum) or unset is absent, not null, as vanguard's
+	// default codec writes it. Emitting defaults is no option: a read
+	// mask's trimmed fields would read as false and 0.
 	json := vanguard.WithCodec(func(res vanguard.TypeResolver) vanguard.Codec {
 		return &vanguard.JSONCodec{
 			MarshalOptions:   protojson.MarshalOptions{Resolver: res},

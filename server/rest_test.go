@@ -58,7 +58,7 @@ func TestREST(t *testing.T) {
 		{"read mask", "GET", "/v1/nodes/healthy-0?readMask=status", readerToken, 200, 0, `{"node":{"status":"STATUS_OK"}}`, "private, max-age=5"},
 		{"list, filtered", "GET", "/v1/nodes?status=STATUS_CRIT&readMask=id", routerToken, 200, 0, `{"nodes":[{"id":"stalled-0"}]}`, "private, max-age=5"},
 		{"routable", "GET", "/v1/nodes/pool%2Fa:0/routable", routerToken, 200, 0, `"routable":true`, "no-store"},
-		{"not routable", "GET", "/v1/nodes/stalled-0/routable", routerToken, 200, 0, `"rootCause":"CAUSE_STALLED"`, "no-store"},
+		{"not routable", "GET", "/v1/nodes/stalled-0/routable", routerToken, 200, 0, `"routable":false`, "no-store"},
 		{"stale: fails open", "GET", "/v1/nodes/stale-0/routable", routerToken, 200, 0, `"staleReason":"data older than 30s"`, "no-store"},
 		{"routable: not a reader's", "GET", "/v1/nodes/healthy-0/routable", readerToken, 403, 7, "may not call /llmdiag.v1.DiagnosisService/GetRoutability", "no-store"},
 		{"no token", "GET", "/v1/nodes/healthy-0", "", 401, 16, "", ""},

@@ -42,7 +42,9 @@ func (w *restWriter) WriteHeader(code int) {
 	}
 	if w.call.reached.Load() {
 		w.status = code
-		if h := w.ResponseWriter.Header(); code >= 400 && h.Get("Cache-Control") == "" {
+		h := w.ResponseWriter.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		if code >= 400 && h.Get("Cache-Control") == "" {
 			h.Set("Cache-Control", "no-store") // a refusal before the reads' own headers (auth, limits)
 		}
 		w.ResponseWriter.WriteHeader(code)

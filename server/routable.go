@@ -13,6 +13,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/llmdiag/llmdiag/fleet"
 	llmdiagv1 "github.com/llmdiag/llmdiag/gen/llmdiag/v1"
@@ -165,13 +166,13 @@ func (s *Service) routability(ctx context.Context, node string, fb RoutableFallb
 	}
 	a := &llmdiagv1.GetRoutabilityResponse{Node: node}
 	unknown := func(reason string) (*llmdiagv1.GetRoutabilityResponse, error) {
-		a.Stale, a.StaleReason, a.Routable = true, reason, fb.FailOpen
+		a.Stale, a.StaleReason, a.Routable = true, reason, proto.Bool(fb.FailOpen)
 		return a, nil
 	}
 	rec, err := s.get(ctx, node)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && ready(fb.Ready):
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("unknown node %q", node))
+		return nil, storeErr(err)
 	case errors.Is(err, store.ErrNotFound):
 		return unknown("no verdicts yet: the first refresh has not completed")
 	case err != nil:
@@ -192,7 +193,7 @@ func (s *Service) routability(ctx context.Context, node string, fb RoutableFallb
 		}
 		return unknown("the verdict is UNKNOWN")
 	}
-	a.Routable = decision == store.Routable
+	a.Routable = proto.Bool(decision == store.Routable)
 	return a, nil
 }
 

@@ -6,7 +6,7 @@
 //     string "NaN", "Infinity" or "-Infinity" (a percentile of an empty
 //     window is NaN; the last bucket bound is +Inf). Every double of a
 //     component schema becomes oneOf that number and those strings.
-//   - Every operation needs a bearer token (serve --tokens-file): the
+//   - Every operation needs a bearer token (serve --auth-tokens): the
 //     document declares the scheme and requires it.
 //   - Proto comments keep the space after "//" on every line but the
 //     first; descriptions lose it.

@@ -120,7 +120,7 @@ func addBearer(root, components *yaml.Node) {
 		BearerScheme, mapping(
 			"type", scalar("http"),
 			"scheme", scalar("bearer"),
-			"description", scalar("A token of serve --tokens-file whose role grants the procedure (docs/security.md)."),
+			"description", scalar("A token of serve --auth-tokens whose role grants the procedure (docs/security.md)."),
 		)))
 	root.Content = append(root.Content, scalar("security"), seq(mapping(BearerScheme, &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle})))
 }

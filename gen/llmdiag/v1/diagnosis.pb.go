@@ -2840,8 +2840,9 @@ type GetRoutabilityResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
 	// Whether a router may send it traffic; when stale is set, what
-	// --routable-fail-open says.
-	Routable bool `protobuf:"varint,2,opt,name=routable,proto3" json:"routable,omitempty"`
+	// --routable-fail-open says. Always set: present in JSON even when
+	// false.
+	Routable *bool `protobuf:"varint,2,opt,name=routable,proto3,oneof" json:"routable,omitempty"`
 	// Its load score (Node.load_score); absent when not known.
 	LoadScore *float64 `protobuf:"fixed64,3,opt,name=load_score,json=loadScore,proto3,oneof" json:"load_score,omitempty"`
 	// Its status and root cause; UNKNOWN and NO_DATA when its data is stale,
@@ -2898,8 +2899,8 @@ func (x *GetRoutabilityResponse) GetNode() string {
 }
 
 func (x *GetRoutabilityResponse) GetRoutable() bool {
-	if x != nil {
-		return x.Routable
+	if x != nil && x.Routable != nil {
+		return *x.Routable
 	}
 	return false
 }
@@ -4428,19 +4429,20 @@ const file_llmdiag_v1_diagnosis_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\v2\x10.llmdiag.v1.NodeR\x04node\x120\n" +
 	"\bdegraded\x18\x02 \x01(\v2\x14.llmdiag.v1.DegradedR\bdegraded\"+\n" +
 	"\x15GetRoutabilityRequest\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\"\xcf\x02\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\"\xe1\x02\n" +
 	"\x16GetRoutabilityResponse\x12\x12\n" +
-	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
-	"\broutable\x18\x02 \x01(\bR\broutable\x12\"\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1f\n" +
+	"\broutable\x18\x02 \x01(\bH\x00R\broutable\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"load_score\x18\x03 \x01(\x01H\x00R\tloadScore\x88\x01\x01\x12*\n" +
+	"load_score\x18\x03 \x01(\x01H\x01R\tloadScore\x88\x01\x01\x12*\n" +
 	"\x06status\x18\x04 \x01(\x0e2\x12.llmdiag.v1.StatusR\x06status\x120\n" +
 	"\n" +
 	"root_cause\x18\x05 \x01(\x0e2\x11.llmdiag.v1.CauseR\trootCause\x12;\n" +
 	"\vobserved_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"observedAt\x12\x14\n" +
 	"\x05stale\x18\a \x01(\bR\x05stale\x12!\n" +
-	"\fstale_reason\x18\b \x01(\tR\vstaleReasonB\r\n" +
+	"\fstale_reason\x18\b \x01(\tR\vstaleReasonB\v\n" +
+	"\t_routableB\r\n" +
 	"\v_load_score\"\xaf\x01\n" +
 	"\x15GetNodeMetricsRequest\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
