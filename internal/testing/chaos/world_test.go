@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -346,19 +347,13 @@ func transportFrom(ip string) *http.Transport {
 	return &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
 }
 
+// health is addr's health status ("SERVING"), or why there is none.
 func health(addr string) string {
-	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/grpc.health.v1.Health/Check", strings.NewReader(`{}`))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := probeHTTP.Do(req)
+	st, err := testkit.HealthStatus(context.Background(), probeHTTP, "http://"+addr, "")
 	if err != nil {
 		return err.Error()
 	}
-	defer resp.Body.Close()
-	var out struct{ Status string }
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return err.Error()
-	}
-	return strings.TrimPrefix(out.Status, "SERVING_STATUS_")
+	return st
 }
 
 // scrapeMetrics reads the named series (no labels) from r's /metrics.

@@ -144,24 +144,11 @@ func (s service) healthClient(ip net.IP) *http.Client {
 
 // check is a Connect health check at base: nil when SERVING.
 func (s service) check(ctx context.Context, hc *http.Client, base string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/grpc.health.v1.Health/Check", strings.NewReader("{}"))
-	if err != nil {
-		return err
+	st, err := testkit.HealthStatus(ctx, hc, base, "")
+	if err == nil && st != "SERVING" {
+		err = fmt.Errorf("health: %s", st)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "SERVING") || strings.Contains(string(body), "NOT_SERVING") {
-		return fmt.Errorf("health: %s %s", resp.Status, body)
-	}
-	return nil
+	return err
 }
 
 // refused is llmdiag_refused_total by reason, from --metrics-listen.

@@ -3,7 +3,6 @@ package replicas_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -180,19 +179,14 @@ func TestServeReplicasWithRedis(t *testing.T) {
 	}
 }
 
+// health is service's health status at addr ("SERVING"), or why there
+// is none.
 func health(addr, service string) string {
-	body, _ := json.Marshal(map[string]string{"service": service})
-	c := http.Client{Timeout: 3 * time.Second}
-	resp, err := c.Post("http://"+addr+"/grpc.health.v1.Health/Check", "application/json", bytes.NewReader(body))
+	st, err := testkit.HealthStatus(context.Background(), &http.Client{Timeout: 3 * time.Second}, "http://"+addr, service)
 	if err != nil {
 		return err.Error()
 	}
-	defer resp.Body.Close()
-	var out struct{ Status string }
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		return err.Error()
-	}
-	return strings.TrimPrefix(out.Status, "SERVING_STATUS_")
+	return st
 }
 
 func leaderGauge(addr string) string {
