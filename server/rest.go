@@ -77,6 +77,7 @@ func REST(next http.Handler) (http.Handler, error) {
 		rr := r.WithContext(context.WithValue(r.Context(), restKey{}, call)) // a copy: the transcoder rewrites its URL
 		rr.URL = new(*r.URL)
 		rr.URL.Path, rr.URL.RawPath = restPath(r.URL), ""
+		rr.URL.RawQuery = restQuery(r.URL.RawQuery)
 		rw := &restWriter{ResponseWriter: w, call: call}
 		t.ServeHTTP(rw, rr)
 		rw.finish()
@@ -110,3 +111,46 @@ func restPath(u *url.URL) string {
 
 // nodesPrefix is the REST paths of one node.
 const nodesPrefix = RESTPrefix + "nodes/"
+
+// restQuery is the query with each readMask path in JSON's lowerCamelCase
+// (load_score → loadScore), the only form the transcoder reads a
+// FieldMask in, so that the proto's names, which the API's documentation
+// uses, work too. Other parameters are left as they came.
+func restQuery(raw string) string {
+	if !strings.Contains(raw, "_") || (!strings.Contains(raw, "readMask=") && !strings.Contains(raw, "read_mask=")) {
+		return raw
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return raw // the transcoder refuses it, naming what is wrong
+	}
+	for _, key := range []string{"readMask", "read_mask"} {
+		for i, v := range q[key] {
+			paths := strings.Split(v, ",")
+			for j, p := range paths {
+				paths[j] = lowerCamel(p)
+			}
+			q[key][i] = strings.Join(paths, ",")
+		}
+	}
+	return q.Encode()
+}
+
+// lowerCamel is a snake_case field path in lowerCamelCase
+// ("gpu.xid_errors" → "gpu.xidErrors").
+func lowerCamel(path string) string {
+	var b strings.Builder
+	up := false
+	for _, c := range path {
+		switch {
+		case c == '_':
+			up = true
+			continue
+		case up && c >= 'a' && c <= 'z':
+			c -= 'a' - 'A'
+		}
+		up = false
+		b.WriteRune(c)
+	}
+	return b.String()
+}

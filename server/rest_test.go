@@ -56,6 +56,7 @@ func TestREST(t *testing.T) {
 		{"node", "GET", "/v1/nodes/healthy-0", readerToken, 200, 0, `"id":"healthy-0"`, "private, max-age=5"},
 		{"node id with slash and colon", "GET", "/v1/nodes/pool%2Fa:0", readerToken, 200, 0, `"id":"pool/a:0"`, "private, max-age=5"},
 		{"read mask", "GET", "/v1/nodes/healthy-0?readMask=status", readerToken, 200, 0, `{"node":{"status":"STATUS_OK"}}`, "private, max-age=5"},
+		{"read mask, proto names", "GET", "/v1/nodes/healthy-0?read_mask=root_cause,load_score", readerToken, 200, 0, `"loadScore":0.31}}`, "private, max-age=5"},
 		{"list, filtered", "GET", "/v1/nodes?status=STATUS_CRIT&readMask=id", routerToken, 200, 0, `{"nodes":[{"id":"stalled-0"}]}`, "private, max-age=5"},
 		{"routable", "GET", "/v1/nodes/pool%2Fa:0/routable", routerToken, 200, 0, `"routable":true`, "no-store"},
 		{"not routable", "GET", "/v1/nodes/stalled-0/routable", routerToken, 200, 0, `"routable":false`, "no-store"},
