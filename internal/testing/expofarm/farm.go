@@ -238,6 +238,9 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	// Counted before the body goes out: a client that has read it all
+	// finds it counted.
+	f.requests.Add(1)
 	bp := f.pool.Get().(*[]byte)
 	region := f.tpl.render((*bp)[:0], f.cfg.Schedule.Gauges(node, f.cfg.Now()))
 	hdr := w.Header()
@@ -251,7 +254,6 @@ func (h handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	*bp = region[:0]
 	f.pool.Put(bp)
-	f.requests.Add(1)
 }
 
 // parsePath is the node of /n/<digits>/metrics.
