@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -120,8 +122,10 @@ func New(f *File, opts Options) (*Discovery, error) {
 
 // Run runs Prometheus's discovery Manager over the file's jobs until ctx is
 // done, and calls apply with the whole node set, sorted by id, after every
-// update the Manager sends (at most one per Options.Debounce). apply is
-// called from Run's goroutine, one call at a time.
+// update the Manager sends (at most one per Options.Debounce) that changes
+// it, and after the first whatever it holds: a mechanism may send the same
+// targets again (file_sd reads one rewrite of its file on two file
+// events). apply is called from Run's goroutine, one call at a time.
 func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 	kube := &kubeFailures{}
 	sdMetrics, err := discovery.CreateAndRegisterSDMetrics(watchRegisterer{Registerer: d.reg, seen: kube.seen})
@@ -159,7 +163,8 @@ func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 		go func() { defer close(kdone); d.watchKube(mctx, kube, kp) }()
 		defer func() { cancel(); <-kdone }()
 	}
-	for {
+	var last []fleet.Node
+	for applied := false; ; {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -167,7 +172,12 @@ func (d *Discovery) Run(ctx context.Context, apply func([]fleet.Node)) error {
 			if !ok {
 				return nil
 			}
-			apply(d.Build(tsets))
+			nodes := d.Build(tsets)
+			if applied && slices.EqualFunc(last, nodes, func(a, b fleet.Node) bool { return reflect.DeepEqual(a, b) }) {
+				continue
+			}
+			apply(nodes)
+			last, applied = nodes, true
 		}
 	}
 }
