@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -133,31 +134,56 @@ func golden(t testing.TB, path string, got []byte, update bool) {
 
 // FreeAddr is a loopback host:port free a moment ago (a listener opened and
 // closed), for a server the test starts to listen on, and never given
-// before in this process: the kernel may hand a port just closed to the
-// next listener that asks for any, so two addresses drawn one after the
-// other for one test (a proxy's frontend and a backend) could otherwise be
-// the same. Another process may still be given it meanwhile, which the
-// server's own listen then reports; an address that must refuse
-// connections is ClosedAddr's.
+// before in this process. The port is drawn at random below the kernel's
+// ephemeral range (ip_local_port_range), which the kernel takes ports
+// from for every outgoing connection and every listener on port 0: on a
+// busy machine a port from that range, free a moment ago, is soon the
+// local end of some test's connection, and the server's listen then
+// fails with "address already in use". Another process drawing the same
+// port meanwhile is still possible, and its listen then reports it; an
+// address that must refuse connections is ClosedAddr's.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
+	lo := ephemeralLow()
 	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := "127.0.0.1:" + strconv.Itoa(freePortFloor+rand.IntN(lo-freePortFloor))
 		given.Lock()
 		seen := given.addrs[addr]
 		given.addrs[addr] = true
 		given.Unlock()
-		if !seen {
-			return addr
+		if seen {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // taken
+		}
+		ln.Close()
+		return addr
+	}
+	t.Fatalf("FreeAddr: 100 ports drawn in [%d, %d) in a row were taken or given before", freePortFloor, lo)
+	return ""
+}
+
+// freePortFloor is the lowest port FreeAddr draws: above the ports
+// services listen on by default (Redis 6379, Prometheus 9090, …).
+const freePortFloor = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read, Linux's default).
+func ephemeralLow() int {
+	lo := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				lo = n
+			}
 		}
 	}
-	t.Fatalf("FreeAddr: 100 ports in a row were given before")
-	return ""
+	if lo < freePortFloor+1000 { // a range that leaves too little below it
+		lo = freePortFloor + 1000
+	}
+	return lo
 }
 
 // given is every address FreeAddr has returned in this process (ports are

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -143,5 +144,9 @@ func TestFreeAddrNeverTwice(t *testing.T) {
 			t.Fatalf("%s given twice", a)
 		}
 		seen[a] = true
+		_, port, _ := net.SplitHostPort(a)
+		if p, err := strconv.Atoi(port); err != nil || p < freePortFloor || p >= ephemeralLow() {
+			t.Fatalf("%s: want a port in [%d, %d), below the ephemeral range", a, freePortFloor, ephemeralLow())
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -44,12 +43,7 @@ func TestServeReplicasWithRedis(t *testing.T) {
 	}
 	var reps []replica
 	for _, id := range []string{"a", "b"} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := ln.Addr().String()
-		ln.Close()
+		addr := testkit.FreeAddr(t)
 		r := replica{addr: addr, log: &testkit.SyncBuffer{}}
 		reps = append(reps, r)
 		ctx, cancel := context.WithCancel(context.Background())
